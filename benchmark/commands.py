@@ -1,0 +1,93 @@
+"""Command lines of the `node` and `client` binaries, shared by local and remote runs.
+
+Paths are plain strings so the same builders serve local paths and paths on a remote host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .config import CRYPTO_MODES, BenchParameters
+
+
+def node_command(
+    binary: str,
+    *,
+    keys: str,
+    committee: str,
+    parameters: str,
+    genesis: str | None,
+    bench: BenchParameters,
+) -> list[str]:
+    command = [
+        binary,
+        "run",
+        "--keys",
+        keys,
+        "--committee",
+        committee,
+        "--parameters",
+        parameters,
+    ]
+    if genesis is not None:
+        command += ["--genesis", genesis]
+    command += ["--mode", bench.mode]
+    if bench.mode in CRYPTO_MODES and bench.verifier_threads is not None:
+        command += ["--verifier-threads", str(bench.verifier_threads)]
+    return command
+
+
+def client_command(
+    binary: str,
+    *,
+    bench: BenchParameters,
+    target: str,
+    nodes: Sequence[str],
+    index: int,
+    genesis: str | None,
+) -> list[str]:
+    """Client `index` sends to `target` and first waits until every address in `nodes` is up."""
+    command = [
+        binary,
+        "--target",
+        target,
+        "--nodes",
+        ",".join(nodes),
+        "--rate",
+        str(bench.rate_per_client),
+        "--duration",
+        str(bench.duration),
+        "--mode",
+        bench.mode,
+    ]
+    if bench.mode == "hotstuff":
+        command += ["--size", str(bench.tx_size)]
+    if bench.mode in CRYPTO_MODES:
+        if genesis is None:
+            raise ValueError(f"mode {bench.mode} needs a genesis file for the client")
+        command += [
+            "--genesis",
+            genesis,
+            "--client-index",
+            str(index),
+            "--clients",
+            str(bench.live_nodes),
+        ]
+        if bench.invalid_share > 0:
+            command += ["--invalid-share", str(bench.invalid_share)]
+    return command
+
+
+def movevm_command(binary: str, bench: BenchParameters) -> list[str]:
+    """The standalone Move VM run: one process, a generator thread feeding an executor thread."""
+    return [
+        binary,
+        "--mode",
+        "movevm",
+        "--duration",
+        str(bench.duration),
+        "--accounts",
+        str(bench.accounts),
+        "--channel-capacity",
+        str(bench.channel_capacity),
+    ]

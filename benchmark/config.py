@@ -1,0 +1,328 @@
+"""Configuration of a run: the bench parameters and the JSON files the Rust binaries read.
+
+The formats are those of the node's CLI: key files (written by `node keys`), the committee, the
+node parameters and the genesis (written by `node genesis`). Keys and genesis are produced by the
+`node` binary itself so the harness never re-implements the key derivation.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import HarnessError
+
+MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove", "movevm")
+NODE_MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove")
+CRYPTO_MODES: tuple[str, ...] = ("hotcrypto", "hotmove")
+
+# Ports used by one node: consensus, mempool, transactions. Co-located nodes shift by this stride.
+PORTS_PER_NODE = 3
+
+
+class ConfigError(HarnessError):
+    """A bench parameter or a configuration file is invalid."""
+
+
+@dataclass(frozen=True)
+class BenchParameters:
+    """What one benchmark run does. `rate` is the total over all clients (tx/s)."""
+
+    mode: str = "hotcrypto"
+    nodes: int = 4
+    faults: int = 0
+    rate: int = 20_000
+    tx_size: int = 512
+    duration: int = 10
+    batch_size: int = 500_000
+    max_batch_delay: int = 100
+    timeout_delay: int = 1_000
+    verifier_threads: int | None = None
+    accounts: int = 10_000
+    balance: int = 1_000_000_000
+    invalid_share: float = 0.0
+    channel_capacity: int = 1_000
+    runs: int = 1
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"unknown mode {self.mode!r}; expected one of {', '.join(MODES)}")
+        positive = {
+            "rate": self.rate,
+            "tx_size": self.tx_size,
+            "duration": self.duration,
+            "batch_size": self.batch_size,
+            "max_batch_delay": self.max_batch_delay,
+            "timeout_delay": self.timeout_delay,
+            "accounts": self.accounts,
+            "channel_capacity": self.channel_capacity,
+            "runs": self.runs,
+        }
+        for name, value in positive.items():
+            if value <= 0:
+                raise ConfigError(f"{name} must be positive, got {value}")
+        if self.verifier_threads is not None and self.verifier_threads <= 0:
+            raise ConfigError(f"verifier_threads must be positive, got {self.verifier_threads}")
+        if not 0.0 <= self.invalid_share <= 1.0:
+            raise ConfigError(f"invalid_share must be in [0, 1], got {self.invalid_share}")
+        if self.mode in NODE_MODES:
+            if self.nodes <= 0:
+                raise ConfigError(f"nodes must be positive, got {self.nodes}")
+            # HotStuff makes progress only with f < n/3; more faults would measure nothing.
+            if not 0 <= self.faults <= (self.nodes - 1) // 3:
+                raise ConfigError(
+                    f"faults must be between 0 and {(self.nodes - 1) // 3} for {self.nodes} nodes"
+                    f" (HotStuff needs f < n/3), got {self.faults}"
+                )
+        if self.mode == "hotstuff" and self.tx_size < 9:
+            # A sample transaction carries a marker byte and an 8-byte id.
+            raise ConfigError(
+                f"tx_size must be at least 9 bytes in hotstuff mode, got {self.tx_size}"
+            )
+
+    @property
+    def live_nodes(self) -> int:
+        """Nodes that are booted (the last `faults` nodes of the committee stay down)."""
+        return self.nodes - self.faults
+
+    @property
+    def rate_per_client(self) -> int:
+        """Each live node has one client; together they offer `rate`."""
+        return max(1, self.rate // max(1, self.live_nodes))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BenchParameters:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class NodeParameters:
+    """The node's parameters file (times in ms, sizes in bytes); defaults are the node's own."""
+
+    timeout_delay: int = 1_000
+    sync_retry_delay: int = 10_000
+    sync_retry_nodes: int = 3
+    batch_size: int = 500_000
+    max_batch_delay: int = 100
+    gc_depth: int = 50
+    max_block_digests: int = 256
+    max_frame_size: int = 8_388_608
+    channel_capacity: int = 1_000
+    max_backlog_per_sender: int = 1_000
+
+    @classmethod
+    def from_bench(cls, bench: BenchParameters) -> NodeParameters:
+        return cls(
+            timeout_delay=bench.timeout_delay,
+            batch_size=bench.batch_size,
+            max_batch_delay=bench.max_batch_delay,
+            channel_capacity=bench.channel_capacity,
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+    def write(self, path: Path) -> Path:
+        return _write_json(path, self.to_json())
+
+
+@dataclass(frozen=True)
+class Ports:
+    """The three ports of a node; a second node on the same host uses them plus PORTS_PER_NODE."""
+
+    consensus: int
+    mempool: int
+    transactions: int
+
+    @classmethod
+    def consecutive(cls, base: int) -> Ports:
+        return cls(base, base + 1, base + 2)
+
+    def shifted(self, slot: int) -> Ports:
+        step = PORTS_PER_NODE * slot
+        return Ports(self.consensus + step, self.mempool + step, self.transactions + step)
+
+    def span(self) -> tuple[int, int]:
+        """Lowest and highest port (to open a firewall range)."""
+        values = (self.consensus, self.mempool, self.transactions)
+        return min(values), max(values)
+
+
+@dataclass(frozen=True)
+class Authority:
+    name: str
+    host: str
+    ports: Ports
+    stake: int = 1
+
+    @property
+    def consensus_address(self) -> str:
+        return f"{self.host}:{self.ports.consensus}"
+
+    @property
+    def mempool_address(self) -> str:
+        return f"{self.host}:{self.ports.mempool}"
+
+    @property
+    def transactions_address(self) -> str:
+        return f"{self.host}:{self.ports.transactions}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stake": self.stake,
+            "consensus_address": self.consensus_address,
+            "mempool_address": self.mempool_address,
+            "transactions_address": self.transactions_address,
+        }
+
+
+@dataclass(frozen=True)
+class Committee:
+    """Node i of the committee is authorities[i]; the JSON keeps that order."""
+
+    authorities: tuple[Authority, ...]
+
+    @classmethod
+    def build(cls, names: Sequence[str], hosts: Sequence[str], ports: Ports) -> Committee:
+        """Node i runs on hosts[i]; nodes sharing a host get disjoint ports (stride 3)."""
+        if len(names) != len(hosts):
+            raise ConfigError(f"{len(names)} keys for {len(hosts)} hosts")
+        if len(set(names)) != len(names):
+            raise ConfigError("two nodes have the same public key")
+        slots: dict[str, int] = {}
+        authorities = []
+        for name, host in zip(names, hosts, strict=True):
+            slot = slots.get(host, 0)
+            slots[host] = slot + 1
+            authorities.append(Authority(name=name, host=host, ports=ports.shifted(slot)))
+        return cls(tuple(authorities))
+
+    def __len__(self) -> int:
+        return len(self.authorities)
+
+    def transactions_addresses(self, count: int | None = None) -> list[str]:
+        chosen = self.authorities if count is None else self.authorities[:count]
+        return [a.transactions_address for a in chosen]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"authorities": {a.name: a.to_json() for a in self.authorities}}
+
+    def write(self, path: Path) -> Path:
+        return _write_json(path, self.to_json())
+
+
+def generate_key(node_binary: Path, path: Path) -> str:
+    """Write a key file with `node keys` and return its public key (hex)."""
+    _run_tool([str(node_binary), "keys", "--filename", str(path)])
+    data = read_json(path)
+    name = data.get("name") if isinstance(data, dict) else None
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{path}: key file has no 'name'")
+    return name
+
+
+def write_genesis(
+    node_binary: Path, path: Path, accounts: int, balance: int, seed: int | None = None
+) -> Path:
+    """Write the genesis with `node genesis` (deterministic accounts from the seed)."""
+    command = [
+        str(node_binary),
+        "genesis",
+        "--accounts",
+        str(accounts),
+        "--balance",
+        str(balance),
+        "--filename",
+        str(path),
+    ]
+    if seed is not None:
+        command += ["--seed", str(seed)]
+    _run_tool(command)
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("accounts"), list):
+        raise ConfigError(f"{path}: genesis has no 'accounts' list")
+    if len(data["accounts"]) != accounts:
+        raise ConfigError(f"{path}: {len(data['accounts'])} accounts, expected {accounts}")
+    return path
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The configuration files of one run, all in `directory`."""
+
+    directory: Path
+    committee: Committee
+    key_files: tuple[Path, ...]
+    committee_file: Path
+    parameters_file: Path
+    genesis_file: Path | None
+    bench_file: Path
+
+
+def write_run_files(
+    bench: BenchParameters,
+    node_binary: Path,
+    directory: Path,
+    hosts: Sequence[str],
+    ports: Ports,
+) -> RunFiles:
+    """Write every file a run needs: node-i.json keys, committee, parameters, genesis, bench."""
+    if bench.mode not in NODE_MODES:
+        raise ConfigError(f"mode {bench.mode} runs no nodes")
+    if len(hosts) < bench.nodes:
+        raise ConfigError(f"{bench.nodes} nodes need {bench.nodes} hosts, got {len(hosts)}")
+    directory.mkdir(parents=True, exist_ok=True)
+    key_files = tuple(directory / f"node-{i}.json" for i in range(bench.nodes))
+    names = [generate_key(node_binary, path) for path in key_files]
+    committee = Committee.build(names, list(hosts[: bench.nodes]), ports)
+    committee_file = committee.write(directory / "committee.json")
+    parameters_file = NodeParameters.from_bench(bench).write(directory / "parameters.json")
+    genesis_file = None
+    if bench.mode in CRYPTO_MODES:
+        genesis_file = write_genesis(
+            node_binary, directory / "genesis.json", bench.accounts, bench.balance
+        )
+    bench_file = _write_json(directory / "bench.json", bench.to_dict())
+    return RunFiles(
+        directory=directory,
+        committee=committee,
+        key_files=key_files,
+        committee_file=committee_file,
+        parameters_file=parameters_file,
+        genesis_file=genesis_file,
+        bench_file=bench_file,
+    )
+
+
+def read_json(path: Path) -> Any:  # noqa: ANN401 - JSON is untyped until validated
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ConfigError(f"cannot read {path}: {error}") from error
+
+
+def _write_json(path: Path, data: Any) -> Path:  # noqa: ANN401 - any JSON value
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path
+
+
+def _run_tool(command: list[str]) -> None:
+    try:
+        subprocess.run(command, check=True, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError as error:
+        raise ConfigError(f"{command[0]} not found (build it first): {error}") from error
+    except subprocess.CalledProcessError as error:
+        raise ConfigError(
+            f"`{' '.join(command)}` failed with code {error.returncode}: {error.stderr.strip()}"
+        ) from error
+    except subprocess.TimeoutExpired as error:
+        raise ConfigError(f"`{' '.join(command)}` timed out") from error

@@ -1,0 +1,223 @@
+"""Local runs: every node and client is a plain subprocess of this machine, on loopback ports.
+
+Node i listens on base+3i (consensus), base+3i+1 (mempool) and base+3i+2 (transactions). The last
+`faults` nodes of the committee and their clients are never booted. Each process writes stdout
+(METRICS) and stderr (prose) to `<logs>/<run>/node-i.log` or `client-i.log`.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from .analysis import finish_run
+from .commands import client_command, movevm_command, node_command
+from .config import BenchParameters, Ports, RunFiles, write_run_files
+from .errors import HarnessError
+from .processes import DEFAULT_GRACE, ManagedProcess, ProcessSet, signals_interrupt
+from .progress import Progress
+from .summary import Summary
+
+DEFAULT_BASE_PORT = 4000
+LOOPBACK = "127.0.0.1"
+# Nodes have this long to open their transaction ports.
+STARTUP_TIMEOUT = 30.0
+# Clients may run this long beyond --duration (waiting for the nodes, final METRICS line).
+EXIT_MARGIN = 30.0
+POLL_INTERVAL = 0.1
+
+
+class BenchError(HarnessError):
+    """A run could not complete (a process failed or hung); the message says which and why."""
+
+
+def build(repo_root: Path, out: TextIO) -> None:
+    """`cargo build --release` in the repository root (binaries: target/release/node, client)."""
+    out.write(f"Building release binaries in {repo_root} ...\n")
+    out.flush()
+    # On a terminal cargo shows its own progress; otherwise its output only matters on failure.
+    show = out is sys.stdout
+    try:
+        result = subprocess.run(
+            ["cargo", "build", "--release"],
+            cwd=repo_root,
+            capture_output=not show,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError as error:
+        raise BenchError("cargo not found: install the Rust toolchain (rustup)") from error
+    if result.returncode != 0:
+        detail = "" if show else f":\n{result.stderr[-4000:]}"
+        raise BenchError(f"cargo build --release failed with code {result.returncode}{detail}")
+
+
+def _failure(process: ManagedProcess, why: str) -> BenchError:
+    tail = process.log_tail()
+    return BenchError(f"{process.name} {why} (log {process.log_path}):\n{tail}")
+
+
+def wait_for_ports(addresses: list[str], processes: list[ManagedProcess], timeout: float) -> None:
+    """Wait until every address accepts TCP connections, failing fast if a process dies."""
+    deadline = time.monotonic() + timeout
+    pending = list(zip(addresses, processes, strict=True))
+    while pending:
+        address, process = pending[0]
+        if not process.running():
+            raise _failure(process, f"exited with code {process.returncode} while starting")
+        host, port = address.rsplit(":", 1)
+        try:
+            with socket.create_connection((host, int(port)), timeout=0.5):
+                pending.pop(0)
+                continue
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise _failure(process, f"did not open {address} within {timeout:.0f} s")
+        time.sleep(POLL_INTERVAL)
+
+
+@dataclass
+class LocalBench:
+    bench: BenchParameters
+    repo_root: Path
+    base_port: int = DEFAULT_BASE_PORT
+    build: bool = True
+    binaries: Path | None = None
+    work_dir: Path | None = None
+    logs_dir: Path | None = None
+    results_dir: Path | None = None
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    grace: float = DEFAULT_GRACE
+    startup_timeout: float = STARTUP_TIMEOUT
+
+    @property
+    def binaries_dir(self) -> Path:
+        return self.binaries or self.repo_root / "target" / "release"
+
+    @property
+    def node_binary(self) -> Path:
+        return self.binaries_dir / "node"
+
+    @property
+    def client_binary(self) -> Path:
+        return self.binaries_dir / "client"
+
+    def run(self) -> list[Summary]:
+        """Build once, then run `bench.runs` times; each run prints and saves its summary."""
+        if self.build:
+            build(self.repo_root, self.out)
+        for binary in (self.node_binary, self.client_binary):
+            if not binary.is_file():
+                raise BenchError(f"{binary} does not exist; build the binaries first")
+        summaries = []
+        with signals_interrupt():
+            for index in range(self.bench.runs):
+                summaries.append(self.run_once(index))
+        return summaries
+
+    def run_once(self, index: int = 0) -> Summary:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_id = f"{self.bench.mode}-{stamp}-run{index}"
+        log_dir = (self.logs_dir or self.repo_root / "logs") / run_id
+        config_dir = (self.work_dir or self.repo_root / ".bench") / run_id
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.out.write(
+            f"Run {index + 1}/{self.bench.runs} ({self.bench.mode}), logs in {log_dir}\n"
+        )
+        with ProcessSet(self.grace) as processes:
+            if self.bench.mode == "movevm":
+                self._run_movevm(processes, log_dir)
+            else:
+                self._run_nodes(processes, config_dir, log_dir)
+        summary, _ = finish_run(
+            log_dir,
+            self.bench,
+            self.results_dir or self.repo_root / "results",
+            self.out,
+            extra={"run": index, "where": "local"},
+        )
+        return summary
+
+    def _run_nodes(self, processes: ProcessSet, config_dir: Path, log_dir: Path) -> None:
+        bench = self.bench
+        files = write_run_files(
+            bench,
+            self.node_binary,
+            config_dir,
+            [LOOPBACK] * bench.nodes,
+            Ports.consecutive(self.base_port),
+        )
+        live = bench.live_nodes
+        nodes = [
+            processes.start(f"node-{i}", self._node_command(files, i), log_dir / f"node-{i}.log")
+            for i in range(live)
+        ]
+        addresses = files.committee.transactions_addresses(live)
+        wait_for_ports(addresses, nodes, self.startup_timeout)
+        genesis = str(files.genesis_file) if files.genesis_file else None
+        clients = [
+            processes.start(
+                f"client-{i}",
+                client_command(
+                    str(self.client_binary),
+                    bench=bench,
+                    target=addresses[i],
+                    nodes=addresses,
+                    index=i,
+                    genesis=genesis,
+                ),
+                log_dir / f"client-{i}.log",
+            )
+            for i in range(live)
+        ]
+        self._wait(clients, watched=nodes, logs=[p.log_path for p in nodes + clients])
+        # Clients are done: stop the nodes so each prints its final METRICS line.
+        processes.stop(nodes)
+
+    def _node_command(self, files: RunFiles, index: int) -> list[str]:
+        return node_command(
+            str(self.node_binary),
+            keys=str(files.key_files[index]),
+            committee=str(files.committee_file),
+            parameters=str(files.parameters_file),
+            genesis=str(files.genesis_file) if files.genesis_file else None,
+            bench=self.bench,
+        )
+
+    def _run_movevm(self, processes: ProcessSet, log_dir: Path) -> None:
+        process = processes.start(
+            "movevm", movevm_command(str(self.client_binary), self.bench), log_dir / "movevm.log"
+        )
+        self._wait([process], watched=[], logs=[process.log_path])
+
+    def _wait(
+        self, finishing: list[ManagedProcess], watched: list[ManagedProcess], logs: list[Path]
+    ) -> None:
+        """Wait for `finishing` to exit on their own while `watched` must keep running."""
+        progress = Progress(self.out, float(self.bench.duration), logs)
+        deadline = time.monotonic() + self.bench.duration + EXIT_MARGIN
+        try:
+            while any(p.running() for p in finishing):
+                for process in watched:
+                    if not process.running():
+                        raise _failure(process, f"exited early with code {process.returncode}")
+                for process in finishing:
+                    if process.returncode not in (None, 0):
+                        raise _failure(process, f"failed with code {process.returncode}")
+                if time.monotonic() > deadline:
+                    late = next(p for p in finishing if p.running())
+                    raise _failure(late, f"still running {EXIT_MARGIN:.0f} s after its duration")
+                progress.tick()
+                time.sleep(POLL_INTERVAL)
+            progress.tick(force=True)
+        finally:
+            progress.finish()
+        for process in finishing:
+            if process.returncode != 0:
+                raise _failure(process, f"failed with code {process.returncode}")

@@ -1,0 +1,172 @@
+"""Graphs of aggregated results (mean and standard deviation over runs), as PNG and PDF.
+
+* robustness: input rate -> end-to-end throughput, one line per committee (nodes, faults);
+* latency-throughput: end-to-end throughput -> p50 latency, one line per committee;
+* tps: best throughput per committee size among the points whose latency is under a cap;
+* batch sizes: histogram of transactions per batch, one series per stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib as mpl
+
+mpl.use("Agg")  # files only, no display
+
+import matplotlib.pyplot as plt  # after mpl.use: the backend must be chosen first
+from matplotlib.figure import Figure
+
+from . import results
+from .errors import HarnessError
+from .results import Point, Result
+
+DEFAULT_LATENCY_CAPS: tuple[int, ...] = (2_000, 5_000)
+
+
+class PlotError(HarnessError):
+    """Nothing to plot."""
+
+
+def _save(figure: Figure, directory: Path, stem: str) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for suffix in ("png", "pdf"):
+        path = directory / f"{stem}.{suffix}"
+        figure.savefig(path, bbox_inches="tight")
+        paths.append(path)
+    plt.close(figure)
+    return paths
+
+
+def _committees(points: Sequence[Point]) -> dict[tuple[int, int], list[Point]]:
+    groups: dict[tuple[int, int], list[Point]] = {}
+    for point in points:
+        groups.setdefault((point.nodes, point.faults), []).append(point)
+    return dict(sorted(groups.items()))
+
+
+def _label(nodes: int, faults: int, mode: str) -> str:
+    if mode == "movevm":
+        return "Move VM"
+    return f"{nodes} nodes" + (f" ({faults} faulty)" if faults else "")
+
+
+def robustness(points: Sequence[Point], directory: Path, mode: str) -> list[Path]:
+    figure, axes = plt.subplots()
+    for (nodes, faults), group in _committees(points).items():
+        ordered = sorted(group, key=lambda p: p.rate)
+        axes.errorbar(
+            [p.rate for p in ordered],
+            [p.tps.mean or 0.0 for p in ordered],
+            yerr=[p.tps.std or 0.0 for p in ordered],
+            marker="o",
+            capsize=3,
+            label=_label(nodes, faults, mode),
+        )
+    axes.set_xlabel("Input rate (tx/s)")
+    axes.set_ylabel("Throughput (tx/s)")
+    axes.set_title(f"Robustness ({mode})")
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    return _save(figure, directory, f"robustness-{mode}")
+
+
+def latency_throughput(points: Sequence[Point], directory: Path, mode: str) -> list[Path]:
+    figure, axes = plt.subplots()
+    drawn = 0
+    for (nodes, faults), group in _committees(points).items():
+        ordered = sorted((p for p in group if p.latency_p50.mean is not None), key=lambda p: p.rate)
+        if not ordered:
+            continue
+        drawn += 1
+        axes.errorbar(
+            [p.tps.mean or 0.0 for p in ordered],
+            [(p.latency_p50.mean or 0.0) / 1000.0 for p in ordered],
+            xerr=[p.tps.std or 0.0 for p in ordered],
+            yerr=[(p.latency_p50.std or 0.0) / 1000.0 for p in ordered],
+            marker="o",
+            capsize=3,
+            label=_label(nodes, faults, mode),
+        )
+    axes.set_xlabel("Throughput (tx/s)")
+    axes.set_ylabel("End-to-end latency, p50 (s)")
+    axes.set_title(f"Latency vs throughput ({mode})")
+    axes.grid(True, alpha=0.3)
+    if drawn:
+        axes.legend()
+    return _save(figure, directory, f"latency-{mode}")
+
+
+def best_under_cap(points: Sequence[Point], cap_ms: float) -> dict[tuple[int, int], Point]:
+    """Per committee, the point of highest mean throughput whose mean p50 latency is <= cap."""
+    best: dict[tuple[int, int], Point] = {}
+    for committee, group in _committees(points).items():
+        eligible = [
+            p for p in group if p.latency_p50.mean is not None and p.latency_p50.mean <= cap_ms
+        ]
+        if eligible:
+            best[committee] = max(eligible, key=lambda p: p.tps.mean or 0.0)
+    return best
+
+
+def tps(points: Sequence[Point], directory: Path, mode: str, caps: Sequence[float]) -> list[Path]:
+    figure, axes = plt.subplots()
+    for cap in caps:
+        best = best_under_cap(points, cap)
+        for faults in sorted({f for _, f in best}):
+            chosen = sorted((n, p) for (n, f), p in best.items() if f == faults)
+            label = f"latency <= {cap / 1000:g} s" + (f", {faults} faulty" if faults else "")
+            axes.errorbar(
+                [n for n, _ in chosen],
+                [p.tps.mean or 0.0 for _, p in chosen],
+                yerr=[p.tps.std or 0.0 for _, p in chosen],
+                marker="s",
+                capsize=3,
+                label=label,
+            )
+    axes.set_xlabel("Committee size")
+    axes.set_ylabel("Throughput (tx/s)")
+    axes.set_title(f"Best throughput under a latency cap ({mode})")
+    axes.grid(True, alpha=0.3)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend()
+    return _save(figure, directory, f"tps-{mode}")
+
+
+def batch_histogram(items: Sequence[Result], directory: Path, mode: str) -> list[Path]:
+    """One panel per stage: batches of the mempool (consensus) and of the verifier/executor
+    stages are on different scales."""
+    series = {
+        stage: values for stage, values in sorted(results.batch_sizes(items).items()) if values
+    }
+    panels = max(1, len(series))
+    figure, axes = plt.subplots(panels, 1, figsize=(6.4, 2.4 * panels + 0.8), squeeze=False)
+    for row, (stage, values) in zip(axes[:, 0], series.items(), strict=False):
+        row.hist(values, bins=30)
+        row.set_title(f"{stage} ({len(values)} intervals)", fontsize="medium")
+        row.set_ylabel("Intervals")
+    axes[-1, 0].set_xlabel("Transactions per batch (mean per interval)")
+    figure.suptitle(f"Batch sizes ({mode})")
+    figure.tight_layout()
+    return _save(figure, directory, f"batches-{mode}")
+
+
+def plot_all(
+    results_dir: Path,
+    output_dir: Path,
+    mode: str,
+    caps: Sequence[float] = DEFAULT_LATENCY_CAPS,
+) -> list[Path]:
+    """Draw every graph for one mode from the saved results; returns the files written."""
+    items = results.load(results_dir, mode)
+    if not items:
+        raise PlotError(f"no saved results for mode {mode} in {results_dir}")
+    points = results.aggregate(items)
+    return [
+        *robustness(points, output_dir, mode),
+        *latency_throughput(points, output_dir, mode),
+        *tps(points, output_dir, mode, caps),
+        *batch_histogram(items, output_dir, mode),
+    ]

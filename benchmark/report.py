@@ -1,0 +1,120 @@
+"""Human-readable rendering of a run's summary (the text `fab local` and `fab remote` print)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .summary import LatencyStats, StageRow, Summary, Throughput
+
+RULE = "-" * 78
+
+
+def _num(value: float | None, digits: int = 0, suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}{suffix}"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _latency(stats: LatencyStats) -> str:
+    if stats.count == 0:
+        return "no samples"
+    return (
+        f"mean {_num(stats.mean_ms)} ms, p50 {_num(stats.p50_ms)} ms, p99 {_num(stats.p99_ms)} ms"
+        f" ({stats.count:,} samples)"
+    )
+
+
+def _throughput(title: str, value: Throughput) -> list[str]:
+    return [
+        f" + {title}:",
+        f"   TPS: {_num(value.tps)} tx/s",
+        f"   BPS: {_num(value.bps)} B/s",
+        f"   Latency: {_latency(value.latency)}",
+    ]
+
+
+def _config(summary: Summary) -> list[str]:
+    config = summary.config
+    lines = [" + CONFIG:", f"   Mode: {summary.mode}"]
+    if summary.mode != "movevm":
+        lines += [
+            f"   Nodes: {config.get('nodes', '-')} (faults: {config.get('faults', 0)})",
+            f"   Input rate: {_num(config.get('rate'))} tx/s",
+        ]
+        if summary.mode == "hotstuff":
+            lines.append(f"   Transaction size: {_num(config.get('tx_size'))} B")
+        lines += [
+            f"   Batch size: {_num(config.get('batch_size'))} B, "
+            f"max batch delay: {_num(config.get('max_batch_delay'))} ms",
+        ]
+        if summary.mode != "hotstuff":
+            threads = config.get("verifier_threads")
+            lines.append(f"   Verifier threads: {threads if threads else 'node default'}")
+    lines += [
+        f"   Duration: {config.get('duration', '-')} s "
+        f"(steady window {summary.window.seconds:.1f} s after warm-up)",
+    ]
+    if config.get("run") is not None:
+        lines.append(f"   Run: {config['run']}")
+    return lines
+
+
+STAGE_HEADER = (
+    f"   {'stage':<10} {'tx/s':>10} {'busy':>5} {'blocked':>7} {'queue':>7} {'max q':>6}"
+    f" {'batch':>7} {'invalid':>8} {'failed':>7} {'dropped':>8}"
+)
+
+
+def _stage_row(row: StageRow) -> str:
+    return (
+        f"   {row.name:<10} {_num(row.throughput):>10} {_share(row.busy_share):>5}"
+        f" {_share(row.blocked_share):>7} {_num(row.queue_mean, 1):>7} {_num(row.queue_max):>6}"
+        f" {_num(row.batch_size, 1):>7} {_num(row.invalid):>8} {_num(row.failed):>7}"
+        f" {_num(row.dropped):>8}"
+    )
+
+
+def render_summary(summary: Summary) -> str:
+    lines = ["", RULE, " SUMMARY", RULE, *_config(summary), ""]
+    if summary.consensus is not None:
+        lines += [*_throughput("CONSENSUS", summary.consensus), ""]
+    lines += [*_throughput("END-TO-END", summary.end_to_end)]
+    if summary.clients is not None:
+        clients = summary.clients
+        lines += [
+            f"   Clients: {clients.clients}, sent {_num(clients.sent_tps)} tx/s of "
+            f"{_num(clients.target_tps)} tx/s asked, {clients.missed_bursts:,} late bursts, "
+            f"{clients.samples_matched:,}/{clients.samples_sent:,} samples matched",
+        ]
+    lines += [
+        "",
+        " + STAGES (busy: share of time working; blocked: on a full output channel;",
+        "   queue: mean/max length of the input channel):",
+        STAGE_HEADER,
+    ]
+    lines += [_stage_row(row) for row in summary.stages]
+    bottleneck = summary.bottleneck
+    lines += [
+        "",
+        f" + LIMITING STAGE: {bottleneck.stage} ({bottleneck.rule})",
+        f"   {bottleneck.explanation}",
+    ]
+    if bottleneck.evidence:
+        lines.append(
+            "   "
+            + ", ".join(f"{key} = {_evidence(key, v)}" for key, v in bottleneck.evidence.items())
+        )
+    malformed = summary.processes.get("malformed_lines", 0)
+    if malformed:
+        lines.append(f"   ({malformed} malformed METRICS lines skipped)")
+    lines += [RULE, ""]
+    return "\n".join(lines)
+
+
+def _evidence(key: str, value: float) -> str:
+    return _share(value) if key.endswith("_share") else _num(value, 1)

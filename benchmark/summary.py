@@ -1,0 +1,658 @@
+"""The arithmetic of a run: throughput, latency, the stage table and the limiting stage.
+
+Everything is computed from METRICS records (see `metrics.py`):
+
+* The steady window. Clients define the load: the window runs from the moment every client has
+  reported (the latest first record) to the moment the first one stops (the earliest last
+  record), minus a warm-up of `warmup_fraction` (default 1/10) of that span at the start. In the
+  `movevm` mode the single process defines it; without clients the nodes do.
+* Rates come from cumulative counters: the counter is interpolated linearly between records at
+  both ends of the window, and the difference is divided by the window's length. A lost line
+  therefore loses no transactions.
+* Consensus latency: the `batch_latencies_ms` (seal to commit) reported after the warm-up.
+* End-to-end latency: sample transactions joined by id; the client's send time against the
+  earliest node event for that id (`commit` in hotstuff mode, `execute` otherwise), for samples
+  sent inside the window.
+* End-to-end throughput: the executor's executed transactions (hotcrypto/hotmove/movevm); in
+  hotstuff mode end-to-end means committed, so it equals consensus throughput.
+
+Node-level numbers are averaged over nodes (every honest node processes the same transactions);
+queue maxima and invalid/failed/dropped counts take the worst node.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from .errors import HarnessError
+from .metrics import ProcessMetrics, Record, RunMetrics
+from .report import render_summary
+
+WARMUP_FRACTION = 0.1
+# Rule thresholds of `find_bottleneck` (shares of the window's wall time or of a rate).
+BLOCKED_THRESHOLD = 0.05
+SATURATED_BUSY = 0.8
+CLIENT_SHORTFALL = 0.9
+KEEPS_UP = 0.95
+
+STAGE_ORDER = ("consensus", "generator", "verifier", "executor")
+
+
+class SummaryError(HarnessError):
+    """The logs hold too little to summarise a run."""
+
+
+@dataclass(frozen=True)
+class Window:
+    start_ms: float
+    end_ms: float
+    load_start_ms: float
+
+    @property
+    def seconds(self) -> float:
+        return (self.end_ms - self.start_ms) / 1000.0
+
+    def contains(self, t_ms: float) -> bool:
+        return self.start_ms <= t_ms <= self.end_ms
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    count: int
+    mean_ms: float | None
+    p50_ms: float | None
+    p99_ms: float | None
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> LatencyStats:
+        ordered = sorted(values)
+        if not ordered:
+            return cls(0, None, None, None)
+        return cls(
+            count=len(ordered),
+            mean_ms=sum(ordered) / len(ordered),
+            p50_ms=percentile(ordered, 50),
+            p99_ms=percentile(ordered, 99),
+        )
+
+
+@dataclass(frozen=True)
+class Throughput:
+    tps: float
+    bps: float | None
+    latency: LatencyStats
+
+
+@dataclass(frozen=True)
+class ClientStats:
+    clients: int
+    target_tps: float
+    sent_tps: float
+    missed_bursts: int
+    invalid_sent: int
+    samples_sent: int
+    samples_matched: int
+
+
+@dataclass(frozen=True)
+class StageRow:
+    """One stage of the pipeline, averaged over nodes.
+
+    `blocked_share` is the share of the window this stage spent blocked on its full *output*
+    channel; `input_blocked_share` is that of its producer on this stage's *input* channel.
+    Queue lengths are those of the input channel.
+    """
+
+    name: str
+    throughput: float | None
+    busy_share: float | None
+    blocked_share: float | None
+    input_channel: str | None
+    input_blocked_share: float | None
+    input_full: int | None
+    queue_mean: float | None
+    queue_max: int | None
+    batch_size: float | None
+    invalid: int | None
+    failed: int | None
+    dropped: int | None
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    stage: str
+    rule: str
+    explanation: str
+    evidence: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Summary:
+    config: dict[str, Any]
+    window: Window
+    consensus: Throughput | None
+    end_to_end: Throughput
+    clients: ClientStats | None
+    stages: tuple[StageRow, ...]
+    bottleneck: Bottleneck
+    batch_sizes: dict[str, list[float]] = field(default_factory=dict)
+    processes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def mode(self) -> str:
+        return str(self.config.get("mode", "unknown"))
+
+    def stage(self, name: str) -> StageRow | None:
+        return next((row for row in self.stages if row.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["window"]["seconds"] = self.window.seconds
+        return data
+
+    def render(self) -> str:
+        return render_summary(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers over records.
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default) over sorted values."""
+    if not ordered:
+        raise ValueError("percentile of no values")
+    position = (len(ordered) - 1) * q / 100.0
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def lookup(record: Record, path: Sequence[str]) -> Any:  # noqa: ANN401 - JSON value
+    value: Any = record
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def number(record: Record, path: Sequence[str]) -> float | None:
+    value = lookup(record, path)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def value_at(records: Sequence[Record], path: Sequence[str], t_ms: float) -> float | None:
+    """A cumulative counter at time t_ms, linear between records and clamped at both ends."""
+    points = [(float(r["time_ms"]), v) for r in records if (v := number(r, path)) is not None]
+    if not points:
+        return None
+    if t_ms <= points[0][0]:
+        return points[0][1]
+    for (t0, v0), (t1, v1) in pairwise(points):
+        if t0 <= t_ms <= t1:
+            return v0 if t1 == t0 else v0 + (v1 - v0) * (t_ms - t0) / (t1 - t0)
+    return points[-1][1]
+
+
+def rate(records: Sequence[Record], path: Sequence[str], window: Window) -> float | None:
+    """Per-second increase of a cumulative counter over the window."""
+    start = value_at(records, path, window.start_ms)
+    end = value_at(records, path, window.end_ms)
+    if start is None or end is None or window.seconds <= 0:
+        return None
+    return (end - start) / window.seconds
+
+
+def last_number(records: Sequence[Record], path: Sequence[str]) -> float | None:
+    for record in reversed(records):
+        value = number(record, path)
+        if value is not None:
+            return value
+    return None
+
+
+def _delta(before: Record, after: Record, path: Sequence[str]) -> float | None:
+    start, end = number(before, path), number(after, path)
+    return None if start is None or end is None else end - start
+
+
+def in_window(records: Sequence[Record], window: Window) -> list[Record]:
+    return [r for r in records if window.contains(r["time_ms"])]
+
+
+def mean(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def maximum(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _int_or_none(value: float | None) -> int | None:
+    return None if value is None else round(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# The window, throughput and latency.
+
+
+def steady_window(run: RunMetrics, warmup_fraction: float = WARMUP_FRACTION) -> Window:
+    load = [p for p in (run.clients or run.movevm or run.nodes) if p.records]
+    if not load:
+        raise SummaryError("no METRICS records in the logs")
+    firsts = [float(p.records[0]["time_ms"]) for p in load]
+    lasts = [float(p.records[-1]["time_ms"]) for p in load]
+    begin, end = max(firsts), min(lasts)
+    if end <= begin:
+        # The processes never all ran together; fall back to the span of any of them.
+        begin, end = min(firsts), max(lasts)
+    if end <= begin:
+        raise SummaryError("the run is too short: fewer than two METRICS records")
+    return Window(start_ms=begin + warmup_fraction * (end - begin), end_ms=end, load_start_ms=begin)
+
+
+def sample_latencies(
+    clients: Sequence[ProcessMetrics],
+    nodes: Sequence[ProcessMetrics],
+    event: str,
+    window: Window,
+) -> tuple[list[float], int]:
+    """End-to-end latencies of the samples sent in the window, and how many were sent."""
+    sent: dict[str, float] = {}
+    for client in clients:
+        for key, t_ms in _samples(client, None):
+            if window.contains(t_ms) and (key not in sent or t_ms < sent[key]):
+                sent[key] = t_ms
+    seen: dict[str, float] = {}
+    for node in nodes:
+        for key, t_ms in _samples(node, event):
+            if key not in seen or t_ms < seen[key]:
+                seen[key] = t_ms
+    latencies = [seen[key] - t_ms for key, t_ms in sent.items() if key in seen]
+    return latencies, len(sent)
+
+
+def _samples(process: ProcessMetrics, event: str | None) -> Iterable[tuple[str, float]]:
+    """(id, time) of a process's well-formed samples, of one event kind for nodes."""
+    for record in process.records:
+        samples = record.get("samples")
+        if not isinstance(samples, list):
+            continue
+        for sample in samples:
+            if not isinstance(sample, dict) or "id" not in sample:
+                continue
+            if event is not None and sample.get("event") != event:
+                continue
+            t_ms = sample.get("t_ms")
+            if isinstance(t_ms, int | float) and not isinstance(t_ms, bool):
+                yield str(sample["id"]), float(t_ms)
+
+
+def consensus_throughput(nodes: Sequence[ProcessMetrics], window: Window) -> Throughput:
+    tps = mean(rate(n.records, ("consensus", "committed_txs"), window) for n in nodes)
+    bps = mean(rate(n.records, ("consensus", "committed_bytes"), window) for n in nodes)
+    latencies = [
+        float(value)
+        for n in nodes
+        for r in n.records
+        if r["time_ms"] > window.start_ms
+        for value in (r.get("batch_latencies_ms") or [])
+        if isinstance(value, int | float)
+    ]
+    return Throughput(tps=tps or 0.0, bps=bps, latency=LatencyStats.of(latencies))
+
+
+def bytes_per_tx(nodes: Sequence[ProcessMetrics]) -> float | None:
+    txs = sum(last_number(n.records, ("consensus", "committed_txs")) or 0.0 for n in nodes)
+    size = sum(last_number(n.records, ("consensus", "committed_bytes")) or 0.0 for n in nodes)
+    return size / txs if txs > 0 else None
+
+
+def executed_rate(process: ProcessMetrics, window: Window) -> float | None:
+    executed = rate(process.records, ("stages", "executor", "executed"), window)
+    if executed is None:
+        executed = rate(process.records, ("stages", "executor", "items"), window)
+    return executed
+
+
+def client_stats(
+    clients: Sequence[ProcessMetrics], window: Window, matched: int, sent: int
+) -> ClientStats:
+    return ClientStats(
+        clients=len(clients),
+        target_tps=sum(last_number(c.records, ("rate",)) or 0.0 for c in clients),
+        sent_tps=sum(rate(c.records, ("sent",), window) or 0.0 for c in clients),
+        missed_bursts=round(
+            sum(last_number(c.records, ("missed_bursts",)) or 0.0 for c in clients)
+        ),
+        invalid_sent=round(sum(last_number(c.records, ("invalid_sent",)) or 0.0 for c in clients)),
+        samples_sent=sent,
+        samples_matched=matched,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The stage table.
+
+
+def _names(records: Sequence[Record], key: str) -> set[str]:
+    names: set[str] = set()
+    for record in records:
+        value = record.get(key)
+        if isinstance(value, dict):
+            names.update(str(k) for k in value)
+    return names
+
+
+def _stage_key(name: str) -> tuple[int, str]:
+    return (STAGE_ORDER.index(name), name) if name in STAGE_ORDER else (len(STAGE_ORDER), name)
+
+
+def _stage_of(process: ProcessMetrics, stage: str, channels: set[str], window: Window) -> StageRow:
+    records = process.records
+    steady = in_window(records, window)
+    inputs = sorted(c for c in channels if c.split("->")[-1] == stage)
+    outputs = sorted(c for c in channels if c.split("->")[0] == stage)
+    input_channel = inputs[0] if inputs else None
+    output_channel = outputs[0] if outputs else None
+
+    def channel_share(channel: str | None) -> float | None:
+        if channel is None:
+            return None
+        blocked = rate(records, ("channels", channel, "blocked_ms"), window)
+        return None if blocked is None else blocked / 1000.0
+
+    if stage == "consensus":
+        throughput = rate(records, ("consensus", "committed_txs"), window)
+        batches = rate(records, ("consensus", "committed_batches"), window)
+        batch_size = throughput / batches if throughput is not None and batches else None
+        busy = None
+        counts: list[float | None] = [None, None, None]
+    else:
+        path = ("stages", stage)
+        throughput = rate(records, (*path, "items"), window)
+        busy_ms = rate(records, (*path, "busy_ms"), window)
+        # A multi-threaded stage may report the sum over its threads; `threads` normalises it.
+        threads = last_number(records, (*path, "threads")) or 1.0
+        busy = None if busy_ms is None else busy_ms / 1000.0 / threads
+        batch_size = mean(
+            v for r in steady if (v := number(r, (*path, "batch_size_mean"))) is not None and v > 0
+        )
+        counts = [last_number(records, (*path, key)) for key in ("invalid", "failed", "dropped")]
+    queue_mean = None
+    queue_max = None
+    input_full = None
+    if input_channel is not None:
+        queue_mean = mean(number(r, ("channels", input_channel, "mean_len")) for r in steady)
+        queue_max = maximum(number(r, ("channels", input_channel, "max_len")) for r in steady)
+        input_full = last_number(records, ("channels", input_channel, "full"))
+    return StageRow(
+        name=stage,
+        throughput=throughput,
+        busy_share=busy,
+        blocked_share=channel_share(output_channel),
+        input_channel=input_channel,
+        input_blocked_share=channel_share(input_channel),
+        input_full=_int_or_none(input_full),
+        queue_mean=queue_mean,
+        queue_max=_int_or_none(queue_max),
+        batch_size=batch_size,
+        invalid=_int_or_none(counts[0]),
+        failed=_int_or_none(counts[1]),
+        dropped=_int_or_none(counts[2]),
+    )
+
+
+def stage_table(processes: Sequence[ProcessMetrics], window: Window) -> tuple[StageRow, ...]:
+    """One row per stage, averaged over processes, in pipeline order."""
+    per_stage: dict[str, list[StageRow]] = {}
+    for process in processes:
+        stages = _names(process.records, "stages")
+        if any("consensus" in r for r in process.records):
+            stages.add("consensus")
+        channels = _names(process.records, "channels")
+        for stage in stages:
+            per_stage.setdefault(stage, []).append(_stage_of(process, stage, channels, window))
+    rows = []
+    for stage in sorted(per_stage, key=_stage_key):
+        items = per_stage[stage]
+        rows.append(
+            StageRow(
+                name=stage,
+                throughput=mean(r.throughput for r in items),
+                busy_share=mean(r.busy_share for r in items),
+                blocked_share=mean(r.blocked_share for r in items),
+                input_channel=items[0].input_channel,
+                input_blocked_share=mean(r.input_blocked_share for r in items),
+                input_full=_int_or_none(maximum(r.input_full for r in items)),
+                queue_mean=mean(r.queue_mean for r in items),
+                queue_max=_int_or_none(maximum(r.queue_max for r in items)),
+                batch_size=mean(r.batch_size for r in items),
+                invalid=_int_or_none(maximum(r.invalid for r in items)),
+                failed=_int_or_none(maximum(r.failed for r in items)),
+                dropped=_int_or_none(maximum(r.dropped for r in items)),
+            )
+        )
+    return tuple(rows)
+
+
+def batch_size_series(
+    processes: Sequence[ProcessMetrics], window: Window
+) -> dict[str, list[float]]:
+    """Per-interval batch sizes (transactions per batch) for the batch-size histogram."""
+    series: dict[str, list[float]] = {}
+    for process in processes:
+        steady = in_window(process.records, window)
+        for before, after in pairwise(steady):
+            txs = _delta(before, after, ("consensus", "committed_txs"))
+            batches = _delta(before, after, ("consensus", "committed_batches"))
+            if txs is not None and batches:
+                series.setdefault("consensus", []).append(txs / batches)
+        for record in steady:
+            stages = record.get("stages")
+            if not isinstance(stages, dict):
+                continue
+            for stage in stages:
+                value = number(record, ("stages", stage, "batch_size_mean"))
+                if value is not None and value > 0:
+                    series.setdefault(stage, []).append(value)
+    return series
+
+
+# ---------------------------------------------------------------------------------------------
+# The limiting stage.
+
+
+def find_bottleneck(
+    stages: Sequence[StageRow],
+    end_to_end: Throughput,
+    clients: ClientStats | None,
+    consensus: Throughput | None,
+) -> Bottleneck:
+    """Name the component that limited the run, with the numbers that show it.
+
+    The rules, first match wins:
+
+    1. Back-pressure. Stages are joined by bounded channels that record the time their producer
+       spent blocked because the channel was full. A stage whose producer was blocked on its input
+       for at least BLOCKED_THRESHOLD (5 %) of the window could not keep up with its input. A slow
+       stage fills its input, which blocks its producer, whose own input then fills, and so on
+       upstream, so when several channels are blocked the *most downstream* such stage is the
+       cause; the others are victims.
+    2. The load generator. If the clients sent less than CLIENT_SHORTFALL (90 %) of their target
+       rate, they could not generate the load (e.g. CPU shared with the nodes): the system was not
+       pushed to the requested rate and the clients are the limit.
+    3. The offered load. If end-to-end throughput reached KEEPS_UP (95 %) of what the clients
+       sent, the system kept up: nothing inside it limited the run; raise the rate.
+    4. Saturation without back-pressure. The stage with the highest busy share, if it is at least
+       SATURATED_BUSY (80 %), is working almost all the time and limits the run (its input is not
+       bounded by a measured channel, or it is the last stage).
+    5. Consensus. Otherwise every measured stage has slack and no channel backs up, yet the
+       system does not keep up with the load: ordering and dissemination (HotStuff, mempool,
+       network) limit the rate at which transactions reach the pipeline.
+    """
+    blocked = [
+        row
+        for row in stages
+        if row.input_blocked_share is not None and row.input_blocked_share >= BLOCKED_THRESHOLD
+    ]
+    if blocked:
+        row = blocked[-1]
+        producer = row.input_channel.split("->")[0] if row.input_channel else "producer"
+        evidence = {f"{producer}_blocked_share": row.input_blocked_share or 0.0}
+        if row.busy_share is not None:
+            evidence[f"{row.name}_busy_share"] = row.busy_share
+        if row.throughput is not None:
+            evidence[f"{row.name}_tps"] = row.throughput
+        if row.queue_mean is not None:
+            evidence[f"{row.name}_queue_mean"] = row.queue_mean
+        busy = "" if row.busy_share is None else f" while {row.name} was busy {row.busy_share:.0%}"
+        return Bottleneck(
+            stage=row.name,
+            rule="back-pressure",
+            explanation=(
+                f"{producer} was blocked on the full {row.input_channel} channel "
+                f"{row.input_blocked_share:.0%} of the time{busy}: {row.name} cannot keep up "
+                "with its input."
+            ),
+            evidence=evidence,
+        )
+    if clients is not None and clients.target_tps > 0:
+        if clients.sent_tps < CLIENT_SHORTFALL * clients.target_tps:
+            return Bottleneck(
+                stage="client",
+                rule="load generator",
+                explanation=(
+                    f"the clients sent {clients.sent_tps:,.0f} tx/s of the "
+                    f"{clients.target_tps:,.0f} tx/s asked ({clients.missed_bursts} late bursts): "
+                    "the load generator is the limit."
+                ),
+                evidence={
+                    "sent_tps": clients.sent_tps,
+                    "target_tps": clients.target_tps,
+                    "missed_bursts": float(clients.missed_bursts),
+                },
+            )
+        if end_to_end.tps >= KEEPS_UP * clients.sent_tps:
+            return Bottleneck(
+                stage="offered load",
+                rule="keeps up",
+                explanation=(
+                    f"end-to-end {end_to_end.tps:,.0f} tx/s matches the "
+                    f"{clients.sent_tps:,.0f} tx/s sent: nothing inside limited the run; "
+                    "raise --rate to find the limit."
+                ),
+                evidence={"e2e_tps": end_to_end.tps, "sent_tps": clients.sent_tps},
+            )
+    busy = [row for row in stages if row.busy_share is not None]
+    if busy:
+        row = max(busy, key=lambda r: r.busy_share or 0.0)
+        if (row.busy_share or 0.0) >= SATURATED_BUSY:
+            return Bottleneck(
+                stage=row.name,
+                rule="saturated",
+                explanation=f"{row.name} was busy {row.busy_share:.0%} of the time.",
+                evidence={
+                    f"{row.name}_busy_share": row.busy_share or 0.0,
+                    f"{row.name}_tps": row.throughput or 0.0,
+                },
+            )
+    if consensus is None:
+        # No consensus (movevm): the busiest stage is the best candidate even below saturation.
+        row = max(busy, key=lambda r: r.busy_share or 0.0) if busy else None
+        return Bottleneck(
+            stage=row.name if row else "unknown",
+            rule="busiest",
+            explanation=(
+                f"{row.name} was the busiest stage ({row.busy_share:.0%})."
+                if row
+                else "no stage reported its busy time."
+            ),
+            evidence={f"{row.name}_busy_share": row.busy_share or 0.0} if row else {},
+        )
+    evidence = {
+        f"{row.name}_busy_share": row.busy_share for row in busy if row.busy_share is not None
+    }
+    evidence["consensus_tps"] = consensus.tps
+    if clients is not None:
+        evidence["sent_tps"] = clients.sent_tps
+    slack = ", ".join(f"{r.name} busy {r.busy_share:.0%}" for r in busy if r.busy_share is not None)
+    return Bottleneck(
+        stage="consensus",
+        rule="ordering",
+        explanation=(
+            "no channel backs up and no stage is saturated"
+            + (f" ({slack})" if slack else "")
+            + ", yet the system does not keep up with the load: "
+            "ordering and dissemination limit it."
+        ),
+        evidence=evidence,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def summarize(
+    run: RunMetrics, config: dict[str, Any], warmup_fraction: float = WARMUP_FRACTION
+) -> Summary:
+    mode = str(config.get("mode") or _mode_of(run))
+    window = steady_window(run, warmup_fraction)
+    clients_stats: ClientStats | None = None
+    consensus: Throughput | None = None
+    if mode == "movevm":
+        processes = run.movevm
+        if not processes:
+            raise SummaryError("movevm mode but no movevm METRICS records")
+        tps = mean(executed_rate(p, window) for p in processes) or 0.0
+        end_to_end = Throughput(tps=tps, bps=None, latency=LatencyStats.of([]))
+    else:
+        processes = run.nodes
+        if not processes:
+            raise SummaryError("no node METRICS records in the logs")
+        consensus = consensus_throughput(processes, window)
+        event = "commit" if mode == "hotstuff" else "execute"
+        latencies, sent = sample_latencies(run.clients, run.nodes, event, window)
+        if mode == "hotstuff":
+            end_to_end = Throughput(consensus.tps, consensus.bps, LatencyStats.of(latencies))
+        else:
+            tps = mean(executed_rate(p, window) for p in processes) or 0.0
+            size = bytes_per_tx(processes)
+            bps = tps * size if size is not None else None
+            end_to_end = Throughput(tps=tps, bps=bps, latency=LatencyStats.of(latencies))
+        if run.clients:
+            clients_stats = client_stats(run.clients, window, len(latencies), sent)
+    stages = stage_table(processes, window)
+    return Summary(
+        config={**config, "mode": mode},
+        window=window,
+        consensus=consensus,
+        end_to_end=end_to_end,
+        clients=clients_stats,
+        stages=stages,
+        bottleneck=find_bottleneck(stages, end_to_end, clients_stats, consensus),
+        batch_sizes=batch_size_series(processes, window),
+        processes={
+            "nodes": len(run.nodes),
+            "clients": len(run.clients),
+            "movevm": len(run.movevm),
+            "malformed_lines": run.malformed_lines,
+        },
+    )
+
+
+def _mode_of(run: RunMetrics) -> str:
+    for process in run.all_processes:
+        for record in process.records:
+            if isinstance(record.get("mode"), str):
+                return record["mode"]
+    return "unknown"

@@ -1,0 +1,189 @@
+"""The config writers (committee, parameters, keys, genesis) and the command lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmark.commands import client_command, movevm_command, node_command
+from benchmark.config import (
+    BenchParameters,
+    Committee,
+    ConfigError,
+    NodeParameters,
+    Ports,
+    generate_key,
+    write_genesis,
+    write_run_files,
+)
+from benchmark.settings import Settings, SettingsError
+
+
+def test_committee_json_matches_the_node_format(tmp_path: Path) -> None:
+    committee = Committee.build(["aa", "bb"], ["127.0.0.1", "127.0.0.1"], Ports.consecutive(4000))
+    path = committee.write(tmp_path / "committee.json")
+    assert json.loads(path.read_text()) == {
+        "authorities": {
+            "aa": {
+                "stake": 1,
+                "consensus_address": "127.0.0.1:4000",
+                "mempool_address": "127.0.0.1:4001",
+                "transactions_address": "127.0.0.1:4002",
+            },
+            "bb": {
+                "stake": 1,
+                "consensus_address": "127.0.0.1:4003",
+                "mempool_address": "127.0.0.1:4004",
+                "transactions_address": "127.0.0.1:4005",
+            },
+        }
+    }
+
+
+def test_distinct_hosts_share_the_same_ports() -> None:
+    committee = Committee.build(
+        ["a", "b", "c"], ["10.0.0.1", "10.0.0.2", "10.0.0.1"], Ports(8000, 7000, 6000)
+    )
+    assert committee.transactions_addresses() == ["10.0.0.1:6000", "10.0.0.2:6000", "10.0.0.1:6003"]
+    assert committee.transactions_addresses(2) == ["10.0.0.1:6000", "10.0.0.2:6000"]
+
+
+def test_committee_rejects_duplicates_and_missing_hosts() -> None:
+    with pytest.raises(ConfigError):
+        Committee.build(["a", "a"], ["h", "h"], Ports.consecutive(1))
+    with pytest.raises(ConfigError):
+        Committee.build(["a", "b"], ["h"], Ports.consecutive(1))
+
+
+def test_parameters_file_carries_the_bench_values(tmp_path: Path) -> None:
+    bench = BenchParameters(
+        batch_size=1234, max_batch_delay=7, timeout_delay=900, channel_capacity=50
+    )
+    data = json.loads(NodeParameters.from_bench(bench).write(tmp_path / "p.json").read_text())
+    assert data == {
+        "timeout_delay": 900,
+        "sync_retry_delay": 10_000,
+        "sync_retry_nodes": 3,
+        "batch_size": 1234,
+        "max_batch_delay": 7,
+        "gc_depth": 50,
+        "max_block_digests": 256,
+        "max_frame_size": 8_388_608,
+        "channel_capacity": 50,
+        "max_backlog_per_sender": 1_000,
+    }
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"mode": "paxos"},
+        {"nodes": 4, "faults": 2},
+        {"nodes": 4, "faults": -1},
+        {"rate": 0},
+        {"duration": 0},
+        {"invalid_share": 1.5},
+        {"verifier_threads": 0},
+        {"mode": "hotstuff", "tx_size": 8},
+    ],
+)
+def test_bench_parameters_are_validated(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        BenchParameters(**kwargs)  # type: ignore[arg-type]
+
+
+def test_rate_is_split_over_live_clients() -> None:
+    bench = BenchParameters(nodes=4, faults=1, rate=30_000)
+    assert bench.live_nodes == 3
+    assert bench.rate_per_client == 10_000
+    assert BenchParameters.from_dict({**bench.to_dict(), "unknown": 1}) == bench
+
+
+def test_keys_and_genesis_come_from_the_node_binary(tmp_path: Path, standins: Path) -> None:
+    name = generate_key(standins / "node", tmp_path / "k.json")
+    assert json.loads((tmp_path / "k.json").read_text())["name"] == name
+    write_genesis(standins / "node", tmp_path / "g.json", accounts=5, balance=10, seed=3)
+    accounts = json.loads((tmp_path / "g.json").read_text())["accounts"]
+    assert len(accounts) == 5
+    assert {a["balance"] for a in accounts} == {10}
+
+
+def test_missing_binary_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        generate_key(tmp_path / "nothing", tmp_path / "k.json")
+
+
+def test_run_files(tmp_path: Path, standins: Path) -> None:
+    bench = BenchParameters(mode="hotmove", nodes=4, faults=1, accounts=8)
+    files = write_run_files(
+        bench, standins / "node", tmp_path, ["127.0.0.1"] * 4, Ports.consecutive(5000)
+    )
+    assert [p.name for p in files.key_files] == [f"node-{i}.json" for i in range(4)]
+    assert len(files.committee) == 4
+    names = [json.loads(p.read_text())["name"] for p in files.key_files]
+    assert list(json.loads(files.committee_file.read_text())["authorities"]) == names
+    assert files.genesis_file is not None
+    assert len(json.loads(files.genesis_file.read_text())["accounts"]) == 8
+    assert BenchParameters.from_dict(json.loads(files.bench_file.read_text())) == bench
+
+    hotstuff = write_run_files(
+        BenchParameters(mode="hotstuff", nodes=1),
+        standins / "node",
+        tmp_path / "hs",
+        ["h"],
+        Ports.consecutive(1),
+    )
+    assert hotstuff.genesis_file is None
+    with pytest.raises(ConfigError):
+        write_run_files(
+            BenchParameters(mode="movevm"), standins / "node", tmp_path, ["h"], Ports.consecutive(1)
+        )
+
+
+def test_node_and_client_command_lines() -> None:
+    bench = BenchParameters(
+        mode="hotcrypto", nodes=4, faults=1, rate=3000, duration=7, verifier_threads=2
+    )
+    node = node_command("node", keys="k", committee="c", parameters="p", genesis="g", bench=bench)
+    assert node == [
+        "node", "run", "--keys", "k", "--committee", "c", "--parameters", "p",
+        "--genesis", "g", "--mode", "hotcrypto", "--verifier-threads", "2",
+    ]  # fmt: skip
+    client = client_command(
+        "client", bench=bench, target="a:2", nodes=["a:2", "b:2", "c:2"], index=1, genesis="g"
+    )
+    assert client == [
+        "client", "--target", "a:2", "--nodes", "a:2,b:2,c:2", "--rate", "1000", "--duration", "7",
+        "--mode", "hotcrypto", "--genesis", "g", "--client-index", "1", "--clients", "3",
+    ]  # fmt: skip
+
+    hotstuff = BenchParameters(mode="hotstuff", nodes=1, rate=10, tx_size=64, verifier_threads=2)
+    assert "--verifier-threads" not in node_command(
+        "n", keys="k", committee="c", parameters="p", genesis=None, bench=hotstuff
+    )
+    command = client_command("c", bench=hotstuff, target="a", nodes=["a"], index=0, genesis=None)
+    assert command[-2:] == ["--size", "64"]
+    assert "--genesis" not in command
+
+    assert movevm_command("client", BenchParameters(mode="movevm", duration=3, accounts=9)) == [
+        "client", "--mode", "movevm", "--duration", "3", "--accounts", "9",
+        "--channel-capacity", "1000",
+    ]  # fmt: skip
+
+
+def test_settings_load(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[1] / "settings.example.json"
+    settings = Settings.load(example)
+    assert settings.regions[0] == "us-east-1"
+    assert settings.ports == Ports(8000, 8001, 8002)
+    assert settings.key_path.is_absolute()
+    with pytest.raises(SettingsError, match="not found"):
+        Settings.load(tmp_path / "settings.json")
+    broken = tmp_path / "broken.json"
+    data = json.loads(example.read_text())
+    del data["key"]["path"]
+    broken.write_text(json.dumps(data))
+    with pytest.raises(SettingsError, match=r"key\.path"):
+        Settings.load(broken)

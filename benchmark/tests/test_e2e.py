@@ -1,0 +1,90 @@
+"""End-to-end `fab local` runs of the real Rust binaries, one per mode (marked `e2e`).
+
+The binaries are built with the harness's own build step (`cargo build --release` in the
+repository root), then `fab local` runs for a few seconds per mode with its logs and results in
+a temporary directory. The assertions are on the saved, parsed summary: non-zero end-to-end
+throughput, the stage rows of the mode, a named limiting stage, and no `node` or `client`
+process left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import psutil
+import pytest
+
+from benchmark.local import build
+
+from .conftest import REPO_ROOT
+from .sshhosts import free_port
+
+pytestmark = pytest.mark.e2e
+
+BINARIES = {REPO_ROOT / "target" / "release" / name for name in ("node", "client")}
+
+RUNS = {
+    "hotstuff": ["--nodes=4", "--rate=10000", "--tx-size=512", "--duration=5"],
+    "hotcrypto": ["--nodes=4", "--rate=4000", "--duration=5"],
+    "hotmove": ["--nodes=4", "--rate=4000", "--duration=5"],
+    "movevm": ["--duration=3"],
+}
+STAGES = {
+    "hotstuff": ["consensus"],
+    "hotcrypto": ["consensus", "verifier", "executor"],
+    "hotmove": ["consensus", "verifier", "executor"],
+}
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    build(REPO_ROOT, StringIO())
+
+
+def _our_binaries_running() -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["exe", "status"]):
+        try:
+            if process.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if process.info["exe"] and Path(process.info["exe"]) in BINARIES:
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.mark.usefixtures("built")
+@pytest.mark.parametrize("mode", list(RUNS))
+def test_fab_local(mode: str, tmp_path: Path) -> None:
+    before = {p.pid for p in _our_binaries_running()}
+    command = [
+        sys.executable, "-m", "fabric", "local", f"--mode={mode}", *RUNS[mode], "--no-build",
+        f"--base-port={free_port()}", f"--logs={tmp_path / 'logs'}",
+        f"--results={tmp_path / 'results'}",
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "LIMITING STAGE" in result.stdout
+
+    [saved] = (tmp_path / "results").glob("*.json")
+    summary = json.loads(saved.read_text())
+    assert summary["config"]["mode"] == mode
+    assert summary["end_to_end"]["tps"] > 0
+    assert summary["bottleneck"]["stage"]
+    stages = [row["name"] for row in summary["stages"]]
+    if mode == "movevm":
+        assert "executor" in stages
+    else:
+        assert stages == STAGES[mode]
+        assert summary["consensus"]["tps"] > 0
+        assert summary["end_to_end"]["latency"]["count"] > 0
+        assert summary["processes"]["nodes"] == 4
+        assert summary["processes"]["clients"] == 4
+    assert [p for p in _our_binaries_running() if p.pid not in before] == []

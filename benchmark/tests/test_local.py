@@ -1,0 +1,152 @@
+"""The local runner with stand-in binaries (the real ones are exercised by test_e2e.py).
+
+The stand-ins in `standins/` have the real CLI and print valid METRICS lines, so these tests
+cover everything `fab local` does except building and running the Rust code: config files,
+process start and stop, port checks, progress, parsing, the summary and the saved result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from io import StringIO
+from pathlib import Path
+
+import psutil
+import pytest
+
+from benchmark.config import BenchParameters
+from benchmark.local import BenchError, LocalBench
+
+from .conftest import REPO_ROOT
+from .sshhosts import free_port
+
+
+def _bench(tmp_path: Path, standins: Path, **kwargs: object) -> LocalBench:
+    return LocalBench(
+        BenchParameters(**kwargs),  # type: ignore[arg-type]
+        repo_root=tmp_path,
+        base_port=free_port(),
+        build=False,
+        binaries=standins,
+        out=StringIO(),
+        grace=2.0,
+    )
+
+
+def _no_stand_in_left(root: Path) -> bool:
+    for process in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if process.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if any(str(root) in part for part in process.info["cmdline"] or []):
+                return False
+        except psutil.Error:
+            continue
+    return True
+
+
+def test_hotcrypto_with_a_fault(tmp_path: Path, standins: Path) -> None:
+    bench = _bench(
+        tmp_path, standins, mode="hotcrypto", nodes=4, faults=1, rate=3_000, duration=2, accounts=40
+    )
+    [summary] = bench.run()
+
+    logs = Path(summary.config["logs"])
+    assert sorted(p.name for p in logs.glob("*.log")) == [
+        "client-0.log", "client-1.log", "client-2.log", "node-0.log", "node-1.log", "node-2.log",
+    ]  # fmt: skip
+    assert summary.processes["nodes"] == 3
+    assert summary.end_to_end.tps > 0
+    assert summary.clients is not None
+    assert summary.clients.target_tps == 3_000
+    assert [row.name for row in summary.stages] == ["consensus", "verifier", "executor"]
+    assert summary.bottleneck.stage == "executor"
+
+    committee = json.loads(next((tmp_path / ".bench").glob("*/committee.json")).read_text())
+    assert len(committee["authorities"]) == 4
+
+    [saved] = (tmp_path / "results").glob("*.json")
+    assert json.loads(saved.read_text())["config"]["faults"] == 1
+    output = bench.out.getvalue()  # type: ignore[attr-defined]
+    assert "committed" in output
+    assert "LIMITING STAGE: executor" in output
+    assert _no_stand_in_left(standins)
+
+
+def test_hotstuff_runs_repeat(tmp_path: Path, standins: Path) -> None:
+    bench = _bench(tmp_path, standins, mode="hotstuff", nodes=1, rate=1_000, duration=1, runs=2)
+    summaries = bench.run()
+    assert [s.config["run"] for s in summaries] == [0, 1]
+    assert all(s.end_to_end.tps > 0 for s in summaries)
+    assert all([row.name for row in s.stages] == ["consensus"] for s in summaries)
+    assert len(list((tmp_path / "results").glob("*.json"))) == 2
+
+
+def test_movevm_runs_one_process(tmp_path: Path, standins: Path) -> None:
+    [summary] = _bench(tmp_path, standins, mode="movevm", duration=1).run()
+    assert summary.end_to_end.tps > 0
+    assert [row.name for row in summary.stages] == ["generator", "executor"]
+    assert (Path(summary.config["logs"]) / "movevm.log").exists()
+
+
+def test_a_crashing_node_fails_the_run_and_stops_the_rest(tmp_path: Path, standins: Path) -> None:
+    binaries = tmp_path / "bin"
+    binaries.mkdir()
+    shutil.copy(standins / "client", binaries / "client")
+    broken = binaries / "node"
+    # The first node crashes while booting; `keys` and `genesis` still work.
+    broken.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in run*node-0.json*) echo "panic: cannot bind" >&2; exit 101;; esac\n'
+        f'exec {standins / "node"} "$@"\n'
+    )
+    broken.chmod(0o755)
+    bench = _bench(
+        tmp_path, standins, mode="hotcrypto", nodes=4, rate=1_000, duration=5, accounts=40
+    )
+    bench.binaries = binaries
+    with pytest.raises(BenchError, match=r"node-0 exited with code 101[\s\S]*cannot bind"):
+        bench.run()
+    assert _no_stand_in_left(standins)
+
+
+def test_ctrl_c_leaves_no_process(tmp_path: Path, standins: Path) -> None:
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from benchmark.config import BenchParameters\n"
+        "from benchmark.local import LocalBench\n"
+        f"bench = BenchParameters(mode='hotstuff', nodes=4, rate=1000, duration=60)\n"
+        f"LocalBench(bench, repo_root=Path({str(tmp_path)!r}), base_port={free_port()},\n"
+        f"           build=False, binaries=Path({str(standins)!r}), grace=2.0).run()\n"
+    )
+    harness = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    try:
+        deadline = time.monotonic() + 20
+        children: list[psutil.Process] = []
+        while len(children) < 8:  # four nodes and four clients
+            assert harness.poll() is None, harness.stdout.read() if harness.stdout else ""
+            assert time.monotonic() < deadline, "the harness never started its processes"
+            children = psutil.Process(harness.pid).children()
+            time.sleep(0.05)
+        harness.send_signal(signal.SIGINT)
+        harness.wait(timeout=20)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait()
+    for child in children:
+        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+    assert _no_stand_in_left(standins)

@@ -1,0 +1,212 @@
+"""The remote runner against real SSH hosts on this machine (see `sshhosts.py`).
+
+Everything `fab install` and `fab remote` do runs for real over SSH and SFTP: fetching the
+repository, building, uploading the configuration, starting nodes and clients in the background
+with pid files, waiting, stopping (SIGTERM, grace, SIGKILL), downloading the logs, parsing and
+saving. Two things are stand-ins, so the test is about the harness and not about the Rust code:
+
+* the toolchain: `install(skip_toolchain=True)` skips apt and rustup; each home gets a stand-in
+  `cargo` (in ~/.cargo/bin, found through ~/.cargo/env like the real one) whose
+  `build --release` copies the repository's stand-in binaries to target/release;
+* the binaries: the repository fetched is a local git repository holding `standins/node` and
+  `standins/client`, Python scripts with the real CLI that print valid METRICS lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmark.config import BenchParameters, Ports
+from benchmark.metrics import load_run
+from benchmark.remote import BENCH_DIR, RemoteBench, RemoteError, select_hosts
+from benchmark.settings import Settings
+
+from .sshhosts import SshHosts, free_port
+
+FAKE_CARGO = """#!/bin/sh
+# Stand-in for cargo: `build --release` puts the stand-in binaries where the real build would.
+if [ "$1" != build ] || [ "$2" != --release ]; then echo "stand-in cargo: $*" >&2; exit 2; fi
+mkdir -p target/release
+cp standins/node standins/client target/release/
+chmod 755 target/release/node target/release/client
+"""
+CARGO_ENV = 'export PATH="$HOME/.cargo/bin:$PATH"\n'
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "tests",
+        "GIT_AUTHOR_EMAIL": "tests@localhost",
+        "GIT_COMMITTER_NAME": "tests",
+        "GIT_COMMITTER_EMAIL": "tests@localhost",
+    }
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def stand_in_repo(local_ssh_hosts: SshHosts, standins: Path) -> Path:
+    """A git repository (branch main) with the stand-in binaries, readable by the host users."""
+    repo = local_ssh_hosts.shared_dir / "hotmove"
+    (repo / "standins").mkdir(parents=True)
+    for name in ("node", "client"):
+        shutil.copy(standins / name, repo / "standins" / name)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "standins")
+    _git(repo, "commit", "-q", "-m", "stand-in binaries")
+    for path in [repo, *repo.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+    for user in local_ssh_hosts.users:
+        local_ssh_hosts.write_file(user, ".cargo/bin/cargo", FAKE_CARGO, mode=0o755)
+        local_ssh_hosts.write_file(user, ".cargo/env", CARGO_ENV)
+        # The repository belongs to root; let the users fetch from it.
+        local_ssh_hosts.write_file(user, ".gitconfig", "[safe]\n\tdirectory = *\n")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def remote_bench(
+    local_ssh_hosts: SshHosts,
+    stand_in_repo: Path,
+    standins: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[RemoteBench]:
+    settings = Settings(
+        key_name="unused",
+        key_path=local_ssh_hosts.key_path,
+        regions=("local",),
+        instance_type="none",
+        ports=Ports.consecutive(free_port()),
+        repo_name="hotmove",
+        repo_url=str(stand_in_repo),
+        branch="main",
+    )
+    base = tmp_path_factory.mktemp("remote")
+    bench = RemoteBench(
+        settings,
+        local_ssh_hosts.hosts(),
+        local_node_binary=standins / "node",
+        work_dir=base / "work",
+        logs_dir=base / "logs",
+        results_dir=base / "results",
+        grace=2.0,
+        poll_interval=0.2,
+    )
+    with bench:
+        bench.install(skip_toolchain=True)
+        yield bench
+
+
+def test_select_hosts_interleaves_regions() -> None:
+    hosts = select_hosts({"us-east-1": ["1.1.1.1", "1.1.1.2"], "eu-west-1": ["2.2.2.1"]}, "ubuntu")
+    assert [h.address for h in hosts] == ["1.1.1.1", "2.2.2.1", "1.1.1.2"]
+    assert all(h.user == "ubuntu" and h.port == 22 for h in hosts)
+
+
+def test_install_fetches_and_builds(local_ssh_hosts: SshHosts, remote_bench: RemoteBench) -> None:
+    for user in local_ssh_hosts.users:
+        home = local_ssh_hosts.home(user)
+        for name in ("node", "client"):
+            binary = home / "hotmove" / "target" / "release" / name
+            assert binary.is_file()
+            assert os.access(binary, os.X_OK)
+            assert binary.stat().st_uid == pwd.getpwnam(user).pw_uid
+    # Installing again fetches into the existing clone instead of failing.
+    remote_bench.install(skip_toolchain=True)
+
+
+def test_remote_run_over_node_counts(local_ssh_hosts: SshHosts, remote_bench: RemoteBench) -> None:
+    base = BenchParameters(mode="hotcrypto", rate=1_500, duration=1, accounts=60)
+    summaries = remote_bench.run(base, nodes=[2, 3], rates=[1_500], runs=1)
+
+    assert [s.config["nodes"] for s in summaries] == [2, 3]
+    for summary in summaries:
+        nodes = summary.config["nodes"]
+        assert summary.config["where"] == "remote"
+        assert summary.processes["nodes"] == nodes
+        assert summary.processes["clients"] == nodes
+        assert summary.end_to_end.tps > 0
+        assert summary.consensus is not None
+        assert summary.consensus.tps > 0
+        assert [row.name for row in summary.stages] == ["consensus", "verifier", "executor"]
+        assert summary.bottleneck.stage == "executor"
+        logs = sorted(p.name for p in Path(summary.config["logs"]).glob("*.log"))
+        assert logs == sorted(
+            [f"node-{i}.log" for i in range(nodes)] + [f"client-{i}.log" for i in range(nodes)]
+        )
+        # Stopped gracefully: every node printed its final METRICS line; every client ended.
+        run = load_run(Path(summary.config["logs"]))
+        assert all(process.has_final for process in run.nodes + run.clients)
+    for index, user in enumerate(local_ssh_hosts.users):
+        pids = local_ssh_hosts.home(user) / BENCH_DIR / "pids"
+        assert (pids / f"node-{index}.exit").read_text().strip() == "0"
+        assert (pids / f"client-{index}.exit").read_text().strip() == "0"
+    saved = sorted(remote_bench.results_dir.glob("*.json")) if remote_bench.results_dir else []
+    assert len(saved) == 2
+    assert json.loads(saved[0].read_text())["config"]["mode"] == "hotcrypto"
+    assert local_ssh_hosts.user_processes() == []
+
+
+def test_logs_downloads_the_last_run(remote_bench: RemoteBench, tmp_path: Path) -> None:
+    # Relies on the run of the previous test having left its logs on the hosts.
+    summary = remote_bench.logs(tmp_path / "downloaded")
+    assert summary is not None
+    assert summary.mode == "hotcrypto"
+    assert summary.config["nodes"] == 3
+    assert summary.end_to_end.tps > 0
+
+
+def _pid(hosts: SshHosts, user: str, name: str) -> int:
+    return int((hosts.home(user) / BENCH_DIR / "pids" / f"{name}.pid").read_text())
+
+
+def _start(remote_bench: RemoteBench, bench: BenchParameters, tmp_path: Path) -> None:
+    from benchmark.config import write_run_files  # noqa: PLC0415 - local to these helpers
+
+    files = write_run_files(
+        bench,
+        remote_bench.local_node_binary,
+        tmp_path / "config",
+        [h.address for h in remote_bench.hosts[: bench.nodes]],
+        remote_bench.settings.ports,
+    )
+    remote_bench.upload(files, bench.nodes)
+    remote_bench.start(files, bench)
+
+
+def test_dead_node_fails_the_run_fast(
+    local_ssh_hosts: SshHosts, remote_bench: RemoteBench, tmp_path: Path
+) -> None:
+    bench = BenchParameters(mode="hotstuff", nodes=2, rate=1_000, duration=30)
+    _start(remote_bench, bench, tmp_path)
+    try:
+        os.kill(_pid(local_ssh_hosts, local_ssh_hosts.users[1], "node-1"), signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(RemoteError, match="node-1"):
+            remote_bench.wait(bench)
+        assert time.monotonic() - started < bench.duration
+    finally:
+        remote_bench.stop(bench.nodes)
+    assert local_ssh_hosts.user_processes() == []
+
+
+def test_kill_stops_everything(
+    local_ssh_hosts: SshHosts, remote_bench: RemoteBench, tmp_path: Path
+) -> None:
+    bench = BenchParameters(mode="hotstuff", nodes=3, rate=1_000, duration=30)
+    _start(remote_bench, bench, tmp_path)
+    assert len(local_ssh_hosts.user_processes()) >= 6
+    remote_bench.kill()
+    assert local_ssh_hosts.user_processes() == []
+    for user in local_ssh_hosts.users:
+        assert not (local_ssh_hosts.home(user) / BENCH_DIR).exists()

@@ -1,0 +1,93 @@
+//! Holds back blocks whose batches this node has not received yet.
+//!
+//! A replica votes for a block only once every batch it references is in the local store, so a
+//! committed block can always be resolved to its transactions. Missing batches are requested from
+//! the mempool's synchronizer; when they land, the block is looped back into the core.
+
+use super::messages::Block;
+use crate::config::Round;
+use crate::mempool::ConsensusMempoolMessage;
+use crate::store::Store;
+use crypto::{Digest, Hash};
+use futures::future::join_all;
+use std::collections::{BTreeMap, HashSet};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+use tracing::debug;
+
+pub struct PayloadWaiter {
+    store: Store,
+    tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
+    tx_loopback: mpsc::Sender<Block>,
+    pending: HashSet<Digest>,
+    waiters: BTreeMap<Round, Vec<(Digest, AbortHandle)>>,
+}
+
+impl PayloadWaiter {
+    pub fn new(
+        store: Store,
+        tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
+        tx_loopback: mpsc::Sender<Block>,
+    ) -> Self {
+        PayloadWaiter {
+            store,
+            tx_mempool,
+            tx_loopback,
+            pending: HashSet::new(),
+            waiters: BTreeMap::new(),
+        }
+    }
+
+    /// True if every batch of `block` is stored. Otherwise starts fetching the missing ones
+    /// (once per block) and returns false; the block comes back through the loopback channel.
+    pub async fn available(&mut self, block: &Block) -> bool {
+        let missing: Vec<Digest> = block
+            .payload
+            .iter()
+            .filter(|d| !self.store.contains(d))
+            .copied()
+            .collect();
+        if missing.is_empty() {
+            return true;
+        }
+        let digest = block.digest();
+        if !self.pending.insert(digest) {
+            return false;
+        }
+        debug!("{:?} waits for {} batches", block, missing.len());
+        let request = ConsensusMempoolMessage::Synchronize(missing.clone(), block.author);
+        if self.tx_mempool.send(request).await.is_err() {
+            return false;
+        }
+        let store = self.store.clone();
+        let tx_loopback = self.tx_loopback.clone();
+        let block = block.clone();
+        let round = block.round;
+        let task = tokio::spawn(async move {
+            join_all(missing.into_iter().map(|d| store.notify_read(d))).await;
+            let _ = tx_loopback.send(block).await;
+        });
+        self.waiters
+            .entry(round)
+            .or_default()
+            .push((digest, task.abort_handle()));
+        false
+    }
+
+    /// Called when a block leaves the waiting set through the loopback.
+    pub fn resolved(&mut self, block: &Digest) {
+        self.pending.remove(block);
+    }
+
+    /// Stops waiting for blocks of rounds below `round`: they can no longer be committed.
+    pub fn cleanup(&mut self, round: Round) {
+        let keep = self.waiters.split_off(&round);
+        for (digest, handle) in std::mem::replace(&mut self.waiters, keep)
+            .into_values()
+            .flatten()
+        {
+            handle.abort();
+            self.pending.remove(&digest);
+        }
+    }
+}

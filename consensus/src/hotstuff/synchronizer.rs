@@ -1,0 +1,175 @@
+//! Fetches the missing ancestors of a block.
+//!
+//! When a block's parent is not in the store, the block is parked and the parent is requested
+//! from the block's author; if it has not arrived after `sync_retry_delay`, the request goes to
+//! every other authority. When the parent is stored (it goes through the core like any proposal),
+//! the parked block is looped back into the core.
+
+use super::messages::{Block, ConsensusMessage};
+use super::wire;
+use crate::config::{Committee, Round};
+use crate::network::SimpleSender;
+use crate::store::Store;
+use crypto::{Digest, PublicKey};
+use futures::stream::{FuturesUnordered, StreamExt};
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::{interval, Instant};
+use tracing::{debug, warn};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("stored block {0} does not decode: {1}")]
+    Corrupt(Digest, String),
+}
+
+/// The core's handle: answers from the store, or parks the block and requests its parent.
+pub struct Synchronizer {
+    store: Store,
+    tx_inner: mpsc::Sender<Block>,
+}
+
+impl Synchronizer {
+    pub fn spawn(
+        name: PublicKey,
+        committee: Committee,
+        store: Store,
+        sync_retry_delay: Duration,
+        tx_loopback: mpsc::Sender<Block>,
+    ) -> Self {
+        let (tx_inner, rx_inner) = mpsc::channel(1_000);
+        let worker = SyncWorker {
+            name,
+            committee,
+            store: store.clone(),
+            sync_retry_delay,
+            rx_inner,
+            tx_loopback,
+            network: SimpleSender::new(),
+            pending: HashMap::new(),
+        };
+        tokio::spawn(worker.run());
+        Synchronizer { store, tx_inner }
+    }
+
+    fn read(&self, digest: &Digest) -> Result<Option<Block>, SyncError> {
+        match self.store.read(digest) {
+            None => Ok(None),
+            Some(bytes) => wire::decode_block(&bytes)
+                .map(Some)
+                .map_err(|e| SyncError::Corrupt(*digest, e.to_string())),
+        }
+    }
+
+    /// The parent of `block`, or `None` if it is being fetched (the block will come back).
+    pub async fn get_parent_block(&mut self, block: &Block) -> Result<Option<Block>, SyncError> {
+        if block.qc.is_genesis() {
+            return Ok(Some(Block::genesis()));
+        }
+        if let Some(parent) = self.read(block.parent())? {
+            return Ok(Some(parent));
+        }
+        let _ = self.tx_inner.send(block.clone()).await;
+        Ok(None)
+    }
+
+    /// The parent `b1` and grandparent `b0` of `block`, the two ancestors the commit rule reads.
+    pub async fn get_ancestors(
+        &mut self,
+        block: &Block,
+    ) -> Result<Option<(Block, Block)>, SyncError> {
+        let Some(b1) = self.get_parent_block(block).await? else {
+            return Ok(None);
+        };
+        let Some(b0) = self.get_parent_block(&b1).await? else {
+            return Ok(None);
+        };
+        Ok(Some((b0, b1)))
+    }
+
+    /// Reads a stored block (for the commit walk).
+    pub fn stored_block(&self, digest: &Digest) -> Result<Option<Block>, SyncError> {
+        if *digest == QC_GENESIS_HASH {
+            return Ok(Some(Block::genesis()));
+        }
+        self.read(digest)
+    }
+}
+
+const QC_GENESIS_HASH: Digest = Digest([0; 32]);
+
+struct Pending {
+    round: Round,
+    requested_at: Instant,
+}
+
+struct SyncWorker {
+    name: PublicKey,
+    committee: Committee,
+    store: Store,
+    sync_retry_delay: Duration,
+    rx_inner: mpsc::Receiver<Block>,
+    tx_loopback: mpsc::Sender<Block>,
+    network: SimpleSender,
+    /// Parent digest -> when it was first requested.
+    pending: HashMap<Digest, Pending>,
+}
+
+impl SyncWorker {
+    async fn request(&mut self, parent: Digest, to: Vec<std::net::SocketAddr>) {
+        let message = ConsensusMessage::SyncRequest(parent, self.name);
+        match wire::encode(&message) {
+            Ok(bytes) => self.network.broadcast(to, bytes).await,
+            Err(e) => warn!("cannot encode a sync request: {e}"),
+        }
+    }
+
+    async fn run(mut self) {
+        let mut waiting = FuturesUnordered::new();
+        let mut retry = interval(self.sync_retry_delay);
+        loop {
+            tokio::select! {
+                Some(block) = self.rx_inner.recv() => {
+                    let parent = *block.parent();
+                    if let std::collections::hash_map::Entry::Vacant(entry) = self.pending.entry(parent) {
+                        debug!("requesting parent {} of {:?}", parent, block);
+                        entry.insert(Pending { round: block.round, requested_at: Instant::now() });
+                        if let Some(author) = self.committee.authority(&block.author) {
+                            let address = author.consensus_address;
+                            self.request(parent, vec![address]).await;
+                        }
+                    }
+                    let store = self.store.clone();
+                    waiting.push(async move {
+                        store.notify_read(parent).await;
+                        (parent, block)
+                    });
+                },
+                Some((parent, block)) = waiting.next() => {
+                    self.pending.remove(&parent);
+                    if self.tx_loopback.send(block).await.is_err() {
+                        return;
+                    }
+                },
+                _ = retry.tick() => {
+                    let now = Instant::now();
+                    let late: Vec<Digest> = self.pending.iter()
+                        .filter(|(_, p)| now.duration_since(p.requested_at) >= self.sync_retry_delay)
+                        .map(|(d, _)| *d)
+                        .collect();
+                    let everyone: Vec<_> = self.committee.others(&self.name, |a| a.consensus_address)
+                        .into_iter().map(|(_, a)| a).collect();
+                    for parent in late {
+                        if let Some(p) = self.pending.get_mut(&parent) {
+                            debug!("retrying sync of {} (round > {})", parent, p.round);
+                            p.requested_at = now;
+                        }
+                        self.request(parent, everyone.clone()).await;
+                    }
+                },
+                else => return,
+            }
+        }
+    }
+}

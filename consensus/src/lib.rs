@@ -1,0 +1,16 @@
+//! HotStuff consensus, the mempool that feeds it, and the network both use.
+//!
+//! The crate's one output is the stream of committed batches, in commit order, through one
+//! bounded channel (see [`Consensus::spawn`]).
+
+pub mod config;
+pub mod hotstuff;
+pub mod mempool;
+pub mod metered;
+pub mod network;
+pub mod store;
+
+pub use config::{Committee, Parameters, Round, Stake};
+pub use hotstuff::{CommittedBatch, Consensus, ConsensusHandle, ConsensusMetrics};
+pub use mempool::batch::Batch;
+pub use store::Store;

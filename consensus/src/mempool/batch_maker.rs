@@ -1,0 +1,237 @@
+//! Packs client transactions into batches, keeps each sealed batch and broadcasts it to peers.
+//!
+//! A batch is sealed when its payload reaches `batch_size` bytes, or `max_batch_delay` after its
+//! first transaction, whichever comes first; an empty batch is never sealed.
+
+use super::batch::{now_ms, BatchBuilder, TX_PREFIX_LEN};
+use super::message::BATCH_TAG;
+use super::metrics::MempoolMetrics;
+use super::quorum_waiter::QuorumWaiterMessage;
+use super::tx_receiver::{TxChunk, MAX_TRANSACTION_SIZE};
+use crate::config::Stake;
+use crate::network::ReliableSender;
+use crate::store::Store;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::{sleep, Instant};
+use tracing::debug;
+
+pub struct BatchMaker {
+    batch_size: usize,
+    max_batch_delay: Duration,
+    /// Every other authority's mempool address and stake, in one fixed order.
+    peers: Vec<(SocketAddr, Stake)>,
+    store: Store,
+    metrics: Arc<MempoolMetrics>,
+    rx_transactions: mpsc::Receiver<TxChunk>,
+    tx_quorum_waiter: mpsc::Sender<QuorumWaiterMessage>,
+    network: ReliableSender,
+    builder: BatchBuilder,
+    /// Transaction bytes in the current batch, without framing (for `sealed_bytes`).
+    tx_bytes: u64,
+    /// Buffer reserved per batch: room for the transaction that crosses `batch_size`, so a
+    /// batch is never reallocated (and copied) as it fills. Untouched pages cost no memory.
+    capacity: usize,
+}
+
+impl BatchMaker {
+    #[allow(clippy::too_many_arguments)]
+    pub fn spawn(
+        batch_size: usize,
+        max_batch_delay: Duration,
+        peers: Vec<(SocketAddr, Stake)>,
+        store: Store,
+        metrics: Arc<MempoolMetrics>,
+        rx_transactions: mpsc::Receiver<TxChunk>,
+        tx_quorum_waiter: mpsc::Sender<QuorumWaiterMessage>,
+        network: ReliableSender,
+    ) -> JoinHandle<()> {
+        let capacity = batch_size + TX_PREFIX_LEN + MAX_TRANSACTION_SIZE.min(batch_size);
+        let maker = BatchMaker {
+            batch_size,
+            max_batch_delay,
+            peers,
+            store,
+            metrics,
+            rx_transactions,
+            tx_quorum_waiter,
+            network,
+            // The tag in front makes the sealed buffer a ready-to-send `Batch` message.
+            builder: BatchBuilder::with_frame_prefix(&[BATCH_TAG], capacity),
+            tx_bytes: 0,
+            capacity,
+        };
+        tokio::spawn(maker.run())
+    }
+
+    async fn run(mut self) {
+        let timer = sleep(self.max_batch_delay);
+        tokio::pin!(timer);
+        loop {
+            tokio::select! {
+                chunk = self.rx_transactions.recv() => {
+                    let Some(chunk) = chunk else {
+                        // No more transactions: seal what is left so it is not lost.
+                        if !self.builder.is_empty() {
+                            self.seal().await;
+                        }
+                        return;
+                    };
+                    for tx in chunk {
+                        if self.builder.is_empty() {
+                            // The delay counts from the batch's first transaction.
+                            timer.as_mut().reset(Instant::now() + self.max_batch_delay);
+                        }
+                        self.builder.push(&tx);
+                        self.tx_bytes += tx.len() as u64;
+                        if self.builder.payload_len() >= self.batch_size && !self.seal().await {
+                            return;
+                        }
+                    }
+                }
+                () = &mut timer, if !self.builder.is_empty() => {
+                    if !self.seal().await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Seals, stores and broadcasts the current batch. Returns false once the quorum waiter is
+    /// gone (the node is shutting down).
+    async fn seal(&mut self) -> bool {
+        let (batch, frame) = self.builder.seal_framed(now_ms(), self.capacity);
+        let digest = batch.digest();
+        MempoolMetrics::add(&self.metrics.sealed_batches, 1);
+        MempoolMetrics::add(&self.metrics.sealed_txs, u64::from(batch.tx_count()));
+        MempoolMetrics::add(
+            &self.metrics.sealed_bytes,
+            std::mem::take(&mut self.tx_bytes),
+        );
+        debug!("sealed batch {digest} with {} txs", batch.tx_count());
+
+        // Stored before anyone hears of it, so this node can serve it to peers at once.
+        self.store.write(digest, batch.bytes().clone());
+        let addresses = self.peers.iter().map(|(address, _)| *address).collect();
+        let handlers = self.network.broadcast(addresses, frame).await;
+        let acks = self
+            .peers
+            .iter()
+            .map(|(_, stake)| *stake)
+            .zip(handlers)
+            .collect();
+        self.tx_quorum_waiter
+            .send(QuorumWaiterMessage { digest, acks })
+            .await
+            .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mempool::batch::{Batch, TX_PREFIX_LEN};
+    use bytes::Bytes;
+    use std::sync::atomic::Ordering;
+
+    struct Harness {
+        tx: mpsc::Sender<TxChunk>,
+        rx: mpsc::Receiver<QuorumWaiterMessage>,
+        store: Store,
+        metrics: Arc<MempoolMetrics>,
+    }
+
+    fn harness(batch_size: usize, max_batch_delay: Duration) -> Harness {
+        let (tx, rx_transactions) = mpsc::channel(16);
+        let (tx_quorum_waiter, rx) = mpsc::channel(16);
+        let store = Store::new();
+        let metrics = Arc::new(MempoolMetrics::default());
+        // No peers: nothing goes on the network, the batch still reaches the quorum waiter.
+        BatchMaker::spawn(
+            batch_size,
+            max_batch_delay,
+            Vec::new(),
+            store.clone(),
+            metrics.clone(),
+            rx_transactions,
+            tx_quorum_waiter,
+            ReliableSender::new(),
+        );
+        Harness {
+            tx,
+            rx,
+            store,
+            metrics,
+        }
+    }
+
+    fn stored(store: &Store, message: &QuorumWaiterMessage) -> Batch {
+        let bytes = store.read(&message.digest).expect("stored at sealing");
+        Batch::parse(bytes).expect("valid batch")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn seals_as_soon_as_the_batch_is_full() {
+        let tx_size = 100;
+        let mut h = harness(10 * (TX_PREFIX_LEN + tx_size), Duration::from_secs(3600));
+        let txs: Vec<Bytes> = (0..25u8).map(|i| Bytes::from(vec![i; tx_size])).collect();
+        h.tx.send(txs[..15].to_vec()).await.expect("send");
+        h.tx.send(txs[15..].to_vec()).await.expect("send");
+
+        // The delay is an hour: these batches can only have been sealed on size.
+        let start = Instant::now();
+        let first = h.rx.recv().await.expect("first batch");
+        let second = h.rx.recv().await.expect("second batch");
+        assert!(start.elapsed() < Duration::from_secs(1));
+        assert!(first.acks.is_empty());
+        let (first, second) = (stored(&h.store, &first), stored(&h.store, &second));
+        assert_eq!(first.tx_count(), 10);
+        assert_eq!(second.tx_count(), 10);
+        let sealed: Vec<Bytes> = first.transactions().chain(second.transactions()).collect();
+        assert_eq!(sealed, txs[..20].to_vec());
+        assert_eq!(h.metrics.sealed_batches.load(Ordering::Relaxed), 2);
+        assert_eq!(h.metrics.sealed_txs.load(Ordering::Relaxed), 20);
+        assert_eq!(
+            h.metrics.sealed_bytes.load(Ordering::Relaxed),
+            20 * tx_size as u64
+        );
+
+        // The 5 left over wait for the delay, then go out together.
+        let rest = h.rx.recv().await.expect("timed-out batch");
+        assert!(start.elapsed() >= Duration::from_secs(3600));
+        assert_eq!(stored(&h.store, &rest).tx_count(), 5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn seals_a_lone_transaction_after_the_delay_and_never_an_empty_batch() {
+        let delay = Duration::from_millis(100);
+        let mut h = harness(1_000_000, delay);
+        // Nothing is sealed while there are no transactions, however long we wait.
+        assert!(tokio::time::timeout(10 * delay, h.rx.recv()).await.is_err());
+
+        let start = Instant::now();
+        h.tx.send(vec![Bytes::from_static(b"lonely")])
+            .await
+            .expect("send");
+        assert!(
+            tokio::time::timeout(delay - Duration::from_millis(1), h.rx.recv())
+                .await
+                .is_err(),
+            "sealed before max_batch_delay"
+        );
+        let sealed = h.rx.recv().await.expect("sealed on delay");
+        assert!(start.elapsed() >= delay);
+        let batch = stored(&h.store, &sealed);
+        assert_eq!(batch.tx_count(), 1);
+        assert_eq!(
+            batch.transactions().collect::<Vec<_>>(),
+            vec![Bytes::from_static(b"lonely")]
+        );
+        // And the timer does not fire again for an empty builder.
+        assert!(tokio::time::timeout(10 * delay, h.rx.recv()).await.is_err());
+    }
+}

@@ -1,0 +1,24 @@
+//! Counters the mempool keeps for the node's METRICS lines. All cumulative since start.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug, Default)]
+pub struct MempoolMetrics {
+    /// Batches this node sealed.
+    pub sealed_batches: AtomicU64,
+    /// Transactions in the batches this node sealed.
+    pub sealed_txs: AtomicU64,
+    /// Transaction bytes in the batches this node sealed (without the batch framing).
+    pub sealed_bytes: AtomicU64,
+    /// Valid batches received from peers (including answers to our requests).
+    pub received_batches: AtomicU64,
+    /// Malformed batches and undecodable messages on the mempool port.
+    pub rejected_frames: AtomicU64,
+}
+
+impl MempoolMetrics {
+    /// Relaxed: the counters are independent totals read for reporting, never to synchronize.
+    pub(crate) fn add(counter: &AtomicU64, value: u64) {
+        counter.fetch_add(value, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,169 @@
+//! The mempool: turns client transactions into batches, spreads them to every authority and
+//! hands consensus the digests of batches a quorum holds; fetches the batches of others' blocks
+//! this node lacks.
+//!
+//! ```text
+//! clients ─► tx_receiver ─► batch_maker ─► quorum_waiter ─► digests to consensus
+//!                               │ store + broadcast (ReliableSender)
+//! peers ─► peer_handler ─► store (batches, acked) | helper (requests) ─► requestor
+//! consensus ─► synchronizer ─► batch requests to the author, then to random peers
+//! ```
+//! Actors are tasks connected by bounded channels of `channel_capacity`; batches stay `Bytes`
+//! from the builder to the store and to every peer.
+
+pub mod batch;
+mod batch_maker;
+mod helper;
+mod message;
+mod metrics;
+mod peer_handler;
+mod quorum_waiter;
+mod synchronizer;
+mod tx_receiver;
+
+pub use message::{MempoolMessage, MessageError};
+pub use metrics::MempoolMetrics;
+pub use tx_receiver::MAX_TRANSACTION_SIZE;
+
+use crate::config::{Committee, Parameters, Round};
+use crate::network::{Receiver, ReliableSender, SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY};
+use crate::store::Store;
+use batch::{HEADER_LEN, TX_PREFIX_LEN};
+use batch_maker::BatchMaker;
+use crypto::{Digest, PublicKey};
+use helper::Helper;
+use peer_handler::PeerHandler;
+use quorum_waiter::QuorumWaiter;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use synchronizer::Synchronizer;
+use tokio::sync::mpsc;
+use tx_receiver::TxReceiver;
+
+/// What the consensus core tells the mempool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsensusMempoolMessage {
+    /// The core saw a block whose payload it lacks: fetch these batches (first from the block's
+    /// author).
+    Synchronize(Vec<Digest>, PublicKey),
+    /// Round `r` committed: forget sync requests for rounds older than r - gc_depth.
+    Cleanup(Round),
+}
+
+pub struct Mempool;
+
+impl Mempool {
+    /// Binds the transactions port and the mempool (peer) port of `name` from the committee,
+    /// spawns every actor, returns once both ports are bound. Digests of this node's batches,
+    /// once a quorum (2f+1 stake, self included) has acknowledged them, go out on
+    /// `tx_consensus`.
+    ///
+    /// Ports are bound on every interface (the committee's IP is where peers reach us, which
+    /// behind NAT, as on cloud hosts, is not an address of this machine).
+    pub async fn spawn(
+        name: PublicKey,
+        committee: Committee,
+        parameters: Parameters,
+        store: Store,
+        rx_consensus: mpsc::Receiver<ConsensusMempoolMessage>,
+        tx_consensus: mpsc::Sender<Digest>,
+        metrics: Arc<MempoolMetrics>,
+    ) -> io::Result<()> {
+        let authority = committee.authority(&name).cloned().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{name} is not in the committee"),
+            )
+        })?;
+        let capacity = parameters.channel_capacity;
+        let (tx_batch_maker, rx_batch_maker) = mpsc::channel(capacity);
+        let (tx_quorum_waiter, rx_quorum_waiter) = mpsc::channel(capacity);
+        let (tx_helper, rx_helper) = mpsc::channel(capacity);
+
+        let (_, tx_receiver) = TxReceiver::spawn(
+            listen_address(authority.transactions_address),
+            max_transaction_size(&parameters),
+            tx_batch_maker,
+        )
+        .await?;
+        let handler = PeerHandler {
+            store: store.clone(),
+            metrics: metrics.clone(),
+            tx_helper,
+        };
+        if let Err(e) = Receiver::spawn(
+            listen_address(authority.mempool_address),
+            parameters.max_frame_size,
+            handler,
+        )
+        .await
+        {
+            // Do not leave the transactions port bound by a mempool that failed to start.
+            tx_receiver.abort();
+            return Err(e);
+        }
+
+        let peers = committee
+            .others(&name, |a| a.mempool_address)
+            .into_iter()
+            .map(|(peer, address)| (address, committee.stake(&peer)))
+            .collect();
+        BatchMaker::spawn(
+            parameters.batch_size,
+            Duration::from_millis(parameters.max_batch_delay),
+            peers,
+            store.clone(),
+            metrics,
+            rx_batch_maker,
+            tx_quorum_waiter,
+            // Unacknowledged batches kept per peer: a dead peer costs at most this many.
+            ReliableSender::with_config(capacity, parameters.max_frame_size),
+        );
+        QuorumWaiter::spawn(
+            committee.stake(&name),
+            committee.quorum_threshold(),
+            rx_quorum_waiter,
+            tx_consensus,
+        );
+        let network =
+            SimpleSender::with_config(DEFAULT_SIMPLE_QUEUE_CAPACITY, parameters.max_frame_size);
+        Helper::spawn(committee.clone(), store.clone(), rx_helper, network.clone());
+        Synchronizer::spawn(
+            name,
+            committee,
+            store,
+            parameters.gc_depth,
+            Duration::from_millis(parameters.sync_retry_delay),
+            parameters.sync_retry_nodes,
+            rx_consensus,
+            network,
+        );
+        Ok(())
+    }
+}
+
+/// The largest transaction accepted from clients: bounded by [`MAX_TRANSACTION_SIZE`], by the
+/// batch size, and so that a batch that overflows `batch_size` by one transaction still fits in
+/// a frame.
+pub fn max_transaction_size(parameters: &Parameters) -> usize {
+    let envelope = 1 + HEADER_LEN + TX_PREFIX_LEN;
+    MAX_TRANSACTION_SIZE.min(parameters.batch_size).min(
+        parameters
+            .max_frame_size
+            .saturating_sub(parameters.batch_size + envelope),
+    )
+}
+
+/// The same port on every interface of the address's family.
+fn listen_address(address: SocketAddr) -> SocketAddr {
+    let any = match address.ip() {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    };
+    SocketAddr::new(any, address.port())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,168 @@
+//! Handles the mempool port: batches from peers (stored, acknowledged) and batch requests
+//! (passed to the helper).
+
+use super::batch::Batch;
+use super::helper::HelperRequest;
+use super::message::MempoolMessage;
+use super::metrics::MempoolMetrics;
+use crate::network::{HandlerError, MessageHandler, Writer};
+use crate::store::Store;
+use bytes::Bytes;
+use futures::SinkExt;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// The one reply to a batch: the sender's `ReliableSender` only counts reply frames.
+const ACK: &[u8] = b"Ack";
+
+#[derive(Clone)]
+pub struct PeerHandler {
+    pub store: Store,
+    pub metrics: Arc<MempoolMetrics>,
+    pub tx_helper: mpsc::Sender<HelperRequest>,
+}
+
+impl PeerHandler {
+    fn reject(&self, why: String) -> HandlerError {
+        MempoolMetrics::add(&self.metrics.rejected_frames, 1);
+        HandlerError::Malformed(why)
+    }
+}
+
+impl MessageHandler for PeerHandler {
+    async fn dispatch(&self, writer: &mut Writer, message: Bytes) -> Result<(), HandlerError> {
+        match MempoolMessage::decode(message).map_err(|e| self.reject(e.to_string()))? {
+            MempoolMessage::Batch(bytes) => {
+                let batch = Batch::parse(bytes).map_err(|e| self.reject(e.to_string()))?;
+                self.store.write(batch.digest(), batch.bytes().clone());
+                MempoolMetrics::add(&self.metrics.received_batches, 1);
+                // `feed`, not `send`: the receiver flushes once it has no more buffered frames,
+                // so a burst of batches gets its acks in one write.
+                writer.feed(Bytes::from_static(ACK)).await?;
+            }
+            MempoolMessage::BatchRequest(digests, requestor) => {
+                // Requests come from a `SimpleSender`: no reply. If the helper is gone the node is
+                // shutting down; dropping the request is then fine.
+                let _ = self.tx_helper.send((digests, requestor)).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mempool::batch::BatchBuilder;
+    use crate::network::{codec, Receiver, ReliableSender, DEFAULT_MAX_FRAME_SIZE};
+    use crypto::{Digest, KeyPair};
+    use futures::StreamExt;
+    use std::net::SocketAddr;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpStream;
+    use tokio_util::codec::Framed;
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    async fn start() -> (
+        SocketAddr,
+        Store,
+        Arc<MempoolMetrics>,
+        mpsc::Receiver<HelperRequest>,
+    ) {
+        let (tx_helper, rx_helper) = mpsc::channel(8);
+        let handler = PeerHandler {
+            store: Store::new(),
+            metrics: Arc::new(MempoolMetrics::default()),
+            tx_helper,
+        };
+        let (store, metrics) = (handler.store.clone(), handler.metrics.clone());
+        let (address, _) = Receiver::spawn(
+            "127.0.0.1:0".parse().expect("addr"),
+            DEFAULT_MAX_FRAME_SIZE,
+            handler,
+        )
+        .await
+        .expect("bind");
+        (address, store, metrics, rx_helper)
+    }
+
+    async fn assert_closed(mut stream: TcpStream) {
+        let mut buf = [0u8; 16];
+        loop {
+            match tokio::time::timeout(DEADLINE, stream.read(&mut buf))
+                .await
+                .expect("closed in time")
+            {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn stores_and_acks_a_valid_batch() {
+        let (address, store, metrics, _rx) = start().await;
+        let mut builder = BatchBuilder::with_frame_prefix(&[super::super::message::BATCH_TAG], 64);
+        builder.push(b"tx");
+        let (batch, frame) = builder.seal_framed(1, 64);
+        let mut sender = ReliableSender::new();
+        let ack = sender.send(address, frame).await;
+        let ack = tokio::time::timeout(DEADLINE, ack)
+            .await
+            .expect("acked in time")
+            .expect("acked");
+        assert_eq!(&ack[..], ACK);
+        assert_eq!(store.read(&batch.digest()).as_ref(), Some(batch.bytes()));
+        assert_eq!(metrics.received_batches.load(Ordering::Relaxed), 1);
+        assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn rejects_malformed_messages_and_closes_the_connection() {
+        let (address, store, metrics, _rx) = start().await;
+        let malformed: [&'static [u8]; 3] = [
+            &[0, 1, 2, 3],    // a batch shorter than its header
+            &[1, 0xff, 0xff], // an undecodable batch request
+            &[7],             // an unknown tag
+        ];
+        for (i, frame) in malformed.into_iter().enumerate() {
+            let stream = TcpStream::connect(address).await.expect("connect");
+            let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
+            client.send(Bytes::from_static(frame)).await.expect("send");
+            assert!(
+                tokio::time::timeout(DEADLINE, client.next())
+                    .await
+                    .expect("answered in time")
+                    .is_none_or(|reply| reply.is_err()),
+                "no ack for a malformed message"
+            );
+            assert_closed(client.into_inner()).await;
+            assert_eq!(
+                metrics.rejected_frames.load(Ordering::Relaxed),
+                i as u64 + 1
+            );
+        }
+        assert!(store.is_empty());
+        assert_eq!(metrics.received_batches.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn passes_batch_requests_to_the_helper() {
+        let (address, _store, _metrics, mut rx) = start().await;
+        let digests = vec![Digest::of(b"wanted")];
+        let requestor = KeyPair::from_seed(3).name;
+        let stream = TcpStream::connect(address).await.expect("connect");
+        let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
+        client
+            .send(MempoolMessage::encode_request(&digests, &requestor))
+            .await
+            .expect("send");
+        let got = tokio::time::timeout(DEADLINE, rx.recv())
+            .await
+            .expect("in time");
+        assert_eq!(got, Some((digests, requestor)));
+    }
+}

@@ -1,0 +1,368 @@
+//! Fetches the batches of a block that this node lacks.
+//!
+//! The core asks for missing digests with the block's author, who sealed them and certainly
+//! holds them; the request goes there first. Digests still missing after `sync_retry_delay` are
+//! requested again from `sync_retry_nodes` random peers, until they arrive or are garbage
+//! collected. Arrival is learnt from the store (`notify_read`), so whoever writes the batch (the
+//! peer handler, usually) needs no link to this actor.
+
+use super::message::MempoolMessage;
+use super::ConsensusMempoolMessage;
+use crate::config::{Committee, Round};
+use crate::network::SimpleSender;
+use crate::store::Store;
+use crypto::{Digest, PublicKey};
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::{interval, Instant, MissedTickBehavior};
+use tracing::debug;
+
+/// Most digests in one request, so a long list of missing batches never makes a frame too large.
+const MAX_DIGESTS_PER_REQUEST: usize = 1_024;
+
+/// How often due retries are looked for, at most. Finer than the retry delay, so a retry is
+/// late by a fraction of the delay at most.
+const MAX_TIMER_RESOLUTION: Duration = Duration::from_secs(1);
+
+struct PendingRequest {
+    /// The latest committed round when the digest was first requested.
+    round: Round,
+    last_sent: Instant,
+    /// Dropping it stops the digest's wait on the store.
+    _cancel: oneshot::Sender<()>,
+}
+
+pub struct Synchronizer {
+    name: PublicKey,
+    committee: Committee,
+    store: Store,
+    gc_depth: Round,
+    sync_retry_delay: Duration,
+    sync_retry_nodes: usize,
+    rx_consensus: mpsc::Receiver<ConsensusMempoolMessage>,
+    network: SimpleSender,
+    /// The latest round announced by `Cleanup`.
+    round: Round,
+    pending: HashMap<Digest, PendingRequest>,
+}
+
+impl Synchronizer {
+    #[allow(clippy::too_many_arguments)]
+    pub fn spawn(
+        name: PublicKey,
+        committee: Committee,
+        store: Store,
+        gc_depth: Round,
+        sync_retry_delay: Duration,
+        sync_retry_nodes: usize,
+        rx_consensus: mpsc::Receiver<ConsensusMempoolMessage>,
+        network: SimpleSender,
+    ) -> JoinHandle<()> {
+        let synchronizer = Synchronizer {
+            name,
+            committee,
+            store,
+            gc_depth,
+            sync_retry_delay,
+            sync_retry_nodes,
+            rx_consensus,
+            network,
+            round: 0,
+            pending: HashMap::new(),
+        };
+        tokio::spawn(synchronizer.run())
+    }
+
+    async fn run(mut self) {
+        // Each future resolves with its digest and whether the batch arrived (else cancelled).
+        let mut waiting = FuturesUnordered::new();
+        let resolution =
+            (self.sync_retry_delay / 4).clamp(Duration::from_millis(1), MAX_TIMER_RESOLUTION);
+        let mut timer = interval(resolution);
+        timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                message = self.rx_consensus.recv() => match message {
+                    Some(ConsensusMempoolMessage::Synchronize(digests, author)) => {
+                        for (digest, cancelled) in self.synchronize(digests, author).await {
+                            waiting.push(wait_for_batch(self.store.clone(), digest, cancelled));
+                        }
+                    }
+                    Some(ConsensusMempoolMessage::Cleanup(round)) => self.cleanup(round),
+                    None => return,
+                },
+                Some((digest, arrived)) = waiting.next(), if !waiting.is_empty() => {
+                    if arrived {
+                        self.pending.remove(&digest);
+                    }
+                }
+                _ = timer.tick() => self.retry().await,
+            }
+        }
+    }
+
+    /// Registers the digests neither held nor already requested and asks `author` for them.
+    /// Returns each registered digest with the signal that cancels its wait.
+    async fn synchronize(
+        &mut self,
+        digests: Vec<Digest>,
+        author: PublicKey,
+    ) -> Vec<(Digest, oneshot::Receiver<()>)> {
+        let now = Instant::now();
+        let mut missing = Vec::new();
+        let mut waits = Vec::new();
+        for digest in digests {
+            if self.pending.contains_key(&digest) || self.store.contains(&digest) {
+                continue;
+            }
+            let (cancel, cancelled) = oneshot::channel();
+            self.pending.insert(
+                digest,
+                PendingRequest {
+                    round: self.round,
+                    last_sent: now,
+                    _cancel: cancel,
+                },
+            );
+            waits.push((digest, cancelled));
+            missing.push(digest);
+        }
+        if missing.is_empty() {
+            return waits;
+        }
+        debug!("requesting {} missing batches from {author}", missing.len());
+        let address = self
+            .committee
+            .authority(&author)
+            .filter(|_| author != self.name)
+            .map(|a| a.mempool_address);
+        for chunk in missing.chunks(MAX_DIGESTS_PER_REQUEST) {
+            let request = MempoolMessage::encode_request(chunk, &self.name);
+            match address {
+                Some(address) => self.network.send(address, request).await,
+                // An author we cannot reach directly: ask random peers at once.
+                None => {
+                    self.network
+                        .lucky_broadcast(self.peers(), request, self.sync_retry_nodes)
+                        .await
+                }
+            }
+        }
+        waits
+    }
+
+    /// Re-requests every digest whose last request is older than the retry delay.
+    async fn retry(&mut self) {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        for (digest, request) in &mut self.pending {
+            if now.duration_since(request.last_sent) >= self.sync_retry_delay {
+                request.last_sent = now;
+                due.push(*digest);
+            }
+        }
+        if due.is_empty() {
+            return;
+        }
+        debug!("retrying requests for {} missing batches", due.len());
+        for chunk in due.chunks(MAX_DIGESTS_PER_REQUEST) {
+            let request = MempoolMessage::encode_request(chunk, &self.name);
+            self.network
+                .lucky_broadcast(self.peers(), request, self.sync_retry_nodes)
+                .await;
+        }
+    }
+
+    /// Forgets requests registered more than `gc_depth` rounds before `round`: blocks that old
+    /// are committed or abandoned, and the core no longer waits for their batches.
+    fn cleanup(&mut self, round: Round) {
+        // Waits cancelled by the previous cleanup have been dropped by now; their entries in
+        // the store's waiter lists can go.
+        self.store.prune_waiters();
+        self.round = self.round.max(round);
+        let (latest, gc_depth) = (self.round, self.gc_depth);
+        self.pending
+            .retain(|_, request| request.round.saturating_add(gc_depth) >= latest);
+    }
+
+    fn peers(&self) -> Vec<SocketAddr> {
+        self.committee
+            .others(&self.name, |a| a.mempool_address)
+            .into_iter()
+            .map(|(_, address)| address)
+            .collect()
+    }
+}
+
+async fn wait_for_batch(
+    store: Store,
+    digest: Digest,
+    cancelled: oneshot::Receiver<()>,
+) -> (Digest, bool) {
+    tokio::select! {
+        batch = store.notify_read(digest) => (digest, batch.is_some()),
+        _ = cancelled => (digest, false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Authority;
+    use crate::network::codec;
+    use bytes::Bytes;
+    use crypto::KeyPair;
+    use tokio::net::TcpListener;
+    use tokio_util::codec::FramedRead;
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+    const RETRY: Duration = Duration::from_millis(300);
+    const GC_DEPTH: Round = 10;
+
+    /// Fake peers: each listener forwards every request it receives, tagged with its index.
+    struct Peers {
+        names: Vec<PublicKey>,
+        committee: Committee,
+        requests: mpsc::UnboundedReceiver<(usize, Vec<Digest>, PublicKey)>,
+    }
+
+    async fn peers(n: u64) -> Peers {
+        let (tx, requests) = mpsc::unbounded_channel();
+        let mut authorities = std::collections::BTreeMap::new();
+        let mut names = Vec::new();
+        for i in 0..n {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let address = listener.local_addr().expect("addr");
+            let name = KeyPair::from_seed(i).name;
+            names.push(name);
+            authorities.insert(
+                name,
+                Authority {
+                    stake: 1,
+                    consensus_address: address,
+                    mempool_address: address,
+                    transactions_address: address,
+                },
+            );
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                while let Ok((socket, _)) = listener.accept().await {
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        let mut frames = FramedRead::new(socket, codec(1 << 20));
+                        while let Some(Ok(frame)) = frames.next().await {
+                            if let Ok(MempoolMessage::BatchRequest(digests, requestor)) =
+                                MempoolMessage::decode(frame.freeze())
+                            {
+                                let _ = tx.send((i as usize, digests, requestor));
+                            }
+                        }
+                    });
+                }
+            });
+        }
+        Peers {
+            names,
+            committee: Committee { authorities },
+            requests,
+        }
+    }
+
+    /// Node 0 runs the synchronizer; the others are fake peers.
+    fn start(peers: &Peers, store: &Store) -> mpsc::Sender<ConsensusMempoolMessage> {
+        let (tx, rx) = mpsc::channel(8);
+        Synchronizer::spawn(
+            peers.names[0],
+            peers.committee.clone(),
+            store.clone(),
+            GC_DEPTH,
+            RETRY,
+            3,
+            rx,
+            SimpleSender::new(),
+        );
+        tx
+    }
+
+    async fn next_request(peers: &mut Peers) -> (usize, Vec<Digest>, PublicKey) {
+        tokio::time::timeout(DEADLINE, peers.requests.recv())
+            .await
+            .expect("a request in time")
+            .expect("fake peers alive")
+    }
+
+    #[tokio::test]
+    async fn asks_the_author_then_retries_with_other_peers() {
+        let mut peers = peers(4).await;
+        let store = Store::new();
+        let held = Digest::of(b"held");
+        store.write(held, Bytes::from_static(b"batch"));
+        let tx = start(&peers, &store);
+        let missing = Digest::of(b"missing");
+        let (me, author) = (peers.names[0], peers.names[1]);
+
+        let start = Instant::now();
+        tx.send(ConsensusMempoolMessage::Synchronize(
+            vec![held, missing],
+            author,
+        ))
+        .await
+        .expect("send");
+        // Only the missing digest, and first to the author alone.
+        assert_eq!(next_request(&mut peers).await, (1, vec![missing], me));
+
+        // After the delay, the three other authorities (sync_retry_nodes = 3) are asked again.
+        let mut asked = Vec::new();
+        for _ in 0..3 {
+            let (peer, digests, requestor) = next_request(&mut peers).await;
+            assert!(start.elapsed() >= RETRY, "retried before the delay");
+            assert_eq!((digests, requestor), (vec![missing], me));
+            asked.push(peer);
+        }
+        asked.sort();
+        assert_eq!(asked, vec![1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn stops_asking_for_arrived_or_collected_batches() {
+        let mut peers = peers(4).await;
+        let store = Store::new();
+        let tx = start(&peers, &store);
+        let (me, author) = (peers.names[0], peers.names[1]);
+        let (arrives, collected, still_missing) =
+            (Digest::of(b"a"), Digest::of(b"b"), Digest::of(b"c"));
+
+        tx.send(ConsensusMempoolMessage::Synchronize(
+            vec![arrives, collected],
+            author,
+        ))
+        .await
+        .expect("send");
+        assert_eq!(
+            next_request(&mut peers).await,
+            (1, vec![arrives, collected], me)
+        );
+        store.write(arrives, Bytes::from_static(b"batch"));
+        // `collected` was registered at round 0: past the gc depth at GC_DEPTH + 1.
+        tx.send(ConsensusMempoolMessage::Cleanup(GC_DEPTH + 1))
+            .await
+            .expect("send");
+        tx.send(ConsensusMempoolMessage::Synchronize(
+            vec![still_missing],
+            author,
+        ))
+        .await
+        .expect("send");
+        assert_eq!(next_request(&mut peers).await, (1, vec![still_missing], me));
+        // Every retry is for the digest still missing only.
+        for _ in 0..3 {
+            let (_, digests, _) = next_request(&mut peers).await;
+            assert_eq!(digests, vec![still_missing]);
+        }
+    }
+}

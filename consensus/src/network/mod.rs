@@ -1,0 +1,24 @@
+//! TCP networking for consensus and the mempool.
+//!
+//! Every message travels as one frame: a 4-byte big-endian length followed by the payload
+//! ([`codec`]). A [`Receiver`] hands each frame to a [`MessageHandler`], which may reply on the
+//! same connection. Two senders sit on the other side:
+//! - [`SimpleSender`] is best effort: it drops messages rather than wait for a slow or dead peer;
+//! - [`ReliableSender`] keeps every message until the peer acknowledges it (one reply frame per
+//!   message) and retransmits across reconnections.
+//!
+//! Payloads stay `Bytes` from the caller to the socket and from the socket to the handler:
+//! senders write frames straight from the caller's buffers, many per syscall.
+
+mod codec;
+mod error;
+mod receiver;
+mod reliable_sender;
+mod simple_sender;
+mod transport;
+
+pub use codec::{codec, Writer, DEFAULT_MAX_FRAME_SIZE};
+pub use error::HandlerError;
+pub use receiver::{MessageHandler, Receiver};
+pub use reliable_sender::{CancelHandler, ReliableSender, DEFAULT_RELIABLE_CAPACITY};
+pub use simple_sender::{SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY};

@@ -1,0 +1,396 @@
+//! A sender that keeps every message until the peer acknowledges it.
+//!
+//! Each peer gets a buffer shared between the callers and one connection task. Callers only
+//! append to it (never wait); the task writes what is new, matches the peer's reply frames to
+//! messages in FIFO order, and rewrites everything still unacknowledged after a reconnection.
+
+use super::codec::{codec, DEFAULT_MAX_FRAME_SIZE};
+use super::transport::{connect, FrameWriter};
+use bytes::Bytes;
+use futures::StreamExt;
+use rand::seq::SliceRandom;
+use rand::Rng;
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Notify};
+use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+/// Messages kept per peer by default before the oldest is dropped.
+pub const DEFAULT_RELIABLE_CAPACITY: usize = 10_000;
+
+/// First delay before reconnecting; doubles after each attempt that delivers nothing.
+const INITIAL_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Resolves with the peer's reply frame (the ack) once delivered. Dropping it cancels the
+/// message: it will not be retransmitted. It resolves to an error if the message is dropped
+/// (buffer overflow, oversized message) or the sender shuts down.
+pub type CancelHandler = oneshot::Receiver<Bytes>;
+
+/// Reliable sender: one connection task per peer. Every message stays in a bounded per-peer
+/// buffer until the peer acknowledges it; the peer's handler writes exactly one reply frame per
+/// message, in order. On a connection error the task reconnects with exponential backoff and
+/// retransmits unacknowledged, not cancelled messages in order. When the buffer is full the
+/// oldest message is dropped, so a dead peer never blocks the caller nor grows memory.
+///
+/// Clones share the same connections. Connection tasks stop when the last clone is dropped.
+#[derive(Clone)]
+pub struct ReliableSender {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    peers: Mutex<HashMap<SocketAddr, Arc<Peer>>>,
+    capacity: usize,
+    max_frame_size: usize,
+    shutdown: CancellationToken,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl Default for ReliableSender {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ReliableSender {
+    pub fn new() -> Self {
+        Self::with_config(DEFAULT_RELIABLE_CAPACITY, DEFAULT_MAX_FRAME_SIZE)
+    }
+
+    /// Keeps at most `capacity` unacknowledged messages per peer.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self::with_config(capacity, DEFAULT_MAX_FRAME_SIZE)
+    }
+
+    /// Keeps at most `capacity` unacknowledged messages per peer and refuses messages longer
+    /// than `max_frame_size` (the peers' receivers would reject them anyway).
+    pub fn with_config(capacity: usize, max_frame_size: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                peers: Mutex::new(HashMap::new()),
+                capacity: capacity.max(1),
+                max_frame_size,
+                shutdown: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Queues `data` for `address` and returns at once; the handler resolves with the ack.
+    pub async fn send(&mut self, address: SocketAddr, data: Bytes) -> CancelHandler {
+        let (reply, handler) = oneshot::channel();
+        if data.len() > self.inner.max_frame_size {
+            warn!(
+                peer = %address,
+                size = data.len(),
+                max = self.inner.max_frame_size,
+                "dropping message larger than the maximum frame size"
+            );
+            return handler;
+        }
+        self.peer(address).push(data, reply);
+        handler
+    }
+
+    pub async fn broadcast(
+        &mut self,
+        addresses: Vec<SocketAddr>,
+        data: Bytes,
+    ) -> Vec<CancelHandler> {
+        let mut handlers = Vec::with_capacity(addresses.len());
+        for address in addresses {
+            handlers.push(self.send(address, data.clone()).await);
+        }
+        handlers
+    }
+
+    /// Sends to `nodes` addresses picked at random (all of them if there are fewer).
+    pub async fn lucky_broadcast(
+        &mut self,
+        mut addresses: Vec<SocketAddr>,
+        data: Bytes,
+        nodes: usize,
+    ) -> Vec<CancelHandler> {
+        addresses.shuffle(&mut rand::thread_rng());
+        addresses.truncate(nodes);
+        self.broadcast(addresses, data).await
+    }
+
+    /// The peer's buffer, spawning its connection task on first use.
+    fn peer(&self, address: SocketAddr) -> Arc<Peer> {
+        let mut peers = self
+            .inner
+            .peers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        peers
+            .entry(address)
+            .or_insert_with(|| {
+                let peer = Arc::new(Peer::new(
+                    address,
+                    self.inner.capacity,
+                    self.inner.max_frame_size,
+                ));
+                let task = peer.clone();
+                let shutdown = self.inner.shutdown.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => {}
+                        _ = task.keep_connected() => {}
+                    }
+                });
+                peer
+            })
+            .clone()
+    }
+}
+
+/// A message waiting for its ack.
+struct Pending {
+    /// Position in the order of `send` calls; acks are matched by it.
+    seq: u64,
+    data: Bytes,
+    reply: oneshot::Sender<Bytes>,
+}
+
+impl Pending {
+    /// The caller dropped its handler: the message need not be (re)sent.
+    fn cancelled(&self) -> bool {
+        self.reply.is_closed()
+    }
+}
+
+struct Peer {
+    address: SocketAddr,
+    capacity: usize,
+    max_frame_size: usize,
+    state: Mutex<State>,
+    /// Wakes the connection task: new messages, or room in the in-flight window.
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    /// Unacknowledged messages in `seq` order.
+    queue: VecDeque<Pending>,
+    next_seq: u64,
+    /// Messages with `seq` below this were written on the current connection (or skipped as
+    /// cancelled).
+    cursor: u64,
+    /// `seq`s written on the current connection, oldest first: the peer acks in this order.
+    in_flight: VecDeque<u64>,
+    /// Acks received on the current connection.
+    acked: u64,
+    /// Messages dropped because the buffer was full.
+    overflowed: u64,
+}
+
+impl Peer {
+    fn new(address: SocketAddr, capacity: usize, max_frame_size: usize) -> Self {
+        Self {
+            address,
+            capacity,
+            max_frame_size,
+            state: Mutex::new(State::default()),
+            wake: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn push(&self, data: Bytes, reply: oneshot::Sender<Bytes>) {
+        let mut state = self.lock();
+        if state.queue.len() >= self.capacity {
+            // Dropping the oldest entry drops its reply sender, so its handler errors. If it is
+            // in flight, its ack will find no entry and be ignored.
+            state.queue.pop_front();
+            state.overflowed += 1;
+            if state.overflowed.is_power_of_two() {
+                warn!(
+                    peer = %self.address,
+                    dropped = state.overflowed,
+                    "reliable sender buffer full; dropping oldest messages"
+                );
+            }
+        }
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        state.queue.push_back(Pending { seq, data, reply });
+        drop(state);
+        self.wake.notify_one();
+    }
+
+    /// Connects whenever there is something to deliver, forever (until shutdown).
+    async fn keep_connected(&self) {
+        let mut backoff = Backoff::new();
+        loop {
+            self.wait_for_work().await;
+            match connect(self.address).await {
+                Ok(stream) => {
+                    debug!(peer = %self.address, "connected");
+                    let error = self.serve(stream).await;
+                    debug!(peer = %self.address, %error, "connection lost");
+                }
+                Err(error) => debug!(peer = %self.address, %error, "failed to connect"),
+            }
+            if self.end_connection() {
+                backoff.reset();
+            }
+            if self.has_live_messages() {
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+        }
+    }
+
+    async fn wait_for_work(&self) {
+        while !self.has_live_messages() {
+            self.wake.notified().await;
+        }
+    }
+
+    fn has_live_messages(&self) -> bool {
+        self.lock().queue.iter().any(|pending| !pending.cancelled())
+    }
+
+    /// Forgets the connection's progress so everything unacknowledged is written again, and
+    /// discards cancelled messages. Returns whether the connection delivered anything.
+    fn end_connection(&self) -> bool {
+        let mut state = self.lock();
+        state.queue.retain(|pending| !pending.cancelled());
+        state.cursor = 0;
+        state.in_flight.clear();
+        std::mem::take(&mut state.acked) > 0
+    }
+
+    /// Runs one connection until it fails; returns why.
+    async fn serve(&self, stream: TcpStream) -> io::Error {
+        let (read, write) = stream.into_split();
+        let mut writer = FrameWriter::new(write);
+        let mut reader = FramedRead::new(read, codec(self.max_frame_size));
+        // Writing and reading acks run concurrently: a peer blocked on writing acks we do not
+        // read would stop reading our messages.
+        tokio::select! {
+            result = self.write_loop(&mut writer) => result.err(),
+            result = self.read_loop(&mut reader) => result.err(),
+        }
+        .unwrap_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "closed by peer"))
+    }
+
+    async fn write_loop(&self, writer: &mut FrameWriter<OwnedWriteHalf>) -> io::Result<()> {
+        loop {
+            let batch = self.take_unwritten();
+            if batch.is_empty() {
+                self.wake.notified().await;
+            } else {
+                writer.write_frames(&batch).await?;
+            }
+        }
+    }
+
+    /// Claims every message not yet written on this connection, within the in-flight window.
+    fn take_unwritten(&self) -> Vec<Bytes> {
+        let mut state = self.lock();
+        let State {
+            queue,
+            cursor,
+            in_flight,
+            ..
+        } = &mut *state;
+        let start = queue.partition_point(|pending| pending.seq < *cursor);
+        let mut batch = Vec::new();
+        for pending in queue.range(start..) {
+            if in_flight.len() >= self.capacity {
+                break;
+            }
+            *cursor = pending.seq + 1;
+            if !pending.cancelled() {
+                in_flight.push_back(pending.seq);
+                batch.push(pending.data.clone());
+            }
+        }
+        batch
+    }
+
+    /// Matches reply frames to in-flight messages. Returns `Ok` at end of stream.
+    async fn read_loop(
+        &self,
+        reader: &mut FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+    ) -> io::Result<()> {
+        while let Some(frame) = reader.next().await {
+            self.acknowledge(frame?.freeze())?;
+        }
+        Ok(())
+    }
+
+    fn acknowledge(&self, ack: Bytes) -> io::Result<()> {
+        let mut state = self.lock();
+        let window_was_full = state.in_flight.len() >= self.capacity;
+        let Some(seq) = state.in_flight.pop_front() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "reply frame without an outstanding message",
+            ));
+        };
+        state.acked += 1;
+        // Entries older than `seq` still queued were skipped as cancelled when this connection
+        // wrote `seq`; if `seq` itself is gone it was dropped on overflow.
+        let mut ack = Some(ack);
+        while state.queue.front().is_some_and(|front| front.seq <= seq) {
+            if let Some(pending) = state.queue.pop_front() {
+                if pending.seq == seq {
+                    if let Some(ack) = ack.take() {
+                        // The caller may have dropped its handler; nothing to do then.
+                        let _ = pending.reply.send(ack);
+                    }
+                }
+            }
+        }
+        drop(state);
+        if window_was_full {
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+}
+
+/// Exponential backoff with jitter, so peers restarting together do not reconnect in lockstep.
+struct Backoff {
+    next: Duration,
+}
+
+impl Backoff {
+    fn new() -> Self {
+        Self {
+            next: INITIAL_BACKOFF,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.next = INITIAL_BACKOFF;
+    }
+
+    fn next_delay(&mut self) -> Duration {
+        let base = self.next;
+        self.next = (base * 2).min(MAX_BACKOFF);
+        // Uniform in [base / 2, base * 3 / 2), capped.
+        let jitter = rand::thread_rng().gen_range(0.5..1.5);
+        base.mul_f64(jitter).min(MAX_BACKOFF)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,298 @@
+//! A best-effort sender: never waits for a peer, drops what it cannot deliver.
+
+use super::codec::DEFAULT_MAX_FRAME_SIZE;
+use super::transport::{connect, FrameWriter};
+use bytes::Bytes;
+use rand::seq::SliceRandom;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc::{self, error::TrySendError};
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+/// Messages queued per peer by default; more are dropped until the connection catches up.
+pub const DEFAULT_SIMPLE_QUEUE_CAPACITY: usize = 1_000;
+
+/// At most this many queued messages go out in one write.
+const MAX_BURST: usize = 1_024;
+
+/// Best-effort sender: one connection task per peer behind a bounded queue. When the queue is
+/// full or the peer is down the message is dropped (counted, logged at debug level); the
+/// connection is re-opened lazily by the next message. Whatever the peer writes back (acks) is
+/// read and discarded so the peer never blocks on us.
+///
+/// Clones share the same connections. Connection tasks stop when the last clone is dropped.
+#[derive(Clone)]
+pub struct SimpleSender {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    peers: Mutex<HashMap<SocketAddr, mpsc::Sender<Bytes>>>,
+    queue_capacity: usize,
+    max_frame_size: usize,
+    dropped: Arc<AtomicU64>,
+}
+
+impl Default for SimpleSender {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SimpleSender {
+    pub fn new() -> Self {
+        Self::with_config(DEFAULT_SIMPLE_QUEUE_CAPACITY, DEFAULT_MAX_FRAME_SIZE)
+    }
+
+    /// Queues at most `queue_capacity` messages per peer and refuses messages longer than
+    /// `max_frame_size` (the peers' receivers would reject them anyway).
+    pub fn with_config(queue_capacity: usize, max_frame_size: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                peers: Mutex::new(HashMap::new()),
+                queue_capacity: queue_capacity.max(1),
+                max_frame_size,
+                dropped: Arc::new(AtomicU64::new(0)),
+            }),
+        }
+    }
+
+    /// Messages dropped so far (queue full, peer unreachable, connection lost, oversized).
+    pub fn dropped(&self) -> u64 {
+        self.inner.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Queues `data` for `address`; returns at once.
+    pub async fn send(&mut self, address: SocketAddr, data: Bytes) {
+        if data.len() > self.inner.max_frame_size {
+            warn!(
+                peer = %address,
+                size = data.len(),
+                max = self.inner.max_frame_size,
+                "dropping message larger than the maximum frame size"
+            );
+            self.inner.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut peers = self
+            .inner
+            .peers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let queue = peers
+            .entry(address)
+            .or_insert_with(|| self.spawn_connection(address));
+        let data = match queue.try_send(data) {
+            Ok(()) => return,
+            Err(TrySendError::Full(_)) => {
+                self.inner.dropped.fetch_add(1, Ordering::Relaxed);
+                debug!(peer = %address, "send queue full; dropping message");
+                return;
+            }
+            // The connection task is gone (it only ends if its runtime shuts down): replace it.
+            Err(TrySendError::Closed(data)) => data,
+        };
+        let queue = self.spawn_connection(address);
+        if queue.try_send(data).is_err() {
+            self.inner.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        peers.insert(address, queue);
+    }
+
+    pub async fn broadcast(&mut self, addresses: Vec<SocketAddr>, data: Bytes) {
+        for address in addresses {
+            self.send(address, data.clone()).await;
+        }
+    }
+
+    /// Sends to `nodes` addresses picked at random (all of them if there are fewer).
+    pub async fn lucky_broadcast(
+        &mut self,
+        mut addresses: Vec<SocketAddr>,
+        data: Bytes,
+        nodes: usize,
+    ) {
+        addresses.shuffle(&mut rand::thread_rng());
+        addresses.truncate(nodes);
+        self.broadcast(addresses, data).await;
+    }
+
+    fn spawn_connection(&self, address: SocketAddr) -> mpsc::Sender<Bytes> {
+        let (queue, messages) = mpsc::channel(self.inner.queue_capacity);
+        tokio::spawn(run(address, messages, self.inner.dropped.clone()));
+        queue
+    }
+}
+
+/// Delivers queued messages to one peer until every handle to the queue is dropped.
+async fn run(address: SocketAddr, mut messages: mpsc::Receiver<Bytes>, dropped: Arc<AtomicU64>) {
+    let mut connection: Option<Connection> = None;
+    let mut burst = Vec::with_capacity(MAX_BURST);
+    while messages.recv_many(&mut burst, MAX_BURST).await > 0 {
+        if connection.as_ref().is_some_and(Connection::is_closed) {
+            connection = None;
+        }
+        if connection.is_none() {
+            match connect(address).await {
+                Ok(stream) => connection = Some(Connection::new(stream)),
+                Err(error) => {
+                    debug!(peer = %address, %error, lost = burst.len(), "failed to connect; dropping messages");
+                    dropped.fetch_add(burst.len() as u64, Ordering::Relaxed);
+                    burst.clear();
+                    continue;
+                }
+            }
+        }
+        if let Some(open) = connection.as_mut() {
+            if let Err(error) = open.writer.write_frames(&burst).await {
+                debug!(peer = %address, %error, lost = burst.len(), "failed to send; dropping messages");
+                dropped.fetch_add(burst.len() as u64, Ordering::Relaxed);
+                connection = None;
+            }
+        }
+        burst.clear();
+    }
+}
+
+struct Connection {
+    writer: FrameWriter<OwnedWriteHalf>,
+    /// Reads and discards whatever the peer writes; it finishing means the peer closed.
+    drain: JoinHandle<()>,
+}
+
+impl Connection {
+    fn new(stream: TcpStream) -> Self {
+        let (mut read, write) = stream.into_split();
+        let drain = tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut read, &mut tokio::io::sink()).await;
+        });
+        Self {
+            writer: FrameWriter::new(write),
+            drain,
+        }
+    }
+
+    /// Whether the peer has closed the connection (checked before writing, so a message is not
+    /// written into a connection already known to be dead).
+    fn is_closed(&self) -> bool {
+        self.drain.is_finished()
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.drain.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::receiver::tests::{TestHandler, DEADLINE};
+    use crate::network::Receiver;
+    use std::time::Duration;
+    use tokio::net::TcpListener;
+    use tokio::time::timeout;
+
+    async fn free_address() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        listener.local_addr().expect("address")
+    }
+
+    #[tokio::test]
+    async fn delivers_in_order_when_the_peer_is_up() {
+        let (handler, mut received) = TestHandler::new();
+        let (address, _handle) =
+            Receiver::spawn(free_address().await, DEFAULT_MAX_FRAME_SIZE, handler)
+                .await
+                .expect("bind");
+        let mut sender = SimpleSender::new();
+        for i in 0..100u32 {
+            sender
+                .send(address, Bytes::from(i.to_be_bytes().to_vec()))
+                .await;
+        }
+        for i in 0..100u32 {
+            let got = timeout(DEADLINE, received.recv())
+                .await
+                .expect("delivered in time")
+                .expect("receiver alive");
+            assert_eq!(&got[..], &i.to_be_bytes());
+        }
+        assert_eq!(sender.dropped(), 0);
+    }
+
+    #[tokio::test]
+    async fn does_not_block_when_the_peer_is_down_and_recovers_lazily() {
+        let address = free_address().await;
+        let mut sender = SimpleSender::with_config(4, DEFAULT_MAX_FRAME_SIZE);
+        timeout(DEADLINE, async {
+            for _ in 0..1_000 {
+                sender.send(address, Bytes::from_static(b"lost")).await;
+            }
+        })
+        .await
+        .expect("sending to a dead peer never blocks");
+
+        let (handler, mut received) = TestHandler::new();
+        let (address, _handle) = Receiver::spawn(address, DEFAULT_MAX_FRAME_SIZE, handler)
+            .await
+            .expect("bind");
+        // Best effort: messages queued while the peer was down may be dropped, so keep sending
+        // until one gets through.
+        timeout(DEADLINE, async {
+            loop {
+                sender.send(address, Bytes::from_static(b"found")).await;
+                let wait = timeout(Duration::from_millis(100), received.recv()).await;
+                if let Ok(Some(message)) = wait {
+                    if &message[..] == b"found" {
+                        return;
+                    }
+                }
+            }
+        })
+        .await
+        .expect("delivered once the peer is up");
+        assert!(sender.dropped() > 0);
+    }
+
+    #[tokio::test]
+    async fn oversized_message_is_dropped() {
+        let mut sender = SimpleSender::with_config(4, 8);
+        sender
+            .send(free_address().await, Bytes::from(vec![0u8; 9]))
+            .await;
+        assert_eq!(sender.dropped(), 1);
+    }
+
+    #[tokio::test]
+    async fn lucky_broadcast_reaches_the_requested_number_of_peers() {
+        let (handler, mut received) = TestHandler::new();
+        let mut addresses = Vec::new();
+        let mut handles = Vec::new();
+        for _ in 0..3 {
+            let (address, handle) = Receiver::spawn(
+                free_address().await,
+                DEFAULT_MAX_FRAME_SIZE,
+                handler.clone(),
+            )
+            .await
+            .expect("bind");
+            addresses.push(address);
+            handles.push(handle);
+        }
+        let mut sender = SimpleSender::new();
+        sender
+            .lucky_broadcast(addresses, Bytes::from_static(b"lucky"), 2)
+            .await;
+        for _ in 0..2 {
+            let got = timeout(DEADLINE, received.recv()).await.expect("in time");
+            assert_eq!(got.as_deref(), Some(&b"lucky"[..]));
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! A committee of real consensus nodes on loopback ports, each on its own runtime so a test can
+//! kill one (dropping its runtime closes its sockets, as a crash would).
+
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use consensus::config::Authority;
+use consensus::metered;
+use consensus::{Committee, Consensus, ConsensusHandle, Parameters, Store};
+use crypto::{Digest, KeyPair};
+use futures::SinkExt;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+pub fn committee(keys: &[KeyPair]) -> Committee {
+    let addr = |port| SocketAddr::from(([127, 0, 0, 1], port));
+    Committee {
+        authorities: keys
+            .iter()
+            .map(|k| {
+                (
+                    k.name,
+                    Authority {
+                        stake: 1,
+                        consensus_address: addr(free_port()),
+                        mempool_address: addr(free_port()),
+                        transactions_address: addr(free_port()),
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+pub fn test_parameters() -> Parameters {
+    Parameters {
+        timeout_delay: 500,
+        batch_size: 20_000,
+        max_batch_delay: 20,
+        sync_retry_delay: 500,
+        ..Parameters::default()
+    }
+}
+
+/// One running node: its committed batch digests, in order, and a kill switch.
+pub struct TestNode {
+    pub keys: KeyPair,
+    pub committed: Arc<Mutex<Vec<Digest>>>,
+    pub handle: ConsensusHandle,
+    kill: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TestNode {
+    pub fn spawn(keys: KeyPair, committee: Committee, parameters: Parameters) -> Self {
+        let committed = Arc::new(Mutex::new(Vec::new()));
+        let (kill_tx, kill_rx) = oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn({
+            let committed = committed.clone();
+            let keys = keys.clone();
+            move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                runtime.block_on(async move {
+                    let (tx, mut rx, _) = metered::channel(1_000);
+                    let handle = Consensus::spawn(
+                        keys.name,
+                        keys.secret,
+                        committee,
+                        parameters,
+                        Store::new(),
+                        tx,
+                    )
+                    .await
+                    .expect("consensus starts");
+                    ready_tx.send(handle).expect("test waits");
+                    tokio::spawn(async move {
+                        while let Some(batch) = rx.recv().await {
+                            committed.lock().expect("lock").push(batch.batch.digest());
+                        }
+                    });
+                    let _ = kill_rx.await;
+                });
+                runtime.shutdown_background();
+            }
+        });
+        let handle = ready_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("node started");
+        TestNode {
+            keys,
+            committed,
+            handle,
+            kill: Some(kill_tx),
+            thread: Some(thread),
+        }
+    }
+
+    pub fn committed(&self) -> Vec<Digest> {
+        self.committed.lock().expect("lock").clone()
+    }
+
+    pub fn committed_count(&self) -> usize {
+        self.committed.lock().expect("lock").len()
+    }
+
+    pub fn round(&self) -> u64 {
+        self.handle.metrics.snapshot().round
+    }
+
+    pub fn timeouts(&self) -> u64 {
+        self.handle.metrics.snapshot().timeouts
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for TestNode {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Waits until `condition` holds, failing the test with `what` after `limit`.
+pub fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A load generator on its own thread: `rate` tx/s of `size` bytes to `target` until stopped.
+/// Transactions are unique across loads (the target's port is in each), so two nodes never seal
+/// byte-identical batches.
+pub struct Load {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<u64>>,
+}
+
+impl Load {
+    pub fn start(target: SocketAddr, rate: u64, size: usize) -> Self {
+        let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let stream = loop {
+                    if let Ok(stream) = TcpStream::connect(target).await {
+                        break stream;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                };
+                let mut framed = Framed::new(stream, LengthDelimitedCodec::new());
+                let mut ticker = tokio::time::interval(Duration::from_millis(20));
+                let per_tick = (rate / 50).max(1);
+                let mut sent = 0u64;
+                loop {
+                    tokio::select! {
+                        _ = ticker.tick() => {
+                            for _ in 0..per_tick {
+                                sent += 1;
+                                let mut tx = vec![1u8; size];
+                                tx[1..9].copy_from_slice(&sent.to_be_bytes());
+                                tx[9..11].copy_from_slice(&target.port().to_be_bytes());
+                                if framed.feed(Bytes::from(tx)).await.is_err() {
+                                    return sent;
+                                }
+                            }
+                            if SinkExt::<Bytes>::flush(&mut framed).await.is_err() {
+                                return sent;
+                            }
+                        }
+                        _ = &mut stop_rx => return sent,
+                    }
+                }
+            })
+        });
+        Load {
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    pub fn stop(&mut self) -> u64 {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.thread
+            .take()
+            .map(|t| t.join().unwrap_or(0))
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Asserts that every sequence is a prefix of the longest one: nodes agree on the order, and
+/// differ only in how far they got when the test looked.
+pub fn assert_prefixes(sequences: &[Vec<Digest>]) {
+    let longest = sequences
+        .iter()
+        .max_by_key(|s| s.len())
+        .expect("at least one node");
+    for (i, sequence) in sequences.iter().enumerate() {
+        assert_eq!(
+            sequence.as_slice(),
+            &longest[..sequence.len()],
+            "node {i} committed a different sequence"
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! Keys, digests and ed25519 signatures for HotMove.
+//!
+//! Consensus signs 32-byte digests; transactions sign their own canonical bytes. Both go through
+//! the same [`PublicKey`] / [`Signature`] types so the verifier stage and the HotStuff core share
+//! one implementation of single and batch verification.
+
+mod digest;
+mod error;
+mod keys;
+mod service;
+mod signature;
+mod verifier;
+
+pub use digest::{Digest, Hash, DIGEST_LEN};
+pub use error::CryptoError;
+pub use keys::{generate_keypair, generate_production_keypair, KeyPair, PublicKey, SecretKey};
+pub use service::SignatureService;
+pub use signature::Signature;
+pub use verifier::{ParallelVerifier, VerifierError};

@@ -1,0 +1,184 @@
+//! Single-thread costs of the executor stage: a native transfer, a Move transfer (new session,
+//! execute the script, finish, apply), both through the ledger as a node runs them, and the
+//! transaction codec.
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use crypto::KeyPair;
+use executor::{
+    Address, Executor, Genesis, Ledger, MoveExecutor, NativeExecutor, Payload, Transaction,
+};
+
+const BALANCE: u64 = 1_000_000_000_000;
+
+/// Two accounts sending 1 back and forth: the sender alternates, each with its own nonce.
+struct PingPong {
+    keys: [KeyPair; 2],
+    addresses: [Address; 2],
+    nonces: [u64; 2],
+    turn: usize,
+}
+
+impl PingPong {
+    fn new(genesis: &Genesis) -> Self {
+        let key = |i: usize| genesis.accounts[i].keypair().expect("secret");
+        PingPong {
+            keys: [key(0), key(1)],
+            addresses: [genesis.accounts[0].address(), genesis.accounts[1].address()],
+            nonces: [0, 0],
+            turn: 0,
+        }
+    }
+
+    fn next(&mut self, payload: impl Fn(Address) -> Payload) -> Transaction {
+        let from = self.turn;
+        self.turn = 1 - from;
+        let nonce = self.nonces[from];
+        self.nonces[from] += 1;
+        Transaction::unsigned(
+            self.keys[from].name,
+            nonce,
+            payload(self.addresses[1 - from]),
+        )
+    }
+}
+
+fn native_transfer(c: &mut Criterion) {
+    let genesis = Genesis::generate(2, BALANCE, 0);
+    let mut group = c.benchmark_group("native");
+    group.throughput(Throughput::Elements(1));
+
+    let mut executor = NativeExecutor::from_genesis(&genesis).expect("genesis");
+    let mut pair = PingPong::new(&genesis);
+    group.bench_function("execute", |b| {
+        b.iter_batched(
+            || {
+                pair.next(|destination| Payload::Native {
+                    destination,
+                    amount: 1,
+                })
+            },
+            |tx| executor.execute(&tx),
+            BatchSize::SmallInput,
+        )
+    });
+
+    let executor = NativeExecutor::from_genesis(&genesis).expect("genesis");
+    let mut ledger = Ledger::from_genesis(executor, &genesis, 1_000);
+    let mut pair = PingPong::new(&genesis);
+    let mut done = Vec::new();
+    group.bench_function("ledger", |b| {
+        b.iter_batched(
+            || {
+                pair.next(|destination| Payload::Native {
+                    destination,
+                    amount: 1,
+                })
+            },
+            |tx| {
+                done.clear();
+                ledger.apply_into(tx, &mut done)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+fn move_transfer(c: &mut Criterion) {
+    let genesis = Genesis::generate(2, BALANCE, 0);
+    let script = MoveExecutor::transfer_script().expect("script");
+    let mut group = c.benchmark_group("move");
+    group.throughput(Throughput::Elements(1));
+
+    let mut executor = MoveExecutor::from_genesis(&genesis).expect("genesis");
+    let mut pair = PingPong::new(&genesis);
+    group.bench_function("execute", |b| {
+        b.iter_batched(
+            || {
+                pair.next(|destination| Payload::Move {
+                    script: script.clone(),
+                    destination,
+                    amount: 1,
+                })
+            },
+            |tx| {
+                let outcome = executor.execute(&tx);
+                debug_assert!(outcome.is_executed());
+                outcome
+            },
+            BatchSize::SmallInput,
+        )
+    });
+
+    let executor = MoveExecutor::from_genesis(&genesis).expect("genesis");
+    let mut ledger = Ledger::from_genesis(executor, &genesis, 1_000);
+    let mut pair = PingPong::new(&genesis);
+    let mut done = Vec::new();
+    group.bench_function("ledger", |b| {
+        b.iter_batched(
+            || {
+                pair.next(|destination| Payload::Move {
+                    script: script.clone(),
+                    destination,
+                    amount: 1,
+                })
+            },
+            |tx| {
+                done.clear();
+                ledger.apply_into(tx, &mut done)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+fn codec(c: &mut Criterion) {
+    let genesis = Genesis::generate(2, BALANCE, 0);
+    let keys = genesis.accounts[0].keypair().expect("secret");
+    let destination = genesis.accounts[1].address();
+    let script = MoveExecutor::transfer_script().expect("script");
+    let transactions = [
+        (
+            "native",
+            Transaction::sign(
+                &keys,
+                7,
+                Payload::Native {
+                    destination,
+                    amount: 1,
+                },
+            ),
+        ),
+        (
+            "move",
+            Transaction::sign(
+                &keys,
+                7,
+                Payload::Move {
+                    script,
+                    destination,
+                    amount: 1,
+                },
+            ),
+        ),
+    ];
+    let mut group = c.benchmark_group("codec");
+    group.throughput(Throughput::Elements(1));
+    for (name, tx) in &transactions {
+        let bytes = tx.encode();
+        group.bench_function(format!("encode_{name}_{}B", bytes.len()), |b| {
+            b.iter(|| tx.encode())
+        });
+        group.bench_function(format!("decode_{name}_{}B", bytes.len()), |b| {
+            b.iter(|| Transaction::decode(&bytes))
+        });
+        group.bench_function(format!("signing_bytes_{name}"), |b| {
+            b.iter(|| tx.signing_bytes())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, native_transfer, move_transfer, codec);
+criterion_main!(benches);

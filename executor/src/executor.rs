@@ -1,0 +1,90 @@
+//! What every executor offers the ledger: run one already-sequenced transaction, read a balance,
+//! and digest the whole state so replicas (and the two executors) can be compared.
+
+use crate::transaction::{Address, Transaction};
+use crypto::Digest;
+
+/// Why a sequenced transaction changed nothing. The sender's nonce is consumed all the same.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FailReason {
+    InsufficientBalance,
+    UnknownDestination,
+    UnknownSender,
+    /// The credit would overflow the destination's balance.
+    Overflow,
+    /// A native transaction sent to the Move executor or the other way round.
+    WrongPayload,
+    /// A Move transaction whose script is not the transfer script. Executing arbitrary scripts
+    /// without gas metering would let one transaction stall the executor forever.
+    ScriptNotAllowed,
+    /// Any other Move VM error (status code name).
+    Vm(String),
+}
+
+impl FailReason {
+    pub fn as_str(&self) -> &str {
+        match self {
+            FailReason::InsufficientBalance => "insufficient_balance",
+            FailReason::UnknownDestination => "unknown_destination",
+            FailReason::UnknownSender => "unknown_sender",
+            FailReason::Overflow => "overflow",
+            FailReason::WrongPayload => "wrong_payload",
+            FailReason::ScriptNotAllowed => "script_not_allowed",
+            FailReason::Vm(status) => status,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Executed,
+    Failed(FailReason),
+}
+
+impl Outcome {
+    pub fn is_executed(&self) -> bool {
+        matches!(self, Outcome::Executed)
+    }
+}
+
+pub trait Executor {
+    /// Runs `tx` against the state. The ledger has already checked the sender and the nonce;
+    /// signatures are the verifier's business.
+    fn execute(&mut self, tx: &Transaction) -> Outcome;
+
+    /// The balance of `address`, or `None` if the account does not exist.
+    fn balance(&self, address: &Address) -> Option<u64>;
+
+    /// A digest of every balance in address order; equal states give equal digests whatever
+    /// the executor.
+    fn state_digest(&self) -> Digest;
+}
+
+/// The state digest both executors use: SHA-256 over `address || balance (u64 LE)` for every
+/// account, sorted by address.
+pub fn digest_balances(mut balances: Vec<(Address, u64)>) -> Digest {
+    balances.sort_unstable_by_key(|(address, _)| *address);
+    let amounts: Vec<[u8; 8]> = balances.iter().map(|(_, b)| b.to_le_bytes()).collect();
+    Digest::of_parts(
+        balances
+            .iter()
+            .zip(&amounts)
+            .flat_map(|((address, _), amount)| [&address.0[..], &amount[..]]),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_ignores_input_order_but_not_values() {
+        let a = (Address([1; crate::ADDRESS_LEN]), 5);
+        let b = (Address([2; crate::ADDRESS_LEN]), 6);
+        assert_eq!(digest_balances(vec![a, b]), digest_balances(vec![b, a]));
+        assert_ne!(
+            digest_balances(vec![a, b]),
+            digest_balances(vec![a, (b.0, 7)])
+        );
+    }
+}

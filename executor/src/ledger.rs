@@ -1,0 +1,439 @@
+//! Sequencing in front of an executor: each sender's transactions run in nonce order, once each.
+//!
+//! Consensus may deliver a sender's transactions out of order (two clients' batches, a batch
+//! fetched late), so a nonce above the sender's next one waits in that sender's bounded backlog
+//! until the gap closes; a nonce below it is a replay and is dropped. A failed transaction (say,
+//! insufficient balance) still consumes its nonce, so the sender's later transactions can run.
+
+use crate::executor::{Executor, Outcome};
+use crate::genesis::Genesis;
+use crate::transaction::{is_sample_nonce, sample_id, Address, Transaction};
+use crypto::{Digest, PublicKey};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Why a transaction was discarded without running (its nonce is not consumed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// The nonce was already used.
+    StaleNonce,
+    /// The sender already has `max_backlog_per_sender` transactions waiting.
+    BacklogFull,
+    /// A transaction with this nonce is already waiting in the backlog.
+    Duplicate,
+    /// The sender is not a genesis account.
+    UnknownAccount,
+    /// The public key is not the sender account's key.
+    BadAddress,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 5] = [
+        DropReason::StaleNonce,
+        DropReason::BacklogFull,
+        DropReason::Duplicate,
+        DropReason::UnknownAccount,
+        DropReason::BadAddress,
+    ];
+
+    /// The key used in METRICS `dropped_by_reason`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DropReason::StaleNonce => "stale_nonce",
+            DropReason::BacklogFull => "backlog_full",
+            DropReason::Duplicate => "duplicate",
+            DropReason::UnknownAccount => "unknown_account",
+            DropReason::BadAddress => "bad_address",
+        }
+    }
+}
+
+/// Dropped transactions by reason; serializes to the METRICS `dropped_by_reason` object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DropCounts {
+    pub stale_nonce: u64,
+    pub backlog_full: u64,
+    pub duplicate: u64,
+    pub unknown_account: u64,
+    pub bad_address: u64,
+}
+
+impl DropCounts {
+    fn slot(&mut self, reason: DropReason) -> &mut u64 {
+        match reason {
+            DropReason::StaleNonce => &mut self.stale_nonce,
+            DropReason::BacklogFull => &mut self.backlog_full,
+            DropReason::Duplicate => &mut self.duplicate,
+            DropReason::UnknownAccount => &mut self.unknown_account,
+            DropReason::BadAddress => &mut self.bad_address,
+        }
+    }
+
+    pub fn get(&self, reason: DropReason) -> u64 {
+        match reason {
+            DropReason::StaleNonce => self.stale_nonce,
+            DropReason::BacklogFull => self.backlog_full,
+            DropReason::Duplicate => self.duplicate,
+            DropReason::UnknownAccount => self.unknown_account,
+            DropReason::BadAddress => self.bad_address,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.stale_nonce
+            + self.backlog_full
+            + self.duplicate
+            + self.unknown_account
+            + self.bad_address
+    }
+}
+
+/// Cumulative counters, plus the current backlog size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LedgerStats {
+    /// Transactions that ran and changed the state.
+    pub executed: u64,
+    /// Transactions that ran and failed (nonce consumed, state unchanged).
+    pub failed: u64,
+    pub dropped: DropCounts,
+    /// Transactions waiting in backlogs right now, all senders together.
+    pub backlog: u64,
+}
+
+/// A transaction that ran (successfully or not), reported in execution order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completed {
+    pub sender: Address,
+    pub nonce: u64,
+    pub outcome: Outcome,
+}
+
+impl Completed {
+    pub fn is_sample(&self) -> bool {
+        is_sample_nonce(self.nonce)
+    }
+
+    /// The id METRICS `samples` events use; only meaningful when [`Self::is_sample`].
+    pub fn sample_id(&self) -> String {
+        sample_id(&self.sender, self.nonce)
+    }
+}
+
+struct SenderState {
+    public_key: PublicKey,
+    next_nonce: u64,
+    backlog: BTreeMap<u64, Transaction>,
+}
+
+pub struct Ledger<E> {
+    executor: E,
+    senders: HashMap<Address, SenderState>,
+    max_backlog_per_sender: usize,
+    stats: LedgerStats,
+}
+
+impl<E: Executor> Ledger<E> {
+    /// `accounts` are the keys of the accounts allowed to send (the genesis accounts). Keeping
+    /// the key per account turns the address check into a key comparison instead of a hash.
+    pub fn new(
+        executor: E,
+        accounts: impl IntoIterator<Item = PublicKey>,
+        max_backlog_per_sender: usize,
+    ) -> Self {
+        let senders = accounts
+            .into_iter()
+            .map(|public_key| {
+                let state = SenderState {
+                    public_key,
+                    next_nonce: 0,
+                    backlog: BTreeMap::new(),
+                };
+                (Address::from_public_key(&public_key), state)
+            })
+            .collect();
+        Ledger {
+            executor,
+            senders,
+            max_backlog_per_sender,
+            stats: LedgerStats::default(),
+        }
+    }
+
+    pub fn from_genesis(executor: E, genesis: &Genesis, max_backlog_per_sender: usize) -> Self {
+        Self::new(
+            executor,
+            genesis.accounts.iter().map(|a| a.public_key),
+            max_backlog_per_sender,
+        )
+    }
+
+    /// Sequences `tx`: drops it, queues it, or runs it followed by every backlogged transaction
+    /// of the same sender it unblocks. What ran is appended to `done`, in execution order (a
+    /// caller reuses `done` across calls so the hot path does not allocate).
+    pub fn apply_into(
+        &mut self,
+        tx: Transaction,
+        done: &mut Vec<Completed>,
+    ) -> Result<(), DropReason> {
+        let result = self.sequence(tx, done);
+        if let Err(reason) = result {
+            *self.stats.dropped.slot(reason) += 1;
+        }
+        result
+    }
+
+    /// [`Self::apply_into`] with a fresh vector: `Ok(empty)` means the transaction is waiting.
+    pub fn apply(&mut self, tx: Transaction) -> Result<Vec<Completed>, DropReason> {
+        let mut done = Vec::new();
+        self.apply_into(tx, &mut done)?;
+        Ok(done)
+    }
+
+    fn sequence(&mut self, tx: Transaction, done: &mut Vec<Completed>) -> Result<(), DropReason> {
+        let state = self
+            .senders
+            .get_mut(&tx.sender)
+            .ok_or(DropReason::UnknownAccount)?;
+        if state.public_key != tx.public_key {
+            return Err(DropReason::BadAddress);
+        }
+        if tx.nonce < state.next_nonce {
+            return Err(DropReason::StaleNonce);
+        }
+        if tx.nonce > state.next_nonce {
+            if state.backlog.contains_key(&tx.nonce) {
+                return Err(DropReason::Duplicate);
+            }
+            if state.backlog.len() >= self.max_backlog_per_sender {
+                return Err(DropReason::BacklogFull);
+            }
+            state.backlog.insert(tx.nonce, tx);
+            self.stats.backlog += 1;
+            return Ok(());
+        }
+
+        run(&mut self.executor, &mut self.stats, &tx, done);
+        // Saturating: reaching 2^64 nonces is out of reach, and wrapping would allow replays.
+        state.next_nonce = state.next_nonce.saturating_add(1);
+        while let Some(entry) = state.backlog.first_entry() {
+            if *entry.key() != state.next_nonce {
+                break;
+            }
+            let next = entry.remove();
+            self.stats.backlog -= 1;
+            run(&mut self.executor, &mut self.stats, &next, done);
+            state.next_nonce = state.next_nonce.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    pub fn stats(&self) -> &LedgerStats {
+        &self.stats
+    }
+
+    pub fn state_digest(&self) -> Digest {
+        self.executor.state_digest()
+    }
+
+    pub fn executor(&self) -> &E {
+        &self.executor
+    }
+
+    pub fn balance(&self, address: &Address) -> Option<u64> {
+        self.executor.balance(address)
+    }
+
+    /// The nonce `address` must use next, if it is a known account.
+    pub fn next_nonce(&self, address: &Address) -> Option<u64> {
+        self.senders.get(address).map(|s| s.next_nonce)
+    }
+}
+
+fn run<E: Executor>(
+    executor: &mut E,
+    stats: &mut LedgerStats,
+    tx: &Transaction,
+    done: &mut Vec<Completed>,
+) {
+    let outcome = executor.execute(tx);
+    if outcome.is_executed() {
+        stats.executed += 1;
+    } else {
+        stats.failed += 1;
+    }
+    done.push(Completed {
+        sender: tx.sender,
+        nonce: tx.nonce,
+        outcome,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::FailReason;
+    use crate::native::NativeExecutor;
+    use crate::transaction::Payload;
+    use crypto::KeyPair;
+
+    struct Fixture {
+        ledger: Ledger<NativeExecutor>,
+        keys: Vec<KeyPair>,
+        addresses: Vec<Address>,
+    }
+
+    fn fixture(balance: u64, max_backlog: usize) -> Fixture {
+        let genesis = Genesis::generate(3, balance, 0);
+        let ledger = Ledger::from_genesis(
+            NativeExecutor::from_genesis(&genesis).expect("genesis"),
+            &genesis,
+            max_backlog,
+        );
+        let keys = genesis
+            .accounts
+            .iter()
+            .map(|a| a.keypair().expect("secret"))
+            .collect();
+        let addresses = genesis.accounts.iter().map(|a| a.address()).collect();
+        Fixture {
+            ledger,
+            keys,
+            addresses,
+        }
+    }
+
+    impl Fixture {
+        fn tx(&self, from: usize, nonce: u64, to: usize, amount: u64) -> Transaction {
+            Transaction::unsigned(
+                self.keys[from].name,
+                nonce,
+                Payload::Native {
+                    destination: self.addresses[to],
+                    amount,
+                },
+            )
+        }
+
+        fn nonces(done: &[Completed]) -> Vec<u64> {
+            done.iter().map(|c| c.nonce).collect()
+        }
+    }
+
+    #[test]
+    fn in_order_nonces_run_at_once() {
+        let mut f = fixture(100, 10);
+        for nonce in 0..3 {
+            let done = f.ledger.apply(f.tx(0, nonce, 1, 1)).expect("apply");
+            assert_eq!(Fixture::nonces(&done), vec![nonce]);
+        }
+        assert_eq!(f.ledger.stats().executed, 3);
+        assert_eq!(f.ledger.balance(&f.addresses[1]), Some(103));
+        assert_eq!(f.ledger.next_nonce(&f.addresses[0]), Some(3));
+    }
+
+    #[test]
+    fn out_of_order_nonces_run_fifo_per_sender() {
+        let mut f = fixture(100, 10);
+        for nonce in [3, 1, 4, 2] {
+            assert_eq!(f.ledger.apply(f.tx(0, nonce, 1, 1)), Ok(vec![]));
+        }
+        // Another sender is not held up by sender 0's gap.
+        let other = f.ledger.apply(f.tx(2, 0, 1, 1)).expect("apply");
+        assert_eq!(Fixture::nonces(&other), vec![0]);
+        assert_eq!(f.ledger.stats().backlog, 4);
+        let done = f.ledger.apply(f.tx(0, 0, 1, 1)).expect("apply");
+        assert_eq!(Fixture::nonces(&done), vec![0, 1, 2, 3, 4]);
+        assert!(done.iter().all(|c| c.sender == f.addresses[0]));
+        assert_eq!(f.ledger.stats().backlog, 0);
+        assert_eq!(f.ledger.stats().executed, 6);
+        // A gap left open keeps the rest waiting.
+        assert_eq!(f.ledger.apply(f.tx(0, 7, 1, 1)), Ok(vec![]));
+        let done = f.ledger.apply(f.tx(0, 5, 1, 1)).expect("apply");
+        assert_eq!(Fixture::nonces(&done), vec![5]);
+        assert_eq!(f.ledger.stats().backlog, 1);
+    }
+
+    #[test]
+    fn insufficient_balance_fails_but_consumes_the_nonce() {
+        let mut f = fixture(10, 10);
+        let done = f.ledger.apply(f.tx(0, 0, 1, 11)).expect("apply");
+        assert_eq!(
+            done[0].outcome,
+            Outcome::Failed(FailReason::InsufficientBalance)
+        );
+        assert_eq!(f.ledger.next_nonce(&f.addresses[0]), Some(1));
+        assert_eq!(
+            f.ledger.apply(f.tx(0, 0, 1, 1)),
+            Err(DropReason::StaleNonce)
+        );
+        let done = f.ledger.apply(f.tx(0, 1, 1, 10)).expect("apply");
+        assert_eq!(done[0].outcome, Outcome::Executed);
+        assert_eq!(f.ledger.stats().failed, 1);
+        assert_eq!(f.ledger.stats().executed, 1);
+        assert_eq!(f.ledger.balance(&f.addresses[0]), Some(0));
+    }
+
+    #[test]
+    fn every_drop_reason() {
+        let mut f = fixture(100, 2);
+        f.ledger.apply(f.tx(0, 0, 1, 1)).expect("apply");
+        assert_eq!(
+            f.ledger.apply(f.tx(0, 0, 1, 1)),
+            Err(DropReason::StaleNonce)
+        );
+
+        assert_eq!(f.ledger.apply(f.tx(0, 5, 1, 1)), Ok(vec![]));
+        assert_eq!(f.ledger.apply(f.tx(0, 5, 1, 2)), Err(DropReason::Duplicate));
+        assert_eq!(f.ledger.apply(f.tx(0, 6, 1, 1)), Ok(vec![]));
+        assert_eq!(
+            f.ledger.apply(f.tx(0, 7, 1, 1)),
+            Err(DropReason::BacklogFull)
+        );
+
+        let stranger = KeyPair::from_seed(1_000);
+        let unknown = Transaction::unsigned(
+            stranger.name,
+            0,
+            Payload::Native {
+                destination: f.addresses[0],
+                amount: 1,
+            },
+        );
+        assert_eq!(f.ledger.apply(unknown), Err(DropReason::UnknownAccount));
+
+        let mut impostor = f.tx(1, 0, 0, 1);
+        impostor.public_key = stranger.name;
+        assert_eq!(f.ledger.apply(impostor), Err(DropReason::BadAddress));
+
+        let dropped = f.ledger.stats().dropped;
+        for reason in DropReason::ALL {
+            assert_eq!(dropped.get(reason), 1, "{}", reason.as_str());
+        }
+        assert_eq!(dropped.total(), 5);
+        let json = serde_json::to_value(dropped).expect("json");
+        assert_eq!(json["backlog_full"], 1);
+        // Nothing dropped consumed a nonce or touched a balance.
+        assert_eq!(f.ledger.next_nonce(&f.addresses[0]), Some(1));
+        assert_eq!(f.ledger.next_nonce(&f.addresses[1]), Some(0));
+        assert_eq!(f.ledger.balance(&f.addresses[1]), Some(101));
+    }
+
+    #[test]
+    fn completed_samples_carry_their_id() {
+        let mut f = fixture(100, 200);
+        for nonce in (1..=128).rev() {
+            f.ledger.apply(f.tx(0, nonce, 1, 1)).expect("apply");
+        }
+        let done = f.ledger.apply(f.tx(0, 0, 1, 1)).expect("apply");
+        let samples: Vec<String> = done
+            .iter()
+            .filter(|c| c.is_sample())
+            .map(Completed::sample_id)
+            .collect();
+        let prefix = &f.addresses[0].to_hex()[..8];
+        assert_eq!(
+            samples,
+            vec![format!("{prefix}:0"), format!("{prefix}:128")]
+        );
+    }
+}

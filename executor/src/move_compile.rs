@@ -1,0 +1,151 @@
+//! Compiles the Move sources in `executor/move/` once per process.
+//!
+//! Why at start-up and not in a build script: a build script would make `mv-compiler` (and the
+//! Move crates under it) a build dependency, compiled a second time in the build-script profile,
+//! which costs minutes on the 2-core machines this runs on; compiling three tiny files at start
+//! takes milliseconds (see `MoveExecutor` docs) and happens once per process. The sources are
+//! embedded in the binary, so a deployed binary does not need the source tree: they are written
+//! to a private temporary directory because the compiler only reads files.
+
+use move_compiler::compiled_unit::CompiledUnitEnum;
+use move_compiler::diagnostics::report_diagnostics_to_buffer;
+use move_compiler::shared::NumericalAddress;
+use move_compiler::{Compiler, Flags};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use thiserror::Error;
+
+const SIGNER_SOURCE: &str = include_str!("../move/Signer.move");
+const COIN_SOURCE: &str = include_str!("../move/Coin.move");
+const TRANSFER_SOURCE: &str = include_str!("../move/transfer.move");
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum MoveCompileError {
+    #[error("cannot stage Move sources in {path}: {message}")]
+    Io { path: String, message: String },
+    #[error("Move compilation failed:\n{0}")]
+    Compile(String),
+    #[error("Move sources compiled to an unexpected set of units: {0}")]
+    UnexpectedUnits(String),
+}
+
+/// The bytecode of the coin: modules in publication order (dependencies first) and the
+/// transfer script every Move transaction carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledMove {
+    pub modules: Vec<Vec<u8>>,
+    pub transfer_script: Vec<u8>,
+}
+
+impl CompiledMove {
+    /// The compiled sources, compiled on first use and shared by every executor in the process.
+    pub fn get() -> Result<&'static CompiledMove, MoveCompileError> {
+        static COMPILED: OnceLock<Result<CompiledMove, MoveCompileError>> = OnceLock::new();
+        COMPILED.get_or_init(compile).as_ref().map_err(Clone::clone)
+    }
+}
+
+/// A directory only this call uses, removed when dropped.
+struct StagingDir(PathBuf);
+
+impl StagingDir {
+    fn create() -> Result<Self, MoveCompileError> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "hotmove-move-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).map_err(|e| io_error(&path, e))?;
+        Ok(StagingDir(path))
+    }
+
+    fn write(&self, name: &str, text: &str) -> Result<String, MoveCompileError> {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).map_err(|e| io_error(&path, e))?;
+        Ok(path.display().to_string())
+    }
+}
+
+impl Drop for StagingDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn io_error(path: &std::path::Path, error: std::io::Error) -> MoveCompileError {
+    MoveCompileError::Io {
+        path: path.display().to_string(),
+        message: error.to_string(),
+    }
+}
+
+fn compile() -> Result<CompiledMove, MoveCompileError> {
+    let dir = StagingDir::create()?;
+    let targets = vec![
+        dir.write("Signer.move", SIGNER_SOURCE)?,
+        dir.write("Coin.move", COIN_SOURCE)?,
+        dir.write("transfer.move", TRANSFER_SOURCE)?,
+    ];
+    let (files, result) = Compiler::from_files(
+        targets,
+        Vec::<String>::new(),
+        BTreeMap::<String, NumericalAddress>::new(),
+    )
+    .set_flags(Flags::empty())
+    .build()
+    .map_err(|e| MoveCompileError::Compile(e.to_string()))?;
+    // Warnings are ignored: the sources are ours and fixed; errors are reported in full.
+    let (units, _warnings) = result.map_err(|diagnostics| {
+        let report = report_diagnostics_to_buffer(&files, diagnostics);
+        MoveCompileError::Compile(String::from_utf8_lossy(&report).into_owned())
+    })?;
+
+    let mut modules = BTreeMap::new();
+    let mut scripts = Vec::new();
+    for unit in units {
+        let unit = unit.into_compiled_unit();
+        let bytes = unit.serialize(None);
+        match unit {
+            CompiledUnitEnum::Module(module) => {
+                modules.insert(module.name.to_string(), bytes);
+            }
+            CompiledUnitEnum::Script(_) => scripts.push(bytes),
+        }
+    }
+    let mut ordered = Vec::new();
+    // Publication order: Coin uses Signer.
+    for name in ["Signer", "Coin"] {
+        let bytes = modules.remove(name).ok_or_else(|| {
+            MoveCompileError::UnexpectedUnits(format!("module {name} is missing"))
+        })?;
+        ordered.push(bytes);
+    }
+    if !modules.is_empty() || scripts.len() != 1 {
+        return Err(MoveCompileError::UnexpectedUnits(format!(
+            "extra modules {:?}, {} scripts",
+            modules.keys().collect::<Vec<_>>(),
+            scripts.len()
+        )));
+    }
+    Ok(CompiledMove {
+        modules: ordered,
+        transfer_script: scripts.remove(0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_compile_to_two_modules_and_a_script() {
+        let compiled = CompiledMove::get().expect("compile");
+        assert_eq!(compiled.modules.len(), 2);
+        assert!(!compiled.transfer_script.is_empty());
+        // Compiling again gives the same bytes: clients and nodes must agree on the script.
+        assert_eq!(&compile().expect("compile again"), compiled);
+    }
+}

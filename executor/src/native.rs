@@ -1,0 +1,150 @@
+//! The native executor: balances in a hash map, a transfer is a debit and a credit. It mirrors
+//! the checks of `move/Coin.move` in the same order so both executors agree on every outcome.
+
+use crate::executor::{digest_balances, Executor, FailReason, Outcome};
+use crate::genesis::Genesis;
+use crate::transaction::{Address, Payload, Transaction};
+use crypto::Digest;
+use std::collections::HashMap;
+use thiserror::Error;
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum NativeError {
+    #[error("genesis lists account {0:?} twice")]
+    DuplicateAccount(Address),
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct NativeExecutor {
+    balances: HashMap<Address, u64>,
+}
+
+impl NativeExecutor {
+    pub fn new(accounts: impl IntoIterator<Item = (Address, u64)>) -> Result<Self, NativeError> {
+        let mut balances = HashMap::new();
+        for (address, balance) in accounts {
+            if balances.insert(address, balance).is_some() {
+                return Err(NativeError::DuplicateAccount(address));
+            }
+        }
+        Ok(NativeExecutor { balances })
+    }
+
+    pub fn from_genesis(genesis: &Genesis) -> Result<Self, NativeError> {
+        Self::new(
+            genesis
+                .balances()
+                .map(|(address, _, balance)| (address, balance)),
+        )
+    }
+
+    pub fn accounts(&self) -> usize {
+        self.balances.len()
+    }
+
+    fn transfer(&mut self, from: Address, to: Address, amount: u64) -> Outcome {
+        let Some(&from_balance) = self.balances.get(&from) else {
+            return Outcome::Failed(FailReason::UnknownSender);
+        };
+        let Some(&to_balance) = self.balances.get(&to) else {
+            return Outcome::Failed(FailReason::UnknownDestination);
+        };
+        if from_balance < amount {
+            return Outcome::Failed(FailReason::InsufficientBalance);
+        }
+        // Debit first, then credit what is there after the debit, as Move does: a transfer to
+        // oneself then leaves the balance unchanged.
+        let to_balance = if from == to {
+            from_balance - amount
+        } else {
+            to_balance
+        };
+        let Some(credited) = to_balance.checked_add(amount) else {
+            return Outcome::Failed(FailReason::Overflow);
+        };
+        self.balances.insert(from, from_balance - amount);
+        self.balances.insert(to, credited);
+        Outcome::Executed
+    }
+}
+
+impl Executor for NativeExecutor {
+    fn execute(&mut self, tx: &Transaction) -> Outcome {
+        match &tx.payload {
+            Payload::Native {
+                destination,
+                amount,
+            } => self.transfer(tx.sender, *destination, *amount),
+            Payload::Move { .. } => Outcome::Failed(FailReason::WrongPayload),
+        }
+    }
+
+    fn balance(&self, address: &Address) -> Option<u64> {
+        self.balances.get(address).copied()
+    }
+
+    fn state_digest(&self) -> Digest {
+        digest_balances(self.balances.iter().map(|(a, b)| (*a, *b)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transaction::ADDRESS_LEN;
+    use crypto::KeyPair;
+
+    fn tx(from: &KeyPair, to: Address, amount: u64) -> Transaction {
+        Transaction::unsigned(
+            from.name,
+            0,
+            Payload::Native {
+                destination: to,
+                amount,
+            },
+        )
+    }
+
+    #[test]
+    fn transfers_debit_credit_and_fail_cleanly() {
+        let a = KeyPair::from_seed(1);
+        let b = KeyPair::from_seed(2);
+        let (aa, ba) = (
+            Address::from_public_key(&a.name),
+            Address::from_public_key(&b.name),
+        );
+        let mut ex = NativeExecutor::new([(aa, 10), (ba, u64::MAX - 5)]).expect("genesis");
+        assert_eq!(ex.execute(&tx(&a, ba, 3)), Outcome::Executed);
+        assert_eq!(ex.balance(&aa), Some(7));
+        assert_eq!(ex.balance(&ba), Some(u64::MAX - 2));
+        assert_eq!(
+            ex.execute(&tx(&a, ba, 8)),
+            Outcome::Failed(FailReason::InsufficientBalance)
+        );
+        assert_eq!(
+            ex.execute(&tx(&a, ba, 7)),
+            Outcome::Failed(FailReason::Overflow)
+        );
+        let nobody = Address([9; ADDRESS_LEN]);
+        assert_eq!(
+            ex.execute(&tx(&a, nobody, 1)),
+            Outcome::Failed(FailReason::UnknownDestination)
+        );
+        assert_eq!(
+            ex.execute(&tx(&KeyPair::from_seed(3), aa, 1)),
+            Outcome::Failed(FailReason::UnknownSender)
+        );
+        assert_eq!(ex.execute(&tx(&a, aa, 7)), Outcome::Executed);
+        assert_eq!(ex.balance(&aa), Some(7));
+        assert_eq!(ex.balance(&ba), Some(u64::MAX - 2));
+    }
+
+    #[test]
+    fn duplicate_genesis_account_is_an_error() {
+        let a = Address([1; ADDRESS_LEN]);
+        assert_eq!(
+            NativeExecutor::new([(a, 1), (a, 2)]).err(),
+            Some(NativeError::DuplicateAccount(a))
+        );
+    }
+}

@@ -1,0 +1,335 @@
+"""Fabric tasks of the HotMove benchmark harness. The tasks are thin: the logic is in `benchmark/`.
+
+fab local --mode=hotcrypto --nodes=4 --rate=50000 --duration=20 --runs=3
+fab create --nodes=2            # 2 instances per region of settings.json
+fab install                     # toolchain, repository, release build on every host
+fab remote --mode=hotmove --nodes=4,10 --rates=20000,50000 --runs=3
+fab plot --mode=hotmove
+fab info | fab stop | fab start | fab kill | fab logs | fab destroy
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from fabric import task
+from invoke import Context
+from invoke.exceptions import Exit
+
+from benchmark.config import BenchParameters, ConfigError
+from benchmark.errors import HarnessError
+from benchmark.local import DEFAULT_BASE_PORT, LocalBench
+from benchmark.local import build as cargo_build
+from benchmark.processes import Interrupted
+from benchmark.remote import RemoteBench, select_hosts
+from benchmark.settings import Settings
+
+if TYPE_CHECKING:
+    from benchmark.aws import InstanceManager
+
+ROOT = Path(__file__).resolve().parent
+T = TypeVar("T")
+
+BENCH_HELP = {
+    "mode": "hotstuff | hotcrypto | hotmove | movevm",
+    "faults": "nodes left unbooted (with their clients), at most (n-1)/3",
+    "tx_size": "transaction size in bytes (hotstuff mode)",
+    "duration": "seconds the clients send",
+    "batch_size": "mempool batch size (bytes)",
+    "batch_delay": "max batch delay (ms)",
+    "verifier_threads": "verifier threads per node (0: node default)",
+    "runs": "how many times to repeat each configuration",
+    "invalid_share": "share of transactions with a bad signature (crypto modes)",
+}
+
+
+def _guard(action: Callable[[], T]) -> T:
+    """Turn the harness's errors into a clean message and exit code instead of a traceback."""
+    try:
+        return action()
+    except HarnessError as error:
+        raise Exit(f"Error: {error}", code=1) from error
+    except (KeyboardInterrupt, Interrupted) as error:
+        raise Exit("Interrupted; every process was stopped.", code=130) from error
+
+
+def _bench(
+    *,
+    mode: str,
+    nodes: int,
+    faults: int,
+    rate: int,
+    tx_size: int,
+    duration: int,
+    batch_size: int,
+    batch_delay: int,
+    verifier_threads: int,
+    runs: int,
+    invalid_share: float,
+) -> BenchParameters:
+    return BenchParameters(
+        mode=mode,
+        nodes=nodes,
+        faults=faults,
+        rate=rate,
+        tx_size=tx_size,
+        duration=duration,
+        batch_size=batch_size,
+        max_batch_delay=batch_delay,
+        verifier_threads=verifier_threads or None,
+        runs=runs,
+        invalid_share=invalid_share,
+    )
+
+
+def _int_list(text: str, name: str) -> list[int]:
+    try:
+        values = [int(part) for part in str(text).split(",") if part.strip()]
+    except ValueError as error:
+        raise Exit(f"--{name} must be comma-separated integers, got {text!r}", code=1) from error
+    if not values:
+        raise Exit(f"--{name} is empty", code=1)
+    return values
+
+
+@task(
+    help={
+        **BENCH_HELP,
+        "nodes": "committee size",
+        "rate": "total input rate over all clients (tx/s)",
+        "base_port": "first port of node 0",
+        "build": "run `cargo build --release` first",
+        "logs": "directory of the runs' log directories",
+        "results": "directory of the saved results (one JSON per run)",
+        "binaries": "directory holding node and client (default: target/release)",
+    }
+)
+def local(
+    c: Context,
+    mode: str = "hotcrypto",
+    nodes: int = 4,
+    faults: int = 0,
+    rate: int = 20_000,
+    tx_size: int = 512,
+    duration: int = 10,
+    batch_size: int = 500_000,
+    batch_delay: int = 100,
+    verifier_threads: int = 0,
+    runs: int = 1,
+    invalid_share: float = 0.0,
+    base_port: int = DEFAULT_BASE_PORT,
+    build: bool = True,
+    logs: str = "logs",
+    results: str = "results",
+    binaries: str = "",
+) -> None:
+    """Run a benchmark on this machine: nodes and clients as local processes."""
+
+    def action() -> None:
+        bench = _bench(
+            mode=mode,
+            nodes=nodes,
+            faults=faults,
+            rate=rate,
+            tx_size=tx_size,
+            duration=duration,
+            batch_size=batch_size,
+            batch_delay=batch_delay,
+            verifier_threads=verifier_threads,
+            runs=runs,
+            invalid_share=invalid_share,
+        )
+        LocalBench(
+            bench,
+            repo_root=ROOT,
+            base_port=base_port,
+            build=build,
+            logs_dir=ROOT / logs,
+            results_dir=ROOT / results,
+            binaries=ROOT / binaries if binaries else None,
+        ).run()
+
+    _guard(action)
+
+
+def _settings(path: str) -> Settings:
+    return Settings.load(ROOT / path)
+
+
+def _manager(settings: str) -> InstanceManager:
+    # boto3 (and matplotlib below) are slow to import: only the tasks that need them pay.
+    from benchmark.aws import InstanceManager  # noqa: PLC0415
+
+    return InstanceManager(_settings(settings))
+
+
+@task(help={"nodes": "instances per region", "settings": "settings file"})
+def create(c: Context, nodes: int = 2, settings: str = "settings.json") -> None:
+    """Create instances (N per region), tagged Name=hotmove-node."""
+
+    def action() -> None:
+        created = _manager(settings).create_instances(nodes)
+        for region, ids in created.items():
+            print(f"{region}: created {', '.join(ids)}")
+
+    _guard(action)
+
+
+@task(help={"settings": "settings file"})
+def destroy(c: Context, settings: str = "settings.json") -> None:
+    """Terminate every testbed instance and its security groups."""
+    _guard(lambda: print(f"Terminated {_manager(settings).terminate_instances()} instance(s)."))
+
+
+@task(help={"settings": "settings file"})
+def start(c: Context, settings: str = "settings.json") -> None:
+    """Start the stopped testbed instances."""
+    _guard(lambda: print(f"Started {_manager(settings).start_instances()} instance(s)."))
+
+
+@task(help={"settings": "settings file"})
+def stop(c: Context, settings: str = "settings.json") -> None:
+    """Stop the running testbed instances (they keep their disks)."""
+    _guard(lambda: print(f"Stopped {_manager(settings).stop_instances()} instance(s)."))
+
+
+@task(help={"settings": "settings file"})
+def info(c: Context, settings: str = "settings.json") -> None:
+    """List the testbed instances per region."""
+    _guard(lambda: print(_manager(settings).info()))
+
+
+def _remote_bench(settings_path: str) -> RemoteBench:
+    settings = _settings(settings_path)
+    hosts = select_hosts(_manager(settings_path).hosts(), settings.ssh_user)
+    return RemoteBench(
+        settings,
+        hosts,
+        local_node_binary=ROOT / "target" / "release" / "node",
+        work_dir=ROOT / ".bench" / "remote",
+        logs_dir=ROOT / "logs",
+        results_dir=ROOT / "results",
+    )
+
+
+@task(
+    help={
+        "skip_toolchain": "do not install apt packages and rustup (already there)",
+        "settings": "settings file",
+    }
+)
+def install(c: Context, skip_toolchain: bool = False, settings: str = "settings.json") -> None:
+    """Install the toolchain, fetch the repository and build it on every running instance."""
+
+    def action() -> None:
+        with _remote_bench(settings) as bench:
+            bench.install(skip_toolchain=skip_toolchain)
+
+    _guard(action)
+
+
+@task(
+    help={
+        **BENCH_HELP,
+        "nodes": "comma-separated committee sizes, e.g. 4,10",
+        "rates": "comma-separated input rates, e.g. 20000,50000",
+        "settings": "settings file",
+        "build": "build locally first (keys, genesis)",
+    }
+)
+def remote(
+    c: Context,
+    mode: str = "hotcrypto",
+    nodes: str = "4",
+    rates: str = "20000",
+    runs: int = 1,
+    faults: int = 0,
+    tx_size: int = 512,
+    duration: int = 30,
+    batch_size: int = 500_000,
+    batch_delay: int = 100,
+    verifier_threads: int = 0,
+    invalid_share: float = 0.0,
+    settings: str = "settings.json",
+    build: bool = True,
+) -> None:
+    """Run benchmarks on the instances for every committee size and rate, `runs` times each."""
+    node_counts = _int_list(nodes, "nodes")
+    rate_values = _int_list(rates, "rates")
+
+    def action() -> None:
+        base = _bench(
+            mode=mode,
+            nodes=node_counts[0],
+            faults=faults,
+            rate=rate_values[0],
+            tx_size=tx_size,
+            duration=duration,
+            batch_size=batch_size,
+            batch_delay=batch_delay,
+            verifier_threads=verifier_threads,
+            runs=runs,
+            invalid_share=invalid_share,
+        )
+        if base.mode == "movevm":
+            raise ConfigError("movevm runs in one process: use `fab local --mode=movevm`")
+        if build:
+            cargo_build(ROOT, sys.stdout)
+        with _remote_bench(settings) as bench:
+            bench.run(base, node_counts, rate_values, runs)
+
+    _guard(action)
+
+
+@task(help={"settings": "settings file"})
+def kill(c: Context, settings: str = "settings.json") -> None:
+    """Stop every benchmark process on the instances and delete their run directories."""
+
+    def action() -> None:
+        with _remote_bench(settings) as bench:
+            bench.kill()
+        print("Killed.")
+
+    _guard(action)
+
+
+@task(help={"settings": "settings file"})
+def logs(c: Context, settings: str = "settings.json") -> None:
+    """Download the last remote run's logs into logs/ and print their summary."""
+
+    def action() -> None:
+        with _remote_bench(settings) as bench:
+            bench.logs(ROOT / "logs" / f"downloaded-{time.strftime('%Y%m%d-%H%M%S')}")
+
+    _guard(action)
+
+
+@task(
+    help={
+        "mode": "mode whose results to plot",
+        "max_latency": "comma-separated latency caps (ms) for the TPS graph",
+        "results": "results directory",
+        "output": "plots directory",
+    }
+)
+def plot(
+    c: Context,
+    mode: str = "hotcrypto",
+    max_latency: str = "2000,5000",
+    results: str = "results",
+    output: str = "results/plots",
+) -> None:
+    """Aggregate saved results and draw the robustness, latency, TPS and batch-size graphs."""
+
+    def action() -> None:
+        from benchmark.plot import plot_all  # noqa: PLC0415
+
+        caps = [float(cap) for cap in _int_list(max_latency, "max-latency")]
+        for path in plot_all(ROOT / results, ROOT / output, mode, caps):
+            print(f"wrote {path}")
+
+    _guard(action)

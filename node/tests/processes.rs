@@ -1,0 +1,254 @@
+//! End-to-end tests with real processes: `node` replicas and `client` load generators on
+//! loopback ports, judged by the METRICS lines they print.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn node_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_node"))
+}
+
+/// The client binary sits beside the node binary when the workspace is built; build it if not.
+fn client_bin() -> PathBuf {
+    let path = node_bin().with_file_name("client");
+    if !path.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--bin", "client"])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the client failed");
+    }
+    path
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hotmove-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+struct Processes(Vec<Child>);
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn terminate(child: &mut Child) -> bool {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.success();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn metrics_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("METRICS "))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+struct Committee {
+    dir: PathBuf,
+    keys: Vec<PathBuf>,
+    tx_addresses: Vec<String>,
+}
+
+fn write_committee(dir: &Path, n: usize) -> Committee {
+    let mut authorities = serde_json::Map::new();
+    let mut keys = Vec::new();
+    let mut tx_addresses = Vec::new();
+    for i in 0..n {
+        let key_file = dir.join(format!("node-{i}.json"));
+        let status = Command::new(node_bin())
+            .args(["keys", "--filename"])
+            .arg(&key_file)
+            .status()
+            .expect("node keys");
+        assert!(status.success());
+        let key: Value =
+            serde_json::from_str(&std::fs::read_to_string(&key_file).expect("key file"))
+                .expect("json");
+        let name = key["name"].as_str().expect("name").to_string();
+        let tx = format!("127.0.0.1:{}", free_port());
+        authorities.insert(
+            name,
+            serde_json::json!({
+                "stake": 1,
+                "consensus_address": format!("127.0.0.1:{}", free_port()),
+                "mempool_address": format!("127.0.0.1:{}", free_port()),
+                "transactions_address": tx,
+            }),
+        );
+        keys.push(key_file);
+        tx_addresses.push(tx);
+    }
+    let committee = serde_json::json!({ "authorities": authorities });
+    std::fs::write(dir.join("committee.json"), committee.to_string()).expect("committee");
+    std::fs::write(
+        dir.join("parameters.json"),
+        r#"{"batch_size": 50000, "max_batch_delay": 50, "timeout_delay": 1000}"#,
+    )
+    .expect("parameters");
+    Committee {
+        dir: dir.to_path_buf(),
+        keys,
+        tx_addresses,
+    }
+}
+
+#[test]
+fn hotstuff_mode_with_real_processes() {
+    let dir = temp_dir("hotstuff-e2e");
+    let committee = write_committee(&dir, 4);
+    let mut nodes = Processes(Vec::new());
+    for (i, key) in committee.keys.iter().enumerate() {
+        let log = std::fs::File::create(dir.join(format!("node-{i}.log"))).expect("log");
+        let child = Command::new(node_bin())
+            .arg("run")
+            .arg("--keys")
+            .arg(key)
+            .arg("--committee")
+            .arg(committee.dir.join("committee.json"))
+            .arg("--parameters")
+            .arg(committee.dir.join("parameters.json"))
+            .args(["--mode", "hotstuff"])
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("node starts");
+        nodes.0.push(child);
+    }
+    let mut clients = Processes(Vec::new());
+    for (i, target) in committee.tx_addresses.iter().enumerate() {
+        let log = std::fs::File::create(dir.join(format!("client-{i}.log"))).expect("log");
+        let child = Command::new(client_bin())
+            .args(["--mode", "hotstuff", "--target", target])
+            .arg("--nodes")
+            .arg(committee.tx_addresses.join(","))
+            .args(["--rate", "2000", "--duration", "4", "--size", "200"])
+            .args(["--client-index", &i.to_string(), "--clients", "4"])
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("client starts");
+        clients.0.push(child);
+    }
+    let deadline = Instant::now() + Duration::from_secs(90);
+    for client in &mut clients.0 {
+        loop {
+            if let Some(status) = client.try_wait().expect("client status") {
+                assert!(status.success(), "client failed: {status}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "clients did not finish");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // Let the last batches commit, then stop the nodes as the harness does.
+    std::thread::sleep(Duration::from_millis(1500));
+    for node in &mut nodes.0 {
+        assert!(terminate(node), "a node did not exit cleanly on SIGTERM");
+    }
+
+    let mut sent_samples = HashMap::new();
+    let mut sent = 0;
+    for i in 0..4 {
+        let lines = metrics_lines(&dir.join(format!("client-{i}.log")));
+        let last = lines.last().expect("client metrics");
+        assert_eq!(last["final"], true);
+        sent += last["sent"].as_u64().expect("sent");
+        for line in &lines {
+            for s in line["samples"].as_array().expect("samples") {
+                sent_samples.insert(s["id"].as_str().expect("id").to_string(), s["t_ms"].as_u64());
+            }
+        }
+    }
+    assert!(sent >= 4 * 2000 * 3, "clients sent only {sent}");
+
+    let mut committed = Vec::new();
+    let mut latencies = Vec::new();
+    for i in 0..4 {
+        let lines = metrics_lines(&dir.join(format!("node-{i}.log")));
+        let last = lines.last().expect("node metrics");
+        assert_eq!(last["final"], true, "node {i} printed no final line");
+        committed.push(last["consensus"]["committed_txs"].as_u64().expect("txs"));
+        for line in &lines {
+            for s in line["samples"].as_array().expect("samples") {
+                let id = s["id"].as_str().expect("id");
+                if let Some(Some(t_sent)) = sent_samples.get(id) {
+                    latencies.push(s["t_ms"].as_u64().expect("t") as i64 - *t_sent as i64);
+                }
+            }
+        }
+    }
+    // Every node committed (nearly) everything the clients sent; the same batches everywhere.
+    for (i, c) in committed.iter().enumerate() {
+        assert!(*c * 100 >= sent * 95, "node {i} committed {c} of {sent}");
+        assert!(*c <= sent, "node {i} committed {c} > sent {sent}");
+    }
+    assert!(!latencies.is_empty(), "no sample was seen committed");
+    assert!(latencies.iter().all(|&l| l >= 0), "negative latency: {latencies:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_files_give_one_clear_error_and_a_nonzero_exit() {
+    let dir = temp_dir("bad-files");
+    let committee = write_committee(&dir, 1);
+    let run = |keys: &Path, parameters: &Path| {
+        Command::new(node_bin())
+            .arg("run")
+            .arg("--keys")
+            .arg(keys)
+            .arg("--committee")
+            .arg(dir.join("committee.json"))
+            .arg("--parameters")
+            .arg(parameters)
+            .args(["--mode", "hotstuff"])
+            .output()
+            .expect("node runs")
+    };
+    let missing = run(&dir.join("nope.json"), &dir.join("parameters.json"));
+    assert_eq!(missing.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(stderr.contains("nope.json"), "{stderr}");
+
+    let bad_params = dir.join("bad-parameters.json");
+    std::fs::write(&bad_params, r#"{"batch_size": "big"}"#).expect("write");
+    let output = run(&committee.keys[0], &bad_params);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bad-parameters.json"), "{stderr}");
+    assert_eq!(
+        stderr.lines().filter(|l| l.starts_with("error")).count(),
+        1,
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
