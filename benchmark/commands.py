@@ -59,20 +59,18 @@ def client_command(
         str(bench.duration),
         "--mode",
         bench.mode,
+        # Every mode: sample ids (hotstuff) and accounts (crypto modes) are split by client.
+        "--client-index",
+        str(index),
+        "--clients",
+        str(bench.live_nodes),
     ]
     if bench.mode == "hotstuff":
         command += ["--size", str(bench.tx_size)]
     if bench.mode in CRYPTO_MODES:
         if genesis is None:
             raise ValueError(f"mode {bench.mode} needs a genesis file for the client")
-        command += [
-            "--genesis",
-            genesis,
-            "--client-index",
-            str(index),
-            "--clients",
-            str(bench.live_nodes),
-        ]
+        command += ["--genesis", genesis]
         if bench.invalid_share > 0:
             command += ["--invalid-share", str(bench.invalid_share)]
     return command

@@ -36,7 +36,7 @@ class BenchParameters:
     nodes: int = 4
     faults: int = 0
     rate: int = 20_000
-    tx_size: int = 512
+    tx_size: int = 197
     duration: int = 10
     batch_size: int = 500_000
     max_batch_delay: int = 100

@@ -302,7 +302,8 @@ class RemoteBench:
     # -- one run ---------------------------------------------------------------------------------
 
     def upload(self, files: RunFiles, count: int) -> None:
-        """Give host i its key and the shared files, in a fresh run directory."""
+        """Give host i < count its key and the shared files in a fresh run directory; clear the
+        other hosts too, so no stale process or log of an earlier run remains anywhere."""
         shared = [files.committee_file, files.parameters_file, files.bench_file]
         if files.genesis_file is not None:
             shared.append(files.genesis_file)
@@ -310,6 +311,8 @@ class RemoteBench:
         def upload_one(index: int) -> None:
             self._run(index, bash(stop_script("*", self.grace)))
             self._run(index, f"rm -rf {BENCH_DIR} && mkdir -p {BENCH_DIR}/logs {BENCH_DIR}/pids")
+            if index >= count:
+                return
             connection = self.connections[index]
             for path in [files.key_files[index], *shared]:
                 try:
@@ -319,7 +322,7 @@ class RemoteBench:
                         f"{self.hosts[index]}: upload of {path} failed: {error}"
                     ) from error
 
-        self._each(range(count), upload_one)
+        self._each(range(len(self.hosts)), upload_one)
 
     def _binary(self, name: str) -> str:
         return f"../{self.settings.repo_name}/target/release/{name}"

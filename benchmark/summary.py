@@ -35,6 +35,7 @@ from .report import render_summary
 WARMUP_FRACTION = 0.1
 # Rule thresholds of `find_bottleneck` (shares of the window's wall time or of a rate).
 BLOCKED_THRESHOLD = 0.05
+FALLS_BEHIND = 0.95
 SATURATED_BUSY = 0.8
 CLIENT_SHORTFALL = 0.9
 KEEPS_UP = 0.95
@@ -493,10 +494,17 @@ def find_bottleneck(
        pushed to the requested rate and the clients are the limit.
     3. The offered load. If end-to-end throughput reached KEEPS_UP (95 %) of what the clients
        sent, the system kept up: nothing inside it limited the run; raise the rate.
-    4. Saturation without back-pressure. The stage with the highest busy share, if it is at least
+    4. Falling behind. Input channels are deep (the consensus output holds `channel_capacity`
+       whole batches), so a slow stage can fall behind for a whole run without ever filling its
+       input. The first stage, in pipeline order, whose throughput is below FALLS_BEHIND (95 %)
+       of the stage before it while its input queue holds work is the limit: everything it did
+       not process is still waiting in front of it. Its busy share tells whether it was short of
+       work time (busy near 100 %) or of CPU (busy lower: threads waiting for a core that other
+       processes on the machine hold).
+    5. Saturation without back-pressure. The stage with the highest busy share, if it is at least
        SATURATED_BUSY (80 %), is working almost all the time and limits the run (its input is not
        bounded by a measured channel, or it is the last stage).
-    5. Consensus. Otherwise every measured stage has slack and no channel backs up, yet the
+    6. Consensus. Otherwise every measured stage has slack and no channel backs up, yet the
        system does not keep up with the load: ordering and dissemination (HotStuff, mempool,
        network) limit the rate at which transactions reach the pipeline.
     """
@@ -526,33 +534,12 @@ def find_bottleneck(
             ),
             evidence=evidence,
         )
-    if clients is not None and clients.target_tps > 0:
-        if clients.sent_tps < CLIENT_SHORTFALL * clients.target_tps:
-            return Bottleneck(
-                stage="client",
-                rule="load generator",
-                explanation=(
-                    f"the clients sent {clients.sent_tps:,.0f} tx/s of the "
-                    f"{clients.target_tps:,.0f} tx/s asked ({clients.missed_bursts} late bursts): "
-                    "the load generator is the limit."
-                ),
-                evidence={
-                    "sent_tps": clients.sent_tps,
-                    "target_tps": clients.target_tps,
-                    "missed_bursts": float(clients.missed_bursts),
-                },
-            )
-        if end_to_end.tps >= KEEPS_UP * clients.sent_tps:
-            return Bottleneck(
-                stage="offered load",
-                rule="keeps up",
-                explanation=(
-                    f"end-to-end {end_to_end.tps:,.0f} tx/s matches the "
-                    f"{clients.sent_tps:,.0f} tx/s sent: nothing inside limited the run; "
-                    "raise --rate to find the limit."
-                ),
-                evidence={"e2e_tps": end_to_end.tps, "sent_tps": clients.sent_tps},
-            )
+    offered = _offered_load(end_to_end, clients)
+    if offered is not None:
+        return offered
+    behind = _falls_behind(stages)
+    if behind is not None:
+        return behind
     busy = [row for row in stages if row.busy_share is not None]
     if busy:
         row = max(busy, key=lambda r: r.busy_share or 0.0)
@@ -600,6 +587,68 @@ def find_bottleneck(
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _offered_load(end_to_end: Throughput, clients: ClientStats | None) -> Bottleneck | None:
+    """Rules 2 and 3 of `find_bottleneck`: the clients fell short, or the system kept up."""
+    if clients is None or clients.target_tps <= 0:
+        return None
+    if clients.sent_tps < CLIENT_SHORTFALL * clients.target_tps:
+        return Bottleneck(
+            stage="client",
+            rule="load generator",
+            explanation=(
+                f"the clients sent {clients.sent_tps:,.0f} tx/s of the "
+                f"{clients.target_tps:,.0f} tx/s asked ({clients.missed_bursts} late bursts): "
+                "the load generator is the limit."
+            ),
+            evidence={
+                "sent_tps": clients.sent_tps,
+                "target_tps": clients.target_tps,
+                "missed_bursts": float(clients.missed_bursts),
+            },
+        )
+    if end_to_end.tps >= KEEPS_UP * clients.sent_tps:
+        return Bottleneck(
+            stage="offered load",
+            rule="keeps up",
+            explanation=(
+                f"end-to-end {end_to_end.tps:,.0f} tx/s matches the "
+                f"{clients.sent_tps:,.0f} tx/s sent: nothing inside limited the run; "
+                "raise --rate to find the limit."
+            ),
+            evidence={"e2e_tps": end_to_end.tps, "sent_tps": clients.sent_tps},
+        )
+    return None
+
+
+def _falls_behind(stages: Sequence[StageRow]) -> Bottleneck | None:
+    """Rule 4 of `find_bottleneck`: the first stage that processes less than its input."""
+    for upstream, row in pairwise(stages):
+        if upstream.throughput is None or row.throughput is None or upstream.throughput <= 0:
+            continue
+        if row.throughput < FALLS_BEHIND * upstream.throughput and (row.queue_mean or 0.0) >= 1.0:
+            busy_note = (
+                "" if row.busy_share is None else f"; it was busy {row.busy_share:.0%} of the time"
+            )
+            evidence = {
+                f"{upstream.name}_tps": upstream.throughput,
+                f"{row.name}_tps": row.throughput,
+                f"{row.name}_queue_mean": row.queue_mean or 0.0,
+            }
+            if row.busy_share is not None:
+                evidence[f"{row.name}_busy_share"] = row.busy_share
+            return Bottleneck(
+                stage=row.name,
+                rule="falls behind",
+                explanation=(
+                    f"{row.name} processed {row.throughput:,.0f} tx/s of the "
+                    f"{upstream.throughput:,.0f} tx/s {upstream.name} gave it, and its input queue "
+                    f"held {row.queue_mean:.1f} batches on average{busy_note}."
+                ),
+                evidence=evidence,
+            )
+    return None
 
 
 def summarize(

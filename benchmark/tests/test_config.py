@@ -156,7 +156,7 @@ def test_node_and_client_command_lines() -> None:
     )
     assert client == [
         "client", "--target", "a:2", "--nodes", "a:2,b:2,c:2", "--rate", "1000", "--duration", "7",
-        "--mode", "hotcrypto", "--genesis", "g", "--client-index", "1", "--clients", "3",
+        "--mode", "hotcrypto", "--client-index", "1", "--clients", "3", "--genesis", "g",
     ]  # fmt: skip
 
     hotstuff = BenchParameters(mode="hotstuff", nodes=1, rate=10, tx_size=64, verifier_threads=2)

@@ -11,6 +11,7 @@ blocked on the verifier->executor channel 50 % / 30 % of the time and the execut
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,18 @@ def test_bottleneck_rules_in_order() -> None:
     busy = [_row("consensus"), _row("verifier", 0.2, 0.0), _row("executor", 0.85, 0.0)]
     result = _bottleneck(busy, 500, _clients(1000, 1000))
     assert (result.stage, result.rule) == ("executor", "saturated")
+
+
+def test_bottleneck_stage_that_falls_behind_its_input() -> None:
+    """A deep input channel never fills, but the stage processes less than it receives."""
+    consensus = _row("consensus")
+    verifier = replace(_row("verifier", 0.5, 0.0), throughput=680.0, queue_mean=48.9)
+    executor = replace(_row("executor", 0.03, 0.0), throughput=680.0)
+    result = _bottleneck([consensus, verifier, executor], 680, _clients(1000, 1000))
+    assert (result.stage, result.rule) == ("verifier", "falls behind")
+    assert result.evidence["verifier_queue_mean"] == pytest.approx(48.9)
+    # The same shortfall with an empty queue is not a backlog: the stage had nothing to do.
+    verifier = replace(verifier, queue_mean=0.0)
+    assert _bottleneck([consensus, verifier, executor], 680, _clients(1000, 1000)).stage != (
+        "verifier"
+    )

@@ -26,9 +26,10 @@ pub struct NextTx {
     pub invalid: bool,
 }
 
-/// Where transactions come from; the first transaction of every burst is a sample.
+/// Where transactions come from. `sample` asks for a sample (the first of every burst); a
+/// source with its own sampling rule may ignore it. `None`: the source is exhausted.
 pub trait TxSource {
-    fn next(&mut self, sample: bool) -> NextTx;
+    fn next(&mut self, sample: bool) -> Option<NextTx>;
 }
 
 async fn wait_for_nodes(nodes: &[SocketAddr]) -> Result<()> {
@@ -86,8 +87,14 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
     loop {
         tokio::select! {
             deadline = ticker.tick() => {
+                let mut exhausted = false;
+                let mut written = 0;
                 for i in 0..burst {
-                    let tx = source.next(i == 0);
+                    let Some(tx) = source.next(i == 0) else {
+                        exhausted = true;
+                        break;
+                    };
+                    written += 1;
                     metrics.sent_bytes += tx.bytes.len() as u64;
                     metrics.invalid_sent += tx.invalid as u64;
                     if let Some(id) = tx.sample_id {
@@ -105,7 +112,11 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
                     result = Err(e).context("connection to the node lost");
                     break;
                 }
-                metrics.sent += burst;
+                metrics.sent += written;
+                if exhausted {
+                    info!("{name}: every pre-signed transaction was sent");
+                    break;
+                }
                 if Instant::now() > deadline + BURST_INTERVAL {
                     metrics.missed_bursts += 1;
                     if metrics.missed_bursts.is_power_of_two() {

@@ -3,7 +3,9 @@
 
 mod load;
 mod metrics;
+mod movevm;
 mod opaque;
+mod signed;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
@@ -104,8 +106,34 @@ fn run() -> Result<()> {
             let source = opaque::OpaqueSource::new(cli.size, cli.client_index);
             runtime.block_on(load::run(&cli, target, source))
         }
-        Mode::Hotcrypto | Mode::Hotmove | Mode::Movevm => {
-            bail!("--mode {} is not available yet", cli.mode.as_str())
+        Mode::Hotcrypto | Mode::Hotmove => {
+            let target = cli.target.context("--target is required")?;
+            let path = cli.genesis.as_ref().context("--genesis is required")?;
+            let genesis = executor::Genesis::load(path)?;
+            if cli.duration == 0 {
+                bail!(
+                    "--mode {} signs its transactions ahead: give --duration",
+                    cli.mode.as_str()
+                );
+            }
+            let count = usize::try_from(cli.rate.saturating_mul(cli.duration))
+                .context("--rate × --duration is too large")?;
+            let started = std::time::Instant::now();
+            let source = signed::SignedSource::new(signed::SignedConfig {
+                genesis: &genesis,
+                client_index: cli.client_index as usize,
+                clients: cli.clients as usize,
+                count,
+                invalid_share: cli.invalid_share,
+                move_script: cli.mode == Mode::Hotmove,
+            })?;
+            tracing::info!(
+                "signed {} transactions in {:.1} s",
+                source.len(),
+                started.elapsed().as_secs_f64()
+            );
+            runtime.block_on(load::run(&cli, target, source))
         }
+        Mode::Movevm => movevm::run(&cli),
     }
 }

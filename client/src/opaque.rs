@@ -27,18 +27,18 @@ impl OpaqueSource {
 }
 
 impl TxSource for OpaqueSource {
-    fn next(&mut self, sample: bool) -> NextTx {
+    fn next(&mut self, sample: bool) -> Option<NextTx> {
         self.counter += 1;
         let id = self.id_base | self.counter;
         let mut tx = BytesMut::with_capacity(self.size);
         tx.put_u8(if sample { SAMPLE } else { STANDARD });
         tx.put_u64(id);
         tx.resize(self.size, 0);
-        NextTx {
+        Some(NextTx {
             bytes: Bytes::from(tx),
             sample_id: sample.then(|| id.to_string()),
             invalid: false,
-        }
+        })
     }
 }
 
@@ -49,13 +49,13 @@ mod tests {
     #[test]
     fn samples_carry_their_id() {
         let mut source = OpaqueSource::new(200, 3);
-        let sample = source.next(true);
+        let sample = source.next(true).expect("endless");
         assert_eq!(sample.bytes.len(), 200);
         assert_eq!(sample.bytes[0], SAMPLE);
         let id = u64::from_be_bytes(sample.bytes[1..9].try_into().expect("8 bytes"));
         assert_eq!(sample.sample_id, Some(id.to_string()));
         assert_eq!(id >> 40, 3);
-        let standard = source.next(false);
+        let standard = source.next(false).expect("endless");
         assert_eq!(standard.bytes[0], STANDARD);
         assert_eq!(standard.sample_id, None);
         assert_ne!(standard.bytes, sample.bytes);

@@ -5,12 +5,15 @@
 //! until the gap closes; a nonce below it is a replay and is dropped. A failed transaction (say,
 //! insufficient balance) still consumes its nonce, so the sender's later transactions can run.
 
+use crate::address_hash::AddressMap;
 use crate::executor::{Executor, Outcome};
 use crate::genesis::Genesis;
+#[cfg(test)]
+use crate::transaction::SAMPLE_PERIOD;
 use crate::transaction::{is_sample_nonce, sample_id, Address, Transaction};
 use crypto::{Digest, PublicKey};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Why a transaction was discarded without running (its nonce is not consumed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,7 +113,7 @@ pub struct Completed {
 
 impl Completed {
     pub fn is_sample(&self) -> bool {
-        is_sample_nonce(self.nonce)
+        is_sample_nonce(&self.sender, self.nonce)
     }
 
     /// The id METRICS `samples` events use; only meaningful when [`Self::is_sample`].
@@ -127,7 +130,7 @@ struct SenderState {
 
 pub struct Ledger<E> {
     executor: E,
-    senders: HashMap<Address, SenderState>,
+    senders: AddressMap<Address, SenderState>,
     max_backlog_per_sender: usize,
     stats: LedgerStats,
 }
@@ -420,8 +423,8 @@ mod tests {
 
     #[test]
     fn completed_samples_carry_their_id() {
-        let mut f = fixture(100, 200);
-        for nonce in (1..=128).rev() {
+        let mut f = fixture(1_000, 2 * SAMPLE_PERIOD as usize);
+        for nonce in (1..2 * SAMPLE_PERIOD).rev() {
             f.ledger.apply(f.tx(0, nonce, 1, 1)).expect("apply");
         }
         let done = f.ledger.apply(f.tx(0, 0, 1, 1)).expect("apply");
@@ -431,9 +434,13 @@ mod tests {
             .map(Completed::sample_id)
             .collect();
         let prefix = &f.addresses[0].to_hex()[..8];
+        let phase = (SAMPLE_PERIOD - f.addresses[0].0[0] as u64 % SAMPLE_PERIOD) % SAMPLE_PERIOD;
         assert_eq!(
             samples,
-            vec![format!("{prefix}:0"), format!("{prefix}:128")]
+            vec![
+                format!("{prefix}:{phase}"),
+                format!("{prefix}:{}", phase + SAMPLE_PERIOD)
+            ]
         );
     }
 }

@@ -1,19 +1,20 @@
 //! The in-memory state the Move VM reads through `ModuleResolver` / `ResourceResolver`, and
 //! applies change sets to. (The Move crates publish no such store.)
 
+use crate::address_hash::AddressMap;
 use move_core_types::account_address::AccountAddress;
 use move_core_types::effects::{ChangeSet, Op};
 use move_core_types::identifier::Identifier;
 use move_core_types::language_storage::{ModuleId, StructTag};
 use move_core_types::resolver::{ModuleResolver, ResourceResolver};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 
 /// Per account, its modules and resources. Accounts are hashed (the hot path is two resource
-/// reads per transfer); the few entries per account stay in ordered maps.
+/// reads and two writes per transfer); the few entries per account stay in ordered maps.
 #[derive(Clone, Debug, Default)]
 pub struct InMemoryStorage {
-    accounts: HashMap<AccountAddress, AccountState>,
+    accounts: AddressMap<AccountAddress, AccountState>,
 }
 
 #[derive(Clone, Debug, Default)]

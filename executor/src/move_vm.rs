@@ -70,9 +70,7 @@ impl MoveExecutor {
     /// session. Fails on a duplicate account (the second `move_to` aborts).
     pub fn new(accounts: impl IntoIterator<Item = (Address, u64)>) -> Result<Self, MoveError> {
         let compiled = CompiledMove::get()?;
-        let vm = MoveVM::new(natives()).map_err(|e| MoveError::Vm(format!("{e:?}")))?;
-        let identifier =
-            |s: &str| Identifier::new(s).map_err(|e| MoveError::Identifier(e.to_string()));
+        let vm = MoveVM::new(natives()?).map_err(|e| MoveError::Vm(format!("{e:?}")))?;
         let coin_module = ModuleId::new(AccountAddress::ONE, identifier("Coin")?);
         let coin_tag = StructTag {
             address: AccountAddress::ONE,
@@ -203,8 +201,9 @@ fn decode_coin(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.try_into().ok()?))
 }
 
+/// Start-up errors are rare and fatal: give everything the VM says.
 fn describe(error: &VMError) -> String {
-    format!("{:?} {:?}", error.major_status(), error.sub_status())
+    format!("{error:?}")
 }
 
 fn fail_reason(error: &VMError) -> FailReason {
@@ -218,15 +217,21 @@ fn fail_reason(error: &VMError) -> FailReason {
     }
 }
 
+type NativeEntry = (AccountAddress, Identifier, Identifier, NativeFunction);
+
 /// The native half of `0x1::Signer`: `borrow_address(&signer): &address`.
-fn natives() -> Vec<(AccountAddress, Identifier, Identifier, NativeFunction)> {
+fn natives() -> Result<Vec<NativeEntry>, MoveError> {
     let borrow_address: NativeFunction = Arc::new(native_borrow_address);
-    match (Identifier::new("Signer"), Identifier::new("borrow_address")) {
-        (Ok(module), Ok(function)) => vec![(AccountAddress::ONE, module, function, borrow_address)],
-        // Both names are constant valid identifiers; without the native, publishing `Signer`
-        // fails with a clear error.
-        _ => vec![],
-    }
+    Ok(vec![(
+        AccountAddress::ONE,
+        identifier("Signer")?,
+        identifier("borrow_address")?,
+        borrow_address,
+    )])
+}
+
+fn identifier(name: &str) -> Result<Identifier, MoveError> {
+    Identifier::new(name).map_err(|e| MoveError::Identifier(e.to_string()))
 }
 
 fn native_borrow_address(

@@ -1,11 +1,11 @@
 //! The native executor: balances in a hash map, a transfer is a debit and a credit. It mirrors
 //! the checks of `move/Coin.move` in the same order so both executors agree on every outcome.
 
+use crate::address_hash::AddressMap;
 use crate::executor::{digest_balances, Executor, FailReason, Outcome};
 use crate::genesis::Genesis;
 use crate::transaction::{Address, Payload, Transaction};
 use crypto::Digest;
-use std::collections::HashMap;
 use thiserror::Error;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -16,12 +16,12 @@ pub enum NativeError {
 
 #[derive(Clone, Debug, Default)]
 pub struct NativeExecutor {
-    balances: HashMap<Address, u64>,
+    balances: AddressMap<Address, u64>,
 }
 
 impl NativeExecutor {
     pub fn new(accounts: impl IntoIterator<Item = (Address, u64)>) -> Result<Self, NativeError> {
-        let mut balances = HashMap::new();
+        let mut balances = AddressMap::default();
         for (address, balance) in accounts {
             if balances.insert(address, balance).is_some() {
                 return Err(NativeError::DuplicateAccount(address));

@@ -10,7 +10,7 @@
 //! The signature covers [`SIGNING_DOMAIN`] followed by every other field in the same layout, so
 //! the signed message is the domain tag plus the encoding minus its last 64 bytes.
 
-use bincode::Options;
+use crate::codec;
 use bytes::Bytes;
 use crypto::{CryptoError, Digest, KeyPair, PublicKey, Signature};
 use move_core_types::account_address::AccountAddress;
@@ -28,10 +28,6 @@ pub const MAX_TRANSACTION_SIZE: usize = 2048;
 /// Prepended to the signed bytes so a transaction signature can never be replayed as a
 /// consensus signature (those sign 32-byte digests) or as another protocol's message.
 pub const SIGNING_DOMAIN: &[u8] = b"HotMove/transaction/v1\0";
-
-const SIGNATURE_LEN: usize = 64;
-const NATIVE_TAG: u32 = 0;
-const MOVE_TAG: u32 = 1;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum TxError {
@@ -133,16 +129,6 @@ pub struct Transaction {
     pub signature: Signature,
 }
 
-/// The only encoding options used on transactions: bincode's fixed-width integers (as
-/// `bincode::serialize` writes them), a size limit, and no trailing bytes.
-fn options() -> impl Options {
-    bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .with_little_endian()
-        .with_limit(MAX_TRANSACTION_SIZE as u64)
-        .reject_trailing_bytes()
-}
-
 impl Transaction {
     /// Builds and signs a transaction from `keys`' account.
     pub fn sign(keys: &KeyPair, nonce: u64, payload: Payload) -> Self {
@@ -163,49 +149,12 @@ impl Transaction {
         }
     }
 
-    /// Appends every field but the signature, in wire layout. Written by hand rather than
-    /// through serde so it cannot fail; a test pins it to bincode's output.
-    fn write_fields(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.sender.0);
-        out.extend_from_slice(&self.public_key.0);
-        out.extend_from_slice(&self.nonce.to_le_bytes());
-        match &self.payload {
-            Payload::Native {
-                destination,
-                amount,
-            } => {
-                out.extend_from_slice(&NATIVE_TAG.to_le_bytes());
-                out.extend_from_slice(&destination.0);
-                out.extend_from_slice(&amount.to_le_bytes());
-            }
-            Payload::Move {
-                script,
-                destination,
-                amount,
-            } => {
-                out.extend_from_slice(&MOVE_TAG.to_le_bytes());
-                out.extend_from_slice(&(script.len() as u64).to_le_bytes());
-                out.extend_from_slice(script);
-                out.extend_from_slice(&destination.0);
-                out.extend_from_slice(&amount.to_le_bytes());
-            }
-        }
-    }
-
-    fn fields_len(&self) -> usize {
-        let payload = match &self.payload {
-            Payload::Native { .. } => 4 + ADDRESS_LEN + 8,
-            Payload::Move { script, .. } => 4 + 8 + script.len() + ADDRESS_LEN + 8,
-        };
-        ADDRESS_LEN + 32 + 8 + payload
-    }
-
     /// Appends the signed message to `out`, so a verifier can pack a whole batch's messages
     /// into one buffer.
     pub fn write_signing_bytes(&self, out: &mut Vec<u8>) {
-        out.reserve(SIGNING_DOMAIN.len() + self.fields_len());
+        out.reserve(SIGNING_DOMAIN.len() + codec::fields_len(self));
         out.extend_from_slice(SIGNING_DOMAIN);
-        self.write_fields(out);
+        codec::write_fields(self, out);
     }
 
     /// The message the signature covers: the domain tag and every other field.
@@ -217,27 +166,20 @@ impl Transaction {
 
     /// Encoded size in bytes, without encoding.
     pub fn encoded_len(&self) -> usize {
-        self.fields_len() + SIGNATURE_LEN
+        codec::fields_len(self) + codec::SIGNATURE_LEN
     }
 
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.encoded_len());
-        self.write_fields(&mut out);
+        codec::write_fields(self, &mut out);
         out.extend_from_slice(&self.signature.to_bytes());
         out
     }
 
-    /// Decodes one transaction that must fill `bytes` exactly.
+    /// Decodes one transaction that must fill `bytes` exactly (at most
+    /// [`MAX_TRANSACTION_SIZE`] bytes).
     pub fn decode(bytes: &[u8]) -> Result<Self, TxError> {
-        if bytes.len() > MAX_TRANSACTION_SIZE {
-            return Err(TxError::TooLarge {
-                size: bytes.len(),
-                max: MAX_TRANSACTION_SIZE,
-            });
-        }
-        options()
-            .deserialize(bytes)
-            .map_err(|e| TxError::Malformed(e.to_string()))
+        codec::decode(bytes)
     }
 
     /// The sender address must be the one derived from the public key, or anyone could sign
@@ -258,9 +200,9 @@ impl Transaction {
         Ok(())
     }
 
-    /// One transaction in 128 per sender is followed end to end for latency.
+    /// One transaction in `SAMPLE_PERIOD` per sender is followed end to end for latency.
     pub fn is_sample(&self) -> bool {
-        is_sample_nonce(self.nonce)
+        is_sample_nonce(&self.sender, self.nonce)
     }
 
     /// `"<first 8 hex digits of the sender>:<nonce>"`, as clients and nodes both report it.
@@ -269,8 +211,14 @@ impl Transaction {
     }
 }
 
-pub(crate) fn is_sample_nonce(nonce: u64) -> bool {
-    nonce.is_multiple_of(128)
+/// Every `SAMPLE_PERIOD`-th nonce of a sender is a sample.
+pub const SAMPLE_PERIOD: u64 = 128;
+
+/// The phase is offset by the sender's first address byte: clients send round-robin over their
+/// accounts, and without the offset every account would reach a sample nonce at the same moment,
+/// so samples would come in rare clusters instead of evenly over the run.
+pub(crate) fn is_sample_nonce(sender: &Address, nonce: u64) -> bool {
+    (nonce + sender.0[0] as u64).is_multiple_of(SAMPLE_PERIOD)
 }
 
 pub(crate) fn sample_id(sender: &Address, nonce: u64) -> String {
@@ -281,115 +229,57 @@ pub(crate) fn sample_id(sender: &Address, nonce: u64) -> String {
 mod tests {
     use super::*;
 
-    /// A stand-in script of the compiled transfer script's size range.
-    fn script() -> Bytes {
-        Bytes::from(vec![0xa1; 140])
-    }
-
     fn native(kp: &KeyPair, nonce: u64) -> Transaction {
         let destination = Address::from_public_key(&KeyPair::from_seed(99).name);
-        Transaction::sign(
-            kp,
-            nonce,
-            Payload::Native {
-                destination,
-                amount: 42,
-            },
-        )
-    }
-
-    fn moving(kp: &KeyPair, nonce: u64) -> Transaction {
-        let destination = Address::from_public_key(&KeyPair::from_seed(99).name);
-        Transaction::sign(
-            kp,
-            nonce,
-            Payload::Move {
-                script: script(),
-                destination,
-                amount: 42,
-            },
-        )
-    }
-
-    #[test]
-    fn round_trip_and_sizes() {
-        let kp = KeyPair::from_seed(1);
-        let tx = native(&kp, 7);
-        let bytes = tx.encode();
-        assert_eq!(bytes.len(), tx.encoded_len());
-        assert!((140..=210).contains(&bytes.len()), "{}", bytes.len());
-        assert_eq!(Transaction::decode(&bytes), Ok(tx.clone()));
-        assert!(tx.verify().is_ok());
-
-        let tx = moving(&kp, 8);
-        let bytes = tx.encode();
-        assert!((250..=330).contains(&bytes.len()), "{}", bytes.len());
-        assert_eq!(Transaction::decode(&bytes), Ok(tx.clone()));
-        assert!(tx.verify().is_ok());
-    }
-
-    #[test]
-    fn hand_written_layout_is_bincode() {
-        let kp = KeyPair::from_seed(2);
-        for tx in [native(&kp, 1), moving(&kp, u64::MAX)] {
-            let via_serde = bincode::serialize(&tx).expect("serialize");
-            assert_eq!(tx.encode(), via_serde);
-            let mut signed = SIGNING_DOMAIN.to_vec();
-            signed.extend_from_slice(&via_serde[..via_serde.len() - SIGNATURE_LEN]);
-            assert_eq!(tx.signing_bytes(), signed);
-        }
-    }
-
-    #[test]
-    fn garbage_truncated_and_trailing_bytes_are_errors() {
-        let kp = KeyPair::from_seed(3);
-        let bytes = moving(&kp, 1).encode();
-        for cut in 0..bytes.len() {
-            assert!(Transaction::decode(&bytes[..cut]).is_err(), "cut at {cut}");
-        }
-        let mut trailing = bytes.clone();
-        trailing.push(0);
-        assert!(Transaction::decode(&trailing).is_err());
-        assert!(matches!(
-            Transaction::decode(&vec![0u8; MAX_TRANSACTION_SIZE + 1]),
-            Err(TxError::TooLarge { .. })
-        ));
-        // A bad variant tag and a script length far beyond the limit.
-        let mut bad_tag = bytes.clone();
-        bad_tag[56] = 9;
-        assert!(Transaction::decode(&bad_tag).is_err());
-        let mut huge = bytes;
-        huge[60..68].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(Transaction::decode(&huge).is_err());
-    }
-
-    #[test]
-    fn arbitrary_bytes_never_panic() {
-        use proptest::prelude::*;
-        proptest!(|(bytes in proptest::collection::vec(any::<u8>(), 0..400))| {
-            let _ = Transaction::decode(&bytes);
-        });
+        let payload = Payload::Native {
+            destination,
+            amount: 42,
+        };
+        Transaction::sign(kp, nonce, payload)
     }
 
     #[test]
     fn tampering_breaks_the_signature_and_address() {
         let kp = KeyPair::from_seed(4);
+        assert!(native(&kp, 3).verify().is_ok());
         let mut tx = native(&kp, 3);
         tx.nonce = 4;
         assert!(matches!(tx.verify(), Err(TxError::BadSignature(_))));
         let mut tx = native(&kp, 3);
         tx.sender = Address::from_public_key(&KeyPair::from_seed(5).name);
         assert_eq!(tx.check_address(), Err(TxError::BadAddress));
+        assert_eq!(tx.verify(), Err(TxError::BadAddress));
     }
 
     #[test]
     fn samples() {
         let kp = KeyPair::from_seed(6);
-        assert!(native(&kp, 0).is_sample());
-        assert!(native(&kp, 256).is_sample());
-        assert!(!native(&kp, 1).is_sample());
-        let tx = native(&kp, 128);
-        let id = tx.sample_id();
-        assert_eq!(id, format!("{}:128", &tx.sender.to_hex()[..8]));
+        let sender = native(&kp, 0).sender;
+        let phase = (SAMPLE_PERIOD - sender.0[0] as u64 % SAMPLE_PERIOD) % SAMPLE_PERIOD;
+        assert!(native(&kp, phase).is_sample());
+        assert!(native(&kp, phase + 2 * SAMPLE_PERIOD).is_sample());
+        assert!(!native(&kp, phase + 1).is_sample());
+        let samples = (0..10 * SAMPLE_PERIOD)
+            .filter(|&n| native(&kp, n).is_sample())
+            .count();
+        assert_eq!(samples, 10);
+        let tx = native(&kp, phase);
+        assert_eq!(
+            tx.sample_id(),
+            format!("{}:{phase}", &tx.sender.to_hex()[..8])
+        );
+    }
+
+    #[test]
+    fn sample_phases_differ_between_senders() {
+        let phases: std::collections::HashSet<u64> = (0..20)
+            .map(|seed| {
+                let kp = KeyPair::from_seed(seed);
+                (0..SAMPLE_PERIOD)
+                    .find(|&n| native(&kp, n).is_sample())
+                    .expect("one sample per period")
+            })
+            .collect();
+        assert!(phases.len() > 10, "{phases:?}");
     }
 }

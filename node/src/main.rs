@@ -1,8 +1,11 @@
 //! The HotMove replica: `node keys`, `node genesis`, `node run`.
 
+mod execution;
 mod metrics;
 mod run;
 mod sink;
+mod stage;
+mod verifier;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -42,6 +45,18 @@ enum Command {
     Keys {
         #[arg(long)]
         filename: PathBuf,
+    },
+    /// Write a genesis accounts file (keys and balances; clients sign with its secret keys).
+    Genesis {
+        #[arg(long)]
+        accounts: usize,
+        #[arg(long, default_value_t = 1_000_000_000)]
+        balance: u64,
+        #[arg(long)]
+        filename: PathBuf,
+        /// Account i gets the deterministic key of seed + i.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Run a replica.
     Run {
@@ -86,6 +101,17 @@ fn run_cli() -> Result<()> {
             let (name, secret) = crypto::generate_production_keypair();
             let keys = KeyPair { name, secret };
             consensus::config::write_json(&filename, &keys)
+                .with_context(|| format!("writing {}", filename.display()))?;
+            Ok(())
+        }
+        Command::Genesis {
+            accounts,
+            balance,
+            filename,
+            seed,
+        } => {
+            executor::Genesis::generate(accounts, balance, seed)
+                .save(&filename)
                 .with_context(|| format!("writing {}", filename.display()))?;
             Ok(())
         }

@@ -1,13 +1,18 @@
 //! Wiring of one replica's pipeline for each mode, and its lifetime (signals, final METRICS).
 
-use crate::metrics::{NodeMetrics, SampleLog};
+use crate::execution::ExecutorStage;
+use crate::metrics::{NodeMetrics, Reporter, SampleLog};
 use crate::sink::run_commit_sink;
+use crate::stage::{ChannelReporter, StageMetrics, StageReporter};
+use crate::verifier::VerifierStage;
 use crate::Mode;
 use anyhow::{Context, Result};
 use consensus::config::read_json;
-use consensus::{metered, Committee, Consensus, Parameters, Store};
-use crypto::KeyPair;
-use std::path::{Path, PathBuf};
+use consensus::metered::{MeteredReceiver, MeteredSender};
+use consensus::{metered, CommittedBatch, Committee, Consensus, Parameters, Store};
+use crypto::{KeyPair, ParallelVerifier};
+use executor::{Genesis, Ledger, MoveExecutor, NativeExecutor};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
@@ -17,7 +22,7 @@ pub struct NodeConfig {
     pub keys: KeyPair,
     pub committee: Committee,
     pub parameters: Parameters,
-    pub genesis: Option<PathBuf>,
+    pub genesis: Option<Genesis>,
     pub mode: Mode,
     pub verifier_threads: Option<usize>,
 }
@@ -40,14 +45,16 @@ impl NodeConfig {
         if committee.authority(&keys.name).is_none() {
             anyhow::bail!("key {} is not in the committee", keys.name.to_hex());
         }
-        if mode != Mode::Hotstuff && genesis.is_none() {
-            anyhow::bail!("--mode {} needs --genesis", mode.as_str());
-        }
+        let genesis = match (mode, genesis) {
+            (Mode::Hotstuff, _) => None,
+            (_, None) => anyhow::bail!("--mode {} needs --genesis", mode.as_str()),
+            (_, Some(path)) => Some(Genesis::load(path)?),
+        };
         Ok(NodeConfig {
             keys,
             committee,
             parameters,
-            genesis: genesis.map(Path::to_path_buf),
+            genesis,
             mode,
             verifier_threads,
         })
@@ -68,10 +75,13 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         keys,
         committee,
         parameters,
+        genesis,
         mode,
-        ..
+        verifier_threads,
     } = config;
     let name = keys.name;
+    let parameters_capacity = parameters.channel_capacity;
+    let max_backlog_per_sender = parameters.max_backlog_per_sender;
     let (tx_output, rx_output, output_metrics) = metered::channel(parameters.channel_capacity);
     let handle = Consensus::spawn(
         name,
@@ -84,16 +94,26 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     .await
     .context("starting consensus")?;
     let samples = Arc::new(SampleLog::default());
-    let reporters: Vec<Box<dyn crate::metrics::Reporter>> = Vec::new();
-    match mode {
-        Mode::Hotstuff => {
+    let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(ChannelReporter {
+        name: "consensus->verifier",
+        metrics: output_metrics,
+    })];
+    match (mode, genesis) {
+        (Mode::Hotstuff, _) => {
             tokio::spawn(run_commit_sink(rx_output, samples.clone()));
         }
-        Mode::Hotcrypto | Mode::Hotmove => {
-            anyhow::bail!("--mode {} is not available yet", mode.as_str());
+        (_, None) => anyhow::bail!("--mode {} needs --genesis", mode.as_str()),
+        (_, Some(genesis)) => {
+            let stages = ExecutionPipeline {
+                mode,
+                genesis,
+                verifier_threads: verifier_threads.unwrap_or(0),
+                capacity: parameters_capacity,
+                max_backlog_per_sender,
+            };
+            reporters.extend(stages.spawn(rx_output, samples.clone())?);
         }
     }
-    let _ = output_metrics;
     let metrics = NodeMetrics {
         name: name.to_string(),
         mode: mode.as_str().into(),
@@ -118,4 +138,95 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     info!("node {} stopped", name);
     // Leave without waiting for the actors: their sockets close with the process.
     std::process::exit(0);
+}
+
+/// consensus ─► verifier stage ─► executor stage, for the modes that check and execute.
+struct ExecutionPipeline {
+    mode: Mode,
+    genesis: Genesis,
+    verifier_threads: usize,
+    capacity: usize,
+    max_backlog_per_sender: usize,
+}
+
+impl ExecutionPipeline {
+    fn spawn(
+        self,
+        rx_committed: MeteredReceiver<CommittedBatch>,
+        samples: Arc<SampleLog>,
+    ) -> Result<Vec<Box<dyn Reporter>>> {
+        let verifier =
+            ParallelVerifier::new(self.verifier_threads).context("starting the verifier pool")?;
+        let (tx_verified, rx_verified, verified_metrics) = metered::channel(self.capacity);
+        let verifier_metrics = Arc::new(StageMetrics::default());
+        let executor_metrics = Arc::new(StageMetrics::default());
+        self.spawn_executor(rx_verified, executor_metrics.clone(), samples)?;
+        spawn_verifier(
+            rx_committed,
+            tx_verified,
+            verifier,
+            verifier_metrics.clone(),
+        )?;
+        Ok(vec![
+            Box::new(StageReporter {
+                name: "verifier",
+                metrics: verifier_metrics,
+            }),
+            Box::new(ChannelReporter {
+                name: "verifier->executor",
+                metrics: verified_metrics,
+            }),
+            Box::new(StageReporter {
+                name: "executor",
+                metrics: executor_metrics,
+            }),
+        ])
+    }
+
+    fn spawn_executor(
+        self,
+        rx: MeteredReceiver<crate::verifier::VerifiedBatch>,
+        metrics: Arc<StageMetrics>,
+        samples: Arc<SampleLog>,
+    ) -> Result<()> {
+        let genesis = self.genesis;
+        let backlog = self.max_backlog_per_sender;
+        match self.mode {
+            Mode::Hotmove => {
+                ExecutorStage::spawn(
+                    rx,
+                    move || {
+                        let executor = MoveExecutor::from_genesis(&genesis)
+                            .context("starting the Move executor")?;
+                        Ok(Ledger::from_genesis(executor, &genesis, backlog))
+                    },
+                    metrics,
+                    samples,
+                )?;
+            }
+            _ => {
+                ExecutorStage::spawn(
+                    rx,
+                    move || {
+                        let executor = NativeExecutor::from_genesis(&genesis)
+                            .context("starting the native executor")?;
+                        Ok(Ledger::from_genesis(executor, &genesis, backlog))
+                    },
+                    metrics,
+                    samples,
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn spawn_verifier(
+    rx: MeteredReceiver<CommittedBatch>,
+    tx: MeteredSender<crate::verifier::VerifiedBatch>,
+    verifier: ParallelVerifier,
+    metrics: Arc<StageMetrics>,
+) -> Result<()> {
+    VerifierStage::spawn(rx, tx, verifier, metrics).context("starting the verifier stage")?;
+    Ok(())
 }

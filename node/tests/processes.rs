@@ -185,7 +185,10 @@ fn hotstuff_mode_with_real_processes() {
         sent += last["sent"].as_u64().expect("sent");
         for line in &lines {
             for s in line["samples"].as_array().expect("samples") {
-                sent_samples.insert(s["id"].as_str().expect("id").to_string(), s["t_ms"].as_u64());
+                sent_samples.insert(
+                    s["id"].as_str().expect("id").to_string(),
+                    s["t_ms"].as_u64(),
+                );
             }
         }
     }
@@ -213,7 +216,10 @@ fn hotstuff_mode_with_real_processes() {
         assert!(*c <= sent, "node {i} committed {c} > sent {sent}");
     }
     assert!(!latencies.is_empty(), "no sample was seen committed");
-    assert!(latencies.iter().all(|&l| l >= 0), "negative latency: {latencies:?}");
+    assert!(
+        latencies.iter().all(|&l| l >= 0),
+        "negative latency: {latencies:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

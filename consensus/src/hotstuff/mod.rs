@@ -20,7 +20,7 @@ pub use metrics::{ConsensusMetrics, ConsensusSnapshot};
 use crate::config::{Committee, Parameters};
 use crate::mempool::{Mempool, MempoolMetrics};
 use crate::metered::MeteredSender;
-use crate::network::Receiver;
+use crate::network::{listen_address, Receiver};
 use crate::store::Store;
 use crypto::{PublicKey, SecretKey, SignatureService};
 use std::io;
@@ -76,7 +76,7 @@ impl Consensus {
         .await?;
 
         Receiver::spawn(
-            authority.consensus_address,
+            listen_address(authority.consensus_address),
             parameters.max_frame_size,
             handler::ConsensusHandler {
                 tx_core: tx_message,

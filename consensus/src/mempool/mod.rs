@@ -26,7 +26,9 @@ pub use metrics::MempoolMetrics;
 pub use tx_receiver::MAX_TRANSACTION_SIZE;
 
 use crate::config::{Committee, Parameters, Round};
-use crate::network::{Receiver, ReliableSender, SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY};
+use crate::network::{
+    listen_address, Receiver, ReliableSender, SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY,
+};
 use crate::store::Store;
 use batch::{HEADER_LEN, TX_PREFIX_LEN};
 use batch_maker::BatchMaker;
@@ -35,7 +37,6 @@ use helper::Helper;
 use peer_handler::PeerHandler;
 use quorum_waiter::QuorumWaiter;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use synchronizer::Synchronizer;
@@ -154,15 +155,6 @@ pub fn max_transaction_size(parameters: &Parameters) -> usize {
             .max_frame_size
             .saturating_sub(parameters.batch_size + envelope),
     )
-}
-
-/// The same port on every interface of the address's family.
-fn listen_address(address: SocketAddr) -> SocketAddr {
-    let any = match address.ip() {
-        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-    };
-    SocketAddr::new(any, address.port())
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use crypto::KeyPair;
 use futures::SinkExt;
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use tokio::net::TcpStream;
 use tokio::time::timeout;

@@ -22,3 +22,15 @@ pub use error::HandlerError;
 pub use receiver::{MessageHandler, Receiver};
 pub use reliable_sender::{CancelHandler, ReliableSender, DEFAULT_RELIABLE_CAPACITY};
 pub use simple_sender::{SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY};
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// The same port on every interface of the address's family. Nodes listen here rather than on
+/// the committee's address, which on a cloud host is a public IP behind NAT and not local.
+pub fn listen_address(address: SocketAddr) -> SocketAddr {
+    let any = match address.ip() {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    };
+    SocketAddr::new(any, address.port())
+}

@@ -1,0 +1,128 @@
+//! The executor stage: one thread that sequences verified transactions by sender nonce and runs
+//! them (native transfers or the Move VM), reporting what ran and a digest of the state.
+
+use crate::metrics::{now_ms, SampleEvent, SampleLog};
+use crate::stage::StageMetrics;
+use crate::verifier::VerifiedBatch;
+use consensus::metered::MeteredReceiver;
+use executor::{Completed, DropReason, Executor, Ledger};
+use serde_json::{json, Map, Value};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tracing::info;
+
+/// How often, at most, the state digest is recomputed while batches keep coming. When the input
+/// is empty it is recomputed after every batch, so an idle node always shows its final state.
+const DIGEST_INTERVAL: Duration = Duration::from_millis(500);
+
+pub struct ExecutorStage<E> {
+    rx: MeteredReceiver<VerifiedBatch>,
+    ledger: Ledger<E>,
+    metrics: Arc<StageMetrics>,
+    samples: Arc<SampleLog>,
+}
+
+impl<E: Executor + 'static> ExecutorStage<E> {
+    /// Builds the ledger on the stage's own thread (the Move VM stays on the thread that uses
+    /// it) and returns once it is ready, or with the error that stopped it.
+    pub fn spawn<F>(
+        rx: MeteredReceiver<VerifiedBatch>,
+        make_ledger: F,
+        metrics: Arc<StageMetrics>,
+        samples: Arc<SampleLog>,
+    ) -> anyhow::Result<JoinHandle<()>>
+    where
+        F: FnOnce() -> anyhow::Result<Ledger<E>> + Send + 'static,
+    {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name("executor".into())
+            .spawn(move || {
+                let ledger = match make_ledger() {
+                    Ok(ledger) => {
+                        let _ = ready_tx.send(Ok(()));
+                        ledger
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let stage = ExecutorStage {
+                    rx,
+                    ledger,
+                    metrics,
+                    samples,
+                };
+                stage.run();
+            })?;
+        ready_rx
+            .recv()
+            .map_err(|_| anyhow::anyhow!("the executor thread died while starting"))??;
+        Ok(handle)
+    }
+
+    fn run(mut self) {
+        let mut done: Vec<Completed> = Vec::new();
+        self.publish_state();
+        let mut last_digest = Instant::now();
+        while let Some(batch) = self.rx.blocking_recv() {
+            let start = Instant::now();
+            let items = batch.txs.len() as u64;
+            for tx in batch.txs {
+                // Drops are counted by the ledger; nothing else to do with them here.
+                let _: Result<(), DropReason> = self.ledger.apply_into(tx, &mut done);
+            }
+            let t_ms = now_ms();
+            for completed in done.drain(..) {
+                if completed.is_sample() {
+                    self.samples.push(SampleEvent {
+                        id: completed.sample_id(),
+                        event: "execute",
+                        t_ms,
+                    });
+                }
+            }
+            self.publish_counters();
+            if self.rx.is_empty() || last_digest.elapsed() >= DIGEST_INTERVAL {
+                self.publish_state();
+                last_digest = Instant::now();
+            }
+            self.metrics.record_batch(items, start.elapsed());
+        }
+        self.publish_state();
+        info!("executor stage stopped");
+    }
+
+    fn publish_counters(&self) {
+        let stats = self.ledger.stats();
+        self.metrics
+            .executed
+            .store(stats.executed, Ordering::Relaxed);
+        self.metrics.failed.store(stats.failed, Ordering::Relaxed);
+        self.metrics
+            .dropped
+            .store(stats.dropped.total(), Ordering::Relaxed);
+        self.metrics.backlog.store(stats.backlog, Ordering::Relaxed);
+    }
+
+    fn publish_state(&self) {
+        self.publish_counters();
+        let stats = self.ledger.stats();
+        let by_reason: Map<String, Value> = DropReason::ALL
+            .iter()
+            .map(|r| (r.as_str().to_string(), json!(stats.dropped.get(*r))))
+            .collect();
+        self.metrics
+            .set_extra("dropped_by_reason", Value::Object(by_reason));
+        self.metrics.set_extra(
+            "state_digest",
+            json!(format!("{:?}", self.ledger.state_digest())),
+        );
+        // The digest and the count it belongs to, published together.
+        self.metrics
+            .set_extra("state_executed", json!(stats.executed + stats.failed));
+    }
+}
