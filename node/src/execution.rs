@@ -5,7 +5,7 @@ use crate::metrics::{now_ms, SampleEvent, SampleLog};
 use crate::stage::StageMetrics;
 use crate::verifier::VerifiedBatch;
 use consensus::metered::MeteredReceiver;
-use executor::{Completed, DropReason, Executor, Ledger};
+use executor::{Address, Completed, DropReason, Executor, Ledger};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -20,6 +20,8 @@ const DIGEST_INTERVAL: Duration = Duration::from_millis(500);
 pub struct ExecutorStage<E> {
     rx: MeteredReceiver<VerifiedBatch>,
     ledger: Ledger<E>,
+    /// Every account, to add up the supply (which transfers must conserve).
+    accounts: Vec<Address>,
     metrics: Arc<StageMetrics>,
     samples: Arc<SampleLog>,
 }
@@ -29,6 +31,7 @@ impl<E: Executor + 'static> ExecutorStage<E> {
     /// it) and returns once it is ready, or with the error that stopped it.
     pub fn spawn<F>(
         rx: MeteredReceiver<VerifiedBatch>,
+        accounts: Vec<Address>,
         make_ledger: F,
         metrics: Arc<StageMetrics>,
         samples: Arc<SampleLog>,
@@ -53,6 +56,7 @@ impl<E: Executor + 'static> ExecutorStage<E> {
                 let stage = ExecutorStage {
                     rx,
                     ledger,
+                    accounts,
                     metrics,
                     samples,
                 };
@@ -124,5 +128,13 @@ impl<E: Executor + 'static> ExecutorStage<E> {
         // The digest and the count it belongs to, published together.
         self.metrics
             .set_extra("state_executed", json!(stats.executed + stats.failed));
+        let supply: u128 = self
+            .accounts
+            .iter()
+            .filter_map(|a| self.ledger.balance(a))
+            .map(u128::from)
+            .sum();
+        self.metrics
+            .set_extra("total_supply", json!(supply.to_string()));
     }
 }

@@ -191,10 +191,12 @@ impl ExecutionPipeline {
     ) -> Result<()> {
         let genesis = self.genesis;
         let backlog = self.max_backlog_per_sender;
+        let accounts: Vec<_> = genesis.accounts.iter().map(|a| a.address()).collect();
         match self.mode {
             Mode::Hotmove => {
                 ExecutorStage::spawn(
                     rx,
+                    accounts,
                     move || {
                         let executor = MoveExecutor::from_genesis(&genesis)
                             .context("starting the Move executor")?;
@@ -207,6 +209,7 @@ impl ExecutionPipeline {
             _ => {
                 ExecutorStage::spawn(
                     rx,
+                    accounts,
                     move || {
                         let executor = NativeExecutor::from_genesis(&genesis)
                             .context("starting the native executor")?;

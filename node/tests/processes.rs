@@ -159,17 +159,7 @@ fn hotstuff_mode_with_real_processes() {
             .expect("client starts");
         clients.0.push(child);
     }
-    let deadline = Instant::now() + Duration::from_secs(90);
-    for client in &mut clients.0 {
-        loop {
-            if let Some(status) = client.try_wait().expect("client status") {
-                assert!(status.success(), "client failed: {status}");
-                break;
-            }
-            assert!(Instant::now() < deadline, "clients did not finish");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+    wait_for_clients(&mut clients);
     // Let the last batches commit, then stop the nodes as the harness does.
     std::thread::sleep(Duration::from_millis(1500));
     for node in &mut nodes.0 {
@@ -221,6 +211,146 @@ fn hotstuff_mode_with_real_processes() {
         "negative latency: {latencies:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn last_metrics(path: &Path) -> Option<Value> {
+    metrics_lines(path).pop()
+}
+
+fn wait_for_clients(clients: &mut Processes) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for client in &mut clients.0 {
+        loop {
+            if let Some(status) = client.try_wait().expect("client status") {
+                assert!(status.success(), "client failed: {status}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "clients did not finish");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// 4 nodes in `mode`, 4 clients sending valid transfers plus a share of forged signatures.
+fn crypto_mode_run(mode: &str) {
+    const ACCOUNTS: u64 = 400;
+    const BALANCE: u64 = 1_000_000;
+    let dir = temp_dir(&format!("{mode}-e2e"));
+    let committee = write_committee(&dir, 4);
+    let genesis = dir.join("genesis.json");
+    let status = Command::new(node_bin())
+        .args(["genesis", "--accounts", &ACCOUNTS.to_string()])
+        .args(["--balance", &BALANCE.to_string(), "--filename"])
+        .arg(&genesis)
+        .status()
+        .expect("node genesis");
+    assert!(status.success());
+
+    let mut nodes = Processes(Vec::new());
+    for (i, key) in committee.keys.iter().enumerate() {
+        let log = std::fs::File::create(dir.join(format!("node-{i}.log"))).expect("log");
+        let child = Command::new(node_bin())
+            .arg("run")
+            .arg("--keys")
+            .arg(key)
+            .arg("--committee")
+            .arg(committee.dir.join("committee.json"))
+            .arg("--parameters")
+            .arg(committee.dir.join("parameters.json"))
+            .arg("--genesis")
+            .arg(&genesis)
+            .args(["--mode", mode, "--verifier-threads", "1"])
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("node starts");
+        nodes.0.push(child);
+    }
+    let mut clients = Processes(Vec::new());
+    for (i, target) in committee.tx_addresses.iter().enumerate() {
+        let log = std::fs::File::create(dir.join(format!("client-{i}.log"))).expect("log");
+        let child = Command::new(client_bin())
+            .args(["--mode", mode, "--target", target])
+            .arg("--nodes")
+            .arg(committee.tx_addresses.join(","))
+            .args(["--rate", "500", "--duration", "4", "--invalid-share", "0.1"])
+            .args(["--client-index", &i.to_string(), "--clients", "4"])
+            .arg("--genesis")
+            .arg(&genesis)
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("client starts");
+        clients.0.push(child);
+    }
+    wait_for_clients(&mut clients);
+
+    let (mut sent, mut invalid_sent) = (0, 0);
+    for i in 0..4 {
+        let last = last_metrics(&dir.join(format!("client-{i}.log"))).expect("client metrics");
+        sent += last["sent"].as_u64().expect("sent");
+        invalid_sent += last["invalid_sent"].as_u64().expect("invalid_sent");
+    }
+    let valid = sent - invalid_sent;
+    assert!(invalid_sent > 0 && valid > 4 * 500 * 3, "sent {sent}, invalid {invalid_sent}");
+
+    // Wait until every node has executed every valid transaction (and published its state).
+    let executor = |i: usize| {
+        last_metrics(&dir.join(format!("node-{i}.log"))).map(|l| l["stages"]["executor"].clone())
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(0..4).all(|i| executor(i).is_some_and(|e| e["state_executed"] == valid)) {
+        assert!(
+            Instant::now() < deadline,
+            "nodes did not execute all {valid} valid transactions: {:?}",
+            (0..4).map(|i| executor(i).map(|e| e["state_executed"].clone())).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for node in &mut nodes.0 {
+        assert!(terminate(node), "a node did not exit cleanly on SIGTERM");
+    }
+
+    let mut digests = Vec::new();
+    let mut executed_samples = 0;
+    for i in 0..4 {
+        let lines = metrics_lines(&dir.join(format!("node-{i}.log")));
+        let last = lines.last().expect("node metrics");
+        assert_eq!(last["final"], true);
+        let executor = &last["stages"]["executor"];
+        let verifier = &last["stages"]["verifier"];
+        assert_eq!(executor["executed"], valid, "node {i}: every valid transfer executes");
+        assert_eq!(executor["failed"], 0, "node {i}");
+        assert_eq!(executor["dropped"], 0, "node {i}: no nonce gap, no replay");
+        assert_eq!(
+            verifier["invalid"], invalid_sent,
+            "node {i}: every forged signature is counted, and only those"
+        );
+        assert_eq!(
+            executor["total_supply"],
+            (ACCOUNTS * BALANCE).to_string(),
+            "node {i}: transfers conserve the supply"
+        );
+        digests.push(executor["state_digest"].as_str().expect("digest").to_string());
+        executed_samples += lines
+            .iter()
+            .flat_map(|l| l["samples"].as_array().cloned().unwrap_or_default())
+            .filter(|s| s["event"] == "execute")
+            .count();
+    }
+    assert!(digests.iter().all(|d| *d == digests[0]), "state digests differ: {digests:?}");
+    assert!(executed_samples > 0, "no sample transaction reported as executed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn hotcrypto_nodes_agree_on_state_and_drop_forgeries() {
+    crypto_mode_run("hotcrypto");
+}
+
+#[test]
+fn hotmove_nodes_agree_on_state_and_drop_forgeries() {
+    crypto_mode_run("hotmove");
 }
 
 #[test]
