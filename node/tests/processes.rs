@@ -292,7 +292,10 @@ fn crypto_mode_run(mode: &str) {
         invalid_sent += last["invalid_sent"].as_u64().expect("invalid_sent");
     }
     let valid = sent - invalid_sent;
-    assert!(invalid_sent > 0 && valid > 4 * 500 * 3, "sent {sent}, invalid {invalid_sent}");
+    assert!(
+        invalid_sent > 0 && valid > 4 * 500 * 3,
+        "sent {sent}, invalid {invalid_sent}"
+    );
 
     // Wait until every node has executed every valid transaction (and published its state).
     let executor = |i: usize| {
@@ -303,7 +306,9 @@ fn crypto_mode_run(mode: &str) {
         assert!(
             Instant::now() < deadline,
             "nodes did not execute all {valid} valid transactions: {:?}",
-            (0..4).map(|i| executor(i).map(|e| e["state_executed"].clone())).collect::<Vec<_>>()
+            (0..4)
+                .map(|i| executor(i).map(|e| e["state_executed"].clone()))
+                .collect::<Vec<_>>()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -319,7 +324,10 @@ fn crypto_mode_run(mode: &str) {
         assert_eq!(last["final"], true);
         let executor = &last["stages"]["executor"];
         let verifier = &last["stages"]["verifier"];
-        assert_eq!(executor["executed"], valid, "node {i}: every valid transfer executes");
+        assert_eq!(
+            executor["executed"], valid,
+            "node {i}: every valid transfer executes"
+        );
         assert_eq!(executor["failed"], 0, "node {i}");
         assert_eq!(executor["dropped"], 0, "node {i}: no nonce gap, no replay");
         assert_eq!(
@@ -331,15 +339,26 @@ fn crypto_mode_run(mode: &str) {
             (ACCOUNTS * BALANCE).to_string(),
             "node {i}: transfers conserve the supply"
         );
-        digests.push(executor["state_digest"].as_str().expect("digest").to_string());
+        digests.push(
+            executor["state_digest"]
+                .as_str()
+                .expect("digest")
+                .to_string(),
+        );
         executed_samples += lines
             .iter()
             .flat_map(|l| l["samples"].as_array().cloned().unwrap_or_default())
             .filter(|s| s["event"] == "execute")
             .count();
     }
-    assert!(digests.iter().all(|d| *d == digests[0]), "state digests differ: {digests:?}");
-    assert!(executed_samples > 0, "no sample transaction reported as executed");
+    assert!(
+        digests.iter().all(|d| *d == digests[0]),
+        "state digests differ: {digests:?}"
+    );
+    assert!(
+        executed_samples > 0,
+        "no sample transaction reported as executed"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,20 +1,15 @@
 //! The HotStuff state machine: voting, certificates, the pacemaker and the commit rule.
 //!
 //! This is the two-chain variant (as in Jolteon / DiemBFT v4): a block commits once it and a
-//! child of the next round are both certified. Safety rests on two voting rules:
-//! 1. vote at most once per round, and never in a round you timed out of;
-//! 2. vote only for a block that extends the QC of the round just before it, or, after a
-//!    timeout, extends a QC at least as high as every QC reported in the TC that ended the
-//!    previous round.
-//!
-//! A committed block has 2f+1 replicas that saw its QC; any later TC includes one of them, so
-//! every later certified block extends it.
+//! child of the next round are both certified. The voting rules that make it safe live in
+//! `safety.rs`.
 
 use super::aggregator::{Aggregator, AggregatorError};
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
 use super::metrics::ConsensusMetrics;
 use super::payload::PayloadWaiter;
 use super::proposer::PayloadBuffer;
+use super::safety::{self, SafetyRules};
 use super::synchronizer::{SyncError, Synchronizer};
 use super::timer::Timer;
 use super::wire;
@@ -70,7 +65,7 @@ pub struct Core {
     metrics: Arc<ConsensusMetrics>,
 
     round: Round,
-    last_voted_round: Round,
+    safety: SafetyRules,
     last_committed_round: Round,
     last_committed: Digest,
     high_qc: QC,
@@ -133,7 +128,7 @@ impl Core {
             tx_mempool: channels.tx_mempool,
             metrics,
             round: 1,
-            last_voted_round: 0,
+            safety: SafetyRules::default(),
             last_committed_round: 0,
             last_committed: Block::genesis().qc.hash,
             high_qc: QC::genesis(),
@@ -222,8 +217,7 @@ impl Core {
     async fn local_timeout_round(&mut self) -> Result<(), ConsensusError> {
         warn!("timeout in round {}", self.round);
         self.metrics.timeouts.fetch_add(1, Ordering::Relaxed);
-        // Rule 1: never vote in a round we timed out of.
-        self.last_voted_round = self.last_voted_round.max(self.round);
+        self.safety.timed_out(self.round);
         let timeout = Timeout::new(
             self.high_qc.clone(),
             self.round,
@@ -334,16 +328,9 @@ impl Core {
     // ---- voting ------------------------------------------------------------------------------
 
     async fn make_vote(&mut self, block: &Block) -> Option<Vote> {
-        let safety_rule_1 = block.round > self.last_voted_round;
-        let mut safety_rule_2 = block.qc.round + 1 == block.round;
-        if let Some(tc) = &block.tc {
-            let max_high_qc = tc.high_qc_rounds().max().unwrap_or(0);
-            safety_rule_2 |= tc.round + 1 == block.round && block.qc.round >= max_high_qc;
-        }
-        if !(safety_rule_1 && safety_rule_2) {
+        if !self.safety.vote(block) {
             return None;
         }
-        self.last_voted_round = block.round;
         Some(Vote::new(block, self.name, &self.signature_service).await)
     }
 
@@ -411,9 +398,8 @@ impl Core {
         };
         self.store.write(block.digest(), wire::encode_block(block)?);
 
-        // Two-chain commit rule: b0 <- b1 <- block, where block carries the QC of b1 and b1 the
-        // QC of b0. Certified blocks in consecutive rounds commit the first.
-        if b0.round + 1 == b1.round && b0.round > self.last_committed_round {
+        // b0 <- b1 <- block: block certifies b1, b1 certifies b0.
+        if safety::commits(&b0, &b1) && b0.round > self.last_committed_round {
             self.commit(b0).await?;
         }
 

@@ -9,6 +9,7 @@ pub mod messages;
 mod metrics;
 mod payload;
 mod proposer;
+mod safety;
 mod synchronizer;
 mod timer;
 pub mod wire;
