@@ -96,8 +96,9 @@ impl VerifierStage {
             "invalid_by_reason",
             json!({ "malformed": malformed, "bad_signature": bad_signature }),
         );
+        // Not "threads": busy_ms is wall-clock time of the stage, not a sum over its pool.
         self.metrics
-            .set_extra("threads", json!(self.verifier.threads()));
+            .set_extra("pool_threads", json!(self.verifier.threads()));
         txs
     }
 }
