@@ -109,8 +109,11 @@ pub fn run_standalone_until(
     if accounts == 0 {
         return Err(StandaloneError::NoAccounts);
     }
-    // A zero-capacity std channel is a rendezvous; keep at least one slot so "full" means full.
-    let capacity = channel_capacity.max(1);
+    // The channel carries chunks of CHUNK transactions (a block's worth, as the node's stages
+    // get them): one handoff per transaction would cost a wake-up per transaction and measure
+    // the channel instead of the VM. `channel_capacity` still counts transactions. A
+    // zero-capacity std channel is a rendezvous; keep at least one slot so "full" means full.
+    let capacity = channel_capacity.max(CHUNK);
     let genesis = Genesis::generate(accounts, BALANCE, GENESIS_SEED);
     let executor = MoveExecutor::from_genesis(&genesis)?;
     let script = executor.script();
@@ -124,7 +127,7 @@ pub fn run_standalone_until(
     let generator_counters = GeneratorCounters::default();
     let executor_counters = ExecutorCounters::default();
     let stopping = AtomicBool::new(false);
-    let (sender, receiver) = sync_channel(capacity);
+    let (sender, receiver) = sync_channel(capacity / CHUNK);
     let start = Instant::now();
 
     let snapshot = |final_report: bool, state_digest: Option<String>| {
@@ -192,12 +195,15 @@ fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1_000.0
 }
 
+/// Transactions per channel message.
+const CHUNK: usize = 256;
+
 /// Account `i` sends 1 to account `i + 1` (mod n), round after round, with sequential nonces.
 /// Transactions are unsigned: this mode measures the Move executor, not ed25519.
 fn generate(
     senders: &[(PublicKey, Address)],
     script: Bytes,
-    channel: SyncSender<Transaction>,
+    channel: SyncSender<Vec<Transaction>>,
     stopping: &AtomicBool,
     counters: &GeneratorCounters,
 ) {
@@ -205,26 +211,31 @@ fn generate(
     let (mut sent, mut full, mut blocked) = (0u64, 0u64, Duration::ZERO);
     let mut from = 0;
     while !stopping.load(Ordering::Relaxed) {
-        let to = (from + 1) % senders.len();
-        let (public_key, sender) = senders[from];
-        let tx = Transaction {
-            sender,
-            public_key,
-            nonce: nonces[from],
-            payload: Payload::Move {
-                script: script.clone(),
-                destination: senders[to].1,
-                amount: 1,
-            },
-            signature: Signature::default(),
-        };
-        match channel.try_send(tx) {
+        let mut chunk = Vec::with_capacity(CHUNK);
+        for _ in 0..CHUNK {
+            let to = (from + 1) % senders.len();
+            let (public_key, sender) = senders[from];
+            chunk.push(Transaction {
+                sender,
+                public_key,
+                nonce: nonces[from],
+                payload: Payload::Move {
+                    script: script.clone(),
+                    destination: senders[to].1,
+                    amount: 1,
+                },
+                signature: Signature::default(),
+            });
+            nonces[from] += 1;
+            from = to;
+        }
+        match channel.try_send(chunk) {
             Ok(()) => {}
-            Err(TrySendError::Full(tx)) => {
+            Err(TrySendError::Full(chunk)) => {
                 full += 1;
                 counters.full.store(full, Ordering::Relaxed);
                 let waiting = Instant::now();
-                let delivered = channel.send(tx).is_ok();
+                let delivered = channel.send(chunk).is_ok();
                 blocked += waiting.elapsed();
                 counters
                     .blocked_ns
@@ -235,24 +246,22 @@ fn generate(
             }
             Err(TrySendError::Disconnected(_)) => return,
         }
-        sent += 1;
+        sent += CHUNK as u64;
         counters.sent.store(sent, Ordering::Relaxed);
-        nonces[from] += 1;
-        from = to;
     }
 }
 
 /// Drains the channel into the ledger until the generator hangs up; returns the state digest.
 fn execute(
     mut ledger: Ledger<MoveExecutor>,
-    channel: Receiver<Transaction>,
+    channel: Receiver<Vec<Transaction>>,
     counters: &ExecutorCounters,
 ) -> crypto::Digest {
     let mut done: Vec<Completed> = Vec::with_capacity(16);
     let (mut received, mut dropped, mut idle) = (0u64, 0u64, Duration::ZERO);
     loop {
-        let tx = match channel.try_recv() {
-            Ok(tx) => tx,
+        let chunk = match channel.try_recv() {
+            Ok(chunk) => chunk,
             Err(TryRecvError::Empty) => {
                 let waiting = Instant::now();
                 let next = channel.recv();
@@ -261,19 +270,21 @@ fn execute(
                     .idle_ns
                     .store(idle.as_nanos() as u64, Ordering::Relaxed);
                 match next {
-                    Ok(tx) => tx,
+                    Ok(chunk) => chunk,
                     Err(_) => break,
                 }
             }
             Err(TryRecvError::Disconnected) => break,
         };
-        received += 1;
-        counters.received.store(received, Ordering::Relaxed);
-        done.clear();
-        if ledger.apply_into(tx, &mut done).is_err() {
-            dropped += 1;
-            counters.dropped.store(dropped, Ordering::Relaxed);
+        received += chunk.len() as u64;
+        for tx in chunk {
+            done.clear();
+            if ledger.apply_into(tx, &mut done).is_err() {
+                dropped += 1;
+            }
         }
+        counters.received.store(received, Ordering::Relaxed);
+        counters.dropped.store(dropped, Ordering::Relaxed);
         let stats = ledger.stats();
         counters.executed.store(stats.executed, Ordering::Relaxed);
         counters.failed.store(stats.failed, Ordering::Relaxed);
