@@ -4,6 +4,7 @@
 use crate::signature::Prepared;
 use crate::{PublicKey, Signature};
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -20,7 +21,8 @@ pub enum VerifierError {
 /// batches too small to pay off. Each chunk is checked as one batch; a batch that fails is split
 /// into parts that are batch-checked in turn, recursively, until the invalid items are located,
 /// so a few bad signatures cost a few extra batches rather than single checks for the whole
-/// chunk, and a flood of bad ones costs at most about twice the single checks.
+/// chunk. While recent calls saw invalid items, chunks start with smaller batches sized for the
+/// observed rate, down to single checks for a flood (where batching no longer pays).
 ///
 /// The answer for every item is exactly [`Signature::verify_bytes`]'s, whatever the chunking
 /// (see `signature::Prepared` for why the batch and single rules cannot disagree).
@@ -28,13 +30,15 @@ pub struct ParallelVerifier {
     pool: rayon::ThreadPool,
     threads: usize,
     min_chunk: usize,
+    /// Recent share of invalid items (f64 bits), to size the first batches of a chunk.
+    invalid_rate: AtomicU64,
 }
 
 impl ParallelVerifier {
-    /// Smallest chunk handed to one batch. The bench (`cargo bench -p crypto`) shows batch cost
-    /// per signature still falling steeply up to about 128 items and flattening after that, so
-    /// smaller chunks would waste most of the batch gain on small blocks, while larger minimums
-    /// would leave threads idle on blocks of a few hundred transactions.
+    /// Smallest chunk handed to one thread. Measured per-signature batch cost, relative to a
+    /// single check (see [`BATCH_COST`]): 0.62 at 8 items, 0.57 at 16, 0.52 at 128, 0.44 at 1024.
+    /// Below ~64 the batch gain shrinks quickly; above 128 each doubling gains only ~5%, while a
+    /// larger minimum would keep a block of a few hundred transactions on one thread.
     pub const DEFAULT_MIN_CHUNK: usize = 128;
 
     /// A verifier with `threads` threads (0 = one per available core).
@@ -57,6 +61,7 @@ impl ParallelVerifier {
             pool,
             threads,
             min_chunk: min_chunk.max(1),
+            invalid_rate: AtomicU64::new(0f64.to_bits()),
         })
     }
 
@@ -68,9 +73,15 @@ impl ParallelVerifier {
         self.min_chunk
     }
 
-    /// The number of items per batch for a slice of `len` items.
+    /// Items per chunk (one task on one thread) for a slice of `len` items.
     pub fn chunk_size(&self, len: usize) -> usize {
         len.div_ceil(self.threads).max(self.min_chunk)
+    }
+
+    /// A moving average of the share of decodable items found invalid by recent calls. It only
+    /// steers how chunks are batched, never the answers.
+    pub fn invalid_rate(&self) -> f64 {
+        f64::from_bits(self.invalid_rate.load(Ordering::Relaxed))
     }
 
     /// Whether each item's signature is valid, in the order of `items`. `view` picks out an
@@ -85,30 +96,102 @@ impl ParallelVerifier {
             return valid;
         }
         let chunk = self.chunk_size(items.len());
-        self.pool.install(|| {
+        let rate = self.invalid_rate();
+        let work = self.pool.install(|| {
             valid
                 .par_chunks_mut(chunk)
                 .zip(items.par_chunks(chunk))
-                .for_each(|(out, chunk)| {
-                    verify_chunk(chunk, &view, out);
-                });
+                .map(|(out, chunk)| verify_chunk(chunk, &view, out, rate))
+                .reduce(Work::default, |a, b| a + b)
         });
+        self.record(work.prepared, work.invalid);
         valid
+    }
+
+    /// Folds one call's invalid share into the moving average, weighted by its size (a call of
+    /// [`RATE_MEMORY`] items moves the average halfway). Concurrent calls may lose an update,
+    /// which only delays the adaptation.
+    fn record(&self, prepared: usize, invalid: usize) {
+        if prepared == 0 {
+            return;
+        }
+        let observed = invalid as f64 / prepared as f64;
+        let weight = prepared as f64 / (prepared + RATE_MEMORY) as f64;
+        let old = self.invalid_rate();
+        let new = old + weight * (observed - old);
+        self.invalid_rate.store(new.to_bits(), Ordering::Relaxed);
     }
 }
 
-/// Parts a failed batch is split into. Measured against halving in a cost model (batch cost per
-/// signature falling from ~0.85 of a single check at 2 items to ~0.3 at 1024): with one bad item
-/// the two cost the same, but halving degrades fast as bad items get denser (six times the cost of
-/// single checks when every item is bad), while a wide split finds many bad items in few rounds.
+/// Items over which the invalid rate is averaged.
+const RATE_MEMORY: usize = 1024;
+
+/// Per-signature cost of one batch check of `n` items relative to one single check, measured
+/// with `cargo bench -p crypto` (batch/N against single/verify_bytes) on the 2-core test machine;
+/// larger batches cost like the last entry.
+const BATCH_COST: [(usize, f64); 9] = [
+    (2, 0.87),
+    (4, 0.70),
+    (8, 0.62),
+    (16, 0.57),
+    (64, 0.55),
+    (128, 0.52),
+    (256, 0.49),
+    (512, 0.46),
+    (1024, 0.44),
+];
+
+/// The size of the first batches for a chunk of `len` decodable items, given the recent invalid
+/// rate. It minimises the expected cost per item, batch cost + P(the batch holds an invalid item)
+/// × about one single check per item to locate it (an overestimate for large batches, which
+/// errs towards smaller ones). No recent invalid items: one batch for the whole chunk. Around
+/// 10% invalid and above, batching no longer pays and 1 (check each item alone) comes out.
+fn first_batch_size(len: usize, invalid_rate: f64) -> usize {
+    let rate = if invalid_rate.is_nan() {
+        0.0
+    } else {
+        invalid_rate.clamp(0.0, 1.0)
+    };
+    let cost_at = |n: usize| {
+        BATCH_COST
+            .iter()
+            .rev()
+            .find(|(size, _)| *size <= n)
+            .map_or(1.0, |(_, cost)| *cost)
+    };
+    let candidates = BATCH_COST
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|&n| n < len)
+        .chain(std::iter::once(len));
+    let mut best = (1.0, 1);
+    for n in candidates.filter(|&n| n >= 2) {
+        let dirty = 1.0 - (1.0 - rate).powi(i32::try_from(n).unwrap_or(i32::MAX));
+        let cost = cost_at(n) + dirty;
+        // `<=`: on a tie the larger batch, so a clean history gives one batch per chunk.
+        if cost <= best.0 {
+            best = (cost, n);
+        }
+    }
+    best.1
+}
+
+/// Parts a failed batch is split into. Compared with halving in a simulation using
+/// [`BATCH_COST`], for a chunk of 2048 checked as one batch, in single checks per item: one bad
+/// item 0.98 (halving 1.12), 1% bad 1.65 (3.05), all bad 1.94 (7.3). A wide split finds many bad
+/// items in few rounds; halving pays a full pass per level once most parts hold a bad item.
 const FAN_OUT: usize = 16;
 
-/// How much checking a chunk took; lets the tests see that isolation stays cheap.
+/// How much checking a chunk took: lets the tests see that locating bad items stays cheap, and
+/// feeds the invalid rate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Work {
     batches: usize,
     batch_items: usize,
     singles: usize,
+    /// Items that decoded, and how many of them turned out invalid.
+    prepared: usize,
+    invalid: usize,
 }
 
 impl std::ops::Add for Work {
@@ -118,6 +201,8 @@ impl std::ops::Add for Work {
             batches: self.batches + other.batches,
             batch_items: self.batch_items + other.batch_items,
             singles: self.singles + other.singles,
+            prepared: self.prepared + other.prepared,
+            invalid: self.invalid + other.invalid,
         }
     }
 }
@@ -130,8 +215,9 @@ enum Outcome {
     Failed,
 }
 
-/// Writes the validity of each item of `items` into `out` (same length).
-fn verify_chunk<T, F>(items: &[T], view: &F, out: &mut [bool]) -> Work
+/// Writes the validity of each item of `items` into `out` (same length), checking them in
+/// first batches sized for the recent `invalid_rate`.
+fn verify_chunk<T, F>(items: &[T], view: &F, out: &mut [bool], invalid_rate: f64) -> Work
 where
     F: Fn(&T) -> (&[u8], &Signature, &PublicKey),
 {
@@ -147,10 +233,18 @@ where
         }
     }
     let mut valid = vec![false; prepared.len()];
-    let mut work = Work::default();
-    if check_range(&prepared, &mut valid, &mut work) == Outcome::Failed {
-        work = work + isolate(&prepared, &mut valid);
-    }
+    let first = first_batch_size(prepared.len(), invalid_rate);
+    let mut work = if first >= prepared.len() {
+        let mut work = Work::default();
+        if check_range(&prepared, &mut valid, &mut work) == Outcome::Failed {
+            work = work + locate(&prepared, &mut valid, prepared.len().div_ceil(FAN_OUT));
+        }
+        work
+    } else {
+        locate(&prepared, &mut valid, first)
+    };
+    work.prepared = prepared.len();
+    work.invalid = valid.iter().filter(|&&ok| !ok).count();
     for (&i, ok) in index.iter().zip(valid) {
         out[i] = ok;
     }
@@ -179,13 +273,13 @@ fn check_range(prepared: &[Prepared], valid: &mut [bool], work: &mut Work) -> Ou
     }
 }
 
-/// Locates the invalid items of a range whose batch failed: checks [`FAN_OUT`] parts, then
-/// locates the invalid items of each failed part the same way. If more than half of the parts
+/// Settles a range in parts of `part` items: checks every part, then locates the invalid items
+/// of each failed part the same way, in [`FAN_OUT`] smaller parts. If more than half of the parts
 /// failed, bad items are too dense for further batching to pay, so the failed parts' items get
 /// single checks. Every `false` is therefore decided by a single check. The parts are checked in
 /// parallel so that idle verifier threads help with a chunk that holds invalid items.
-fn isolate(prepared: &[Prepared], valid: &mut [bool]) -> Work {
-    let part = prepared.len().div_ceil(FAN_OUT);
+fn locate(prepared: &[Prepared], valid: &mut [bool], part: usize) -> Work {
+    let part = part.max(1);
     let first: Vec<(Outcome, Work)> = prepared
         .par_chunks(part)
         .zip(valid.par_chunks_mut(part))
@@ -212,7 +306,7 @@ fn isolate(prepared: &[Prepared], valid: &mut [bool]) -> Work {
                     ..Work::default()
                 }
             } else {
-                isolate(p, v)
+                locate(p, v, p.len().div_ceil(FAN_OUT))
             }
         })
         .reduce(Work::default, |a, b| a + b);
@@ -315,7 +409,7 @@ mod tests {
         let mut items = valid_items(1000);
         corrupt(&mut items[617]);
         let mut out = vec![false; items.len()];
-        let work = verify_chunk(&items, &view, &mut out);
+        let work = verify_chunk(&items, &view, &mut out, 0.0);
         let expected: Vec<bool> = (0..1000).map(|i| i != 617).collect();
         assert_eq!(out, expected);
         // The failed batch of 1000, its 16 parts of 63 (one fails), that part's 16 parts of 4
@@ -325,7 +419,9 @@ mod tests {
             Work {
                 batches: 1 + 16 + 16,
                 batch_items: 1000 + 1000 + 63,
-                singles: 4
+                singles: 4,
+                prepared: 1000,
+                invalid: 1,
             }
         );
         // The parallel path gives the same answer.
@@ -342,7 +438,7 @@ mod tests {
             corrupt(item);
         }
         let mut out = vec![false; items.len()];
-        let work = verify_chunk(&items, &view, &mut out);
+        let work = verify_chunk(&items, &view, &mut out, 0.0);
         assert_eq!(out, singles(&items));
         // Every part fails, so no further batching: two rounds of batches, then singles.
         assert_eq!(
@@ -350,7 +446,9 @@ mod tests {
             Work {
                 batches: 1 + 16,
                 batch_items: 2000,
-                singles: 1000
+                singles: 1000,
+                prepared: 1000,
+                invalid: 500,
             }
         );
     }
@@ -359,16 +457,75 @@ mod tests {
     fn all_valid_is_one_batch_per_chunk() {
         let items = valid_items(300);
         let mut out = vec![false; items.len()];
-        let work = verify_chunk(&items, &view, &mut out);
+        let work = verify_chunk(&items, &view, &mut out, 0.0);
         assert!(out.iter().all(|&ok| ok));
         assert_eq!(
             work,
             Work {
                 batches: 1,
                 batch_items: 300,
-                singles: 0
+                singles: 0,
+                prepared: 300,
+                invalid: 0,
             }
         );
+    }
+
+    #[test]
+    fn first_batches_shrink_as_invalid_items_get_common() {
+        assert_eq!(first_batch_size(2048, 0.0), 2048);
+        assert_eq!(first_batch_size(100, 0.0), 100);
+        assert_eq!(first_batch_size(1, 0.0), 1);
+        assert_eq!(first_batch_size(0, 0.0), 1);
+        assert_eq!(first_batch_size(2048, 0.1), 1);
+        assert_eq!(first_batch_size(2048, 1.0), 1);
+        assert_eq!(
+            first_batch_size(2048, f64::NAN),
+            first_batch_size(2048, 0.0)
+        );
+        let one_percent = first_batch_size(2048, 0.01);
+        assert!((4..=16).contains(&one_percent), "{one_percent}");
+        let mut previous = usize::MAX;
+        for rate in [0.0, 1e-5, 1e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.5] {
+            let size = first_batch_size(2048, rate);
+            assert!(size <= previous, "rate {rate}: {size} > {previous}");
+            previous = size;
+        }
+    }
+
+    #[test]
+    fn a_known_flood_is_checked_item_by_item() {
+        let mut items = valid_items(1000);
+        for item in items.iter_mut().step_by(5) {
+            corrupt(item);
+        }
+        let mut out = vec![false; items.len()];
+        let work = verify_chunk(&items, &view, &mut out, 0.2);
+        assert_eq!(out, singles(&items));
+        assert_eq!(work.batches, 0);
+        assert_eq!(work.singles, 1000);
+        assert_eq!(work.invalid, 200);
+    }
+
+    #[test]
+    fn invalid_rate_follows_recent_calls() {
+        let v = ParallelVerifier::with_min_chunk(2, 16).expect("pool");
+        assert_eq!(v.invalid_rate(), 0.0);
+        let mut polluted = valid_items(1024);
+        for item in polluted.iter_mut().step_by(2) {
+            corrupt(item);
+        }
+        let expected = singles(&polluted);
+        assert_eq!(v.verify(&polluted, view), expected);
+        let after_flood = v.invalid_rate();
+        assert!((0.2..=0.5).contains(&after_flood), "{after_flood}");
+        // The next flood is checked item by item, with the same answers.
+        assert_eq!(v.verify(&polluted, view), expected);
+        let clean = valid_items(1024);
+        for _ in 0..12 {
+            assert!(v.verify(&clean, view).iter().all(|&ok| ok));
+        }
+        assert!(v.invalid_rate() < 0.001, "{}", v.invalid_rate());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 fn node_bin() -> PathBuf {
@@ -25,11 +26,23 @@ fn client_bin() -> PathBuf {
     path
 }
 
+/// A port nobody listens on, below Linux's ephemeral range (32768 and up), so no outgoing
+/// connection of a concurrently running test can take it before the node binds it.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let _ = NEXT.compare_exchange(
+        0,
+        10_000 + (std::process::id() % 2_000) as u16 * 10,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    loop {
+        let port = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(port < 32_000, "ran out of test ports");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 fn temp_dir(tag: &str) -> PathBuf {

@@ -68,6 +68,11 @@ pub struct Core {
     safety: SafetyRules,
     last_committed_round: Round,
     last_committed: Digest,
+    /// Our vote of the current round, re-broadcast if the round times out (see
+    /// `local_timeout_round`).
+    last_vote: Option<Vote>,
+    /// An honest leader proposes once per round, however many certificates reach it.
+    last_proposed_round: Round,
     high_qc: QC,
     timer: Timer,
     network: ReliableSender,
@@ -129,6 +134,8 @@ impl Core {
             metrics,
             round: 1,
             safety: SafetyRules::default(),
+            last_vote: None,
+            last_proposed_round: 0,
             last_committed_round: 0,
             last_committed: Block::genesis().qc.hash,
             high_qc: QC::genesis(),
@@ -218,6 +225,19 @@ impl Core {
         warn!("timeout in round {}", self.round);
         self.metrics.timeouts.fetch_add(1, Ordering::Relaxed);
         self.safety.timed_out(self.round);
+        // Votes go to the next leader only. If that leader is down, the block we voted for
+        // would never be certified and its batches would wait for a later proposal of the same
+        // node, which with round-robin leaders lands before the dead leader again: that node
+        // would starve. Sending our vote to everyone lets the others certify the block anyway,
+        // so the TC that follows carries its QC. (A vote is a vote: this changes no safety
+        // argument, only who gets to count it.)
+        if let Some(vote) = self.last_vote.take().filter(|v| v.round == self.round) {
+            self.broadcast(&ConsensusMessage::Vote(vote.clone()))
+                .await?;
+            if self.committee.leader(self.round + 1) != self.name {
+                self.handle_vote(vote).await?;
+            }
+        }
         let timeout = Timeout::new(
             self.high_qc.clone(),
             self.round,
@@ -303,9 +323,11 @@ impl Core {
     }
 
     async fn propose(&mut self, tc: Option<TC>) -> Result<(), ConsensusError> {
-        if self.committee.leader(self.round) != self.name {
+        if self.committee.leader(self.round) != self.name || self.round <= self.last_proposed_round
+        {
             return Ok(());
         }
+        self.last_proposed_round = self.round;
         let payload = self
             .buffer
             .take(self.round, self.parameters.max_block_digests);
@@ -335,7 +357,9 @@ impl Core {
     }
 
     async fn handle_vote(&mut self, vote: Vote) -> Result<(), ConsensusError> {
-        if vote.round < self.round {
+        // Votes of the previous round still count: re-broadcast on a timeout, they may arrive
+        // after the TC of that round moved us on.
+        if vote.round + 1 < self.round {
             return Ok(());
         }
         vote.verify(&self.committee)?;
@@ -408,6 +432,7 @@ impl Core {
             return Ok(());
         }
         if let Some(vote) = self.make_vote(block).await {
+            self.last_vote = Some(vote.clone());
             let next_leader = self.committee.leader(self.round + 1);
             if next_leader == self.name {
                 self.handle_vote(vote).await?;

@@ -10,6 +10,7 @@ use consensus::{Committee, Consensus, ConsensusHandle, Parameters, Store};
 use crypto::{Digest, KeyPair};
 use futures::SinkExt;
 use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU16, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -17,11 +18,23 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
+/// A port nobody listens on, below Linux's ephemeral range (32768 and up), so no outgoing
+/// connection of a concurrently running test can take it between now and the node's bind.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let _ = NEXT.compare_exchange(
+        0,
+        10_000 + (std::process::id() % 2_000) as u16 * 10,
+        AtomicOrdering::Relaxed,
+        AtomicOrdering::Relaxed,
+    );
+    loop {
+        let port = NEXT.fetch_add(1, AtomicOrdering::Relaxed);
+        assert!(port < 32_000, "ran out of test ports");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 pub fn committee(keys: &[KeyPair]) -> Committee {
