@@ -5,7 +5,7 @@ use crate::metrics::{now_ms, SampleEvent, SampleLog};
 use crate::stage::StageMetrics;
 use crate::verifier::VerifiedBatch;
 use consensus::metered::MeteredReceiver;
-use executor::{Address, Completed, DropReason, Executor, Ledger};
+use executor::{Address, Completed, DropReason, Executor, Genesis, Ledger};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,26 +27,28 @@ pub struct ExecutorStage<E> {
 }
 
 impl<E: Executor + 'static> ExecutorStage<E> {
-    /// Builds the ledger on the stage's own thread (the Move VM stays on the thread that uses
-    /// it) and returns once it is ready, or with the error that stopped it.
+    /// Builds the executor and its ledger from `genesis` on the stage's own thread (the Move
+    /// VM stays on the thread that uses it) and returns once it is ready, or with the error that
+    /// stopped it.
     pub fn spawn<F>(
         rx: MeteredReceiver<VerifiedBatch>,
-        accounts: Vec<Address>,
-        make_ledger: F,
+        genesis: Genesis,
+        max_backlog_per_sender: usize,
+        make_executor: F,
         metrics: Arc<StageMetrics>,
         samples: Arc<SampleLog>,
     ) -> anyhow::Result<JoinHandle<()>>
     where
-        F: FnOnce() -> anyhow::Result<Ledger<E>> + Send + 'static,
+        F: FnOnce(&Genesis) -> anyhow::Result<E> + Send + 'static,
     {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let handle = std::thread::Builder::new()
             .name("executor".into())
             .spawn(move || {
-                let ledger = match make_ledger() {
-                    Ok(ledger) => {
+                let executor = match make_executor(&genesis) {
+                    Ok(executor) => {
                         let _ = ready_tx.send(Ok(()));
-                        ledger
+                        executor
                     }
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -55,8 +57,8 @@ impl<E: Executor + 'static> ExecutorStage<E> {
                 };
                 let stage = ExecutorStage {
                     rx,
-                    ledger,
-                    accounts,
+                    ledger: Ledger::from_genesis(executor, &genesis, max_backlog_per_sender),
+                    accounts: genesis.accounts.iter().map(|a| a.address()).collect(),
                     metrics,
                     samples,
                 };

@@ -8,10 +8,10 @@ use crate::verifier::VerifierStage;
 use crate::Mode;
 use anyhow::{Context, Result};
 use consensus::config::read_json;
-use consensus::metered::{MeteredReceiver, MeteredSender};
+use consensus::metered::MeteredReceiver;
 use consensus::{metered, CommittedBatch, Committee, Consensus, Parameters, Store};
 use crypto::{KeyPair, ParallelVerifier};
-use executor::{Genesis, Ledger, MoveExecutor, NativeExecutor};
+use executor::{Genesis, MoveExecutor, NativeExecutor};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -161,12 +161,13 @@ impl ExecutionPipeline {
         let verifier_metrics = Arc::new(StageMetrics::default());
         let executor_metrics = Arc::new(StageMetrics::default());
         self.spawn_executor(rx_verified, executor_metrics.clone(), samples)?;
-        spawn_verifier(
+        VerifierStage::spawn(
             rx_committed,
             tx_verified,
             verifier,
             verifier_metrics.clone(),
-        )?;
+        )
+        .context("starting the verifier stage")?;
         Ok(vec![
             Box::new(StageReporter {
                 name: "verifier",
@@ -189,47 +190,27 @@ impl ExecutionPipeline {
         metrics: Arc<StageMetrics>,
         samples: Arc<SampleLog>,
     ) -> Result<()> {
-        let genesis = self.genesis;
         let backlog = self.max_backlog_per_sender;
-        let accounts: Vec<_> = genesis.accounts.iter().map(|a| a.address()).collect();
         match self.mode {
-            Mode::Hotmove => {
-                ExecutorStage::spawn(
-                    rx,
-                    accounts,
-                    move || {
-                        let executor = MoveExecutor::from_genesis(&genesis)
-                            .context("starting the Move executor")?;
-                        Ok(Ledger::from_genesis(executor, &genesis, backlog))
-                    },
-                    metrics,
-                    samples,
-                )?;
-            }
-            _ => {
-                ExecutorStage::spawn(
-                    rx,
-                    accounts,
-                    move || {
-                        let executor = NativeExecutor::from_genesis(&genesis)
-                            .context("starting the native executor")?;
-                        Ok(Ledger::from_genesis(executor, &genesis, backlog))
-                    },
-                    metrics,
-                    samples,
-                )?;
-            }
-        }
+            Mode::Hotmove => ExecutorStage::spawn(
+                rx,
+                self.genesis,
+                backlog,
+                |genesis| MoveExecutor::from_genesis(genesis).context("starting the Move executor"),
+                metrics,
+                samples,
+            )?,
+            _ => ExecutorStage::spawn(
+                rx,
+                self.genesis,
+                backlog,
+                |genesis| {
+                    NativeExecutor::from_genesis(genesis).context("starting the native executor")
+                },
+                metrics,
+                samples,
+            )?,
+        };
         Ok(())
     }
-}
-
-fn spawn_verifier(
-    rx: MeteredReceiver<CommittedBatch>,
-    tx: MeteredSender<crate::verifier::VerifiedBatch>,
-    verifier: ParallelVerifier,
-    metrics: Arc<StageMetrics>,
-) -> Result<()> {
-    VerifierStage::spawn(rx, tx, verifier, metrics).context("starting the verifier stage")?;
-    Ok(())
 }

@@ -135,13 +135,11 @@ fn write_committee(dir: &Path, n: usize) -> Committee {
     }
 }
 
-#[test]
-fn hotstuff_mode_with_real_processes() {
-    let dir = temp_dir("hotstuff-e2e");
-    let committee = write_committee(&dir, 4);
+/// Starts one `node run` per key of the committee; stdout (METRICS) goes to node-i.log.
+fn spawn_nodes(committee: &Committee, mode: &str, extra: &[&str]) -> Processes {
     let mut nodes = Processes(Vec::new());
     for (i, key) in committee.keys.iter().enumerate() {
-        let log = std::fs::File::create(dir.join(format!("node-{i}.log"))).expect("log");
+        let log = std::fs::File::create(committee.dir.join(format!("node-{i}.log"))).expect("log");
         let child = Command::new(node_bin())
             .arg("run")
             .arg("--keys")
@@ -150,28 +148,45 @@ fn hotstuff_mode_with_real_processes() {
             .arg(committee.dir.join("committee.json"))
             .arg("--parameters")
             .arg(committee.dir.join("parameters.json"))
-            .args(["--mode", "hotstuff"])
+            .args(["--mode", mode])
+            .args(extra)
             .stdout(log)
             .stderr(Stdio::null())
             .spawn()
             .expect("node starts");
         nodes.0.push(child);
     }
+    nodes
+}
+
+/// Starts one client per node for 4 seconds; stdout goes to client-i.log.
+fn spawn_clients(committee: &Committee, mode: &str, extra: &[&str]) -> Processes {
     let mut clients = Processes(Vec::new());
+    let n = committee.tx_addresses.len().to_string();
     for (i, target) in committee.tx_addresses.iter().enumerate() {
-        let log = std::fs::File::create(dir.join(format!("client-{i}.log"))).expect("log");
+        let log =
+            std::fs::File::create(committee.dir.join(format!("client-{i}.log"))).expect("log");
         let child = Command::new(client_bin())
-            .args(["--mode", "hotstuff", "--target", target])
+            .args(["--mode", mode, "--target", target, "--duration", "4"])
             .arg("--nodes")
             .arg(committee.tx_addresses.join(","))
-            .args(["--rate", "2000", "--duration", "4", "--size", "200"])
-            .args(["--client-index", &i.to_string(), "--clients", "4"])
+            .args(["--client-index", &i.to_string(), "--clients", &n])
+            .args(extra)
             .stdout(log)
             .stderr(Stdio::null())
             .spawn()
             .expect("client starts");
         clients.0.push(child);
     }
+    clients
+}
+
+#[test]
+fn hotstuff_mode_with_real_processes() {
+    let dir = temp_dir("hotstuff-e2e");
+    let committee = write_committee(&dir, 4);
+    let mut nodes = spawn_nodes(&committee, "hotstuff", &[]);
+    let mut clients = spawn_clients(&committee, "hotstuff", &["--rate", "2000", "--size", "200"]);
     wait_for_clients(&mut clients);
     // Let the last batches commit, then stop the nodes as the harness does.
     std::thread::sleep(Duration::from_millis(1500));
@@ -259,43 +274,24 @@ fn crypto_mode_run(mode: &str) {
         .expect("node genesis");
     assert!(status.success());
 
-    let mut nodes = Processes(Vec::new());
-    for (i, key) in committee.keys.iter().enumerate() {
-        let log = std::fs::File::create(dir.join(format!("node-{i}.log"))).expect("log");
-        let child = Command::new(node_bin())
-            .arg("run")
-            .arg("--keys")
-            .arg(key)
-            .arg("--committee")
-            .arg(committee.dir.join("committee.json"))
-            .arg("--parameters")
-            .arg(committee.dir.join("parameters.json"))
-            .arg("--genesis")
-            .arg(&genesis)
-            .args(["--mode", mode, "--verifier-threads", "1"])
-            .stdout(log)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("node starts");
-        nodes.0.push(child);
-    }
-    let mut clients = Processes(Vec::new());
-    for (i, target) in committee.tx_addresses.iter().enumerate() {
-        let log = std::fs::File::create(dir.join(format!("client-{i}.log"))).expect("log");
-        let child = Command::new(client_bin())
-            .args(["--mode", mode, "--target", target])
-            .arg("--nodes")
-            .arg(committee.tx_addresses.join(","))
-            .args(["--rate", "500", "--duration", "4", "--invalid-share", "0.1"])
-            .args(["--client-index", &i.to_string(), "--clients", "4"])
-            .arg("--genesis")
-            .arg(&genesis)
-            .stdout(log)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("client starts");
-        clients.0.push(child);
-    }
+    let genesis = genesis.to_string_lossy().into_owned();
+    let mut nodes = spawn_nodes(
+        &committee,
+        mode,
+        &["--genesis", &genesis, "--verifier-threads", "1"],
+    );
+    let mut clients = spawn_clients(
+        &committee,
+        mode,
+        &[
+            "--rate",
+            "500",
+            "--invalid-share",
+            "0.1",
+            "--genesis",
+            &genesis,
+        ],
+    );
     wait_for_clients(&mut clients);
 
     let (mut sent, mut invalid_sent) = (0, 0);
