@@ -7,23 +7,37 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 fn node_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_node"))
 }
 
-/// The client binary sits beside the node binary when the workspace is built; build it if not.
+/// The client binary, built beside the node binary. `cargo test` builds only the binaries of
+/// the package under test, so the client is built here (once per test process), with the same
+/// profile as the node binary.
 fn client_bin() -> PathBuf {
-    let path = node_bin().with_file_name("client");
-    if !path.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--bin", "client"])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the client failed");
-    }
-    path
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let node = node_bin();
+            let path = node.with_file_name("client");
+            let release = node
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|profile| profile == "release");
+            let mut cargo = Command::new(env!("CARGO"));
+            cargo.args(["build", "-p", "client", "--bin", "client"]);
+            if release {
+                cargo.arg("--release");
+            }
+            let status = cargo.status().expect("cargo runs");
+            assert!(status.success(), "building the client failed");
+            assert!(path.exists(), "no client binary at {}", path.display());
+            path
+        })
+        .clone()
 }
 
 /// A port nobody listens on, below Linux's ephemeral range (32768 and up), so no outgoing
