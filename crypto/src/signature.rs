@@ -135,13 +135,16 @@ impl Prepared {
         signature: &Signature,
         key: &PublicKey,
     ) -> Result<Self, CryptoError> {
-        // The same decompression as `decode_point`, through the key type's own decoder.
-        let a = key
-            .verifying_key()
-            .ok()
-            .filter(|vk| is_canonical_y(&key.0) && !vk.is_weak())
-            .map(|vk| vk.to_edwards())
-            .ok_or(CryptoError::InvalidPublicKey)?;
+        Self::with_key(message, signature, key, decode_key(key)?)
+    }
+
+    /// As [`Self::new`] with the key already decoded by [`decode_key`] (or a cache of it).
+    pub(crate) fn with_key(
+        message: &[u8],
+        signature: &Signature,
+        key: &PublicKey,
+        a: EdwardsPoint,
+    ) -> Result<Self, CryptoError> {
         let r = decode_point(&signature.part1).ok_or(CryptoError::InvalidSignature)?;
         let s = Option::<Scalar>::from(Scalar::from_canonical_bytes(signature.part2))
             .ok_or(CryptoError::InvalidSignature)?;
@@ -193,6 +196,53 @@ impl Prepared {
     }
 }
 
+/// Decodes a public key for verification, with the same rules as `decode_point` (through the
+/// key type's own decoder). Depends on the key bytes alone, so its result can be cached.
+pub(crate) fn decode_key(key: &PublicKey) -> Result<EdwardsPoint, CryptoError> {
+    key.verifying_key()
+        .ok()
+        .filter(|vk| is_canonical_y(&key.0) && !vk.is_weak())
+        .map(|vk| vk.to_edwards())
+        .ok_or(CryptoError::InvalidPublicKey)
+}
+
+/// Decoded public keys of recent signers. Decompressing a key costs about a quarter of a batched
+/// verification, and a block's signers repeat (accounts send many transactions), so the
+/// verifier decodes each key once. Only valid keys are kept; the map is cleared when it reaches
+/// `limit` entries, which bounds memory without bookkeeping on the hot path.
+pub(crate) struct KeyCache {
+    keys: std::sync::RwLock<std::collections::HashMap<PublicKey, EdwardsPoint>>,
+    limit: usize,
+}
+
+impl KeyCache {
+    pub(crate) fn new(limit: usize) -> Self {
+        KeyCache {
+            keys: std::sync::RwLock::new(std::collections::HashMap::new()),
+            limit,
+        }
+    }
+
+    pub(crate) fn decode(&self, key: &PublicKey) -> Result<EdwardsPoint, CryptoError> {
+        if let Some(point) = self
+            .keys
+            .read()
+            .ok()
+            .and_then(|keys| keys.get(key).copied())
+        {
+            return Ok(point);
+        }
+        let point = decode_key(key)?;
+        if let Ok(mut keys) = self.keys.write() {
+            if keys.len() >= self.limit {
+                keys.clear();
+            }
+            keys.insert(*key, point);
+        }
+        Ok(point)
+    }
+}
+
 /// Decodes a point for verification: `None` unless `bytes` is the canonical encoding of a point
 /// that is not of small order. Decompression alone accepts y >= p and a sign bit on x = 0;
 /// the first case is rejected here by a byte comparison, the second only occurs on the
@@ -214,6 +264,24 @@ fn is_canonical_y(bytes: &[u8; 32]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_cache_decodes_like_decode_key_and_stays_bounded() {
+        let cache = KeyCache::new(3);
+        let keys: Vec<PublicKey> = (0..5).map(|i| crate::KeyPair::from_seed(i).name).collect();
+        for key in keys.iter().chain(keys.iter()) {
+            assert_eq!(cache.decode(key), decode_key(key));
+        }
+        assert!(cache.keys.read().expect("lock").len() <= 3);
+        // Invalid keys are rejected every time and never cached.
+        let identity = {
+            let mut bytes = [0u8; 32];
+            bytes[0] = 1;
+            PublicKey(bytes)
+        };
+        assert_eq!(cache.decode(&identity), Err(CryptoError::InvalidPublicKey));
+        assert!(!cache.keys.read().expect("lock").contains_key(&identity));
+    }
     use crate::KeyPair;
 
     #[test]
