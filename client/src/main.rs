@@ -100,8 +100,11 @@ fn run() -> Result<()> {
     match cli.mode {
         Mode::Hotstuff => {
             let target = cli.target.context("--target is required")?;
-            if cli.size < opaque::MIN_SIZE {
-                bail!("--size must be at least {} bytes", opaque::MIN_SIZE);
+            if cli.size < executor::OPAQUE_MIN_SIZE {
+                bail!(
+                    "--size must be at least {} bytes",
+                    executor::OPAQUE_MIN_SIZE
+                );
             }
             let source = opaque::OpaqueSource::new(cli.size, cli.client_index);
             runtime.block_on(load::run(&cli, target, source))

@@ -1,13 +1,8 @@
-//! Transactions of the `hotstuff` mode: opaque bytes of a chosen size. A sample starts with 0
-//! followed by its big-endian u64 id; every other transaction starts with 1 followed by a
-//! counter, so no two transactions are equal.
+//! The load of the `hotstuff` mode: opaque transactions (format in `executor::opaque`) with ids
+//! unique across clients.
 
 use crate::load::{NextTx, TxSource};
-use bytes::{BufMut, Bytes, BytesMut};
-
-pub const MIN_SIZE: usize = 9;
-const SAMPLE: u8 = 0;
-const STANDARD: u8 = 1;
+use executor::opaque_transaction;
 
 pub struct OpaqueSource {
     size: usize,
@@ -30,12 +25,8 @@ impl TxSource for OpaqueSource {
     fn next(&mut self, sample: bool) -> Option<NextTx> {
         self.counter += 1;
         let id = self.id_base | self.counter;
-        let mut tx = BytesMut::with_capacity(self.size);
-        tx.put_u8(if sample { SAMPLE } else { STANDARD });
-        tx.put_u64(id);
-        tx.resize(self.size, 0);
         Some(NextTx {
-            bytes: Bytes::from(tx),
+            bytes: opaque_transaction(self.size, id, sample),
             sample_id: sample.then(|| id.to_string()),
             invalid: false,
         })
@@ -45,18 +36,18 @@ impl TxSource for OpaqueSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use executor::opaque_sample_id;
 
     #[test]
-    fn samples_carry_their_id() {
+    fn samples_carry_their_client_unique_id() {
         let mut source = OpaqueSource::new(200, 3);
         let sample = source.next(true).expect("endless");
         assert_eq!(sample.bytes.len(), 200);
-        assert_eq!(sample.bytes[0], SAMPLE);
-        let id = u64::from_be_bytes(sample.bytes[1..9].try_into().expect("8 bytes"));
+        let id = opaque_sample_id(&sample.bytes).expect("a sample");
         assert_eq!(sample.sample_id, Some(id.to_string()));
         assert_eq!(id >> 40, 3);
         let standard = source.next(false).expect("endless");
-        assert_eq!(standard.bytes[0], STANDARD);
+        assert_eq!(opaque_sample_id(&standard.bytes), None);
         assert_eq!(standard.sample_id, None);
         assert_ne!(standard.bytes, sample.bytes);
     }

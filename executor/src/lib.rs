@@ -14,6 +14,7 @@ mod move_storage;
 mod move_vm;
 mod movevm;
 mod native;
+mod opaque;
 mod transaction;
 
 pub use executor::{digest_balances, Executor, FailReason, Outcome};
@@ -24,6 +25,7 @@ pub use move_storage::InMemoryStorage;
 pub use move_vm::{MoveError, MoveExecutor};
 pub use movevm::{run_standalone, run_standalone_until, StandaloneError, StandaloneReport};
 pub use native::{NativeError, NativeExecutor};
+pub use opaque::{opaque_sample_id, opaque_transaction, OPAQUE_MIN_SIZE};
 pub use transaction::{
     Address, Payload, Transaction, TxError, ADDRESS_LEN, MAX_TRANSACTION_SIZE, SIGNING_DOMAIN,
 };

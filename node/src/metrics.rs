@@ -7,13 +7,8 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub use consensus::mempool::batch::now_ms;
 
 /// A sample transaction reaching a milestone (committed, executed) on this node.
 #[derive(Serialize, Clone, Debug, PartialEq, Eq)]
