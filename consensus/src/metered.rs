@@ -107,20 +107,29 @@ impl<T> MeteredSender<T> {
         (self.inner.max_capacity() - self.inner.capacity()) as u64
     }
 
-    /// Sends, waiting while the channel is full; the wait is what `blocked_ms` adds up.
-    pub async fn send(&self, item: T) -> Result<(), SendError<T>> {
+    /// The non-blocking part shared by both send paths: records the queue length and tries to
+    /// send. `Ok(None)`: sent. `Ok(Some(item))`: the channel was full (counted); the caller
+    /// waits with its own kind of blocking and reports the wait to `finish_blocked`.
+    fn try_fast(&self, item: T) -> Result<Option<T>, SendError<T>> {
         self.metrics.record_len(self.len());
-        let item = match self.inner.try_send(item) {
+        match self.inner.try_send(item) {
             Ok(()) => {
                 self.metrics.sent.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
+                Ok(None)
             }
-            Err(mpsc::error::TrySendError::Closed(item)) => return Err(SendError(item)),
-            Err(mpsc::error::TrySendError::Full(item)) => item,
-        };
-        self.metrics.full.fetch_add(1, Ordering::Relaxed);
-        let start = Instant::now();
-        let result = self.inner.send(item).await;
+            Err(mpsc::error::TrySendError::Closed(item)) => Err(SendError(item)),
+            Err(mpsc::error::TrySendError::Full(item)) => {
+                self.metrics.full.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(item))
+            }
+        }
+    }
+
+    fn finish_blocked(
+        &self,
+        start: Instant,
+        result: Result<(), SendError<T>>,
+    ) -> Result<(), SendError<T>> {
         self.metrics
             .blocked_ns
             .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -130,27 +139,24 @@ impl<T> MeteredSender<T> {
         result
     }
 
+    /// Sends, waiting while the channel is full; the wait is what `blocked_ms` adds up.
+    pub async fn send(&self, item: T) -> Result<(), SendError<T>> {
+        let Some(item) = self.try_fast(item)? else {
+            return Ok(());
+        };
+        let start = Instant::now();
+        let result = self.inner.send(item).await;
+        self.finish_blocked(start, result)
+    }
+
     /// The same, for stages that run on their own OS thread rather than in the runtime.
     pub fn blocking_send(&self, item: T) -> Result<(), SendError<T>> {
-        self.metrics.record_len(self.len());
-        let item = match self.inner.try_send(item) {
-            Ok(()) => {
-                self.metrics.sent.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
-            }
-            Err(mpsc::error::TrySendError::Closed(item)) => return Err(SendError(item)),
-            Err(mpsc::error::TrySendError::Full(item)) => item,
+        let Some(item) = self.try_fast(item)? else {
+            return Ok(());
         };
-        self.metrics.full.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
         let result = self.inner.blocking_send(item);
-        self.metrics
-            .blocked_ns
-            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        if result.is_ok() {
-            self.metrics.sent.fetch_add(1, Ordering::Relaxed);
-        }
-        result
+        self.finish_blocked(start, result)
     }
 
     pub fn metrics(&self) -> &Arc<ChannelMetrics> {

@@ -91,10 +91,11 @@ impl<E: Executor + 'static> ExecutorStage<E> {
                     });
                 }
             }
-            self.publish_counters();
             if self.rx.is_empty() || last_digest.elapsed() >= DIGEST_INTERVAL {
                 self.publish_state();
                 last_digest = Instant::now();
+            } else {
+                self.publish_counters();
             }
             self.metrics.record_batch(items, start.elapsed());
         }

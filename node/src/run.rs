@@ -98,12 +98,12 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         name: "consensus->verifier",
         metrics: output_metrics,
     })];
-    match (mode, genesis) {
-        (Mode::Hotstuff, _) => {
+    // `NodeConfig::load` keeps a genesis exactly for the modes that verify and execute.
+    match genesis {
+        None => {
             tokio::spawn(run_commit_sink(rx_output, samples.clone()));
         }
-        (_, None) => anyhow::bail!("--mode {} needs --genesis", mode.as_str()),
-        (_, Some(genesis)) => {
+        Some(genesis) => {
             let stages = ExecutionPipeline {
                 mode,
                 genesis,

@@ -5,7 +5,7 @@
 //! every other authority. When the parent is stored (it goes through the core like any proposal),
 //! the parked block is looped back into the core.
 
-use super::messages::{Block, ConsensusMessage};
+use super::messages::{Block, ConsensusMessage, QC};
 use super::wire;
 use crate::config::{Committee, Round};
 use crate::network::SimpleSender;
@@ -90,14 +90,12 @@ impl Synchronizer {
 
     /// Reads a stored block (for the commit walk).
     pub fn stored_block(&self, digest: &Digest) -> Result<Option<Block>, SyncError> {
-        if *digest == QC_GENESIS_HASH {
+        if *digest == QC::genesis().hash {
             return Ok(Some(Block::genesis()));
         }
         self.read(digest)
     }
 }
-
-const QC_GENESIS_HASH: Digest = Digest([0; 32]);
 
 struct Pending {
     round: Round,
