@@ -8,6 +8,10 @@ use executor::{
     Address, Executor, Genesis, Ledger, MoveExecutor, NativeExecutor, Payload, Transaction,
 };
 
+/// The allocator the node and client binaries use, so these figures are the stage's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const BALANCE: u64 = 1_000_000_000_000;
 
 /// Two accounts sending 1 back and forth: the sender alternates, each with its own nonce.

@@ -5,13 +5,13 @@
 //! until the gap closes; a nonce below it is a replay and is dropped. A failed transaction (say,
 //! insufficient balance) still consumes its nonce, so the sender's later transactions can run.
 
-use crate::address_hash::AddressMap;
 use crate::executor::{Executor, Outcome};
 use crate::genesis::Genesis;
 #[cfg(test)]
 use crate::transaction::SAMPLE_PERIOD;
 use crate::transaction::{is_sample_nonce, sample_id, Address, Transaction};
 use crypto::{Digest, PublicKey};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -130,7 +130,7 @@ struct SenderState {
 
 pub struct Ledger<E> {
     executor: E,
-    senders: AddressMap<Address, SenderState>,
+    senders: FxHashMap<Address, SenderState>,
     max_backlog_per_sender: usize,
     stats: LedgerStats,
 }

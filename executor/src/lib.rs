@@ -4,7 +4,6 @@
 //! Every mode that executes (`hotcrypto`, `hotmove`, `movevm`) goes through [`Ledger`], so the
 //! standalone `movevm` run measures the same code path as a node's executor stage.
 
-mod address_hash;
 mod codec;
 mod executor;
 mod genesis;

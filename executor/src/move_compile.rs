@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use thiserror::Error;
 
-const SIGNER_SOURCE: &str = include_str!("../move/Signer.move");
 const COIN_SOURCE: &str = include_str!("../move/Coin.move");
 const TRANSFER_SOURCE: &str = include_str!("../move/transfer.move");
 
@@ -31,11 +30,10 @@ pub enum MoveCompileError {
     UnexpectedUnits(String),
 }
 
-/// The bytecode of the coin: modules in publication order (dependencies first) and the
-/// transfer script every Move transaction carries.
+/// The bytecode of the coin: its module and the transfer script every Move transaction carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompiledMove {
-    pub modules: Vec<Vec<u8>>,
+    pub coin_module: Vec<u8>,
     pub transfer_script: Vec<u8>,
 }
 
@@ -85,7 +83,6 @@ fn io_error(path: &std::path::Path, error: std::io::Error) -> MoveCompileError {
 fn compile() -> Result<CompiledMove, MoveCompileError> {
     let dir = StagingDir::create()?;
     let targets = vec![
-        dir.write("Signer.move", SIGNER_SOURCE)?,
         dir.write("Coin.move", COIN_SOURCE)?,
         dir.write("transfer.move", TRANSFER_SOURCE)?,
     ];
@@ -115,14 +112,9 @@ fn compile() -> Result<CompiledMove, MoveCompileError> {
             CompiledUnitEnum::Script(_) => scripts.push(bytes),
         }
     }
-    let mut ordered = Vec::new();
-    // Publication order: Coin uses Signer.
-    for name in ["Signer", "Coin"] {
-        let bytes = modules.remove(name).ok_or_else(|| {
-            MoveCompileError::UnexpectedUnits(format!("module {name} is missing"))
-        })?;
-        ordered.push(bytes);
-    }
+    let coin = modules
+        .remove("Coin")
+        .ok_or_else(|| MoveCompileError::UnexpectedUnits("module Coin is missing".into()))?;
     if !modules.is_empty() || scripts.len() != 1 {
         return Err(MoveCompileError::UnexpectedUnits(format!(
             "extra modules {:?}, {} scripts",
@@ -131,7 +123,7 @@ fn compile() -> Result<CompiledMove, MoveCompileError> {
         )));
     }
     Ok(CompiledMove {
-        modules: ordered,
+        coin_module: coin,
         transfer_script: scripts.remove(0),
     })
 }
@@ -141,9 +133,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sources_compile_to_two_modules_and_a_script() {
+    fn sources_compile_to_one_module_and_a_script() {
         let compiled = CompiledMove::get().expect("compile");
-        assert_eq!(compiled.modules.len(), 2);
+        assert!(!compiled.coin_module.is_empty());
         assert!(!compiled.transfer_script.is_empty());
         // Compiling again gives the same bytes: clients and nodes must agree on the script.
         assert_eq!(&compile().expect("compile again"), compiled);

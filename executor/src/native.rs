@@ -1,11 +1,11 @@
 //! The native executor: balances in a hash map, a transfer is a debit and a credit. It mirrors
 //! the checks of `move/Coin.move` in the same order so both executors agree on every outcome.
 
-use crate::address_hash::AddressMap;
 use crate::executor::{digest_balances, Executor, FailReason, Outcome};
 use crate::genesis::Genesis;
 use crate::transaction::{Address, Payload, Transaction};
 use crypto::Digest;
+use rustc_hash::FxHashMap;
 use thiserror::Error;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -16,12 +16,12 @@ pub enum NativeError {
 
 #[derive(Clone, Debug, Default)]
 pub struct NativeExecutor {
-    balances: AddressMap<Address, u64>,
+    balances: FxHashMap<Address, u64>,
 }
 
 impl NativeExecutor {
     pub fn new(accounts: impl IntoIterator<Item = (Address, u64)>) -> Result<Self, NativeError> {
-        let mut balances = AddressMap::default();
+        let mut balances = FxHashMap::default();
         for (address, balance) in accounts {
             if balances.insert(address, balance).is_some() {
                 return Err(NativeError::DuplicateAccount(address));
@@ -46,12 +46,12 @@ impl NativeExecutor {
         let Some(&from_balance) = self.balances.get(&from) else {
             return Outcome::Failed(FailReason::UnknownSender);
         };
-        let Some(&to_balance) = self.balances.get(&to) else {
-            return Outcome::Failed(FailReason::UnknownDestination);
-        };
         if from_balance < amount {
             return Outcome::Failed(FailReason::InsufficientBalance);
         }
+        let Some(&to_balance) = self.balances.get(&to) else {
+            return Outcome::Failed(FailReason::UnknownDestination);
+        };
         // Debit first, then credit what is there after the debit, as Move does: a transfer to
         // oneself then leaves the balance unchanged.
         let to_balance = if from == to {
@@ -129,6 +129,11 @@ mod tests {
         assert_eq!(
             ex.execute(&tx(&a, nobody, 1)),
             Outcome::Failed(FailReason::UnknownDestination)
+        );
+        // The balance is checked before the destination, as `Coin::transfer` does.
+        assert_eq!(
+            ex.execute(&tx(&a, nobody, 8)),
+            Outcome::Failed(FailReason::InsufficientBalance)
         );
         assert_eq!(
             ex.execute(&tx(&KeyPair::from_seed(3), aa, 1)),
