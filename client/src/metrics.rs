@@ -41,8 +41,16 @@ impl ClientMetrics {
             "invalid_sent": self.invalid_sent,
             "samples": std::mem::take(&mut self.samples),
         });
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "METRICS {line}");
-        let _ = out.flush();
+        print_metrics_line(&line);
     }
+}
+
+/// Prints `METRICS {record}` and its newline in one `write`: fab sends stderr (the logs) to the
+/// same file, and a log line written in the middle made the METRICS line unreadable. (Formatted
+/// straight to stdout, a long line went out in 1 KiB pieces.)
+pub fn print_metrics_line(record: &impl std::fmt::Display) {
+    let line = format!("METRICS {record}\n");
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(line.as_bytes());
+    let _ = out.flush();
 }

@@ -2,12 +2,11 @@
 //! executor thread (the same ledger and Move executor a node runs) through a bounded channel;
 //! the METRICS lines describe both stages and the channel so the harness reads them like a node's.
 
-use crate::metrics::now_ms;
+use crate::metrics::{now_ms, print_metrics_line};
 use crate::Cli;
 use anyhow::{Context, Result};
 use executor::{run_standalone_until, StandaloneReport};
 use serde_json::{json, Value};
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,11 +66,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         duration,
         cli.channel_capacity,
         &stop,
-        |report| {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "METRICS {}", line(&report));
-            let _ = out.flush();
-        },
+        |report| print_metrics_line(&line(&report)),
     )
     .context("the standalone Move VM run failed")?;
     Ok(())

@@ -86,7 +86,18 @@ enum Command {
     },
 }
 
+/// The exit code of a node that panicked.
+const PANIC_EXIT: i32 = 101;
+
 fn main() {
+    // A panic is a bug, and it must end the node: a panicked stage thread would otherwise leave
+    // a node that still runs consensus but no longer verifies or executes, and whose METRICS
+    // would quietly report a stalled stage as if it were a measurement.
+    let report_panic = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report_panic(info);
+        std::process::exit(PANIC_EXIT);
+    }));
     if let Err(e) = run_cli() {
         // One clear line, then a non-zero exit.
         eprintln!("error: {e:#}");

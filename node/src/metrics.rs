@@ -92,11 +92,14 @@ impl NodeMetrics {
         format!("METRICS {}", Value::Object(line))
     }
 
-    /// Prints one line to stdout and flushes, so a line is never split across a kill.
+    /// Prints one line to stdout, newline included, in one `write`: fab sends stderr (the
+    /// logs) to the same file, and a log line written between the JSON and its newline made the
+    /// METRICS line unreadable.
     pub fn emit(&self, final_line: bool) {
-        let line = self.line(final_line);
+        let mut line = self.line(final_line);
+        line.push('\n');
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
+        let _ = out.write_all(line.as_bytes());
         let _ = out.flush();
     }
 }
