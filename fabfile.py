@@ -1,6 +1,7 @@
 """Fabric tasks of the HotMove benchmark harness. The tasks are thin: the logic is in `benchmark/`.
 
 fab local --mode=hotcrypto --nodes=4 --rate=50000 --duration=20 --runs=3
+fab local --mode=hotmove --rate=16000,20000,24000 --runs=3     # a sweep: medians, capacity
 fab create --nodes=2            # 2 instances per region of settings.json
 fab install                     # toolchain, repository, release build on every host
 fab remote --mode=hotmove --nodes=4,10 --rates=20000,50000 --runs=3
@@ -13,6 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -27,6 +29,7 @@ from benchmark.local import build as cargo_build
 from benchmark.processes import Interrupted
 from benchmark.remote import RemoteBench, select_hosts
 from benchmark.settings import Settings
+from benchmark.sweep import render_sweep
 
 if TYPE_CHECKING:
     from benchmark.aws import InstanceManager
@@ -100,7 +103,7 @@ def _int_list(text: str, name: str) -> list[int]:
     help={
         **BENCH_HELP,
         "nodes": "committee size",
-        "rate": "total input rate over all clients (tx/s)",
+        "rate": "total input rate over all clients (tx/s); a comma-separated list sweeps them",
         "base_port": "first port of node 0",
         "build": "run `cargo build --release` first",
         "logs": "directory of the runs' log directories",
@@ -113,7 +116,7 @@ def local(
     mode: str = "hotcrypto",
     nodes: int = 4,
     faults: int = 0,
-    rate: int = 20_000,
+    rate: str = "20000",
     tx_size: int = 197,
     duration: int = 10,
     batch_size: int = 500_000,
@@ -128,13 +131,14 @@ def local(
     binaries: str = "",
 ) -> None:
     """Run a benchmark on this machine: nodes and clients as local processes."""
+    rate_values = _int_list(rate, "rate")
 
     def action() -> None:
         bench = _bench(
             mode=mode,
             nodes=nodes,
             faults=faults,
-            rate=rate,
+            rate=rate_values[0],
             tx_size=tx_size,
             duration=duration,
             batch_size=batch_size,
@@ -143,15 +147,21 @@ def local(
             runs=runs,
             invalid_share=invalid_share,
         )
-        LocalBench(
-            bench,
-            repo_root=ROOT,
-            base_port=base_port,
-            build=build,
-            logs_dir=ROOT / logs,
-            results_dir=ROOT / results,
-            binaries=ROOT / binaries if binaries else None,
-        ).run()
+        if bench.mode == "movevm" and len(rate_values) > 1:
+            raise ConfigError("movevm has no input rate to sweep: its generator runs flat out")
+        summaries = []
+        for index, value in enumerate(rate_values):
+            summaries += LocalBench(
+                replace(bench, rate=value),
+                repo_root=ROOT,
+                base_port=base_port,
+                build=build and index == 0,
+                logs_dir=ROOT / logs,
+                results_dir=ROOT / results,
+                binaries=ROOT / binaries if binaries else None,
+            ).run()
+        if len(rate_values) > 1:
+            print(render_sweep(summaries))
 
     _guard(action)
 
@@ -280,7 +290,9 @@ def remote(
         if build:
             cargo_build(ROOT, sys.stdout)
         with _remote_bench(settings) as bench:
-            bench.run(base, node_counts, rate_values, runs)
+            summaries = bench.run(base, node_counts, rate_values, runs)
+        if len(node_counts) * len(rate_values) > 1:
+            print(render_sweep(summaries))
 
     _guard(action)
 

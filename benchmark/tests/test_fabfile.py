@@ -54,6 +54,15 @@ def test_bad_parameters_fail_with_a_message() -> None:
     assert result.returncode == 1
     assert "--nodes must be comma-separated integers" in result.stderr
 
+    result = _fab("local", "--rate=20000,fast", "--no-build")
+    assert result.returncode == 1
+    assert "--rate must be comma-separated integers" in result.stderr
+
+    result = _fab("local", "--mode=movevm", "--rate=1000,2000", "--no-build")
+    assert result.returncode == 1
+    assert "movevm has no input rate to sweep" in result.stderr
+    assert "Traceback" not in result.stderr
+
 
 def test_plot_without_results_is_a_clear_error(tmp_path: object) -> None:
     result = _fab("plot", "--mode=hotstuff", f"--results={tmp_path}")
