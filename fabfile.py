@@ -149,10 +149,12 @@ def local(
         )
         if bench.mode == "movevm" and len(rate_values) > 1:
             raise ConfigError("movevm has no input rate to sweep: its generator runs flat out")
+        # Every rate is checked before the first run starts, not when its turn comes.
+        sweep = [replace(bench, rate=value) for value in rate_values]
         summaries = []
-        for index, value in enumerate(rate_values):
+        for index, point in enumerate(sweep):
             summaries += LocalBench(
-                replace(bench, rate=value),
+                point,
                 repo_root=ROOT,
                 base_port=base_port,
                 build=build and index == 0,

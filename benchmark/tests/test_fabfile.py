@@ -58,6 +58,12 @@ def test_bad_parameters_fail_with_a_message() -> None:
     assert result.returncode == 1
     assert "--rate must be comma-separated integers" in result.stderr
 
+    # A bad rate late in a sweep fails before any run starts.
+    result = _fab("local", "--rate=20000,0", "--no-build", "--binaries=missing")
+    assert result.returncode == 1
+    assert "rate must be positive, got 0" in result.stderr
+    assert "does not exist" not in result.stderr
+
     result = _fab("local", "--mode=movevm", "--rate=1000,2000", "--no-build")
     assert result.returncode == 1
     assert "movevm has no input rate to sweep" in result.stderr
