@@ -39,6 +39,8 @@ FALLS_BEHIND = 0.95
 SATURATED_BUSY = 0.8
 CLIENT_SHORTFALL = 0.9
 KEEPS_UP = 0.95
+# The rule `find_bottleneck` names when nothing inside the system limited the run.
+KEEPS_UP_RULE = "keeps up"
 
 STAGE_ORDER = ("consensus", "generator", "verifier", "executor")
 
@@ -129,6 +131,11 @@ class Bottleneck:
     rule: str
     explanation: str
     evidence: dict[str, float]
+
+    @property
+    def kept_up(self) -> bool:
+        """The system delivered what the clients sent: no stage limited the run."""
+        return self.rule == KEEPS_UP_RULE
 
 
 @dataclass(frozen=True)
@@ -611,7 +618,7 @@ def _offered_load(end_to_end: Throughput, clients: ClientStats | None) -> Bottle
     if end_to_end.tps >= KEEPS_UP * clients.sent_tps:
         return Bottleneck(
             stage="offered load",
-            rule="keeps up",
+            rule=KEEPS_UP_RULE,
             explanation=(
                 f"end-to-end {end_to_end.tps:,.0f} tx/s matches the "
                 f"{clients.sent_tps:,.0f} tx/s sent: nothing inside limited the run; "

@@ -17,8 +17,6 @@ from statistics import median
 
 from .summary import Summary
 
-KEEPS_UP_RULE = "keeps up"
-
 
 @dataclass(frozen=True)
 class SweepRow:
@@ -46,13 +44,13 @@ def sweep_rows(summaries: Sequence[Summary]) -> list[SweepRow]:
     for (nodes, rate), runs in groups.items():
         latencies = [s.end_to_end.latency.p50_ms for s in runs]
         known = [value for value in latencies if value is not None]
-        limits = [s.bottleneck.stage for s in runs if s.bottleneck.rule != KEEPS_UP_RULE]
+        limits = [s.bottleneck.stage for s in runs if not s.bottleneck.kept_up]
         rows.append(
             SweepRow(
                 nodes=nodes,
                 rate=rate,
                 runs=len(runs),
-                kept_up=sum(s.bottleneck.rule == KEEPS_UP_RULE for s in runs),
+                kept_up=sum(s.bottleneck.kept_up for s in runs),
                 e2e_tps=median(s.end_to_end.tps for s in runs),
                 p50_ms=median(known) if known else None,
                 limited_by=max(set(limits), key=limits.count) if limits else "-",

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from benchmark.summary import Bottleneck, LatencyStats, Summary, Throughput, Window
+from benchmark.summary import (
+    KEEPS_UP_RULE,
+    Bottleneck,
+    LatencyStats,
+    Summary,
+    Throughput,
+    Window,
+)
 from benchmark.sweep import render_sweep, sweep_rows
 
 
 def _run(nodes: int, rate: int, tps: float, p50: float | None, limit: str | None) -> Summary:
     """A run that kept up (`limit` None) or was limited by stage `limit`."""
     bottleneck = (
-        Bottleneck("offered load", "keeps up", "", {})
+        Bottleneck("offered load", KEEPS_UP_RULE, "", {})
         if limit is None
         else Bottleneck(limit, "falls behind", "", {})
     )
