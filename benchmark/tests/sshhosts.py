@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import psutil
 
+from benchmark.config import PORTS_PER_NODE
 from benchmark.remote import Host
 
 SSHD = Path("/usr/sbin/sshd")
@@ -84,10 +86,41 @@ class SshHosts:
         return found
 
 
-def free_port() -> int:
+# A committee of the tests' size (at most 4 nodes) listens on this many consecutive ports.
+COMMITTEE_PORTS = 4 * PORTS_PER_NODE
+LOWEST_TEST_PORT = 10_000
+
+
+def _ephemeral_start() -> int:
+    """Where the kernel starts picking ports for outgoing connections."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(count: int = 1) -> int:
+    """The first of `count` consecutive free loopback ports, all below the ephemeral range.
+
+    A port the kernel handed out for binding to port 0 lies in the ephemeral range, where any
+    outgoing connection (a client, a peer, another test) can take it, or the ports after it,
+    before the process under test listens there: `Address already in use`.
+    """
+    highest_base = _ephemeral_start() - count
+    for _ in range(1_000):
+        base = random.randrange(LOWEST_TEST_PORT, highest_base)
+        if all(_bindable(port) for port in range(base, base + count)):
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports below {highest_base + count}")
 
 
 def _run(*command: str) -> None:

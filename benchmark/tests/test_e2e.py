@@ -21,7 +21,7 @@ import pytest
 from benchmark.local import build
 
 from .conftest import REPO_ROOT
-from .sshhosts import free_port
+from .sshhosts import COMMITTEE_PORTS, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -64,7 +64,7 @@ def test_fab_local(mode: str, tmp_path: Path) -> None:
     before = {p.pid for p in _our_binaries_running()}
     command = [
         sys.executable, "-m", "fabric", "local", f"--mode={mode}", *RUNS[mode], "--no-build",
-        f"--base-port={free_port()}", f"--logs={tmp_path / 'logs'}",
+        f"--base-port={free_port(COMMITTEE_PORTS)}", f"--logs={tmp_path / 'logs'}",
         f"--results={tmp_path / 'results'}",
     ]  # fmt: skip
     result = subprocess.run(

@@ -24,14 +24,14 @@ from benchmark.config import BenchParameters
 from benchmark.local import BenchError, LocalBench
 
 from .conftest import REPO_ROOT
-from .sshhosts import free_port
+from .sshhosts import COMMITTEE_PORTS, free_port
 
 
 def _bench(tmp_path: Path, standins: Path, **kwargs: object) -> LocalBench:
     return LocalBench(
         BenchParameters(**kwargs),  # type: ignore[arg-type]
         repo_root=tmp_path,
-        base_port=free_port(),
+        base_port=free_port(COMMITTEE_PORTS),
         build=False,
         binaries=standins,
         out=StringIO(),
@@ -117,13 +117,14 @@ def test_a_crashing_node_fails_the_run_and_stops_the_rest(tmp_path: Path, standi
 
 
 def test_ctrl_c_leaves_no_process(tmp_path: Path, standins: Path) -> None:
+    base_port = free_port(COMMITTEE_PORTS)
     script = (
         "import sys\n"
         "from pathlib import Path\n"
         "from benchmark.config import BenchParameters\n"
         "from benchmark.local import LocalBench\n"
         f"bench = BenchParameters(mode='hotstuff', nodes=4, rate=1000, duration=60)\n"
-        f"LocalBench(bench, repo_root=Path({str(tmp_path)!r}), base_port={free_port()},\n"
+        f"LocalBench(bench, repo_root=Path({str(tmp_path)!r}), base_port={base_port},\n"
         f"           build=False, binaries=Path({str(standins)!r}), grace=2.0).run()\n"
     )
     harness = subprocess.Popen(

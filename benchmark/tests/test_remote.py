@@ -31,7 +31,7 @@ from benchmark.metrics import load_run
 from benchmark.remote import BENCH_DIR, RemoteBench, RemoteError, select_hosts
 from benchmark.settings import Settings
 
-from .sshhosts import SshHosts, free_port
+from .sshhosts import COMMITTEE_PORTS, SshHosts, free_port
 
 FAKE_CARGO = """#!/bin/sh
 # Stand-in for cargo: `build --release` puts the stand-in binaries where the real build would.
@@ -86,7 +86,7 @@ def remote_bench(
         key_path=local_ssh_hosts.key_path,
         regions=("local",),
         instance_type="none",
-        ports=Ports.consecutive(free_port()),
+        ports=Ports.consecutive(free_port(COMMITTEE_PORTS)),
         repo_name="hotmove",
         repo_url=str(stand_in_repo),
         branch="main",
