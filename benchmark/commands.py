@@ -77,7 +77,8 @@ def client_command(
 
 
 def movevm_command(binary: str, bench: BenchParameters) -> list[str]:
-    """The standalone Move VM run: one process, a generator thread feeding an executor thread."""
+    """The standalone Move VM run: one process, a generator thread feeding the decoder and executor
+    stages a node runs."""
     return [
         binary,
         "--mode",

@@ -42,7 +42,7 @@ KEEPS_UP = 0.95
 # The rule `find_bottleneck` names when nothing inside the system limited the run.
 KEEPS_UP_RULE = "keeps up"
 
-STAGE_ORDER = ("consensus", "generator", "verifier", "executor")
+STAGE_ORDER = ("consensus", "generator", "decoder", "verifier", "executor")
 
 
 class SummaryError(HarnessError):

@@ -7,7 +7,9 @@ use crate::Cli;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use futures::SinkExt;
+use node::metrics::{serve_prometheus, Registry};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::signal::unix::{signal, SignalKind};
@@ -68,7 +70,11 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
         "{name}: sending {} tx/s to {target} in bursts of {burst}",
         cli.rate
     );
-    let mut metrics = ClientMetrics::default();
+    let metrics = Arc::new(ClientMetrics::new(cli.rate));
+    let registry = Arc::new(Registry::new("client", &name, mode).with(metrics.clone()));
+    if let Some(address) = cli.prometheus {
+        serve_prometheus(address, registry.clone())?;
+    }
     let mut ticker = interval(BURST_INTERVAL);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Burst);
     let mut report = interval(Duration::from_secs(1));
@@ -95,10 +101,10 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
                         break;
                     };
                     written += 1;
-                    metrics.sent_bytes += tx.bytes.len() as u64;
-                    metrics.invalid_sent += tx.invalid as u64;
+                    ClientMetrics::add(&metrics.sent_bytes, tx.bytes.len() as u64);
+                    ClientMetrics::add(&metrics.invalid_sent, tx.invalid as u64);
                     if let Some(id) = tx.sample_id {
-                        metrics.samples.push(SampleSent { id, t_ms: now_ms() });
+                        metrics.push_sample(SampleSent { id, t_ms: now_ms() });
                     }
                     if let Err(e) = transport.feed(tx.bytes).await {
                         result = Err(e).context("connection to the node lost");
@@ -112,24 +118,24 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
                     result = Err(e).context("connection to the node lost");
                     break;
                 }
-                metrics.sent += written;
+                ClientMetrics::add(&metrics.sent, written);
                 if exhausted {
                     info!("{name}: every pre-signed transaction was sent");
                     break;
                 }
                 if Instant::now() > deadline + BURST_INTERVAL {
-                    metrics.missed_bursts += 1;
-                    if metrics.missed_bursts.is_power_of_two() {
-                        warn!("{name}: cannot keep {} tx/s ({} late bursts)", cli.rate, metrics.missed_bursts);
+                    let missed = ClientMetrics::add(&metrics.missed_bursts, 1);
+                    if missed.is_power_of_two() {
+                        warn!("{name}: cannot keep {} tx/s ({missed} late bursts)", cli.rate);
                     }
                 }
             },
-            _ = report.tick() => metrics.emit(&name, mode, cli.rate, false),
+            _ = report.tick() => registry.emit(false),
             _ = &mut stop => break,
             _ = sigterm.recv() => break,
             _ = sigint.recv() => break,
         }
     }
-    metrics.emit(&name, mode, cli.rate, true);
+    registry.emit(true);
     result
 }

@@ -8,7 +8,8 @@ mod opaque;
 mod signed;
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+use node::Mode;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -17,25 +18,6 @@ use std::path::PathBuf;
 /// transfer in profiles; mimalloc's thread-local free lists make those calls cheap.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Mode {
-    Hotstuff,
-    Hotcrypto,
-    Hotmove,
-    Movevm,
-}
-
-impl Mode {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Mode::Hotstuff => "hotstuff",
-            Mode::Hotcrypto => "hotcrypto",
-            Mode::Hotmove => "hotmove",
-            Mode::Movevm => "movevm",
-        }
-    }
-}
 
 #[derive(Parser, Debug)]
 #[command(name = "client", about = "HotMove load generator", version)]
@@ -71,9 +53,12 @@ pub struct Cli {
     /// Accounts in the standalone movevm run.
     #[arg(long, default_value_t = 1_000)]
     accounts: usize,
-    /// Capacity of the generator->executor channel in the standalone movevm run.
+    /// Capacity of each channel between stages in the standalone movevm run, in transactions.
     #[arg(long, default_value_t = 10_000)]
     channel_capacity: usize,
+    /// Serve Prometheus metrics on this address (`GET /metrics`).
+    #[arg(long, value_name = "ADDR")]
+    prometheus: Option<SocketAddr>,
 }
 
 fn main() {

@@ -1,15 +1,13 @@
-//! The client's METRICS lines (cumulative counters, sample send times of the interval).
+//! The client's metrics: cumulative counters and the sample send times of the interval, a
+//! [`Source`] of the registry that writes the METRICS line (and serves Prometheus).
 
+use node::metrics::{Snapshot, Source};
 use serde::Serialize;
 use serde_json::json;
-use std::io::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub use node::metrics::now_ms;
 
 #[derive(Serialize, Clone, Debug)]
 pub struct SampleSent {
@@ -17,40 +15,55 @@ pub struct SampleSent {
     pub t_ms: u64,
 }
 
-#[derive(Default)]
 pub struct ClientMetrics {
-    pub sent: u64,
-    pub sent_bytes: u64,
-    pub missed_bursts: u64,
-    pub invalid_sent: u64,
-    pub samples: Vec<SampleSent>,
+    /// The rate this client was asked for (tx/s).
+    pub rate: u64,
+    pub sent: AtomicU64,
+    pub sent_bytes: AtomicU64,
+    pub missed_bursts: AtomicU64,
+    pub invalid_sent: AtomicU64,
+    samples: Mutex<Vec<SampleSent>>,
 }
 
 impl ClientMetrics {
-    pub fn emit(&mut self, name: &str, mode: &str, rate: u64, final_line: bool) {
-        let line = json!({
-            "role": "client",
-            "name": name,
-            "mode": mode,
-            "time_ms": now_ms(),
-            "final": final_line,
-            "rate": rate,
-            "sent": self.sent,
-            "sent_bytes": self.sent_bytes,
-            "missed_bursts": self.missed_bursts,
-            "invalid_sent": self.invalid_sent,
-            "samples": std::mem::take(&mut self.samples),
-        });
-        print_metrics_line(&line);
+    pub fn new(rate: u64) -> Self {
+        ClientMetrics {
+            rate,
+            sent: AtomicU64::new(0),
+            sent_bytes: AtomicU64::new(0),
+            missed_bursts: AtomicU64::new(0),
+            invalid_sent: AtomicU64::new(0),
+            samples: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn add(counter: &AtomicU64, n: u64) -> u64 {
+        counter.fetch_add(n, Ordering::Relaxed) + n
+    }
+
+    pub fn push_sample(&self, sample: SampleSent) {
+        if let Ok(mut samples) = self.samples.lock() {
+            samples.push(sample);
+        }
     }
 }
 
-/// Prints `METRICS {record}` and its newline in one `write`: fab sends stderr (the logs) to the
-/// same file, and a log line written in the middle made the METRICS line unreadable. (Formatted
-/// straight to stdout, a long line went out in 1 KiB pieces.)
-pub fn print_metrics_line(record: &impl std::fmt::Display) {
-    let line = format!("METRICS {record}\n");
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(line.as_bytes());
-    let _ = out.flush();
+impl Source for ClientMetrics {
+    fn collect(&self, snapshot: &mut Snapshot) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
+        let mut top = snapshot.top();
+        top.gauge("rate", self.rate as f64)
+            .counter("sent", load(&self.sent))
+            .counter("sent_bytes", load(&self.sent_bytes))
+            .counter("missed_bursts", load(&self.missed_bursts))
+            .counter("invalid_sent", load(&self.invalid_sent));
+        if top.takes_interval() {
+            let samples = self
+                .samples
+                .lock()
+                .map(|mut s| std::mem::take(&mut *s))
+                .unwrap_or_default();
+            top.json("samples", json!(samples));
+        }
+    }
 }

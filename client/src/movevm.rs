@@ -1,72 +1,24 @@
-//! `client --mode movevm`: the Move executor alone, as in the paper. A generator thread feeds the
-//! executor thread (the same ledger and Move executor a node runs) through a bounded channel;
-//! the METRICS lines describe both stages and the channel so the harness reads them like a node's.
+//! `client --mode movevm`: the Move executor alone, as in the paper, run by the node's own
+//! decoder and executor stages behind a generator (see `node::standalone`).
 
-use crate::metrics::{now_ms, print_metrics_line};
 use crate::Cli;
 use anyhow::{Context, Result};
-use executor::{run_standalone_until, StandaloneReport};
-use serde_json::{json, Value};
+use node::standalone::{run_movevm, StandaloneSettings};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn line(report: &StandaloneReport) -> Value {
-    json!({
-        "role": "movevm",
-        "name": "movevm",
-        "mode": "movevm",
-        "time_ms": now_ms(),
-        "final": report.final_report,
-        "elapsed_ms": report.elapsed_ms,
-        "stages": {
-            "generator": {
-                "items": report.generated,
-                "batches": report.generated,
-                "busy_ms": (report.elapsed_ms - report.generator_blocked_ms).max(0.0),
-                "invalid": 0, "failed": 0, "dropped": 0, "backlog": 0,
-                "batch_size_mean": 1.0,
-            },
-            "executor": {
-                "items": report.received,
-                "batches": report.received,
-                "busy_ms": report.executor_busy_ms,
-                "executed": report.executed,
-                "failed": report.failed,
-                "dropped": report.dropped,
-                "invalid": 0,
-                "backlog": 0,
-                "batch_size_mean": 1.0,
-                "state_digest": report.state_digest,
-            },
-        },
-        "channels": {
-            "generator->executor": {
-                "capacity": report.channel_capacity,
-                "sent": report.generated,
-                "full": report.channel_full,
-                "blocked_ms": report.generator_blocked_ms,
-                "mean_len": report.channel_len as f64,
-                "max_len": report.channel_len,
-            },
-        },
-    })
-}
-
 pub fn run(cli: &Cli) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     watch_signals(stop.clone())?;
-    let duration = if cli.duration == 0 {
-        Duration::MAX
-    } else {
-        Duration::from_secs(cli.duration)
-    };
-    run_standalone_until(
-        cli.accounts,
-        duration,
-        cli.channel_capacity,
+    run_movevm(
+        StandaloneSettings {
+            accounts: cli.accounts,
+            duration: (cli.duration > 0).then(|| Duration::from_secs(cli.duration)),
+            channel_capacity: cli.channel_capacity,
+            prometheus: cli.prometheus,
+        },
         &stop,
-        |report| print_metrics_line(&line(&report)),
     )
     .context("the standalone Move VM run failed")?;
     Ok(())

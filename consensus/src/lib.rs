@@ -1,7 +1,8 @@
 //! HotStuff consensus, the mempool that feeds it, and the network both use.
 //!
 //! The crate's one output is the stream of committed batches, in commit order, through one
-//! bounded channel (see [`Consensus::spawn`]).
+//! bounded channel (see [`Consensus::spawn`]). The mempool ([`mempool::Mempool::spawn`]) and the
+//! consensus core are started side by side by the node, joined by a [`MempoolLink`].
 
 pub mod config;
 pub mod hotstuff;
@@ -11,6 +12,6 @@ pub mod network;
 pub mod store;
 
 pub use config::{Committee, Parameters, Round, Stake};
-pub use hotstuff::{CommittedBatch, Consensus, ConsensusHandle, ConsensusMetrics};
+pub use hotstuff::{CommittedBatch, Consensus, ConsensusHandle, ConsensusMetrics, MempoolLink};
 pub use mempool::batch::Batch;
 pub use store::Store;

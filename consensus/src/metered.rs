@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::mpsc;
 pub use tokio::sync::mpsc::error::SendError;
@@ -17,19 +17,31 @@ pub struct ChannelMetrics {
     sent: AtomicU64,
     full: AtomicU64,
     blocked_ns: AtomicU64,
-    // Queue length sampled at every send, reset by each snapshot.
+    // Queue length sampled at every send: cumulative, so any number of readers can difference
+    // them (a scrape as well as the METRICS line).
     len_sum: AtomicU64,
     len_samples: AtomicU64,
+    // The largest length since the last interval was taken, and where that interval began.
     len_max: AtomicU64,
+    interval_start: Mutex<(u64, u64)>,
 }
 
-/// One interval's view of a channel, as reported in the METRICS lines.
+/// The cumulative counters of a channel.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ChannelSnapshot {
     pub capacity: u64,
     pub sent: u64,
     pub full: u64,
     pub blocked_ms: f64,
+    /// Sum of the queue lengths seen by each send, and how many sends saw one: their rates give
+    /// the mean queue length over any window.
+    pub len_sum: u64,
+    pub len_samples: u64,
+}
+
+/// The queue length over one interval, as the METRICS line reports it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChannelInterval {
     pub mean_len: f64,
     pub max_len: u64,
 }
@@ -44,6 +56,7 @@ impl ChannelMetrics {
             len_sum: AtomicU64::new(0),
             len_samples: AtomicU64::new(0),
             len_max: AtomicU64::new(0),
+            interval_start: Mutex::new((0, 0)),
         }
     }
 
@@ -53,22 +66,36 @@ impl ChannelMetrics {
         self.len_max.fetch_max(len, Ordering::Relaxed);
     }
 
-    /// Cumulative counters plus the mean and max queue length since the previous snapshot.
+    /// Cumulative counters; reading them changes nothing.
     pub fn snapshot(&self) -> ChannelSnapshot {
-        let sum = self.len_sum.swap(0, Ordering::Relaxed);
-        let samples = self.len_samples.swap(0, Ordering::Relaxed);
-        let max = self.len_max.swap(0, Ordering::Relaxed);
         ChannelSnapshot {
             capacity: self.capacity,
             sent: self.sent.load(Ordering::Relaxed),
             full: self.full.load(Ordering::Relaxed),
             blocked_ms: self.blocked_ns.load(Ordering::Relaxed) as f64 / 1e6,
+            len_sum: self.len_sum.load(Ordering::Relaxed),
+            len_samples: self.len_samples.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Mean and maximum queue length since the previous call, which starts the next interval.
+    /// One reader (the METRICS line) owns the intervals.
+    pub fn take_interval(&self) -> ChannelInterval {
+        let sum = self.len_sum.load(Ordering::Relaxed);
+        let samples = self.len_samples.load(Ordering::Relaxed);
+        let max_len = self.len_max.swap(0, Ordering::Relaxed);
+        let (start_sum, start_samples) = match self.interval_start.lock() {
+            Ok(mut start) => std::mem::replace(&mut *start, (sum, samples)),
+            Err(_) => (sum, samples),
+        };
+        let samples = samples.saturating_sub(start_samples);
+        ChannelInterval {
             mean_len: if samples == 0 {
                 0.0
             } else {
-                sum as f64 / samples as f64
+                sum.saturating_sub(start_sum) as f64 / samples as f64
             },
-            max_len: max,
+            max_len,
         }
     }
 }
@@ -192,11 +219,21 @@ mod tests {
         assert_eq!(snapshot.sent, 3);
         assert_eq!(snapshot.full, 1);
         assert_eq!(snapshot.capacity, 2);
-        assert_eq!(snapshot.max_len, 2);
-        assert!((snapshot.mean_len - 1.0).abs() < 1e-9, "{snapshot:?}");
-        // Interval fields reset, cumulative ones do not.
-        let next = metrics.snapshot();
-        assert_eq!(next.max_len, 0);
-        assert_eq!(next.sent, 3);
+        // Lengths 0, 1, 2 seen by the three sends.
+        assert_eq!((snapshot.len_sum, snapshot.len_samples), (3, 3));
+        // Reading the counters takes nothing from the interval.
+        assert_eq!(metrics.snapshot(), snapshot);
+        let interval = metrics.take_interval();
+        assert_eq!(interval.max_len, 2);
+        assert!((interval.mean_len - 1.0).abs() < 1e-9, "{interval:?}");
+        // The next interval starts empty; cumulative counters stay.
+        let next = metrics.take_interval();
+        assert_eq!((next.max_len, next.mean_len), (0, 0.0));
+        assert_eq!(rx.recv().await, Some(2));
+        tx.send(4).await.expect("send");
+        let after = metrics.take_interval();
+        assert_eq!(after.max_len, 1);
+        assert!((after.mean_len - 1.0).abs() < 1e-9, "{after:?}");
+        assert_eq!(metrics.snapshot().sent, 4);
     }
 }

@@ -50,8 +50,7 @@ fn four_nodes_commit_the_same_sequence() {
     let sealed: Vec<u64> = nodes
         .iter()
         .map(|n| {
-            n.handle
-                .mempool
+            n.mempool
                 .sealed_batches
                 .load(std::sync::atomic::Ordering::Relaxed)
         })
@@ -91,7 +90,7 @@ fn three_of_four_keep_committing_when_one_never_starts() {
     let sealed = || -> usize {
         nodes
             .iter()
-            .map(|n| n.handle.mempool.sealed_batches.load(Ordering::Relaxed) as usize)
+            .map(|n| n.mempool.sealed_batches.load(Ordering::Relaxed) as usize)
             .sum()
     };
     wait_until(

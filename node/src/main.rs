@@ -1,15 +1,9 @@
 //! The HotMove replica: `node keys`, `node genesis`, `node run`.
 
-mod execution;
-mod metrics;
-mod run;
-mod sink;
-mod stage;
-mod verifier;
-
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use crypto::KeyPair;
+use node::run::{NodeConfig, RunArgs};
 use std::path::PathBuf;
 
 /// mimalloc instead of glibc malloc: the Move VM allocates and frees several small objects per
@@ -23,26 +17,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Mode {
-    /// Consensus only: transactions are opaque bytes.
-    Hotstuff,
-    /// Consensus, signature verification, native transfers.
-    Hotcrypto,
-    /// Consensus, signature verification, Move VM transfers.
-    Hotmove,
-}
-
-impl Mode {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Mode::Hotstuff => "hotstuff",
-            Mode::Hotcrypto => "hotcrypto",
-            Mode::Hotmove => "hotmove",
-        }
-    }
 }
 
 #[derive(Subcommand)]
@@ -65,25 +39,7 @@ enum Command {
         seed: u64,
     },
     /// Run a replica.
-    Run {
-        /// This node's key file.
-        #[arg(long)]
-        keys: PathBuf,
-        /// The committee file.
-        #[arg(long)]
-        committee: PathBuf,
-        /// The parameters file (every field optional).
-        #[arg(long)]
-        parameters: Option<PathBuf>,
-        /// The genesis accounts file (hotcrypto and hotmove).
-        #[arg(long)]
-        genesis: Option<PathBuf>,
-        #[arg(long, value_enum)]
-        mode: Mode,
-        /// Signature-verifier threads (default: all cores).
-        #[arg(long)]
-        verifier_threads: Option<usize>,
-    },
+    Run(RunArgs),
 }
 
 /// The exit code of a node that panicked.
@@ -132,23 +88,6 @@ fn run_cli() -> Result<()> {
                 .with_context(|| format!("writing {}", filename.display()))?;
             Ok(())
         }
-        Command::Run {
-            keys,
-            committee,
-            parameters,
-            genesis,
-            mode,
-            verifier_threads,
-        } => {
-            let config = run::NodeConfig::load(
-                &keys,
-                &committee,
-                parameters.as_deref(),
-                genesis.as_deref(),
-                mode,
-                verifier_threads,
-            )?;
-            run::run(config)
-        }
+        Command::Run(args) => node::run::run(NodeConfig::load(args)?),
     }
 }

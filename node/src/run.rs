@@ -1,62 +1,89 @@
-//! Wiring of one replica's pipeline for each mode, and its lifetime (signals, final METRICS).
+//! `node run`: the composition root of a replica. It starts the mempool and the consensus core
+//! side by side, the stages its mode keeps below them, the METRICS line and the optional
+//! Prometheus endpoint, and ends the process on SIGINT/SIGTERM after a final line.
 
-use crate::execution::ExecutorStage;
-use crate::metrics::{NodeMetrics, Reporter, SampleLog};
-use crate::sink::run_commit_sink;
-use crate::stage::{ChannelReporter, StageMetrics, StageReporter};
-use crate::verifier::VerifierStage;
-use crate::Mode;
+use crate::metrics::{serve_prometheus, ConsensusSource, Registry, SampleLog};
+use crate::pipeline::{Mode, StageSettings};
 use anyhow::{Context, Result};
+use clap::Args;
 use consensus::config::read_json;
-use consensus::metered::MeteredReceiver;
-use consensus::{metered, CommittedBatch, Committee, Consensus, Parameters, Store};
-use crypto::{KeyPair, ParallelVerifier};
-use executor::{Genesis, MoveExecutor, NativeExecutor};
-use std::path::Path;
+use consensus::mempool::{Mempool, MempoolMetrics};
+use consensus::{metered, Committee, Consensus, MempoolLink, Parameters, Store};
+use crypto::KeyPair;
+use executor::Genesis;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
 use tracing::info;
 
+/// The arguments of `node run`.
+#[derive(Args, Clone, Debug)]
+pub struct RunArgs {
+    /// This node's key file.
+    #[arg(long)]
+    pub keys: PathBuf,
+    /// The committee file.
+    #[arg(long)]
+    pub committee: PathBuf,
+    /// The parameters file (every field optional).
+    #[arg(long)]
+    pub parameters: Option<PathBuf>,
+    /// The genesis accounts file (modes that execute).
+    #[arg(long)]
+    pub genesis: Option<PathBuf>,
+    #[arg(long, value_enum)]
+    pub mode: Mode,
+    /// Signature-verifier threads (default: all cores).
+    #[arg(long)]
+    pub verifier_threads: Option<usize>,
+    /// Serve Prometheus metrics on this address (`GET /metrics`).
+    #[arg(long, value_name = "ADDR")]
+    pub prometheus: Option<SocketAddr>,
+}
+
+/// The run arguments with the files they name read and checked.
 pub struct NodeConfig {
+    pub args: RunArgs,
     pub keys: KeyPair,
     pub committee: Committee,
     pub parameters: Parameters,
+    /// Present exactly for the modes that execute.
     pub genesis: Option<Genesis>,
-    pub mode: Mode,
-    pub verifier_threads: Option<usize>,
 }
 
 impl NodeConfig {
-    pub fn load(
-        keys: &Path,
-        committee: &Path,
-        parameters: Option<&Path>,
-        genesis: Option<&Path>,
-        mode: Mode,
-        verifier_threads: Option<usize>,
-    ) -> Result<Self> {
-        let keys: KeyPair = read_json(keys)?;
-        let committee = Committee::load(committee)?;
-        let parameters = match parameters {
+    pub fn load(args: RunArgs) -> Result<Self> {
+        let pipeline = args.mode.pipeline();
+        if !pipeline.consensus {
+            anyhow::bail!(
+                "--mode {} runs without consensus: use `client --mode {}`",
+                args.mode.as_str(),
+                args.mode.as_str()
+            );
+        }
+        let keys: KeyPair = read_json(&args.keys)?;
+        let committee = Committee::load(&args.committee)?;
+        let parameters = match &args.parameters {
             Some(path) => Parameters::load(path)?,
             None => Parameters::default(),
         };
         if committee.authority(&keys.name).is_none() {
             anyhow::bail!("key {} is not in the committee", keys.name.to_hex());
         }
-        let genesis = match (mode, genesis) {
-            (Mode::Hotstuff, _) => None,
-            (_, None) => anyhow::bail!("--mode {} needs --genesis", mode.as_str()),
-            (_, Some(path)) => Some(Genesis::load(path)?),
+        let genesis = match (pipeline.execution, &args.genesis) {
+            (None, _) => None,
+            (Some(_), None) => anyhow::bail!("--mode {} needs --genesis", args.mode.as_str()),
+            (Some(_), Some(path)) => Some(Genesis::load(path)?),
         };
         Ok(NodeConfig {
+            args,
             keys,
             committee,
             parameters,
             genesis,
-            mode,
-            verifier_threads,
         })
     }
 }
@@ -72,56 +99,74 @@ pub fn run(config: NodeConfig) -> Result<()> {
 
 async fn run_async(config: NodeConfig) -> Result<()> {
     let NodeConfig {
+        args,
         keys,
         committee,
         parameters,
         genesis,
-        mode,
-        verifier_threads,
     } = config;
     let name = keys.name;
-    let parameters_capacity = parameters.channel_capacity;
-    let max_backlog_per_sender = parameters.max_backlog_per_sender;
-    let (tx_output, rx_output, output_metrics) = metered::channel(parameters.channel_capacity);
-    let handle = Consensus::spawn(
+    let capacity = parameters.channel_capacity;
+    let store = Store::new();
+
+    // Mempool and consensus, side by side: batch digests go up, sync requests come down.
+    let (tx_digests, rx_digests) = mpsc::channel(capacity);
+    let (tx_mempool, rx_mempool) = mpsc::channel(capacity);
+    let mempool = Arc::new(MempoolMetrics::default());
+    Mempool::spawn(
+        name,
+        committee.clone(),
+        parameters.clone(),
+        store.clone(),
+        rx_mempool,
+        tx_digests,
+        mempool.clone(),
+    )
+    .await
+    .context("starting the mempool")?;
+    let (tx_output, rx_output, output_metrics) = metered::channel(capacity);
+    let consensus = Consensus::spawn(
         name,
         keys.secret,
         committee,
-        parameters,
-        Store::new(),
+        parameters.clone(),
+        store,
+        MempoolLink {
+            rx_digests,
+            tx_mempool,
+        },
         tx_output,
     )
     .await
     .context("starting consensus")?;
+
+    let mut registry = Registry::new("node", &name.to_string(), args.mode.as_str());
+    registry.add(ConsensusSource {
+        consensus: consensus.metrics,
+        mempool,
+    });
     let samples = Arc::new(SampleLog::default());
-    let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(ChannelReporter {
-        name: "consensus->verifier",
-        metrics: output_metrics,
-    })];
-    // `NodeConfig::load` keeps a genesis exactly for the modes that verify and execute.
-    match genesis {
-        None => {
-            tokio::spawn(run_commit_sink(rx_output, samples.clone()));
-        }
-        Some(genesis) => {
-            let stages = ExecutionPipeline {
-                mode,
+    registry.add(samples.clone());
+    args.mode
+        .pipeline()
+        .spawn_stages(
+            "consensus",
+            (rx_output, output_metrics),
+            StageSettings {
                 genesis,
-                verifier_threads: verifier_threads.unwrap_or(0),
-                capacity: parameters_capacity,
-                max_backlog_per_sender,
-            };
-            reporters.extend(stages.spawn(rx_output, samples.clone())?);
-        }
+                verifier_threads: args.verifier_threads.unwrap_or(0),
+                channel_capacity: capacity,
+                max_backlog_per_sender: parameters.max_backlog_per_sender,
+                samples: Some(samples),
+            },
+            &mut registry,
+        )
+        .context("starting the stages")?;
+    let registry = Arc::new(registry);
+    if let Some(address) = args.prometheus {
+        serve_prometheus(address, registry.clone())?;
     }
-    let metrics = NodeMetrics {
-        name: name.to_string(),
-        mode: mode.as_str().into(),
-        consensus: handle,
-        samples,
-        reporters,
-    };
-    info!("node {} running in {} mode", name, mode.as_str());
+    info!("node {} running in {} mode", name, args.mode.as_str());
 
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
@@ -129,88 +174,13 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     ticker.tick().await;
     loop {
         tokio::select! {
-            _ = ticker.tick() => metrics.emit(false),
+            _ = ticker.tick() => registry.emit(false),
             _ = sigterm.recv() => break,
             _ = sigint.recv() => break,
         }
     }
-    metrics.emit(true);
+    registry.emit(true);
     info!("node {} stopped", name);
     // Leave without waiting for the actors: their sockets close with the process.
     std::process::exit(0);
-}
-
-/// consensus ─► verifier stage ─► executor stage, for the modes that check and execute.
-struct ExecutionPipeline {
-    mode: Mode,
-    genesis: Genesis,
-    verifier_threads: usize,
-    capacity: usize,
-    max_backlog_per_sender: usize,
-}
-
-impl ExecutionPipeline {
-    fn spawn(
-        self,
-        rx_committed: MeteredReceiver<CommittedBatch>,
-        samples: Arc<SampleLog>,
-    ) -> Result<Vec<Box<dyn Reporter>>> {
-        let verifier =
-            ParallelVerifier::new(self.verifier_threads).context("starting the verifier pool")?;
-        let (tx_verified, rx_verified, verified_metrics) = metered::channel(self.capacity);
-        let verifier_metrics = Arc::new(StageMetrics::default());
-        let executor_metrics = Arc::new(StageMetrics::default());
-        self.spawn_executor(rx_verified, executor_metrics.clone(), samples)?;
-        VerifierStage::spawn(
-            rx_committed,
-            tx_verified,
-            verifier,
-            verifier_metrics.clone(),
-        )
-        .context("starting the verifier stage")?;
-        Ok(vec![
-            Box::new(StageReporter {
-                name: "verifier",
-                metrics: verifier_metrics,
-            }),
-            Box::new(ChannelReporter {
-                name: "verifier->executor",
-                metrics: verified_metrics,
-            }),
-            Box::new(StageReporter {
-                name: "executor",
-                metrics: executor_metrics,
-            }),
-        ])
-    }
-
-    fn spawn_executor(
-        self,
-        rx: MeteredReceiver<crate::verifier::VerifiedBatch>,
-        metrics: Arc<StageMetrics>,
-        samples: Arc<SampleLog>,
-    ) -> Result<()> {
-        let backlog = self.max_backlog_per_sender;
-        match self.mode {
-            Mode::Hotmove => ExecutorStage::spawn(
-                rx,
-                self.genesis,
-                backlog,
-                |genesis| MoveExecutor::from_genesis(genesis).context("starting the Move executor"),
-                metrics,
-                samples,
-            )?,
-            _ => ExecutorStage::spawn(
-                rx,
-                self.genesis,
-                backlog,
-                |genesis| {
-                    NativeExecutor::from_genesis(genesis).context("starting the native executor")
-                },
-                metrics,
-                samples,
-            )?,
-        };
-        Ok(())
-    }
 }

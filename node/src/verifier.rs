@@ -1,104 +1,111 @@
 //! The verifier stage: decodes the transactions of each committed batch and checks every
-//! signature on a pool of threads (ed25519 batch verification), then forwards the valid ones, in
-//! commit order, to the executor stage.
+//! signature on a pool of threads (ed25519 batch verification), then hands the valid ones, in
+//! commit order, to the executor stage. In standalone `movevm` it runs with signature checks
+//! off, as the decoder in front of the same executor stage.
 
-use crate::stage::StageMetrics;
-use consensus::metered::{MeteredReceiver, MeteredSender};
+use crate::metrics::Value;
+use crate::stage::{Counted, Stage, StageMetrics};
 use consensus::CommittedBatch;
 use crypto::ParallelVerifier;
 use executor::Transaction;
-use serde_json::json;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Instant;
-use tracing::info;
+use std::sync::atomic::Ordering;
 
 /// The valid transactions of one committed batch.
 pub struct VerifiedBatch {
     pub txs: Vec<Transaction>,
 }
 
+impl Counted for VerifiedBatch {
+    fn items(&self) -> u64 {
+        self.txs.len() as u64
+    }
+}
+
+impl Counted for CommittedBatch {
+    fn items(&self) -> u64 {
+        u64::from(self.batch.tx_count())
+    }
+}
+
+/// Whether the stage checks signatures.
+pub enum Signatures {
+    Check(ParallelVerifier),
+    /// Decode only (standalone `movevm`, whose transactions are unsigned).
+    Skip,
+}
+
 pub struct VerifierStage {
-    rx: MeteredReceiver<CommittedBatch>,
-    tx: MeteredSender<VerifiedBatch>,
-    verifier: ParallelVerifier,
-    metrics: Arc<StageMetrics>,
-    malformed: AtomicU64,
-    bad_signature: AtomicU64,
+    signatures: Signatures,
+    malformed: u64,
+    bad_signature: u64,
 }
 
 impl VerifierStage {
-    pub fn spawn(
-        rx: MeteredReceiver<CommittedBatch>,
-        tx: MeteredSender<VerifiedBatch>,
-        verifier: ParallelVerifier,
-        metrics: Arc<StageMetrics>,
-    ) -> std::io::Result<JoinHandle<()>> {
-        let stage = VerifierStage {
-            rx,
-            tx,
-            verifier,
-            metrics,
-            malformed: AtomicU64::new(0),
-            bad_signature: AtomicU64::new(0),
-        };
-        std::thread::Builder::new()
-            .name("verifier".into())
-            .spawn(move || stage.run())
-    }
-
-    fn run(mut self) {
-        while let Some(committed) = self.rx.blocking_recv() {
-            let start = Instant::now();
-            let txs = self.verify(&committed);
-            self.metrics
-                .record_batch(committed.batch.tx_count() as u64, start.elapsed());
-            let batch = VerifiedBatch { txs };
-            if self.tx.blocking_send(batch).is_err() {
-                break;
-            }
+    pub fn new(signatures: Signatures) -> Self {
+        VerifierStage {
+            signatures,
+            malformed: 0,
+            bad_signature: 0,
         }
-        info!("verifier stage stopped");
     }
+}
 
-    /// The batch's valid transactions, in batch order.
-    fn verify(&self, committed: &CommittedBatch) -> Vec<Transaction> {
+impl Stage for VerifierStage {
+    type Input = CommittedBatch;
+    type Output = VerifiedBatch;
+
+    fn process(
+        &mut self,
+        committed: CommittedBatch,
+        metrics: &StageMetrics,
+    ) -> Option<VerifiedBatch> {
         let mut decoded = Vec::with_capacity(committed.batch.tx_count() as usize);
         for bytes in committed.batch.transactions() {
             match Transaction::decode(&bytes) {
-                Ok(tx) => {
-                    let message = tx.signing_bytes();
-                    decoded.push((tx, message));
-                }
-                Err(_) => {
-                    self.malformed.fetch_add(1, Ordering::Relaxed);
-                }
+                Ok(tx) => decoded.push(tx),
+                Err(_) => self.malformed += 1,
             }
         }
-        let valid = self.verifier.verify(&decoded, |(tx, message)| {
-            (message, &tx.signature, &tx.public_key)
-        });
-        let before = decoded.len();
-        let txs: Vec<Transaction> = decoded
-            .into_iter()
-            .zip(valid)
-            .filter_map(|((tx, _), ok)| ok.then_some(tx))
-            .collect();
-        self.bad_signature
-            .fetch_add((before - txs.len()) as u64, Ordering::Relaxed);
-        let malformed = self.malformed.load(Ordering::Relaxed);
-        let bad_signature = self.bad_signature.load(Ordering::Relaxed);
-        self.metrics
+        let txs = match &self.signatures {
+            Signatures::Skip => decoded,
+            Signatures::Check(verifier) => {
+                let signed: Vec<(Transaction, Vec<u8>)> = decoded
+                    .into_iter()
+                    .map(|tx| {
+                        let message = tx.signing_bytes();
+                        (tx, message)
+                    })
+                    .collect();
+                let valid = verifier.verify(&signed, |(tx, message)| {
+                    (message, &tx.signature, &tx.public_key)
+                });
+                let before = signed.len();
+                let txs: Vec<Transaction> = signed
+                    .into_iter()
+                    .zip(valid)
+                    .filter_map(|((tx, _), ok)| ok.then_some(tx))
+                    .collect();
+                self.bad_signature += (before - txs.len()) as u64;
+                txs
+            }
+        };
+        metrics
             .invalid
-            .store(malformed + bad_signature, Ordering::Relaxed);
-        self.metrics.set_extra(
+            .store(self.malformed + self.bad_signature, Ordering::Relaxed);
+        metrics.set(
             "invalid_by_reason",
-            json!({ "malformed": malformed, "bad_signature": bad_signature }),
+            Value::Counts {
+                label: "reason",
+                counts: vec![
+                    ("malformed".into(), self.malformed as f64),
+                    ("bad_signature".into(), self.bad_signature as f64),
+                ],
+            },
         );
-        // Not "threads": busy_ms is wall-clock time of the stage, not a sum over its pool.
-        self.metrics
-            .set_extra("pool_threads", json!(self.verifier.threads()));
-        txs
+        if let Signatures::Check(verifier) = &self.signatures {
+            // Not "threads": busy_ms is wall-clock time of the stage, not a sum over its pool.
+            metrics.set("pool_threads", Value::Gauge(verifier.threads() as f64));
+        }
+        Some(VerifiedBatch { txs })
     }
 }

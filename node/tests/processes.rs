@@ -104,6 +104,8 @@ struct Committee {
     dir: PathBuf,
     keys: Vec<PathBuf>,
     tx_addresses: Vec<String>,
+    /// Where each node serves Prometheus metrics.
+    prometheus: Vec<String>,
 }
 
 fn write_committee(dir: &Path, n: usize) -> Committee {
@@ -146,6 +148,9 @@ fn write_committee(dir: &Path, n: usize) -> Committee {
         dir: dir.to_path_buf(),
         keys,
         tx_addresses,
+        prometheus: (0..n)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect(),
     }
 }
 
@@ -163,6 +168,7 @@ fn spawn_nodes(committee: &Committee, mode: &str, extra: &[&str]) -> Processes {
             .arg("--parameters")
             .arg(committee.dir.join("parameters.json"))
             .args(["--mode", mode])
+            .args(["--prometheus", &committee.prometheus[i]])
             .args(extra)
             .stdout(log)
             .stderr(Stdio::null())
@@ -255,6 +261,31 @@ fn hotstuff_mode_with_real_processes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `GET /metrics` over a plain TCP connection; returns the body.
+fn scrape(address: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).expect("connect to /metrics");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: test\r\n\r\n")
+        .expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("HTTP response");
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text"),
+        "{head}"
+    );
+    body.to_string()
+}
+
 fn last_metrics(path: &Path) -> Option<Value> {
     metrics_lines(path).pop()
 }
@@ -335,6 +366,23 @@ fn crypto_mode_run(mode: &str) {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The Prometheus endpoint of a running node shows what it executed.
+    let scraped = scrape(&committee.prometheus[0]);
+    assert!(
+        scraped.contains(&format!(
+            "hotmove_stage_executed_total{{stage=\"executor\"}} {valid}\n"
+        )),
+        "{scraped}"
+    );
+    assert!(
+        scraped.contains("hotmove_channel_sent_total{channel=\"verifier->executor\"}"),
+        "{scraped}"
+    );
+    assert!(
+        scraped.contains("hotmove_consensus_committed_txs_total"),
+        "{scraped}"
+    );
+    assert!(scraped.ends_with("# EOF\n"), "{scraped}");
     for node in &mut nodes.0 {
         assert!(terminate(node), "a node did not exit cleanly on SIGTERM");
     }

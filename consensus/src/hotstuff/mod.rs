@@ -19,11 +19,11 @@ pub use messages::{Block, ConsensusMessage, Timeout, Vote, QC, TC};
 pub use metrics::{ConsensusMetrics, ConsensusSnapshot};
 
 use crate::config::{Committee, Parameters};
-use crate::mempool::{Mempool, MempoolMetrics};
+use crate::mempool::ConsensusMempoolMessage;
 use crate::metered::MeteredSender;
 use crate::network::{listen_address, Receiver};
 use crate::store::Store;
-use crypto::{PublicKey, SecretKey, SignatureService};
+use crypto::{Digest, PublicKey, SecretKey, SignatureService};
 use std::io;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -32,20 +32,30 @@ use tokio::sync::mpsc;
 #[derive(Clone)]
 pub struct ConsensusHandle {
     pub metrics: Arc<ConsensusMetrics>,
-    pub mempool: Arc<MempoolMetrics>,
+}
+
+/// The consensus core's ends of the two channels that join it to the mempool; the node, which
+/// starts both side by side, makes the channels.
+pub struct MempoolLink {
+    /// Digests of batches a quorum holds, from this node's mempool.
+    pub rx_digests: mpsc::Receiver<Digest>,
+    /// Sync and cleanup requests to the mempool.
+    pub tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
 }
 
 pub struct Consensus;
 
 impl Consensus {
-    /// Starts the mempool and the HotStuff core of authority `name`; returns once every port is
-    /// bound. Committed batches leave, in commit order, through `tx_output`.
+    /// Starts the HotStuff core of authority `name` over the batches of its mempool (`mempool`);
+    /// returns once its port is bound. Committed batches leave, in commit order, through
+    /// `tx_output`.
     pub async fn spawn(
         name: PublicKey,
         secret: SecretKey,
         committee: Committee,
         parameters: Parameters,
         store: Store,
+        mempool: MempoolLink,
         tx_output: MeteredSender<CommittedBatch>,
     ) -> io::Result<ConsensusHandle> {
         let authority = committee.authority(&name).cloned().ok_or_else(|| {
@@ -58,23 +68,12 @@ impl Consensus {
         let (tx_message, rx_message) = mpsc::channel(capacity);
         let (tx_helper, rx_helper) = mpsc::channel(capacity);
         let (tx_loopback, rx_loopback) = mpsc::channel(capacity);
-        let (tx_digests, rx_digests) = mpsc::channel(capacity);
         let (tx_commit, rx_commit) = mpsc::channel(capacity);
-        let (tx_mempool, rx_mempool) = mpsc::channel(capacity);
-
+        let MempoolLink {
+            rx_digests,
+            tx_mempool,
+        } = mempool;
         let metrics = Arc::new(ConsensusMetrics::default());
-        let mempool_metrics = Arc::new(MempoolMetrics::default());
-
-        Mempool::spawn(
-            name,
-            committee.clone(),
-            parameters.clone(),
-            store.clone(),
-            rx_mempool,
-            tx_digests,
-            mempool_metrics.clone(),
-        )
-        .await?;
 
         Receiver::spawn(
             listen_address(authority.consensus_address),
@@ -110,9 +109,6 @@ impl Consensus {
             },
             metrics.clone(),
         );
-        Ok(ConsensusHandle {
-            metrics,
-            mempool: mempool_metrics,
-        })
+        Ok(ConsensusHandle { metrics })
     }
 }

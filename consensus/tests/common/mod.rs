@@ -5,8 +5,9 @@
 
 use bytes::Bytes;
 use consensus::config::Authority;
+use consensus::mempool::{Mempool, MempoolMetrics};
 use consensus::metered;
-use consensus::{Committee, Consensus, ConsensusHandle, Parameters, Store};
+use consensus::{Committee, Consensus, ConsensusHandle, MempoolLink, Parameters, Store};
 use crypto::{Digest, KeyPair};
 use futures::SinkExt;
 use std::net::{SocketAddr, TcpListener};
@@ -15,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 /// A port nobody listens on, below Linux's ephemeral range (32768 and up), so no outgoing
@@ -72,6 +73,7 @@ pub struct TestNode {
     pub keys: KeyPair,
     pub committed: Arc<Mutex<Vec<Digest>>>,
     pub handle: ConsensusHandle,
+    pub mempool: Arc<MempoolMetrics>,
     kill: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -92,17 +94,37 @@ impl TestNode {
                     .expect("runtime");
                 runtime.block_on(async move {
                     let (tx, mut rx, _) = metered::channel(1_000);
+                    // Wired as the node wires them: mempool and consensus side by side.
+                    let store = Store::new();
+                    let (tx_digests, rx_digests) = mpsc::channel(1_000);
+                    let (tx_mempool, rx_mempool) = mpsc::channel(1_000);
+                    let mempool = Arc::new(MempoolMetrics::default());
+                    Mempool::spawn(
+                        keys.name,
+                        committee.clone(),
+                        parameters.clone(),
+                        store.clone(),
+                        rx_mempool,
+                        tx_digests,
+                        mempool.clone(),
+                    )
+                    .await
+                    .expect("mempool starts");
                     let handle = Consensus::spawn(
                         keys.name,
                         keys.secret,
                         committee,
                         parameters,
-                        Store::new(),
+                        store,
+                        MempoolLink {
+                            rx_digests,
+                            tx_mempool,
+                        },
                         tx,
                     )
                     .await
                     .expect("consensus starts");
-                    ready_tx.send(handle).expect("test waits");
+                    ready_tx.send((handle, mempool)).expect("test waits");
                     tokio::spawn(async move {
                         while let Some(batch) = rx.recv().await {
                             committed.lock().expect("lock").push(batch.batch.digest());
@@ -113,13 +135,14 @@ impl TestNode {
                 runtime.shutdown_background();
             }
         });
-        let handle = ready_rx
+        let (handle, mempool) = ready_rx
             .recv_timeout(Duration::from_secs(10))
             .expect("node started");
         TestNode {
             keys,
             committed,
             handle,
+            mempool,
             kill: Some(kill_tx),
             thread: Some(thread),
         }

@@ -1,0 +1,18 @@
+//! A HotMove replica and the parts the standalone `movevm` run shares with it.
+//!
+//! - [`pipeline`]: what each mode runs, and the wiring of the stages below consensus;
+//! - [`stage`]: the stage trait and the one runner every stage runs in;
+//! - [`verifier`], [`execution`]: the two stages;
+//! - [`metrics`]: the registry behind the `METRICS` line and the Prometheus endpoint;
+//! - [`run`]: `node run`, the composition root of a replica;
+//! - [`standalone`]: `movevm`, the same decoder and executor stages fed by a generator.
+
+pub mod execution;
+pub mod metrics;
+pub mod pipeline;
+pub mod run;
+pub mod stage;
+pub mod standalone;
+pub mod verifier;
+
+pub use pipeline::Mode;

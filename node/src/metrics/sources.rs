@@ -1,0 +1,105 @@
+//! The sources every node has: consensus and mempool counters, the metered channels between
+//! stages, and the sample transactions seen this interval.
+
+use super::{Snapshot, Source};
+use consensus::mempool::MempoolMetrics;
+use consensus::metered::ChannelMetrics;
+use consensus::ConsensusMetrics;
+use serde::Serialize;
+use serde_json::json;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A metered channel between two stages, named `producer->consumer`.
+pub struct ChannelSource {
+    pub name: String,
+    pub metrics: Arc<ChannelMetrics>,
+}
+
+impl Source for ChannelSource {
+    fn collect(&self, snapshot: &mut Snapshot) {
+        let totals = self.metrics.snapshot();
+        let mut scope = snapshot.member("channels", "channel", self.name.clone());
+        scope
+            .gauge("capacity", totals.capacity as f64)
+            .counter("sent", totals.sent as f64)
+            .counter("full", totals.full as f64)
+            .counter("blocked_ms", totals.blocked_ms)
+            .counter("len_sum", totals.len_sum as f64)
+            .counter("len_samples", totals.len_samples as f64);
+        if scope.takes_interval() {
+            let interval = self.metrics.take_interval();
+            scope
+                .json("mean_len", json!(interval.mean_len))
+                .json("max_len", json!(interval.max_len));
+        }
+    }
+}
+
+/// HotStuff's and the mempool's counters, and the seal-to-commit latencies of the interval.
+pub struct ConsensusSource {
+    pub consensus: Arc<ConsensusMetrics>,
+    pub mempool: Arc<MempoolMetrics>,
+}
+
+impl Source for ConsensusSource {
+    fn collect(&self, snapshot: &mut Snapshot) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
+        let state = self.consensus.snapshot();
+        let mempool = &self.mempool;
+        snapshot
+            .section("consensus")
+            .gauge("round", state.round as f64)
+            .counter("committed_blocks", state.committed_blocks as f64)
+            .counter("committed_batches", state.committed_batches as f64)
+            .counter("committed_txs", state.committed_txs as f64)
+            .counter("committed_bytes", state.committed_bytes as f64)
+            .counter("timeouts", state.timeouts as f64)
+            .counter("sealed_batches", load(&mempool.sealed_batches))
+            .counter("sealed_txs", load(&mempool.sealed_txs))
+            .counter("sealed_bytes", load(&mempool.sealed_bytes))
+            .counter("received_batches", load(&mempool.received_batches))
+            .counter("rejected_frames", load(&mempool.rejected_frames));
+        if snapshot.takes_interval() {
+            snapshot.top().json(
+                "batch_latencies_ms",
+                json!(self.consensus.drain_batch_latencies()),
+            );
+        }
+    }
+}
+
+/// A sample transaction reaching a milestone (committed, executed) on this node.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct SampleEvent {
+    pub id: String,
+    pub event: &'static str,
+    pub t_ms: u64,
+}
+
+/// Sample events gathered between two METRICS lines.
+#[derive(Default)]
+pub struct SampleLog(Mutex<Vec<SampleEvent>>);
+
+impl SampleLog {
+    pub fn push(&self, event: SampleEvent) {
+        if let Ok(mut events) = self.0.lock() {
+            events.push(event);
+        }
+    }
+
+    fn drain(&self) -> Vec<SampleEvent> {
+        self.0
+            .lock()
+            .map(|mut e| std::mem::take(&mut *e))
+            .unwrap_or_default()
+    }
+}
+
+impl Source for SampleLog {
+    fn collect(&self, snapshot: &mut Snapshot) {
+        if snapshot.takes_interval() {
+            snapshot.top().json("samples", json!(self.drain()));
+        }
+    }
+}

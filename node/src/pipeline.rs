@@ -1,0 +1,217 @@
+//! What each mode runs: the one place that maps a [`Mode`] to its pipeline, and the wiring of
+//! the stages below consensus, shared by a node (fed by consensus) and standalone `movevm` (fed
+//! by a generator).
+//!
+//! ```text
+//! input ══► verifier (signatures) | decoder (no signatures) ══► executor (native | Move)
+//! input ══► commit sink                                      (no execution: hotstuff)
+//! ```
+
+use crate::execution::ExecutorStage;
+use crate::metrics::{ChannelSource, Registry, SampleEvent, SampleLog};
+use crate::stage::{spawn_stage, StageMetrics};
+use crate::verifier::{Signatures, VerifierStage};
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use consensus::metered::{self, MeteredReceiver};
+use consensus::CommittedBatch;
+use crypto::ParallelVerifier;
+use executor::{opaque_sample_id, Genesis, MoveExecutor, NativeExecutor};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Consensus only: transactions are opaque bytes.
+    Hotstuff,
+    /// Consensus, signature verification, native transfers.
+    Hotcrypto,
+    /// Consensus, signature verification, Move VM transfers.
+    Hotmove,
+    /// The Move VM alone, fed by a generator in one process (`client --mode movevm`).
+    Movevm,
+}
+
+/// How transactions are executed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Execution {
+    Native,
+    Move,
+}
+
+/// The components a mode keeps; each mode drops what is below it in the table of the README.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pipeline {
+    pub consensus: bool,
+    pub signatures: bool,
+    pub execution: Option<Execution>,
+}
+
+impl Mode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Mode::Hotstuff => "hotstuff",
+            Mode::Hotcrypto => "hotcrypto",
+            Mode::Hotmove => "hotmove",
+            Mode::Movevm => "movevm",
+        }
+    }
+
+    pub fn pipeline(self) -> Pipeline {
+        let (consensus, signatures, execution) = match self {
+            Mode::Hotstuff => (true, false, None),
+            Mode::Hotcrypto => (true, true, Some(Execution::Native)),
+            Mode::Hotmove => (true, true, Some(Execution::Move)),
+            Mode::Movevm => (false, false, Some(Execution::Move)),
+        };
+        Pipeline {
+            consensus,
+            signatures,
+            execution,
+        }
+    }
+}
+
+/// What the stages below consensus need besides their input.
+pub struct StageSettings {
+    /// The accounts to execute against (modes that execute).
+    pub genesis: Option<Genesis>,
+    /// Verifier pool size (0: all cores).
+    pub verifier_threads: usize,
+    pub channel_capacity: usize,
+    pub max_backlog_per_sender: usize,
+    /// Where sample transactions are reported (a node's METRICS line).
+    pub samples: Option<Arc<SampleLog>>,
+}
+
+impl Pipeline {
+    /// Starts the stages that take `input` (named `source` in channel names) and registers their
+    /// metrics; returns once every stage is ready, with their threads, which end once `input`
+    /// closes and everything before them has drained.
+    pub fn spawn_stages(
+        &self,
+        source: &str,
+        input: (
+            MeteredReceiver<CommittedBatch>,
+            Arc<metered::ChannelMetrics>,
+        ),
+        settings: StageSettings,
+        registry: &mut Registry,
+    ) -> Result<Vec<JoinHandle<()>>> {
+        let (input, input_metrics) = input;
+        let Some(execution) = self.execution else {
+            registry.add(ChannelSource {
+                name: format!("{source}->sink"),
+                metrics: input_metrics,
+            });
+            return Ok(vec![spawn_commit_sink(input, settings.samples)?]);
+        };
+        let genesis = settings
+            .genesis
+            .context("a mode that executes needs a genesis")?;
+        let (check, name) = if self.signatures {
+            let verifier = ParallelVerifier::new(settings.verifier_threads)
+                .context("starting the verifier pool")?;
+            (Signatures::Check(verifier), "verifier")
+        } else {
+            (Signatures::Skip, "decoder")
+        };
+        let (tx_checked, rx_checked, checked_metrics) = metered::channel(settings.channel_capacity);
+        let executor_metrics = Arc::new(StageMetrics::new("executor"));
+        let backlog = settings.max_backlog_per_sender;
+        let samples = settings.samples;
+        let executor = match execution {
+            Execution::Move => spawn_stage(
+                move || {
+                    let vm = MoveExecutor::from_genesis(&genesis)
+                        .context("starting the Move executor")?;
+                    Ok(ExecutorStage::new(vm, &genesis, backlog, samples))
+                },
+                rx_checked,
+                None,
+                executor_metrics.clone(),
+            ),
+            Execution::Native => spawn_stage(
+                move || {
+                    let native = NativeExecutor::from_genesis(&genesis)
+                        .context("starting the native executor")?;
+                    Ok(ExecutorStage::new(native, &genesis, backlog, samples))
+                },
+                rx_checked,
+                None,
+                executor_metrics.clone(),
+            ),
+        }
+        .context("starting the executor stage")?;
+        let checker_metrics = Arc::new(StageMetrics::new(name));
+        let checker = spawn_stage(
+            move || Ok(VerifierStage::new(check)),
+            input,
+            Some(tx_checked),
+            checker_metrics.clone(),
+        )
+        .with_context(|| format!("starting the {name} stage"))?;
+        registry.add(ChannelSource {
+            name: format!("{source}->{name}"),
+            metrics: input_metrics,
+        });
+        registry.add(checker_metrics);
+        registry.add(ChannelSource {
+            name: format!("{name}->executor"),
+            metrics: checked_metrics,
+        });
+        registry.add(executor_metrics);
+        Ok(vec![checker, executor])
+    }
+}
+
+/// The end of the pipeline in `hotstuff` mode: transactions are opaque, so committed batches are
+/// only scanned for sample transactions (format in `executor::opaque`).
+fn spawn_commit_sink(
+    mut input: MeteredReceiver<CommittedBatch>,
+    samples: Option<Arc<SampleLog>>,
+) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("sink".into())
+        .spawn(move || {
+            while let Some(committed) = input.blocking_recv() {
+                let Some(samples) = &samples else { continue };
+                let t_ms = crate::metrics::now_ms();
+                for tx in committed.batch.transactions() {
+                    if let Some(id) = opaque_sample_id(&tx) {
+                        samples.push(SampleEvent {
+                            id: id.to_string(),
+                            event: "commit",
+                            t_ms,
+                        });
+                    }
+                }
+            }
+        })
+        .context("starting the commit sink")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mode_drops_what_is_below_the_one_above() {
+        let order = [Mode::Hotstuff, Mode::Hotcrypto, Mode::Hotmove];
+        assert!(order.iter().all(|m| m.pipeline().consensus));
+        assert!(!Mode::Movevm.pipeline().consensus);
+        assert_eq!(Mode::Hotstuff.pipeline().execution, None);
+        assert!(!Mode::Hotstuff.pipeline().signatures);
+        assert_eq!(
+            Mode::Hotcrypto.pipeline().execution,
+            Some(Execution::Native)
+        );
+        assert_eq!(Mode::Hotmove.pipeline().execution, Some(Execution::Move));
+        // movevm is hotmove without consensus and signatures: the same executor.
+        assert_eq!(
+            Mode::Movevm.pipeline().execution,
+            Mode::Hotmove.pipeline().execution
+        );
+        assert!(!Mode::Movevm.pipeline().signatures);
+    }
+}

@@ -1,0 +1,292 @@
+//! Standalone `movevm`: the Move VM with no consensus, network or signatures in the way. A
+//! generator thread encodes Move transfers into batches, as a mempool would deliver them, and
+//! feeds the pipeline of [`Mode::Movevm`]: the node's verifier stage with signature checks off
+//! (so every transaction is decoded, as in a node) and the node's executor stage. The generator
+//! blocked on a full channel means the stages behind it are saturated.
+
+use crate::metrics::{serve_prometheus, Registry};
+use crate::pipeline::{Mode, StageSettings};
+use crate::stage::StageMetrics;
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use consensus::mempool::batch::{now_ms, BatchBuilder};
+use consensus::metered::{self, MeteredSender};
+use consensus::CommittedBatch;
+use crypto::PublicKey;
+use executor::{Address, Genesis, MoveExecutor, Payload, Transaction};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Every account starts with this much; transfers of 1 go round the ring of accounts, so no
+/// balance ever runs out.
+const BALANCE: u64 = 1_000_000_000;
+const GENESIS_SEED: u64 = 0;
+/// Transactions arrive in nonce order here, so the backlog stays empty; any bound will do.
+const MAX_BACKLOG: usize = 1_000;
+/// Transactions per batch: a block's worth, as the node's stages get them. One handoff per
+/// transaction would measure the channel instead of the VM.
+pub const BATCH: usize = 256;
+const REPORT_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the reporter looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(20);
+
+pub struct StandaloneSettings {
+    pub accounts: usize,
+    /// How long the generator sends; `None`: until `stop`.
+    pub duration: Option<Duration>,
+    /// Capacity of each channel, in transactions (rounded up to whole batches).
+    pub channel_capacity: usize,
+    pub prometheus: Option<SocketAddr>,
+}
+
+/// Runs until the duration is over or `stop` is set, printing a METRICS line every second and
+/// a final one after the stages have drained; returns the registry for a last look.
+pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc<Registry>> {
+    if settings.accounts == 0 {
+        anyhow::bail!("the movevm mode needs at least one account");
+    }
+    let genesis = Genesis::generate(settings.accounts, BALANCE, GENESIS_SEED);
+    let script = MoveExecutor::transfer_script().context("compiling the transfer script")?;
+    let generator = Generator::new(&genesis, script);
+    let capacity = settings.channel_capacity.div_ceil(BATCH).max(1);
+
+    let mut registry = Registry::new("movevm", "movevm", Mode::Movevm.as_str());
+    let generator_metrics = Arc::new(StageMetrics::new("generator"));
+    registry.add(generator_metrics.clone());
+    let (tx, rx, channel) = metered::channel(capacity);
+    let stages = Mode::Movevm
+        .pipeline()
+        .spawn_stages(
+            "generator",
+            (rx, channel),
+            StageSettings {
+                genesis: Some(genesis),
+                verifier_threads: 1,
+                channel_capacity: capacity,
+                max_backlog_per_sender: MAX_BACKLOG,
+                samples: None,
+            },
+            &mut registry,
+        )
+        .context("starting the stages")?;
+    let registry = Arc::new(registry);
+    if let Some(address) = settings.prometheus {
+        serve_prometheus(address, registry.clone())?;
+    }
+
+    let stopping = Arc::new(AtomicBool::new(false));
+    let sender = std::thread::Builder::new()
+        .name("generator".into())
+        .spawn({
+            let stopping = stopping.clone();
+            let metrics = generator_metrics.clone();
+            move || generator.run(tx, &stopping, &metrics)
+        })?;
+    let start = Instant::now();
+    let deadline = settings.duration.map(|d| start + d);
+    let mut next_report = start + REPORT_INTERVAL;
+    loop {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if now >= next_report {
+            registry.emit(false);
+            next_report += REPORT_INTERVAL;
+            continue;
+        }
+        let mut wait = next_report.duration_since(now).min(STOP_POLL);
+        if let Some(deadline) = deadline {
+            wait = wait.min(deadline.duration_since(now));
+        }
+        std::thread::sleep(wait);
+    }
+    // The generator stops after its current batch and closes its channel; each stage then
+    // drains what is queued, and the executor publishes its final state as it ends.
+    stopping.store(true, Ordering::Relaxed);
+    let mut panicked = sender.join().is_err();
+    for stage in stages {
+        panicked |= stage.join().is_err();
+    }
+    registry.emit(true);
+    if panicked {
+        anyhow::bail!("a thread of the movevm run panicked");
+    }
+    Ok(registry)
+}
+
+/// Account `i` sends 1 to account `i + 1` (mod n), round after round, with sequential nonces.
+/// Transactions are unsigned: this mode measures the Move executor, not ed25519.
+struct Generator {
+    senders: Vec<(PublicKey, Address)>,
+    nonces: Vec<u64>,
+    script: Bytes,
+    next: usize,
+}
+
+impl Generator {
+    fn new(genesis: &Genesis, script: Bytes) -> Self {
+        let senders: Vec<(PublicKey, Address)> = genesis
+            .accounts
+            .iter()
+            .map(|a| (a.public_key, a.address()))
+            .collect();
+        Generator {
+            nonces: vec![0; senders.len()],
+            senders,
+            script,
+            next: 0,
+        }
+    }
+
+    /// The next batch, encoded exactly as clients send transactions and a mempool seals them.
+    fn batch(&mut self, builder: &mut BatchBuilder) -> CommittedBatch {
+        let mut encoded = Vec::new();
+        for _ in 0..BATCH {
+            let from = self.next;
+            let to = (from + 1) % self.senders.len();
+            let tx = Transaction::unsigned(
+                self.senders[from].0,
+                self.nonces[from],
+                Payload::Move {
+                    script: self.script.clone(),
+                    destination: self.senders[to].1,
+                    amount: 1,
+                },
+            );
+            encoded.clear();
+            encoded.extend_from_slice(&tx.encode());
+            builder.push(&encoded);
+            self.nonces[from] += 1;
+            self.next = to;
+        }
+        let batch = builder.seal(now_ms(), builder.payload_len());
+        CommittedBatch {
+            round: 0,
+            batch,
+            committed_at_ms: now_ms(),
+        }
+    }
+
+    fn run(
+        mut self,
+        channel: MeteredSender<CommittedBatch>,
+        stopping: &AtomicBool,
+        metrics: &StageMetrics,
+    ) {
+        let mut builder = BatchBuilder::with_capacity(BATCH * 256);
+        while !stopping.load(Ordering::Relaxed) {
+            let start = Instant::now();
+            let batch = self.batch(&mut builder);
+            metrics.record_batch(BATCH as u64, start.elapsed());
+            if channel.blocking_send(batch).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value as Json;
+
+    fn stage(line: &Json, name: &str, field: &str) -> u64 {
+        line["stages"][name][field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no stages.{name}.{field} in {line}"))
+    }
+
+    fn last_line(registry: &Registry) -> Json {
+        let line = registry.line(true);
+        serde_json::from_str(line.strip_prefix("METRICS ").expect("prefix")).expect("json")
+    }
+
+    #[test]
+    fn every_generated_transaction_is_decoded_then_executed() {
+        let stop = AtomicBool::new(false);
+        let registry = run_movevm(
+            StandaloneSettings {
+                accounts: 8,
+                duration: Some(Duration::from_millis(300)),
+                channel_capacity: 1_000,
+                prometheus: None,
+            },
+            &stop,
+        )
+        .expect("run");
+        let line = last_line(&registry);
+        let generated = stage(&line, "generator", "items");
+        assert!(generated > 0, "{line}");
+        // The executor gets its transactions from the decoder stage only, which parsed every
+        // one of them from the batch bytes the generator sealed.
+        assert_eq!(stage(&line, "decoder", "items"), generated);
+        assert_eq!(stage(&line, "decoder", "invalid"), 0);
+        assert_eq!(stage(&line, "executor", "items"), generated);
+        assert_eq!(stage(&line, "executor", "executed"), generated);
+        assert_eq!(stage(&line, "executor", "failed"), 0);
+        assert_eq!(stage(&line, "executor", "state_executed"), generated);
+        assert_eq!(
+            line["channels"]["generator->decoder"]["sent"],
+            line["channels"]["decoder->executor"]["sent"]
+        );
+        assert_eq!(
+            line["stages"]["executor"]["total_supply"],
+            (8 * u128::from(BALANCE)).to_string()
+        );
+    }
+
+    #[test]
+    fn the_movevm_pipeline_decodes_what_it_executes() {
+        // A batch as the generator makes it, with one transaction cut short: only decoding can
+        // tell, and the executor must never see it.
+        let genesis = Genesis::generate(4, BALANCE, GENESIS_SEED);
+        let script = MoveExecutor::transfer_script().expect("script");
+        let mut generator = Generator::new(&genesis, script);
+        let mut builder = BatchBuilder::with_capacity(BATCH * 256);
+        let good = generator.batch(&mut builder);
+        let mut txs: Vec<Bytes> = good.batch.transactions().collect();
+        let cut = txs.pop().expect("a transaction");
+        for tx in &txs {
+            builder.push(tx);
+        }
+        builder.push(&cut[..cut.len() / 2]);
+        let batch = CommittedBatch {
+            round: 0,
+            batch: builder.seal(0, 0),
+            committed_at_ms: 0,
+        };
+        let mut registry = Registry::new("test", "t", "movevm");
+        let (tx, rx, channel) = metered::channel(1);
+        let stages = Mode::Movevm
+            .pipeline()
+            .spawn_stages(
+                "test",
+                (rx, channel),
+                StageSettings {
+                    genesis: Some(genesis),
+                    verifier_threads: 1,
+                    channel_capacity: 1,
+                    max_backlog_per_sender: MAX_BACKLOG,
+                    samples: None,
+                },
+                &mut registry,
+            )
+            .expect("stages");
+        tx.blocking_send(batch).expect("send");
+        drop(tx);
+        for stage in stages {
+            stage.join().expect("stage");
+        }
+        let line = last_line(&registry);
+        assert_eq!(stage(&line, "decoder", "items"), BATCH as u64);
+        assert_eq!(stage(&line, "decoder", "invalid"), 1);
+        assert_eq!(
+            line["stages"]["decoder"]["invalid_by_reason"]["malformed"],
+            1
+        );
+        assert_eq!(stage(&line, "executor", "executed"), BATCH as u64 - 1);
+    }
+}
