@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .summary import LatencyStats, StageRow, Summary, Throughput
+from .summary import LatencyStats, StageRow, Summary, Throughput
 
 RULE = "-" * 78
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.metrics import load_run
+from benchmark.report import render_summary
 from benchmark.summary import (
     Bottleneck,
     ClientStats,
@@ -161,7 +162,7 @@ def test_summary_is_json_and_renders(fixtures: Path) -> None:
     data = json.loads(json.dumps(summary.to_dict()))
     assert data["end_to_end"]["tps"] == pytest.approx(1700)
     assert data["window"]["seconds"] == pytest.approx(8.1)
-    text = summary.render()
+    text = render_summary(summary)
     for expected in ("CONSENSUS", "END-TO-END", "p99", "verifier", "executor", "LIMITING STAGE"):
         assert expected in text
 
