@@ -78,7 +78,7 @@ def client_command(
 
 def movevm_command(binary: str, bench: BenchParameters) -> list[str]:
     """The standalone Move VM run: one process, a generator thread feeding an executor thread."""
-    return [
+    command = [
         binary,
         "--mode",
         "movevm",
@@ -86,6 +86,9 @@ def movevm_command(binary: str, bench: BenchParameters) -> list[str]:
         str(bench.duration),
         "--accounts",
         str(bench.accounts),
-        "--channel-capacity",
-        str(bench.channel_capacity),
     ]
+    # The node's channel capacity, when set, sizes the generator->executor channel as it would a
+    # node's channels; otherwise the client keeps its own default.
+    if bench.node.channel_capacity is not None:
+        command += ["--channel-capacity", str(bench.node.channel_capacity)]
+    return command

@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
@@ -423,10 +423,7 @@ class RemoteBench:
         return [path for paths in self._each(range(count), fetch) for path in paths]
 
     def run_once(self, bench: BenchParameters, index: int = 0) -> Summary:
-        if bench.nodes > len(self.hosts):
-            raise RemoteError(
-                f"{bench.nodes} nodes need {bench.nodes} hosts, have {len(self.hosts)}"
-            )
+        self.check(bench)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_id = f"{bench.mode}-n{bench.nodes}-r{bench.rate}-{stamp}-run{index}"
         files = write_run_files(
@@ -464,17 +461,16 @@ class RemoteBench:
         )
         return summary
 
-    def run(
-        self, base: BenchParameters, nodes: Sequence[int], rates: Sequence[int], runs: int
-    ) -> list[Summary]:
-        """Every combination of committee size and rate, `runs` times each."""
-        summaries = []
-        for count in nodes:
-            for rate in rates:
-                bench = replace(base, nodes=count, rate=rate, runs=runs)
-                for index in range(runs):
-                    summaries.append(self.run_once(bench, index))
-        return summaries
+    def check(self, bench: BenchParameters) -> None:
+        """Host i runs node i: a committee needs as many hosts."""
+        if bench.nodes > len(self.hosts):
+            raise RemoteError(
+                f"{bench.nodes} nodes need {bench.nodes} hosts, have {len(self.hosts)}"
+            )
+
+    def run(self, bench: BenchParameters) -> list[Summary]:
+        """Run `bench` `bench.runs` times; each run prints and saves its summary."""
+        return [self.run_once(bench, index) for index in range(bench.runs)]
 
     # -- inspection ------------------------------------------------------------------------------
 

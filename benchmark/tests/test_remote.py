@@ -22,6 +22,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from benchmark.config import BenchParameters, Ports
 from benchmark.metrics import load_run
 from benchmark.remote import BENCH_DIR, RemoteBench, RemoteError, select_hosts
 from benchmark.settings import Settings
+from benchmark.sweep import run_sweep, sweep_points
 
 from .sshhosts import COMMITTEE_PORTS, SshHosts, free_port
 
@@ -127,7 +129,9 @@ def test_install_fetches_and_builds(local_ssh_hosts: SshHosts, remote_bench: Rem
 
 def test_remote_run_over_node_counts(local_ssh_hosts: SshHosts, remote_bench: RemoteBench) -> None:
     base = BenchParameters(mode="hotcrypto", rate=1_500, duration=1, accounts=60)
-    summaries = remote_bench.run(base, nodes=[2, 3], rates=[1_500], runs=1)
+    out = StringIO()
+    summaries = run_sweep(sweep_points(base, nodes=[2, 3], rates=[1_500]), remote_bench, out)
+    assert "SWEEP" in out.getvalue()
 
     assert [s.config["nodes"] for s in summaries] == [2, 3]
     for summary in summaries:

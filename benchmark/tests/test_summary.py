@@ -165,6 +165,10 @@ def test_summary_is_json_and_renders(fixtures: Path) -> None:
     text = render_summary(summary)
     for expected in ("CONSENSUS", "END-TO-END", "p99", "verifier", "executor", "LIMITING STAGE"):
         assert expected in text
+    # Node parameters left to the node are reported as such, set ones with their value.
+    assert "Batch size: node default, max batch delay: node default" in text
+    set_delay = replace(summary, config={**summary.config, "max_batch_delay": 20})
+    assert "Batch size: node default, max batch delay: 20 ms" in render_summary(set_delay)
 
 
 def _row(name: str, busy: float | None = None, input_blocked: float | None = None) -> StageRow:
