@@ -27,7 +27,7 @@ from invoke.exceptions import Exit
 from benchmark import sweep
 from benchmark.config import REMOTE_DEFAULTS, ConfigError
 from benchmark.errors import HarnessError
-from benchmark.flags import default_text, either, int_list, sweep_from_flags
+from benchmark.flags import default_text, either, int_list, optional_int, sweep_from_flags
 from benchmark.local import DEFAULT_BASE_PORT, LocalBench
 from benchmark.local import build as cargo_build
 from benchmark.processes import Interrupted
@@ -75,6 +75,7 @@ def _guard(action: Callable[[], T]) -> T:
     help={
         **_bench_help(),
         "base_port": "first port of node 0",
+        "prometheus_port": "serve GET /metrics: node i at 127.0.0.1:P+i, client j at P+nodes+j",
         "build": "run `cargo build --release` first",
         "logs": "directory of the runs' log directories",
         "results": "directory of the saved results (one JSON per run)",
@@ -96,6 +97,7 @@ def local(
     runs: str | None = None,
     invalid_share: str | None = None,
     base_port: int = DEFAULT_BASE_PORT,
+    prometheus_port: str | None = None,
     build: bool = True,
     logs: str = "logs",
     results: str = "results",
@@ -126,6 +128,7 @@ def local(
             logs_dir=ROOT / logs,
             results_dir=ROOT / results,
             binaries=ROOT / binaries if binaries else None,
+            prometheus_port=optional_int(prometheus_port, "prometheus_port"),
         )
         sweep.run_sweep(points, runner, sys.stdout, before_runs=runner.build if build else None)
 
@@ -179,7 +182,7 @@ def info(c: Context, settings: str = "settings.json") -> None:
     _guard(lambda: print(_manager(settings).info()))
 
 
-def _remote_bench(settings_path: str) -> RemoteBench:
+def _remote_bench(settings_path: str, prometheus_port: int | None = None) -> RemoteBench:
     settings = _settings(settings_path)
     hosts = select_hosts(_manager(settings_path).hosts(), settings.ssh_user)
     return RemoteBench(
@@ -189,6 +192,7 @@ def _remote_bench(settings_path: str) -> RemoteBench:
         work_dir=ROOT / ".bench" / "remote",
         logs_dir=ROOT / "logs",
         results_dir=ROOT / "results",
+        prometheus_port=prometheus_port,
     )
 
 
@@ -212,6 +216,7 @@ def install(c: Context, skip_toolchain: bool = False, settings: str = "settings.
     help={
         **_bench_help(REMOTE_DEFAULTS),
         "rates": "the same as --rate (its older spelling)",
+        "prometheus_port": "serve GET /metrics: nodes on 0.0.0.0:P, clients on 0.0.0.0:P+1",
         "settings": "settings file",
         "build": "build locally first (keys, genesis)",
     }
@@ -231,6 +236,7 @@ def remote(
     accounts: str | None = None,
     runs: str | None = None,
     invalid_share: str | None = None,
+    prometheus_port: str | None = None,
     settings: str = "settings.json",
     build: bool = True,
 ) -> None:
@@ -256,7 +262,8 @@ def remote(
         )
         if points[0].mode == "movevm":
             raise ConfigError("movevm runs in one process: use `fab local --mode=movevm`")
-        with _remote_bench(settings) as runner:
+        metrics_port = optional_int(prometheus_port, "prometheus_port")
+        with _remote_bench(settings, metrics_port) as runner:
             sweep.run_sweep(
                 points,
                 runner,

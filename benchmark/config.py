@@ -129,10 +129,23 @@ class Ports:
         step = PORTS_PER_NODE * slot
         return Ports(self.consensus + step, self.mempool + step, self.transactions + step)
 
+    def all(self) -> tuple[int, int, int]:
+        return (self.consensus, self.mempool, self.transactions)
+
     def span(self) -> tuple[int, int]:
         """Lowest and highest port (to open a firewall range)."""
         values = (self.consensus, self.mempool, self.transactions)
         return min(values), max(values)
+
+
+def host_slots(hosts: Sequence[str]) -> list[int]:
+    """How many nodes before node i share its host: its slot, by which its ports shift."""
+    seen: dict[str, int] = {}
+    slots = []
+    for host in hosts:
+        slots.append(seen.get(host, 0))
+        seen[host] = slots[-1] + 1
+    return slots
 
 
 @dataclass(frozen=True)
@@ -176,12 +189,10 @@ class Committee:
             raise ConfigError(f"{len(names)} keys for {len(hosts)} hosts")
         if len(set(names)) != len(names):
             raise ConfigError("two nodes have the same public key")
-        slots: dict[str, int] = {}
-        authorities = []
-        for name, host in zip(names, hosts, strict=True):
-            slot = slots.get(host, 0)
-            slots[host] = slot + 1
-            authorities.append(Authority(name=name, host=host, ports=ports.shifted(slot)))
+        authorities = [
+            Authority(name=name, host=host, ports=ports.shifted(slot))
+            for name, host, slot in zip(names, hosts, host_slots(hosts), strict=True)
+        ]
         return cls(tuple(authorities))
 
     def __len__(self) -> int:

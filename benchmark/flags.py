@@ -56,6 +56,16 @@ def int_list(text: object, flag: str) -> list[int]:
     return values
 
 
+def optional_int(value: object, flag: str) -> int | None:
+    """An integer flag that is off unless given (`--prometheus-port`)."""
+    if value is None:
+        return None
+    try:
+        return int(str(value))
+    except ValueError as error:
+        raise FlagError(f"{flag_name(flag)} must be an integer, got {value!r}") from error
+
+
 def either(value: object, alias: object, name: str, alias_name: str) -> object:
     """The value of a flag that has an alias; giving both is a mistake worth naming."""
     if value is not None and alias is not None:

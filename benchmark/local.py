@@ -2,7 +2,8 @@
 
 Node i listens on base+3i (consensus), base+3i+1 (mempool) and base+3i+2 (transactions). The last
 `faults` nodes of the committee and their clients are never booted. Each process writes stdout
-(METRICS) and stderr (prose) to `<logs>/<run>/node-i.log` or `client-i.log`.
+(METRICS) and stderr (prose) to `<logs>/<run>/node-i.log` or `client-i.log`, and with a
+`prometheus_port` also serves `GET /metrics` (addresses in `prometheus.py`).
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from .config import NODE_MODES, PORTS_PER_NODE, BenchParameters, Ports, RunFiles
 from .errors import HarnessError
 from .processes import DEFAULT_GRACE, ManagedProcess, ProcessSet, signals_interrupt
 from .progress import Progress
+from .prometheus import MAX_PORT, MetricsEndpoints, check_ports, local_endpoints
 from .summary import Summary
 
 DEFAULT_BASE_PORT = 4000
 LOOPBACK = "127.0.0.1"
-MAX_PORT = 65_535
 # Nodes have this long to open their transaction ports.
 STARTUP_TIMEOUT = 30.0
 # Clients may run this long beyond --duration (waiting for the nodes, final METRICS line).
@@ -93,6 +94,8 @@ class LocalBench:
     work_dir: Path | None = None
     logs_dir: Path | None = None
     results_dir: Path | None = None
+    # First port of the metrics endpoints (see prometheus.py); None: no endpoint.
+    prometheus_port: int | None = None
     out: TextIO = field(default_factory=lambda: sys.stdout)
     grace: float = DEFAULT_GRACE
     startup_timeout: float = STARTUP_TIMEOUT
@@ -113,14 +116,28 @@ class LocalBench:
         """`cargo build --release` in the repository (the sweep calls it once, after its checks)."""
         build(self.repo_root, self.out)
 
+    def node_ports(self, bench: BenchParameters) -> range:
+        """Node i listens on base+3i .. base+3i+2; movevm runs no node."""
+        if bench.mode not in NODE_MODES:
+            return range(0)
+        return range(self.base_port, self.base_port + PORTS_PER_NODE * bench.nodes)
+
+    def metrics_endpoints(self, bench: BenchParameters) -> MetricsEndpoints | None:
+        if self.prometheus_port is None:
+            return None
+        return local_endpoints(self.prometheus_port, bench)
+
     def check(self, bench: BenchParameters) -> None:
-        """Every port of the run is a valid port (the nodes use base+3i .. base+3i+2)."""
-        highest = self.base_port + PORTS_PER_NODE * bench.nodes - 1
-        if bench.mode in NODE_MODES and not (self.base_port > 0 and highest <= MAX_PORT):
+        """Every port of the run is a valid port, and no two processes want the same one."""
+        ports = self.node_ports(bench)
+        if ports and not (ports[0] > 0 and ports[-1] <= MAX_PORT):
             raise BenchError(
-                f"{bench.nodes} nodes from base port {self.base_port} need ports up to {highest}"
-                f" (at most {MAX_PORT})"
+                f"{bench.nodes} nodes from base port {self.base_port} need ports up to"
+                f" {ports[-1]} (at most {MAX_PORT})"
             )
+        if self.prometheus_port is not None:
+            endpoints = local_endpoints(self.prometheus_port, bench)
+            check_ports(endpoints, ports, self.prometheus_port)
 
     def run(self, bench: BenchParameters) -> list[Summary]:
         """Run `bench.runs` times; each run prints and saves its summary."""
@@ -141,6 +158,9 @@ class LocalBench:
         config_dir = (self.work_dir or self.repo_root / ".bench") / run_id
         log_dir.mkdir(parents=True, exist_ok=True)
         self.out.write(f"Run {index + 1}/{bench.runs} ({bench.mode}), logs in {log_dir}\n")
+        endpoints = self.metrics_endpoints(bench)
+        if endpoints is not None:
+            self.out.write(endpoints.describe())
         with ProcessSet(self.grace) as processes:
             if bench.mode == "movevm":
                 self._run_movevm(bench, processes, log_dir)
@@ -166,6 +186,7 @@ class LocalBench:
             Ports.consecutive(self.base_port),
         )
         live = bench.live_nodes
+        endpoints = self.metrics_endpoints(bench)
         nodes = [
             processes.start(
                 f"node-{i}", self._node_command(bench, files, i), log_dir / f"node-{i}.log"
@@ -185,6 +206,7 @@ class LocalBench:
                     nodes=addresses,
                     index=i,
                     genesis=genesis,
+                    prometheus=endpoints.clients[i].listen if endpoints else None,
                 ),
                 log_dir / f"client-{i}.log",
             )
@@ -195,6 +217,7 @@ class LocalBench:
         processes.stop(nodes)
 
     def _node_command(self, bench: BenchParameters, files: RunFiles, index: int) -> list[str]:
+        endpoints = self.metrics_endpoints(bench)
         return node_command(
             str(self.node_binary),
             keys=str(files.key_files[index]),
@@ -202,11 +225,16 @@ class LocalBench:
             parameters=str(files.parameters_file),
             genesis=str(files.genesis_file) if files.genesis_file else None,
             bench=bench,
+            prometheus=endpoints.nodes[index].listen if endpoints else None,
         )
 
     def _run_movevm(self, bench: BenchParameters, processes: ProcessSet, log_dir: Path) -> None:
+        endpoints = self.metrics_endpoints(bench)
+        prometheus = endpoints.clients[0].listen if endpoints else None
         process = processes.start(
-            "movevm", movevm_command(str(self.client_binary), bench), log_dir / "movevm.log"
+            "movevm",
+            movevm_command(str(self.client_binary), bench, prometheus),
+            log_dir / "movevm.log",
         )
         self._wait(bench, [process], watched=[], logs=[process.log_path])
 
