@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from benchmark.config import BenchParameters
+from benchmark.flags import sweep_from_flags
 from benchmark.local import BenchError, LocalBench
 
 from .conftest import REPO_ROOT
@@ -152,3 +153,18 @@ def test_ctrl_c_leaves_no_process(tmp_path: Path, standins: Path) -> None:
     for child in children:
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
     assert _no_stand_in_left(standins)
+
+
+@pytest.mark.parametrize(
+    ("flags", "written"),
+    [({}, {}), ({"batch_delay": "50"}, {"max_batch_delay": 50})],
+)
+def test_the_parameters_file_of_a_run_holds_only_the_flags_given(
+    tmp_path: Path, standins: Path, flags: dict[str, str], written: dict[str, int]
+) -> None:
+    local = _local(tmp_path, standins)
+    local.work_dir = tmp_path / "work"
+    [point] = sweep_from_flags({"mode": "hotstuff", "nodes": "1", "duration": "1", **flags})
+    local.run(point)
+    [parameters] = (tmp_path / "work").glob("*/parameters.json")
+    assert json.loads(parameters.read_text()) == written
