@@ -1,10 +1,13 @@
 """Fabric tasks of the HotMove benchmark harness. The tasks are thin: the logic is in `benchmark/`.
 
+Bench flags default to None ("not given"): `benchmark/flags.py` fills in the harness's defaults
+(`BenchParameters`) and leaves node parameters to the node, so no default is repeated here.
+
 fab local --mode=hotcrypto --nodes=4 --rate=50000 --duration=20 --runs=3
 fab local --mode=hotmove --rate=16000,20000,24000 --runs=3     # a sweep: medians, capacity
 fab create --nodes=2            # 2 instances per region of settings.json
 fab install                     # toolchain, repository, release build on every host
-fab remote --mode=hotmove --nodes=4,10 --rates=20000,50000 --runs=3
+fab remote --mode=hotmove --nodes=4,10 --rate=20000,50000 --runs=3
 fab plot --mode=hotmove
 fab info | fab stop | fab start | fab kill | fab logs | fab destroy
 """
@@ -13,23 +16,23 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fabric import task
 from invoke import Context
 from invoke.exceptions import Exit
 
-from benchmark.config import BenchParameters, ConfigError
+from benchmark import sweep
+from benchmark.config import REMOTE_DEFAULTS, ConfigError
 from benchmark.errors import HarnessError
+from benchmark.flags import default_text, either, int_list, optional_int, sweep_from_flags
 from benchmark.local import DEFAULT_BASE_PORT, LocalBench
 from benchmark.local import build as cargo_build
 from benchmark.processes import Interrupted
 from benchmark.remote import RemoteBench, select_hosts
 from benchmark.settings import Settings
-from benchmark.sweep import render_sweep
 
 if TYPE_CHECKING:
     from benchmark.aws import InstanceManager
@@ -37,17 +40,25 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent
 T = TypeVar("T")
 
-BENCH_HELP = {
+# What each bench flag does; `_bench_help` appends its default, read from where it is defined.
+BENCH_FLAGS = {
     "mode": "hotstuff | hotcrypto | hotmove | movevm",
+    "nodes": "committee size; a comma-separated list sweeps them",
+    "rate": "total input rate over all clients (tx/s); a comma-separated list sweeps them",
     "faults": "nodes left unbooted (with their clients), at most (n-1)/3",
     "tx_size": "transaction size in bytes (hotstuff mode)",
     "duration": "seconds the clients send",
     "batch_size": "mempool batch size (bytes)",
     "batch_delay": "max batch delay (ms)",
-    "verifier_threads": "verifier threads per node (0: node default)",
+    "verifier_threads": "verifier threads per node (the node uses every core unless set)",
+    "accounts": "genesis accounts (movevm: accounts of the run)",
     "runs": "how many times to repeat each configuration",
     "invalid_share": "share of transactions with a bad signature (crypto modes)",
 }
+
+
+def _bench_help(defaults: Mapping[str, Any] | None = None) -> dict[str, str]:
+    return {flag: f"{text}; {default_text(flag, defaults)}" for flag, text in BENCH_FLAGS.items()}
 
 
 def _guard(action: Callable[[], T]) -> T:
@@ -60,51 +71,11 @@ def _guard(action: Callable[[], T]) -> T:
         raise Exit("Interrupted; every process was stopped.", code=130) from error
 
 
-def _bench(
-    *,
-    mode: str,
-    nodes: int,
-    faults: int,
-    rate: int,
-    tx_size: int,
-    duration: int,
-    batch_size: int,
-    batch_delay: int,
-    verifier_threads: int,
-    runs: int,
-    invalid_share: float,
-) -> BenchParameters:
-    return BenchParameters(
-        mode=mode,
-        nodes=nodes,
-        faults=faults,
-        rate=rate,
-        tx_size=tx_size,
-        duration=duration,
-        batch_size=batch_size,
-        max_batch_delay=batch_delay,
-        verifier_threads=verifier_threads or None,
-        runs=runs,
-        invalid_share=invalid_share,
-    )
-
-
-def _int_list(text: str, name: str) -> list[int]:
-    try:
-        values = [int(part) for part in str(text).split(",") if part.strip()]
-    except ValueError as error:
-        raise Exit(f"--{name} must be comma-separated integers, got {text!r}", code=1) from error
-    if not values:
-        raise Exit(f"--{name} is empty", code=1)
-    return values
-
-
 @task(
     help={
-        **BENCH_HELP,
-        "nodes": "committee size",
-        "rate": "total input rate over all clients (tx/s); a comma-separated list sweeps them",
+        **_bench_help(),
         "base_port": "first port of node 0",
+        "prometheus_port": "serve GET /metrics: node i at 127.0.0.1:P+i, client j at P+nodes+j",
         "build": "run `cargo build --release` first",
         "logs": "directory of the runs' log directories",
         "results": "directory of the saved results (one JSON per run)",
@@ -113,57 +84,53 @@ def _int_list(text: str, name: str) -> list[int]:
 )
 def local(
     c: Context,
-    mode: str = "hotcrypto",
-    nodes: int = 4,
-    faults: int = 0,
-    rate: str = "20000",
-    tx_size: int = 197,
-    duration: int = 10,
-    batch_size: int = 500_000,
-    batch_delay: int = 100,
-    verifier_threads: int = 0,
-    runs: int = 1,
-    invalid_share: float = 0.0,
+    mode: str | None = None,
+    nodes: str | None = None,
+    rate: str | None = None,
+    faults: str | None = None,
+    tx_size: str | None = None,
+    duration: str | None = None,
+    batch_size: str | None = None,
+    batch_delay: str | None = None,
+    verifier_threads: str | None = None,
+    accounts: str | None = None,
+    runs: str | None = None,
+    invalid_share: str | None = None,
     base_port: int = DEFAULT_BASE_PORT,
+    prometheus_port: str | None = None,
     build: bool = True,
     logs: str = "logs",
     results: str = "results",
     binaries: str = "",
 ) -> None:
     """Run a benchmark on this machine: nodes and clients as local processes."""
-    rate_values = _int_list(rate, "rate")
 
     def action() -> None:
-        bench = _bench(
-            mode=mode,
-            nodes=nodes,
-            faults=faults,
-            rate=rate_values[0],
-            tx_size=tx_size,
-            duration=duration,
-            batch_size=batch_size,
-            batch_delay=batch_delay,
-            verifier_threads=verifier_threads,
-            runs=runs,
-            invalid_share=invalid_share,
+        points = sweep_from_flags(
+            {
+                "mode": mode,
+                "nodes": nodes,
+                "rate": rate,
+                "faults": faults,
+                "tx_size": tx_size,
+                "duration": duration,
+                "batch_size": batch_size,
+                "batch_delay": batch_delay,
+                "verifier_threads": verifier_threads,
+                "accounts": accounts,
+                "runs": runs,
+                "invalid_share": invalid_share,
+            }
         )
-        if bench.mode == "movevm" and len(rate_values) > 1:
-            raise ConfigError("movevm has no input rate to sweep: its generator runs flat out")
-        # Every rate is checked before the first run starts, not when its turn comes.
-        sweep = [replace(bench, rate=value) for value in rate_values]
-        summaries = []
-        for index, point in enumerate(sweep):
-            summaries += LocalBench(
-                point,
-                repo_root=ROOT,
-                base_port=base_port,
-                build=build and index == 0,
-                logs_dir=ROOT / logs,
-                results_dir=ROOT / results,
-                binaries=ROOT / binaries if binaries else None,
-            ).run()
-        if len(rate_values) > 1:
-            print(render_sweep(summaries))
+        runner = LocalBench(
+            repo_root=ROOT,
+            base_port=base_port,
+            logs_dir=ROOT / logs,
+            results_dir=ROOT / results,
+            binaries=ROOT / binaries if binaries else None,
+            prometheus_port=optional_int(prometheus_port, "prometheus_port"),
+        )
+        sweep.run_sweep(points, runner, sys.stdout, before_runs=runner.build if build else None)
 
     _guard(action)
 
@@ -215,7 +182,7 @@ def info(c: Context, settings: str = "settings.json") -> None:
     _guard(lambda: print(_manager(settings).info()))
 
 
-def _remote_bench(settings_path: str) -> RemoteBench:
+def _remote_bench(settings_path: str, prometheus_port: int | None = None) -> RemoteBench:
     settings = _settings(settings_path)
     hosts = select_hosts(_manager(settings_path).hosts(), settings.ssh_user)
     return RemoteBench(
@@ -225,6 +192,7 @@ def _remote_bench(settings_path: str) -> RemoteBench:
         work_dir=ROOT / ".bench" / "remote",
         logs_dir=ROOT / "logs",
         results_dir=ROOT / "results",
+        prometheus_port=prometheus_port,
     )
 
 
@@ -246,55 +214,62 @@ def install(c: Context, skip_toolchain: bool = False, settings: str = "settings.
 
 @task(
     help={
-        **BENCH_HELP,
-        "nodes": "comma-separated committee sizes, e.g. 4,10",
-        "rates": "comma-separated input rates, e.g. 20000,50000",
+        **_bench_help(REMOTE_DEFAULTS),
+        "rates": "the same as --rate (its older spelling)",
+        "prometheus_port": "serve GET /metrics: nodes on 0.0.0.0:P, clients on 0.0.0.0:P+1",
         "settings": "settings file",
         "build": "build locally first (keys, genesis)",
     }
 )
 def remote(
     c: Context,
-    mode: str = "hotcrypto",
-    nodes: str = "4",
-    rates: str = "20000",
-    runs: int = 1,
-    faults: int = 0,
-    tx_size: int = 197,
-    duration: int = 30,
-    batch_size: int = 500_000,
-    batch_delay: int = 100,
-    verifier_threads: int = 0,
-    invalid_share: float = 0.0,
+    mode: str | None = None,
+    nodes: str | None = None,
+    rate: str | None = None,
+    rates: str | None = None,
+    faults: str | None = None,
+    tx_size: str | None = None,
+    duration: str | None = None,
+    batch_size: str | None = None,
+    batch_delay: str | None = None,
+    verifier_threads: str | None = None,
+    accounts: str | None = None,
+    runs: str | None = None,
+    invalid_share: str | None = None,
+    prometheus_port: str | None = None,
     settings: str = "settings.json",
     build: bool = True,
 ) -> None:
     """Run benchmarks on the instances for every committee size and rate, `runs` times each."""
-    node_counts = _int_list(nodes, "nodes")
-    rate_values = _int_list(rates, "rates")
 
     def action() -> None:
-        base = _bench(
-            mode=mode,
-            nodes=node_counts[0],
-            faults=faults,
-            rate=rate_values[0],
-            tx_size=tx_size,
-            duration=duration,
-            batch_size=batch_size,
-            batch_delay=batch_delay,
-            verifier_threads=verifier_threads,
-            runs=runs,
-            invalid_share=invalid_share,
+        points = sweep_from_flags(
+            {
+                "mode": mode,
+                "nodes": nodes,
+                "rate": either(rate, rates, "rate", "rates"),
+                "faults": faults,
+                "tx_size": tx_size,
+                "duration": duration,
+                "batch_size": batch_size,
+                "batch_delay": batch_delay,
+                "verifier_threads": verifier_threads,
+                "accounts": accounts,
+                "runs": runs,
+                "invalid_share": invalid_share,
+            },
+            REMOTE_DEFAULTS,
         )
-        if base.mode == "movevm":
+        if points[0].mode == "movevm":
             raise ConfigError("movevm runs in one process: use `fab local --mode=movevm`")
-        if build:
-            cargo_build(ROOT, sys.stdout)
-        with _remote_bench(settings) as bench:
-            summaries = bench.run(base, node_counts, rate_values, runs)
-        if len(node_counts) * len(rate_values) > 1:
-            print(render_sweep(summaries))
+        metrics_port = optional_int(prometheus_port, "prometheus_port")
+        with _remote_bench(settings, metrics_port) as runner:
+            sweep.run_sweep(
+                points,
+                runner,
+                sys.stdout,
+                before_runs=(lambda: cargo_build(ROOT, sys.stdout)) if build else None,
+            )
 
     _guard(action)
 
@@ -342,7 +317,7 @@ def plot(
     def action() -> None:
         from benchmark.plot import plot_all  # noqa: PLC0415
 
-        caps = [float(cap) for cap in _int_list(max_latency, "max-latency")]
+        caps = [float(cap) for cap in int_list(max_latency, "max_latency")]
         for path in plot_all(ROOT / results, ROOT / output, mode, caps):
             print(f"wrote {path}")
 

@@ -8,6 +8,7 @@ from typing import Any, TextIO
 from . import results
 from .config import BenchParameters
 from .metrics import load_run
+from .report import render_summary
 from .summary import Summary, summarize
 
 
@@ -24,7 +25,7 @@ def finish_run(
     known = bench.to_dict() if bench is not None else {}
     config = {**known, **(extra or {}), "logs": str(log_dir)}
     summary = summarize(run, config)
-    out.write(summary.render())
+    out.write(render_summary(summary))
     saved = results.save(summary, results_dir) if results_dir is not None else None
     if saved is not None:
         out.write(f"Result saved to {saved}\n")

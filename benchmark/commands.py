@@ -1,6 +1,8 @@
 """Command lines of the `node` and `client` binaries, shared by local and remote runs.
 
 Paths are plain strings so the same builders serve local paths and paths on a remote host.
+`prometheus` is the address a process serves `GET /metrics` on (see `prometheus.py`); None
+leaves the endpoint off.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ def node_command(
     parameters: str,
     genesis: str | None,
     bench: BenchParameters,
+    prometheus: str | None = None,
 ) -> list[str]:
     command = [
         binary,
@@ -34,7 +37,7 @@ def node_command(
     command += ["--mode", bench.mode]
     if bench.mode in CRYPTO_MODES and bench.verifier_threads is not None:
         command += ["--verifier-threads", str(bench.verifier_threads)]
-    return command
+    return command + _prometheus(prometheus)
 
 
 def client_command(
@@ -45,6 +48,7 @@ def client_command(
     nodes: Sequence[str],
     index: int,
     genesis: str | None,
+    prometheus: str | None = None,
 ) -> list[str]:
     """Client `index` sends to `target` and first waits until every address in `nodes` is up."""
     command = [
@@ -73,13 +77,13 @@ def client_command(
         command += ["--genesis", genesis]
         if bench.invalid_share > 0:
             command += ["--invalid-share", str(bench.invalid_share)]
-    return command
+    return command + _prometheus(prometheus)
 
 
-def movevm_command(binary: str, bench: BenchParameters) -> list[str]:
+def movevm_command(binary: str, bench: BenchParameters, prometheus: str | None = None) -> list[str]:
     """The standalone Move VM run: one process, a generator thread feeding the decoder and executor
     stages a node runs."""
-    return [
+    command = [
         binary,
         "--mode",
         "movevm",
@@ -87,6 +91,13 @@ def movevm_command(binary: str, bench: BenchParameters) -> list[str]:
         str(bench.duration),
         "--accounts",
         str(bench.accounts),
-        "--channel-capacity",
-        str(bench.channel_capacity),
     ]
+    # The node's channel capacity, when set, sizes the generator->executor channel as it would a
+    # node's channels; otherwise the client keeps its own default.
+    if bench.node.channel_capacity is not None:
+        command += ["--channel-capacity", str(bench.node.channel_capacity)]
+    return command + _prometheus(prometheus)
+
+
+def _prometheus(address: str | None) -> list[str]:
+    return [] if address is None else ["--prometheus", address]

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from .errors import HarnessError
+from .parameters import NodeParameters
 
 MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove", "movevm")
 NODE_MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove")
@@ -30,7 +31,12 @@ class ConfigError(HarnessError):
 
 @dataclass(frozen=True)
 class BenchParameters:
-    """What one benchmark run does. `rate` is the total over all clients (tx/s)."""
+    """What one benchmark run does. `rate` is the total over all clients (tx/s).
+
+    These defaults are the harness's only ones: `fab` flags that are not given are left out and
+    filled in here (remote runs change one, see REMOTE_DEFAULTS). Node parameters get no default
+    here at all: `node` holds only what was set, and the node supplies the rest.
+    """
 
     mode: str = "hotcrypto"
     nodes: int = 4
@@ -38,15 +44,13 @@ class BenchParameters:
     rate: int = 20_000
     tx_size: int = 197
     duration: int = 10
-    batch_size: int = 500_000
-    max_batch_delay: int = 100
-    timeout_delay: int = 1_000
+    # A flag of `node run`, not a parameters field; None: the node's default (every core).
     verifier_threads: int | None = None
     accounts: int = 10_000
     balance: int = 1_000_000_000
     invalid_share: float = 0.0
-    channel_capacity: int = 1_000
     runs: int = 1
+    node: NodeParameters = field(default_factory=NodeParameters)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -55,11 +59,7 @@ class BenchParameters:
             "rate": self.rate,
             "tx_size": self.tx_size,
             "duration": self.duration,
-            "batch_size": self.batch_size,
-            "max_batch_delay": self.max_batch_delay,
-            "timeout_delay": self.timeout_delay,
             "accounts": self.accounts,
-            "channel_capacity": self.channel_capacity,
             "runs": self.runs,
         }
         for name, value in positive.items():
@@ -95,43 +95,22 @@ class BenchParameters:
         return max(1, self.rate // max(1, self.live_nodes))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Flat: the bench settings, then the node parameters that were set (and no others), so a
+        saved result says "node default" by leaving a parameter out."""
+        bench = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "node"}
+        return {**bench, **self.node.to_json()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BenchParameters:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """The inverse of `to_dict`; unknown keys are ignored and None means "not set"."""
+        known = {f.name for f in fields(cls)} - {"node"}
+        given = {k: v for k, v in data.items() if k in known and v is not None}
+        return cls(**given, node=NodeParameters.from_json(data))
 
 
-@dataclass(frozen=True)
-class NodeParameters:
-    """The node's parameters file (times in ms, sizes in bytes); defaults are the node's own."""
-
-    timeout_delay: int = 1_000
-    sync_retry_delay: int = 10_000
-    sync_retry_nodes: int = 3
-    batch_size: int = 500_000
-    max_batch_delay: int = 100
-    gc_depth: int = 50
-    max_block_digests: int = 256
-    max_frame_size: int = 8_388_608
-    channel_capacity: int = 1_000
-    max_backlog_per_sender: int = 1_000
-
-    @classmethod
-    def from_bench(cls, bench: BenchParameters) -> NodeParameters:
-        return cls(
-            timeout_delay=bench.timeout_delay,
-            batch_size=bench.batch_size,
-            max_batch_delay=bench.max_batch_delay,
-            channel_capacity=bench.channel_capacity,
-        )
-
-    def to_json(self) -> dict[str, int]:
-        return asdict(self)
-
-    def write(self, path: Path) -> Path:
-        return _write_json(path, self.to_json())
+# Remote runs cross regions, where a round takes far longer than on loopback: they default to a
+# longer run so the steady window still holds many rounds. The only remote default that differs.
+REMOTE_DEFAULTS: Mapping[str, Any] = {"duration": 30}
 
 
 @dataclass(frozen=True)
@@ -150,10 +129,23 @@ class Ports:
         step = PORTS_PER_NODE * slot
         return Ports(self.consensus + step, self.mempool + step, self.transactions + step)
 
+    def all(self) -> tuple[int, int, int]:
+        return (self.consensus, self.mempool, self.transactions)
+
     def span(self) -> tuple[int, int]:
         """Lowest and highest port (to open a firewall range)."""
         values = (self.consensus, self.mempool, self.transactions)
         return min(values), max(values)
+
+
+def host_slots(hosts: Sequence[str]) -> list[int]:
+    """How many nodes before node i share its host: its slot, by which its ports shift."""
+    seen: dict[str, int] = {}
+    slots = []
+    for host in hosts:
+        slots.append(seen.get(host, 0))
+        seen[host] = slots[-1] + 1
+    return slots
 
 
 @dataclass(frozen=True)
@@ -197,12 +189,10 @@ class Committee:
             raise ConfigError(f"{len(names)} keys for {len(hosts)} hosts")
         if len(set(names)) != len(names):
             raise ConfigError("two nodes have the same public key")
-        slots: dict[str, int] = {}
-        authorities = []
-        for name, host in zip(names, hosts, strict=True):
-            slot = slots.get(host, 0)
-            slots[host] = slot + 1
-            authorities.append(Authority(name=name, host=host, ports=ports.shifted(slot)))
+        authorities = [
+            Authority(name=name, host=host, ports=ports.shifted(slot))
+            for name, host, slot in zip(names, hosts, host_slots(hosts), strict=True)
+        ]
         return cls(tuple(authorities))
 
     def __len__(self) -> int:
@@ -284,7 +274,7 @@ def write_run_files(
     names = [generate_key(node_binary, path) for path in key_files]
     committee = Committee.build(names, list(hosts[: bench.nodes]), ports)
     committee_file = committee.write(directory / "committee.json")
-    parameters_file = NodeParameters.from_bench(bench).write(directory / "parameters.json")
+    parameters_file = bench.node.write(directory / "parameters.json")
     genesis_file = None
     if bench.mode in CRYPTO_MODES:
         genesis_file = write_genesis(

@@ -2,7 +2,8 @@
 
 Node i listens on base+3i (consensus), base+3i+1 (mempool) and base+3i+2 (transactions). The last
 `faults` nodes of the committee and their clients are never booted. Each process writes stdout
-(METRICS) and stderr (prose) to `<logs>/<run>/node-i.log` or `client-i.log`.
+(METRICS) and stderr (prose) to `<logs>/<run>/node-i.log` or `client-i.log`, and with a
+`prometheus_port` also serves `GET /metrics` (addresses in `prometheus.py`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from typing import TextIO
 
 from .analysis import finish_run
 from .commands import client_command, movevm_command, node_command
-from .config import BenchParameters, Ports, RunFiles, write_run_files
+from .config import NODE_MODES, PORTS_PER_NODE, BenchParameters, Ports, RunFiles, write_run_files
 from .errors import HarnessError
 from .processes import DEFAULT_GRACE, ManagedProcess, ProcessSet, signals_interrupt
 from .progress import Progress
+from .prometheus import MAX_PORT, MetricsEndpoints, check_ports, local_endpoints
 from .summary import Summary
 
 DEFAULT_BASE_PORT = 4000
@@ -84,14 +86,16 @@ def wait_for_ports(addresses: list[str], processes: list[ManagedProcess], timeou
 
 @dataclass
 class LocalBench:
-    bench: BenchParameters
+    """Runs benchmarks on this machine; one instance serves every point of a sweep."""
+
     repo_root: Path
     base_port: int = DEFAULT_BASE_PORT
-    build: bool = True
     binaries: Path | None = None
     work_dir: Path | None = None
     logs_dir: Path | None = None
     results_dir: Path | None = None
+    # First port of the metrics endpoints (see prometheus.py); None: no endpoint.
+    prometheus_port: int | None = None
     out: TextIO = field(default_factory=lambda: sys.stdout)
     grace: float = DEFAULT_GRACE
     startup_timeout: float = STARTUP_TIMEOUT
@@ -108,44 +112,72 @@ class LocalBench:
     def client_binary(self) -> Path:
         return self.binaries_dir / "client"
 
-    def run(self) -> list[Summary]:
-        """Build once, then run `bench.runs` times; each run prints and saves its summary."""
-        if self.build:
-            build(self.repo_root, self.out)
+    def build(self) -> None:
+        """`cargo build --release` in the repository (the sweep calls it once, after its checks)."""
+        build(self.repo_root, self.out)
+
+    def node_ports(self, bench: BenchParameters) -> range:
+        """Node i listens on base+3i .. base+3i+2; movevm runs no node."""
+        if bench.mode not in NODE_MODES:
+            return range(0)
+        return range(self.base_port, self.base_port + PORTS_PER_NODE * bench.nodes)
+
+    def metrics_endpoints(self, bench: BenchParameters) -> MetricsEndpoints | None:
+        if self.prometheus_port is None:
+            return None
+        return local_endpoints(self.prometheus_port, bench)
+
+    def check(self, bench: BenchParameters) -> None:
+        """Every port of the run is a valid port, and no two processes want the same one."""
+        ports = self.node_ports(bench)
+        if ports and not (ports[0] > 0 and ports[-1] <= MAX_PORT):
+            raise BenchError(
+                f"{bench.nodes} nodes from base port {self.base_port} need ports up to"
+                f" {ports[-1]} (at most {MAX_PORT})"
+            )
+        if self.prometheus_port is not None:
+            endpoints = local_endpoints(self.prometheus_port, bench)
+            check_ports(endpoints, ports, self.prometheus_port)
+
+    def run(self, bench: BenchParameters) -> list[Summary]:
+        """Run `bench.runs` times; each run prints and saves its summary."""
+        self.check(bench)
         for binary in (self.node_binary, self.client_binary):
             if not binary.is_file():
                 raise BenchError(f"{binary} does not exist; build the binaries first")
         summaries = []
         with signals_interrupt():
-            for index in range(self.bench.runs):
-                summaries.append(self.run_once(index))
+            for index in range(bench.runs):
+                summaries.append(self.run_once(bench, index))
         return summaries
 
-    def run_once(self, index: int = 0) -> Summary:
+    def run_once(self, bench: BenchParameters, index: int = 0) -> Summary:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_id = f"{self.bench.mode}-{stamp}-run{index}"
+        run_id = f"{bench.mode}-{stamp}-run{index}"
         log_dir = (self.logs_dir or self.repo_root / "logs") / run_id
         config_dir = (self.work_dir or self.repo_root / ".bench") / run_id
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.out.write(
-            f"Run {index + 1}/{self.bench.runs} ({self.bench.mode}), logs in {log_dir}\n"
-        )
+        self.out.write(f"Run {index + 1}/{bench.runs} ({bench.mode}), logs in {log_dir}\n")
+        endpoints = self.metrics_endpoints(bench)
+        if endpoints is not None:
+            self.out.write(endpoints.describe())
         with ProcessSet(self.grace) as processes:
-            if self.bench.mode == "movevm":
-                self._run_movevm(processes, log_dir)
+            if bench.mode == "movevm":
+                self._run_movevm(bench, processes, log_dir)
             else:
-                self._run_nodes(processes, config_dir, log_dir)
+                self._run_nodes(bench, processes, config_dir, log_dir)
         summary, _ = finish_run(
             log_dir,
-            self.bench,
+            bench,
             self.results_dir or self.repo_root / "results",
             self.out,
             extra={"run": index, "where": "local"},
         )
         return summary
 
-    def _run_nodes(self, processes: ProcessSet, config_dir: Path, log_dir: Path) -> None:
-        bench = self.bench
+    def _run_nodes(
+        self, bench: BenchParameters, processes: ProcessSet, config_dir: Path, log_dir: Path
+    ) -> None:
         files = write_run_files(
             bench,
             self.node_binary,
@@ -154,8 +186,11 @@ class LocalBench:
             Ports.consecutive(self.base_port),
         )
         live = bench.live_nodes
+        endpoints = self.metrics_endpoints(bench)
         nodes = [
-            processes.start(f"node-{i}", self._node_command(files, i), log_dir / f"node-{i}.log")
+            processes.start(
+                f"node-{i}", self._node_command(bench, files, i), log_dir / f"node-{i}.log"
+            )
             for i in range(live)
         ]
         addresses = files.committee.transactions_addresses(live)
@@ -171,37 +206,48 @@ class LocalBench:
                     nodes=addresses,
                     index=i,
                     genesis=genesis,
+                    prometheus=endpoints.clients[i].listen if endpoints else None,
                 ),
                 log_dir / f"client-{i}.log",
             )
             for i in range(live)
         ]
-        self._wait(clients, watched=nodes, logs=[p.log_path for p in nodes + clients])
+        self._wait(bench, clients, watched=nodes, logs=[p.log_path for p in nodes + clients])
         # Clients are done: stop the nodes so each prints its final METRICS line.
         processes.stop(nodes)
 
-    def _node_command(self, files: RunFiles, index: int) -> list[str]:
+    def _node_command(self, bench: BenchParameters, files: RunFiles, index: int) -> list[str]:
+        endpoints = self.metrics_endpoints(bench)
         return node_command(
             str(self.node_binary),
             keys=str(files.key_files[index]),
             committee=str(files.committee_file),
             parameters=str(files.parameters_file),
             genesis=str(files.genesis_file) if files.genesis_file else None,
-            bench=self.bench,
+            bench=bench,
+            prometheus=endpoints.nodes[index].listen if endpoints else None,
         )
 
-    def _run_movevm(self, processes: ProcessSet, log_dir: Path) -> None:
+    def _run_movevm(self, bench: BenchParameters, processes: ProcessSet, log_dir: Path) -> None:
+        endpoints = self.metrics_endpoints(bench)
+        prometheus = endpoints.clients[0].listen if endpoints else None
         process = processes.start(
-            "movevm", movevm_command(str(self.client_binary), self.bench), log_dir / "movevm.log"
+            "movevm",
+            movevm_command(str(self.client_binary), bench, prometheus),
+            log_dir / "movevm.log",
         )
-        self._wait([process], watched=[], logs=[process.log_path])
+        self._wait(bench, [process], watched=[], logs=[process.log_path])
 
     def _wait(
-        self, finishing: list[ManagedProcess], watched: list[ManagedProcess], logs: list[Path]
+        self,
+        bench: BenchParameters,
+        finishing: list[ManagedProcess],
+        watched: list[ManagedProcess],
+        logs: list[Path],
     ) -> None:
         """Wait for `finishing` to exit on their own while `watched` must keep running."""
-        progress = Progress(self.out, float(self.bench.duration), logs)
-        deadline = time.monotonic() + self.bench.duration + EXIT_MARGIN
+        progress = Progress(self.out, float(bench.duration), logs)
+        deadline = time.monotonic() + bench.duration + EXIT_MARGIN
         try:
             while any(p.running() for p in finishing):
                 for process in watched:

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from .json_path import number
 from .metrics import MalformedLineError, Record, parse_line
-from .summary import number
 
 
 @dataclass

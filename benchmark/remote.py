@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
@@ -29,11 +29,12 @@ from invoke.exceptions import UnexpectedExit
 
 from .analysis import finish_run
 from .commands import client_command, node_command
-from .config import BenchParameters, RunFiles, read_json, write_run_files
+from .config import BenchParameters, RunFiles, host_slots, read_json, write_run_files
 from .errors import HarnessError
 from .metrics import MalformedLineError, Record, parse_line
 from .processes import DEFAULT_GRACE
 from .progress import describe
+from .prometheus import MetricsEndpoints, check_ports, remote_endpoints
 from .settings import Settings
 from .summary import Summary
 
@@ -211,6 +212,7 @@ class RemoteBench:
         grace: float = DEFAULT_GRACE,
         connect_timeout: int = 10,
         poll_interval: float = POLL_INTERVAL,
+        prometheus_port: int | None = None,
     ) -> None:
         if not hosts:
             raise RemoteError("no hosts (are the instances running? see `fab info`)")
@@ -223,6 +225,8 @@ class RemoteBench:
         self.out = out or sys.stdout
         self.grace = grace
         self.poll_interval = poll_interval
+        # Nodes serve GET /metrics on this port, clients on the next (see prometheus.py).
+        self.prometheus_port = prometheus_port
         self.connections = [
             Connection(
                 host=host.address,
@@ -327,11 +331,18 @@ class RemoteBench:
     def _binary(self, name: str) -> str:
         return f"../{self.settings.repo_name}/target/release/{name}"
 
+    def metrics_endpoints(self, bench: BenchParameters) -> MetricsEndpoints | None:
+        if self.prometheus_port is None:
+            return None
+        hosts = [host.address for host in self.hosts[: bench.nodes]]
+        return remote_endpoints(self.prometheus_port, bench, hosts)
+
     def start(self, files: RunFiles, bench: BenchParameters) -> None:
         """Start the live nodes, then their clients (which wait for every live node)."""
         live = bench.live_nodes
         addresses = files.committee.transactions_addresses(live)
         genesis = files.genesis_file.name if files.genesis_file else None
+        endpoints = self.metrics_endpoints(bench)
 
         def start_node(index: int) -> None:
             command = node_command(
@@ -341,6 +352,7 @@ class RemoteBench:
                 parameters=files.parameters_file.name,
                 genesis=genesis,
                 bench=bench,
+                prometheus=endpoints.nodes[index].listen if endpoints else None,
             )
             self._run(index, bash(background_script(f"node-{index}", command)))
 
@@ -352,6 +364,7 @@ class RemoteBench:
                 nodes=addresses,
                 index=index,
                 genesis=genesis,
+                prometheus=endpoints.clients[index].listen if endpoints else None,
             )
             self._run(index, bash(background_script(f"client-{index}", command)))
 
@@ -423,10 +436,7 @@ class RemoteBench:
         return [path for paths in self._each(range(count), fetch) for path in paths]
 
     def run_once(self, bench: BenchParameters, index: int = 0) -> Summary:
-        if bench.nodes > len(self.hosts):
-            raise RemoteError(
-                f"{bench.nodes} nodes need {bench.nodes} hosts, have {len(self.hosts)}"
-            )
+        self.check(bench)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_id = f"{bench.mode}-n{bench.nodes}-r{bench.rate}-{stamp}-run{index}"
         files = write_run_files(
@@ -440,6 +450,9 @@ class RemoteBench:
             f"Remote run {run_id}: {bench.live_nodes} live node(s) of {bench.nodes}, "
             f"{bench.rate:,} tx/s for {bench.duration} s\n"
         )
+        endpoints = self.metrics_endpoints(bench)
+        if endpoints is not None:
+            self.out.write(endpoints.describe())
         self.upload(files, bench.nodes)
         try:
             self.start(files, bench)
@@ -464,17 +477,25 @@ class RemoteBench:
         )
         return summary
 
-    def run(
-        self, base: BenchParameters, nodes: Sequence[int], rates: Sequence[int], runs: int
-    ) -> list[Summary]:
-        """Every combination of committee size and rate, `runs` times each."""
-        summaries = []
-        for count in nodes:
-            for rate in rates:
-                bench = replace(base, nodes=count, rate=rate, runs=runs)
-                for index in range(runs):
-                    summaries.append(self.run_once(bench, index))
-        return summaries
+    def check(self, bench: BenchParameters) -> None:
+        """Host i runs node i: a committee needs as many hosts; metrics ports are not node ports."""
+        if bench.nodes > len(self.hosts):
+            raise RemoteError(
+                f"{bench.nodes} nodes need {bench.nodes} hosts, have {len(self.hosts)}"
+            )
+        endpoints = self.metrics_endpoints(bench)
+        if endpoints is not None and self.prometheus_port is not None:
+            hosts = [host.address for host in self.hosts[: bench.nodes]]
+            node_ports = [
+                port
+                for slot in set(host_slots(hosts))
+                for port in self.settings.ports.shifted(slot).all()
+            ]
+            check_ports(endpoints, node_ports, self.prometheus_port)
+
+    def run(self, bench: BenchParameters) -> list[Summary]:
+        """Run `bench` `bench.runs` times; each run prints and saves its summary."""
+        return [self.run_once(bench, index) for index in range(bench.runs)]
 
     # -- inspection ------------------------------------------------------------------------------
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .summary import LatencyStats, StageRow, Summary, Throughput
+from .summary import LatencyStats, StageRow, Summary, Throughput
 
 RULE = "-" * 78
 
@@ -14,6 +11,12 @@ def _num(value: float | None, digits: int = 0, suffix: str = "") -> str:
     if value is None:
         return "-"
     return f"{value:,.{digits}f}{suffix}"
+
+
+def _setting(value: float | None, unit: str) -> str:
+    """A node parameter: the value that was set, or the node's own default (which the harness
+    does not know, on purpose: the node is the one source of its defaults)."""
+    return "node default" if value is None else _num(value, suffix=unit)
 
 
 def _share(value: float | None) -> str:
@@ -49,8 +52,8 @@ def _config(summary: Summary) -> list[str]:
         if summary.mode == "hotstuff":
             lines.append(f"   Transaction size: {_num(config.get('tx_size'))} B")
         lines += [
-            f"   Batch size: {_num(config.get('batch_size'))} B, "
-            f"max batch delay: {_num(config.get('max_batch_delay'))} ms",
+            f"   Batch size: {_setting(config.get('batch_size'), ' B')}, "
+            f"max batch delay: {_setting(config.get('max_batch_delay'), ' ms')}",
         ]
         if summary.mode != "hotstuff":
             threads = config.get("verifier_threads")

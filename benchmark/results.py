@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .summary import Summary, lookup
+from .json_path import lookup
+from .summary import Summary
 
 RESULT_VERSION = 1
 

@@ -29,8 +29,8 @@ from itertools import pairwise
 from typing import Any
 
 from .errors import HarnessError
+from .json_path import number
 from .metrics import ProcessMetrics, Record, RunMetrics
-from .report import render_summary
 
 WARMUP_FRACTION = 0.1
 # Rule thresholds of `find_bottleneck` (shares of the window's wall time or of a rate).
@@ -162,9 +162,6 @@ class Summary:
         data["window"]["seconds"] = self.window.seconds
         return data
 
-    def render(self) -> str:
-        return render_summary(self)
-
 
 # ---------------------------------------------------------------------------------------------
 # Helpers over records.
@@ -178,22 +175,6 @@ def percentile(ordered: Sequence[float], q: float) -> float:
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def lookup(record: Record, path: Sequence[str]) -> Any:  # noqa: ANN401 - JSON value
-    value: Any = record
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return value
-
-
-def number(record: Record, path: Sequence[str]) -> float | None:
-    value = lookup(record, path)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
 
 
 def value_at(records: Sequence[Record], path: Sequence[str], t_ms: float) -> float | None:

@@ -12,12 +12,12 @@ from benchmark.config import (
     BenchParameters,
     Committee,
     ConfigError,
-    NodeParameters,
     Ports,
     generate_key,
     write_genesis,
     write_run_files,
 )
+from benchmark.parameters import NodeParameters, ParametersError
 from benchmark.settings import Settings, SettingsError
 
 
@@ -57,23 +57,33 @@ def test_committee_rejects_duplicates_and_missing_hosts() -> None:
         Committee.build(["a", "b"], ["h"], Ports.consecutive(1))
 
 
-def test_parameters_file_carries_the_bench_values(tmp_path: Path) -> None:
-    bench = BenchParameters(
-        batch_size=1234, max_batch_delay=7, timeout_delay=900, channel_capacity=50
-    )
-    data = json.loads(NodeParameters.from_bench(bench).write(tmp_path / "p.json").read_text())
-    assert data == {
-        "timeout_delay": 900,
-        "sync_retry_delay": 10_000,
-        "sync_retry_nodes": 3,
+def test_parameters_file_of_no_options_is_empty(tmp_path: Path) -> None:
+    path = BenchParameters().node.write(tmp_path / "p.json")
+    assert json.loads(path.read_text()) == {}
+
+
+def test_parameters_file_holds_what_was_set_and_nothing_else(tmp_path: Path) -> None:
+    bench = BenchParameters(node=NodeParameters(batch_size=1234, gc_depth=0))
+    assert json.loads(bench.node.write(tmp_path / "p.json").read_text()) == {
         "batch_size": 1234,
-        "max_batch_delay": 7,
-        "gc_depth": 50,
-        "max_block_digests": 256,
-        "max_frame_size": 8_388_608,
-        "channel_capacity": 50,
-        "max_backlog_per_sender": 1_000,
+        "gc_depth": 0,
     }
+
+
+def test_node_parameters_the_node_rejects_fail_early() -> None:
+    with pytest.raises(ParametersError, match="batch_size must be at least 1, got 0"):
+        NodeParameters(batch_size=0)
+    with pytest.raises(ParametersError, match="gc_depth must be at least 0"):
+        NodeParameters(gc_depth=-1)
+
+
+def test_saved_bench_settings_name_only_the_node_parameters_set() -> None:
+    bench = BenchParameters(rate=5_000, node=NodeParameters(max_batch_delay=7))
+    data = bench.to_dict()
+    assert data["rate"] == 5_000
+    assert data["max_batch_delay"] == 7
+    assert "batch_size" not in data
+    assert BenchParameters.from_dict(data) == bench
 
 
 @pytest.mark.parametrize(
@@ -169,8 +179,9 @@ def test_node_and_client_command_lines() -> None:
 
     assert movevm_command("client", BenchParameters(mode="movevm", duration=3, accounts=9)) == [
         "client", "--mode", "movevm", "--duration", "3", "--accounts", "9",
-        "--channel-capacity", "1000",
     ]  # fmt: skip
+    sized = BenchParameters(mode="movevm", node=NodeParameters(channel_capacity=50))
+    assert movevm_command("client", sized)[-2:] == ["--channel-capacity", "50"]
 
 
 def test_settings_load(tmp_path: Path) -> None:

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import TextIO
+
+import pytest
+from invoke import Context
+
+from benchmark import sweep
+from benchmark.config import REMOTE_DEFAULTS, BenchParameters
 
 from .conftest import REPO_ROOT
 
@@ -68,6 +78,63 @@ def test_bad_parameters_fail_with_a_message() -> None:
     assert result.returncode == 1
     assert "movevm has no input rate to sweep" in result.stderr
     assert "Traceback" not in result.stderr
+
+    # Remote sweeps are checked before settings.json or AWS are read, whichever spelling is used.
+    for flag in ("--rate", "--rates"):
+        result = _fab("remote", f"{flag}=20000,0", "--no-build", "--settings=missing.json")
+        assert result.returncode == 1
+        assert "rate must be positive, got 0" in result.stderr
+        assert "missing.json" not in result.stderr
+
+    result = _fab("remote", "--rate=1000", "--rates=2000", "--no-build")
+    assert result.returncode == 1
+    assert "--rate and --rates are the same flag" in result.stderr
+
+
+def _fabfile(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(REPO_ROOT))
+    return importlib.import_module("fabfile")
+
+
+class _Hosts:
+    """Stands for a connected RemoteBench: the sweep is what is under test here."""
+
+    def __enter__(self) -> _Hosts:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        pass
+
+
+def test_local_and_remote_run_through_the_same_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, list[tuple[int, int, int]]]] = []
+
+    def recording_sweep(
+        points: Sequence[BenchParameters],
+        runner: object,
+        out: TextIO,
+        before_runs: Callable[[], None] | None = None,
+    ) -> list[object]:
+        calls.append((type(runner).__name__, [(p.nodes, p.rate, p.duration) for p in points]))
+        return []
+
+    monkeypatch.setattr(sweep, "run_sweep", recording_sweep)
+    fab = _fabfile(monkeypatch)
+    monkeypatch.setattr(fab, "_remote_bench", lambda _settings, _port: _Hosts())
+    context = Context()
+    fab.local(context, nodes="4,7", rate="1000,2000", build=False)
+    fab.remote(context, nodes="4", rates="3000,4000", build=False)
+    fab.remote(context, rate="5000", duration="12", build=False)
+    local_duration = BenchParameters().duration
+    remote_duration = REMOTE_DEFAULTS["duration"]
+    assert calls == [
+        (
+            "LocalBench",
+            [(n, r, local_duration) for n in (4, 7) for r in (1000, 2000)],
+        ),
+        ("_Hosts", [(4, 3000, remote_duration), (4, 4000, remote_duration)]),
+        ("_Hosts", [(4, 5000, 12)]),
+    ]
 
 
 def test_plot_without_results_is_a_clear_error(tmp_path: object) -> None:

@@ -21,22 +21,25 @@ import psutil
 import pytest
 
 from benchmark.config import BenchParameters
+from benchmark.flags import sweep_from_flags
 from benchmark.local import BenchError, LocalBench
 
 from .conftest import REPO_ROOT
 from .sshhosts import COMMITTEE_PORTS, free_port
 
 
-def _bench(tmp_path: Path, standins: Path, **kwargs: object) -> LocalBench:
+def _local(tmp_path: Path, standins: Path) -> LocalBench:
     return LocalBench(
-        BenchParameters(**kwargs),  # type: ignore[arg-type]
         repo_root=tmp_path,
         base_port=free_port(COMMITTEE_PORTS),
-        build=False,
         binaries=standins,
         out=StringIO(),
         grace=2.0,
     )
+
+
+def _bench(**kwargs: object) -> BenchParameters:
+    return BenchParameters(**kwargs)  # type: ignore[arg-type]
 
 
 def _no_stand_in_left(root: Path) -> bool:
@@ -52,10 +55,10 @@ def _no_stand_in_left(root: Path) -> bool:
 
 
 def test_hotcrypto_with_a_fault(tmp_path: Path, standins: Path) -> None:
-    bench = _bench(
-        tmp_path, standins, mode="hotcrypto", nodes=4, faults=1, rate=3_000, duration=2, accounts=40
+    local = _local(tmp_path, standins)
+    [summary] = local.run(
+        _bench(mode="hotcrypto", nodes=4, faults=1, rate=3_000, duration=2, accounts=40)
     )
-    [summary] = bench.run()
 
     logs = Path(summary.config["logs"])
     assert sorted(p.name for p in logs.glob("*.log")) == [
@@ -73,15 +76,15 @@ def test_hotcrypto_with_a_fault(tmp_path: Path, standins: Path) -> None:
 
     [saved] = (tmp_path / "results").glob("*.json")
     assert json.loads(saved.read_text())["config"]["faults"] == 1
-    output = bench.out.getvalue()  # type: ignore[attr-defined]
+    output = local.out.getvalue()  # type: ignore[attr-defined]
     assert "committed" in output
     assert "LIMITING STAGE: executor" in output
     assert _no_stand_in_left(standins)
 
 
 def test_hotstuff_runs_repeat(tmp_path: Path, standins: Path) -> None:
-    bench = _bench(tmp_path, standins, mode="hotstuff", nodes=1, rate=1_000, duration=1, runs=2)
-    summaries = bench.run()
+    local = _local(tmp_path, standins)
+    summaries = local.run(_bench(mode="hotstuff", nodes=1, rate=1_000, duration=1, runs=2))
     assert [s.config["run"] for s in summaries] == [0, 1]
     assert all(s.end_to_end.tps > 0 for s in summaries)
     assert all([row.name for row in s.stages] == ["consensus"] for s in summaries)
@@ -89,7 +92,7 @@ def test_hotstuff_runs_repeat(tmp_path: Path, standins: Path) -> None:
 
 
 def test_movevm_runs_one_process(tmp_path: Path, standins: Path) -> None:
-    [summary] = _bench(tmp_path, standins, mode="movevm", duration=1).run()
+    [summary] = _local(tmp_path, standins).run(_bench(mode="movevm", duration=1))
     assert summary.end_to_end.tps > 0
     assert [row.name for row in summary.stages] == ["generator", "executor"]
     assert (Path(summary.config["logs"]) / "movevm.log").exists()
@@ -107,12 +110,11 @@ def test_a_crashing_node_fails_the_run_and_stops_the_rest(tmp_path: Path, standi
         f'exec {standins / "node"} "$@"\n'
     )
     broken.chmod(0o755)
-    bench = _bench(
-        tmp_path, standins, mode="hotcrypto", nodes=4, rate=1_000, duration=5, accounts=40
-    )
-    bench.binaries = binaries
+    local = _local(tmp_path, standins)
+    local.binaries = binaries
+    bench = _bench(mode="hotcrypto", nodes=4, rate=1_000, duration=5, accounts=40)
     with pytest.raises(BenchError, match=r"node-0 exited with code 101[\s\S]*cannot bind"):
-        bench.run()
+        local.run(bench)
     assert _no_stand_in_left(standins)
 
 
@@ -124,8 +126,8 @@ def test_ctrl_c_leaves_no_process(tmp_path: Path, standins: Path) -> None:
         "from benchmark.config import BenchParameters\n"
         "from benchmark.local import LocalBench\n"
         f"bench = BenchParameters(mode='hotstuff', nodes=4, rate=1000, duration=60)\n"
-        f"LocalBench(bench, repo_root=Path({str(tmp_path)!r}), base_port={base_port},\n"
-        f"           build=False, binaries=Path({str(standins)!r}), grace=2.0).run()\n"
+        f"LocalBench(repo_root=Path({str(tmp_path)!r}), base_port={base_port},\n"
+        f"           binaries=Path({str(standins)!r}), grace=2.0).run(bench)\n"
     )
     harness = subprocess.Popen(
         [sys.executable, "-c", script],
@@ -151,3 +153,18 @@ def test_ctrl_c_leaves_no_process(tmp_path: Path, standins: Path) -> None:
     for child in children:
         assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
     assert _no_stand_in_left(standins)
+
+
+@pytest.mark.parametrize(
+    ("flags", "written"),
+    [({}, {}), ({"batch_delay": "50"}, {"max_batch_delay": 50})],
+)
+def test_the_parameters_file_of_a_run_holds_only_the_flags_given(
+    tmp_path: Path, standins: Path, flags: dict[str, str], written: dict[str, int]
+) -> None:
+    local = _local(tmp_path, standins)
+    local.work_dir = tmp_path / "work"
+    [point] = sweep_from_flags({"mode": "hotstuff", "nodes": "1", "duration": "1", **flags})
+    local.run(point)
+    [parameters] = (tmp_path / "work").glob("*/parameters.json")
+    assert json.loads(parameters.read_text()) == written

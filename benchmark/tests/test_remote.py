@@ -22,22 +22,26 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from io import StringIO
 from pathlib import Path
 
 import pytest
 
 from benchmark.config import BenchParameters, Ports
 from benchmark.metrics import load_run
+from benchmark.prometheus import EVERY_INTERFACE
 from benchmark.remote import BENCH_DIR, RemoteBench, RemoteError, select_hosts
 from benchmark.settings import Settings
+from benchmark.sweep import run_sweep, sweep_points
 
 from .sshhosts import COMMITTEE_PORTS, SshHosts, free_port
+from .test_prometheus import scrape
 
 FAKE_CARGO = """#!/bin/sh
 # Stand-in for cargo: `build --release` puts the stand-in binaries where the real build would.
 if [ "$1" != build ] || [ "$2" != --release ]; then echo "stand-in cargo: $*" >&2; exit 2; fi
 mkdir -p target/release
-cp standins/node standins/client target/release/
+cp standins/node standins/client standins/metrics_endpoint.py target/release/
 chmod 755 target/release/node target/release/client
 """
 CARGO_ENV = 'export PATH="$HOME/.cargo/bin:$PATH"\n'
@@ -59,7 +63,7 @@ def stand_in_repo(local_ssh_hosts: SshHosts, standins: Path) -> Path:
     """A git repository (branch main) with the stand-in binaries, readable by the host users."""
     repo = local_ssh_hosts.shared_dir / "hotmove"
     (repo / "standins").mkdir(parents=True)
-    for name in ("node", "client"):
+    for name in ("node", "client", "metrics_endpoint.py"):
         shutil.copy(standins / name, repo / "standins" / name)
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "standins")
@@ -127,7 +131,9 @@ def test_install_fetches_and_builds(local_ssh_hosts: SshHosts, remote_bench: Rem
 
 def test_remote_run_over_node_counts(local_ssh_hosts: SshHosts, remote_bench: RemoteBench) -> None:
     base = BenchParameters(mode="hotcrypto", rate=1_500, duration=1, accounts=60)
-    summaries = remote_bench.run(base, nodes=[2, 3], rates=[1_500], runs=1)
+    out = StringIO()
+    summaries = run_sweep(sweep_points(base, nodes=[2, 3], rates=[1_500]), remote_bench, out)
+    assert "SWEEP" in out.getvalue()
 
     assert [s.config["nodes"] for s in summaries] == [2, 3]
     for summary in summaries:
@@ -210,3 +216,32 @@ def test_kill_stops_everything(
     assert local_ssh_hosts.user_processes() == []
     for user in local_ssh_hosts.users:
         assert not (local_ssh_hosts.home(user) / BENCH_DIR).exists()
+
+
+def test_remote_processes_serve_metrics(
+    local_ssh_hosts: SshHosts, remote_bench: RemoteBench, tmp_path: Path
+) -> None:
+    bench = BenchParameters(mode="hotstuff", nodes=2, rate=1_000, duration=30)
+    # The hosts share 127.0.0.1, so node-1's endpoints come after node-0's: P..P+3.
+    remote_bench.prometheus_port = free_port(4)
+    try:
+        remote_bench.check(bench)
+        endpoints = remote_bench.metrics_endpoints(bench)
+        assert endpoints is not None
+        assert [e.listen.split(":")[0] for e in endpoints.nodes] == [EVERY_INTERFACE] * 2
+        _start(remote_bench, bench, tmp_path)
+        bodies: dict[str, str] = {}
+        deadline = time.monotonic() + 20
+        while len(bodies) < 4 and time.monotonic() < deadline:
+            for endpoint in (*endpoints.nodes, *endpoints.clients):
+                body = scrape(endpoint.url)
+                if body and "hotmove_" in body:
+                    bodies[endpoint.process] = body
+            time.sleep(0.1)
+    finally:
+        remote_bench.prometheus_port = None
+        remote_bench.stop(bench.nodes)
+    assert sorted(bodies) == ["client-0", "client-1", "node-0", "node-1"]
+    assert "hotmove_consensus_committed_txs_total{" in bodies["node-1"]
+    assert "hotmove_client_sent_total{" in bodies["client-0"]
+    assert local_ssh_hosts.user_processes() == []

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.metrics import load_run
+from benchmark.report import render_summary
 from benchmark.summary import (
     Bottleneck,
     ClientStats,
@@ -161,9 +162,13 @@ def test_summary_is_json_and_renders(fixtures: Path) -> None:
     data = json.loads(json.dumps(summary.to_dict()))
     assert data["end_to_end"]["tps"] == pytest.approx(1700)
     assert data["window"]["seconds"] == pytest.approx(8.1)
-    text = summary.render()
+    text = render_summary(summary)
     for expected in ("CONSENSUS", "END-TO-END", "p99", "verifier", "executor", "LIMITING STAGE"):
         assert expected in text
+    # Node parameters left to the node are reported as such, set ones with their value.
+    assert "Batch size: node default, max batch delay: node default" in text
+    set_delay = replace(summary, config={**summary.config, "max_batch_delay": 20})
+    assert "Batch size: node default, max batch delay: 20 ms" in render_summary(set_delay)
 
 
 def _row(name: str, busy: float | None = None, input_blocked: float | None = None) -> StageRow:

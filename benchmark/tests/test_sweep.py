@@ -1,69 +1,70 @@
-"""The sweep table: medians per (committee size, rate) and the capacity a sweep names."""
+"""The sweep runner shared by `fab local` and `fab remote`: check every point, then run them."""
 
 from __future__ import annotations
 
-from benchmark.summary import (
-    KEEPS_UP_RULE,
-    Bottleneck,
-    LatencyStats,
-    Summary,
-    Throughput,
-    Window,
-)
-from benchmark.sweep import render_sweep, sweep_rows
+from io import StringIO
+
+import pytest
+
+from benchmark.config import BenchParameters, ConfigError
+from benchmark.summary import Bottleneck, LatencyStats, Summary, Throughput, Window
+from benchmark.sweep import run_sweep, sweep_points
 
 
-def _run(nodes: int, rate: int, tps: float, p50: float | None, limit: str | None) -> Summary:
-    """A run that kept up (`limit` None) or was limited by stage `limit`."""
-    bottleneck = (
-        Bottleneck("offered load", KEEPS_UP_RULE, "", {})
-        if limit is None
-        else Bottleneck(limit, "falls behind", "", {})
-    )
+def _summary(bench: BenchParameters) -> Summary:
     return Summary(
-        config={"mode": "hotcrypto", "nodes": nodes, "rate": rate},
+        config=bench.to_dict(),
         window=Window(0, 10_000, 1_000),
         consensus=None,
-        end_to_end=Throughput(tps, None, LatencyStats(1, p50, p50, p50)),
+        end_to_end=Throughput(float(bench.rate), None, LatencyStats(0, None, None, None)),
         clients=None,
         stages=(),
-        bottleneck=bottleneck,
+        bottleneck=Bottleneck("verifier", "falls behind", "", {}),
     )
 
 
-def test_rows_take_medians_and_majorities() -> None:
-    runs = [
-        _run(4, 20_000, 19_900, 100, None),
-        _run(4, 20_000, 20_100, 300, None),
-        _run(4, 20_000, 19_000, 200, "verifier"),
-        _run(4, 30_000, 26_000, 900, "verifier"),
-        _run(4, 30_000, 28_000, None, "executor"),
-        _run(4, 30_000, 27_000, 1_100, "verifier"),
-    ]
-    low, high = sweep_rows(runs)
-    assert (low.nodes, low.rate, low.runs, low.kept_up) == (4, 20_000, 3, 2)
-    assert low.e2e_tps == 19_900
-    assert low.p50_ms == 200
-    assert low.keeps_up
-    assert low.limited_by == "verifier"
-    assert (high.rate, high.kept_up, high.e2e_tps) == (30_000, 0, 27_000)
-    # The run without latency samples is left out of the median latency.
-    assert high.p50_ms == 1_000
-    assert not high.keeps_up
-    assert high.limited_by == "verifier"
+class RecordingRunner:
+    """Records the order of checks and runs; refuses rates above `highest`."""
+
+    def __init__(self, highest: int = 10**9) -> None:
+        self.highest = highest
+        self.events: list[str] = []
+
+    def check(self, bench: BenchParameters) -> None:
+        self.events.append(f"check {bench.rate}")
+        if bench.rate > self.highest:
+            raise ConfigError(f"rate {bench.rate} too high here")
+
+    def run(self, bench: BenchParameters) -> list[Summary]:
+        self.events.append(f"run {bench.rate}")
+        return [_summary(bench) for _ in range(bench.runs)]
 
 
-def test_capacity_is_the_highest_rate_kept_up_per_committee() -> None:
-    runs = [
-        _run(4, 20_000, 20_000, 100, None),
-        _run(4, 25_000, 24_900, 150, None),
-        _run(4, 30_000, 27_500, 900, "verifier"),
-        # A tie is not a majority: this rate did not keep up.
-        _run(10, 10_000, 10_000, 100, None),
-        _run(10, 10_000, 9_000, 100, "verifier"),
-    ]
-    text = render_sweep(runs)
-    assert "4 nodes: highest input kept up 25,000 tx/s; highest end-to-end 27,500 tx/s " in text
-    assert "(at 30,000 tx/s input)" in text
-    assert "10 nodes: no input rate kept up; highest end-to-end 9,500 tx/s" in text
-    assert "  1/2   verifier" in text
+def test_every_point_is_checked_then_built_then_run() -> None:
+    runner = RecordingRunner()
+    out = StringIO()
+    points = sweep_points(BenchParameters(runs=2), [4], [1_000, 2_000])
+    summaries = run_sweep(points, runner, out, before_runs=lambda: runner.events.append("build"))
+    assert runner.events == ["check 1000", "check 2000", "build", "run 1000", "run 2000"]
+    assert len(summaries) == 4
+    assert "SWEEP" in out.getvalue()
+
+
+def test_a_bad_last_point_stops_the_sweep_before_the_first_run() -> None:
+    runner = RecordingRunner(highest=1_500)
+    points = sweep_points(BenchParameters(), [4], [1_000, 2_000])
+    with pytest.raises(ConfigError, match="rate 2000 too high"):
+        run_sweep(points, runner, StringIO(), before_runs=lambda: runner.events.append("build"))
+    assert runner.events == ["check 1000", "check 2000"]
+
+
+def test_one_point_prints_no_sweep_table() -> None:
+    out = StringIO()
+    run_sweep(sweep_points(BenchParameters(), [4], [1_000]), RecordingRunner(), out)
+    assert out.getvalue() == ""
+
+
+def test_movevm_has_nothing_to_sweep() -> None:
+    assert len(sweep_points(BenchParameters(mode="movevm"), [4], [1_000])) == 1
+    with pytest.raises(ConfigError, match="movevm has no input rate to sweep"):
+        sweep_points(BenchParameters(mode="movevm"), [4], [1_000, 2_000])

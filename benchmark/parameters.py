@@ -1,0 +1,74 @@
+"""The node's parameters file, holding only what the user set.
+
+Rust's `Parameters` (consensus/src/config.rs) is the one source of the defaults: every field is
+optional there and `{}` is a valid file. The harness therefore writes a field only when the user
+set it; a default copied here would silently override the node's own whenever Rust changed it.
+The field names are the Rust ones (the node rejects unknown fields); a test compares them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import HarnessError
+
+# Fields the node requires to be above zero when set (`Parameters::validate`); checked here too so
+# a bad flag fails before anything starts rather than as a node's boot error.
+POSITIVE = frozenset(
+    {
+        "timeout_delay",
+        "sync_retry_delay",
+        "batch_size",
+        "max_batch_delay",
+        "max_block_digests",
+        "channel_capacity",
+    }
+)
+
+
+class ParametersError(HarnessError):
+    """A node parameter has an impossible value."""
+
+
+@dataclass(frozen=True)
+class NodeParameters:
+    """Node parameters (times in ms, sizes in bytes); None means "the node's default"."""
+
+    timeout_delay: int | None = None
+    sync_retry_delay: int | None = None
+    sync_retry_nodes: int | None = None
+    batch_size: int | None = None
+    max_batch_delay: int | None = None
+    gc_depth: int | None = None
+    max_block_digests: int | None = None
+    max_frame_size: int | None = None
+    channel_capacity: int | None = None
+    max_backlog_per_sender: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in self.to_json().items():
+            lowest = 1 if name in POSITIVE else 0
+            if value < lowest:
+                raise ParametersError(f"{name} must be at least {lowest}, got {value}")
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NodeParameters:
+        """The node parameters among `data`'s keys (other keys are ignored)."""
+        return cls(**{name: data[name] for name in cls.names() if data.get(name) is not None})
+
+    def to_json(self) -> dict[str, int]:
+        """Only the fields that were set: the node fills in the rest."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+    def write(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        return path

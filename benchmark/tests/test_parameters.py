@@ -1,0 +1,77 @@
+"""The harness's node parameters against their source of truth, Rust's `Parameters`.
+
+The harness holds no defaults of node parameters, but it must spell every field as the node does
+(the node rejects unknown fields), and the README must quote the node's defaults. Both are read
+here from `consensus/src/config.rs`, so a change on the Rust side fails this test until the
+README (and, for a new field, `NodeParameters`) follow.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from benchmark.parameters import NodeParameters
+
+from .conftest import REPO_ROOT
+
+CONFIG_RS = REPO_ROOT / "consensus" / "src" / "config.rs"
+README = REPO_ROOT / "README.md"
+
+
+def _block(text: str, opening: str) -> str:
+    """The body of the first `{ ... }` block after `opening` (no nested braces expected)."""
+    start = text.index(opening)
+    body = text.index("{", start) + 1
+    return text[body : text.index("}", body)]
+
+
+def rust_fields() -> list[str]:
+    body = _block(CONFIG_RS.read_text(), "pub struct Parameters")
+    return re.findall(r"pub (\w+):", body)
+
+
+def rust_defaults() -> dict[str, int]:
+    """`impl Default for Parameters`: `name: 1_000,` or `name: 8 * 1024 * 1024,`."""
+    text = CONFIG_RS.read_text()
+    body = _block(text[text.index("impl Default for Parameters") :], "Parameters {")
+    defaults = {}
+    for name, expression in re.findall(r"(\w+):\s*([\d_ *]+),", body):
+        value = 1
+        for factor in expression.split("*"):
+            value *= int(factor.strip().replace("_", ""))
+        defaults[name] = value
+    return defaults
+
+
+def readme_parameter_defaults() -> dict[str, int]:
+    """The README's parameters table: | `field` | default | meaning |."""
+    rows = re.findall(r"^\| `(\w+)` \| ([\d,]+) \|", README.read_text(), flags=re.MULTILINE)
+    return {name: int(value.replace(",", "")) for name, value in rows}
+
+
+def test_the_parser_reads_expressions() -> None:
+    defaults = rust_defaults()
+    assert defaults, "no defaults found in config.rs"
+    assert all(value > 0 for value in defaults.values())
+
+
+def test_node_parameters_are_spelled_as_the_node_spells_them() -> None:
+    assert list(NodeParameters.names()) == rust_fields()
+    assert set(rust_defaults()) == set(rust_fields())
+
+
+@pytest.mark.parametrize("name", NodeParameters.names())
+def test_the_readme_quotes_the_node_defaults(name: str) -> None:
+    assert readme_parameter_defaults().get(name) == rust_defaults()[name]
+
+
+def test_the_readme_flag_table_quotes_the_node_defaults() -> None:
+    """`--batch-size` and `--batch-delay` set node parameters: their row gives Rust's value."""
+    text = README.read_text()
+    defaults = rust_defaults()
+    for flag, field in (("--batch-size", "batch_size"), ("--batch-delay", "max_batch_delay")):
+        row = re.search(rf"^\| `{flag}` \| ([^|]+) \|", text, flags=re.MULTILINE)
+        assert row is not None, flag
+        assert row.group(1).strip() == f"node default ({defaults[field]:,})", flag
