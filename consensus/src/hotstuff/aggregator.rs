@@ -23,6 +23,8 @@ struct QCMaker {
 #[derive(Default)]
 struct TCMaker {
     weight: Stake,
+    /// The highest QC among the timeouts so far; the TC carries it (see `TC::high_qc`).
+    high_qc: QC,
     votes: Vec<(PublicKey, Signature, Round)>,
     used: HashSet<PublicKey>,
     done: bool,
@@ -74,11 +76,15 @@ impl Aggregator {
         maker
             .votes
             .push((timeout.author, timeout.signature, timeout.high_qc.round));
+        if timeout.high_qc.round > maker.high_qc.round {
+            maker.high_qc = timeout.high_qc;
+        }
         maker.weight += self.committee.stake(&timeout.author);
         if !maker.done && maker.weight >= self.committee.quorum_threshold() {
             maker.done = true;
             return Ok(Some(TC {
                 round: timeout.round,
+                high_qc: maker.high_qc.clone(),
                 votes: maker.votes.clone(),
             }));
         }
@@ -165,5 +171,22 @@ mod tests {
         assert_eq!(tc.verify(&committee(&keys)), Ok(()));
         aggregator.cleanup(3);
         assert!(aggregator.timeouts.is_empty());
+    }
+
+    #[test]
+    fn tc_carries_the_highest_qc_of_its_timeouts() {
+        use crate::hotstuff::messages::tests::qc;
+        let keys = keys(4);
+        let mut aggregator = Aggregator::new(committee(&keys));
+        let low = qc(Digest::of(b"low"), 2, &keys[..3]);
+        let high = qc(Digest::of(b"high"), 4, &keys[..3]);
+        for (k, q) in keys.iter().zip([low.clone(), high.clone(), low]) {
+            if let Some(tc) = aggregator.add_timeout(timeout(5, q, k)).expect("accepted") {
+                assert_eq!(tc.high_qc, high);
+                assert_eq!(tc.verify(&committee(&keys)), Ok(()));
+                return;
+            }
+        }
+        panic!("no TC formed");
     }
 }

@@ -395,6 +395,8 @@ impl Core {
             return Ok(());
         }
         tc.verify(&self.committee)?;
+        // Adopt the TC's QC first: the block we may propose next must extend it (safety rule 2).
+        self.update_high_qc(&tc.high_qc);
         self.advance_round(tc.round).await;
         if self.name == self.committee.leader(self.round) {
             self.try_propose(Some(tc)).await;
@@ -406,6 +408,7 @@ impl Core {
         block.verify(&self.committee)?;
         self.process_qc(&block.qc).await;
         if let Some(tc) = &block.tc {
+            self.update_high_qc(&tc.high_qc);
             self.advance_round(tc.round).await;
         }
         self.process_block(&block).await
