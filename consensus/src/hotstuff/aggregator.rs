@@ -91,6 +91,12 @@ impl Aggregator {
         Ok(None)
     }
 
+    /// How many rounds hold pending votes or timeouts.
+    #[cfg(test)]
+    pub fn rounds(&self) -> usize {
+        self.votes.len() + self.timeouts.len()
+    }
+
     /// Forgets everything below `round`: nothing there can matter once the node moved past it.
     pub fn cleanup(&mut self, round: Round) {
         self.votes = self.votes.split_off(&round);

@@ -42,6 +42,8 @@ pub enum ConsensusError {
     MissingAncestor(Digest),
     #[error("a downstream channel closed")]
     ChannelClosed,
+    #[error("message of round {round} is too far ahead of round {current}")]
+    TooFarAhead { round: Round, current: Round },
 }
 
 /// Cancel handlers of reliable broadcasts are kept this many rounds, then dropped: by then the
@@ -80,6 +82,9 @@ pub struct Core {
     buffer: PayloadBuffer,
     /// Our own blocks, processed like any received block once the current event is handled.
     own_blocks: VecDeque<Block>,
+    /// Digests of the blocks this core stored, by round, so they can be deleted once they fall
+    /// `gc_depth` rounds below the last commit (see `prune_blocks`).
+    stored_blocks: BTreeMap<Round, Vec<Digest>>,
     /// A proposal we hold back while the chain is idle (see `should_wait`).
     pending_proposal: Option<Option<TC>>,
     proposal_deadline: Pin<Box<Sleep>>,
@@ -104,6 +109,28 @@ impl Core {
         channels: CoreChannels,
         metrics: Arc<ConsensusMetrics>,
     ) {
+        let core = Self::new(
+            name,
+            committee,
+            parameters,
+            store,
+            signature_service,
+            channels,
+            metrics,
+        );
+        tokio::spawn(core.run());
+    }
+
+    /// Builds the core without running it (its helpers do start); tests drive it directly.
+    fn new(
+        name: PublicKey,
+        committee: Committee,
+        parameters: Parameters,
+        store: Store,
+        signature_service: SignatureService,
+        channels: CoreChannels,
+        metrics: Arc<ConsensusMetrics>,
+    ) -> Self {
         let synchronizer = Synchronizer::spawn(
             name,
             committee.clone(),
@@ -116,7 +143,7 @@ impl Core {
             channels.tx_mempool.clone(),
             channels.tx_loopback,
         );
-        let core = Core {
+        Core {
             name,
             aggregator: Aggregator::new(committee.clone()),
             committee,
@@ -143,10 +170,10 @@ impl Core {
             cancel_handlers: BTreeMap::new(),
             buffer: PayloadBuffer::default(),
             own_blocks: VecDeque::new(),
+            stored_blocks: BTreeMap::new(),
             pending_proposal: None,
             proposal_deadline: Box::pin(sleep(Duration::ZERO)),
-        };
-        tokio::spawn(core.run());
+        }
     }
 
     async fn run(mut self) {
@@ -359,9 +386,10 @@ impl Core {
     async fn handle_vote(&mut self, vote: Vote) -> Result<(), ConsensusError> {
         // Votes of the previous round still count: re-broadcast on a timeout, they may arrive
         // after the TC of that round moved us on.
-        if vote.round + 1 < self.round {
+        if vote.round.saturating_add(1) < self.round {
             return Ok(());
         }
+        self.check_window(vote.round)?;
         vote.verify(&self.committee)?;
         if let Some(qc) = self.aggregator.add_vote(vote)? {
             debug!("assembled {:?}", qc);
@@ -377,6 +405,7 @@ impl Core {
         if timeout.round < self.round {
             return Ok(());
         }
+        self.check_window(timeout.round)?;
         timeout.verify(&self.committee)?;
         self.process_qc(&timeout.high_qc).await;
         if let Some(tc) = self.aggregator.add_timeout(timeout)? {
@@ -405,25 +434,74 @@ impl Core {
     }
 
     async fn handle_proposal(&mut self, block: Block) -> Result<(), ConsensusError> {
+        // The size limit holds for every block, not only our own (and costs nothing to check).
+        if block.payload.len() > self.parameters.max_block_digests {
+            return Err(MessageError::Malformed(format!(
+                "block of round {} names {} batches, more than {}",
+                block.round,
+                block.payload.len(),
+                self.parameters.max_block_digests
+            ))
+            .into());
+        }
         block.verify(&self.committee)?;
         self.process_qc(&block.qc).await;
         if let Some(tc) = &block.tc {
             self.update_high_qc(&tc.high_qc);
             self.advance_round(tc.round).await;
         }
+        // Checked after the block's certificates moved us: an honest block is then at most in
+        // our round, while a far-future one would be stored until we get there.
+        self.check_window(block.round)?;
         self.process_block(&block).await
+    }
+
+    /// Rejects a round too far ahead of ours (see `Parameters::max_rounds_ahead`).
+    fn check_window(&self, round: Round) -> Result<(), ConsensusError> {
+        if round > self.round.saturating_add(self.parameters.max_rounds_ahead) {
+            return Err(ConsensusError::TooFarAhead {
+                round,
+                current: self.round,
+            });
+        }
+        Ok(())
+    }
+
+    /// Blocks below this round are neither kept nor stored: they are `gc_depth` rounds below
+    /// the last commit, the same window in which peers serve batches to laggards.
+    fn prune_floor(&self) -> Round {
+        self.last_committed_round
+            .saturating_sub(self.parameters.gc_depth)
+    }
+
+    fn prune_blocks(&mut self) {
+        let keep = self.stored_blocks.split_off(&self.prune_floor());
+        for digests in std::mem::replace(&mut self.stored_blocks, keep).into_values() {
+            self.store.remove(&digests);
+        }
     }
 
     /// Stores a verified block once its payload and ancestors are here, applies the commit rule
     /// and votes. Blocks waiting for data come back here through the loopback channel.
     async fn process_block(&mut self, block: &Block) -> Result<(), ConsensusError> {
+        // Too old to matter (it cannot commit) and its ancestors may be gone: do not fetch them.
+        if block.round < self.prune_floor() {
+            return Ok(());
+        }
         if !self.payload.available(block).await {
             return Ok(());
         }
         let Some((b0, b1)) = self.synchronizer.get_ancestors(block).await? else {
             return Ok(());
         };
-        self.store.write(block.digest(), wire::encode_block(block)?);
+        let digest = block.digest();
+        if !self.store.contains(&digest) {
+            self.stored_blocks
+                .entry(block.round)
+                .or_default()
+                .push(digest);
+        }
+        self.store.write(digest, wire::encode_block(block)?);
 
         // b0 <- b1 <- block: block certifies b1, b1 certifies b0.
         if safety::commits(&b0, &b1) && b0.round > self.last_committed_round {
@@ -491,10 +569,163 @@ impl Core {
         }
         self.buffer.finalize_up_to(self.last_committed_round);
         self.payload.cleanup(self.last_committed_round);
+        self.prune_blocks();
         let _ = self
             .tx_mempool
             .send(ConsensusMempoolMessage::Cleanup(self.last_committed_round))
             .await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotstuff::messages::tests::{committee, keys, qc, signed_block, timeout, vote};
+    use crypto::KeyPair;
+
+    /// A core of `keys[0]` driven by direct calls; its peers' addresses lead nowhere, so what it
+    /// sends is queued and lost, which these tests do not need.
+    struct Harness {
+        core: Core,
+        keys: Vec<KeyPair>,
+        rx_commit: mpsc::Receiver<Block>,
+        _rx_mempool: mpsc::Receiver<ConsensusMempoolMessage>,
+        _tx_message: mpsc::Sender<ConsensusMessage>,
+        _tx_digests: mpsc::Sender<Digest>,
+    }
+
+    fn harness(parameters: Parameters) -> Harness {
+        let keys = keys(4);
+        let (tx_message, rx_message) = mpsc::channel(1_000);
+        let (tx_loopback, rx_loopback) = mpsc::channel(1_000);
+        let (tx_digests, rx_digests) = mpsc::channel(1_000);
+        let (tx_commit, rx_commit) = mpsc::channel(10_000);
+        let (tx_mempool, rx_mempool) = mpsc::channel(10_000);
+        let core = Core::new(
+            keys[0].name,
+            committee(&keys),
+            parameters,
+            Store::new(),
+            SignatureService::new(keys[0].secret.clone()),
+            CoreChannels {
+                rx_message,
+                rx_loopback,
+                tx_loopback,
+                rx_digests,
+                tx_commit,
+                tx_mempool,
+            },
+            Arc::new(ConsensusMetrics::default()),
+        );
+        Harness {
+            core,
+            keys,
+            rx_commit,
+            _rx_mempool: rx_mempool,
+            _tx_message: tx_message,
+            _tx_digests: tx_digests,
+        }
+    }
+
+    impl Harness {
+        fn leader(&self, round: Round) -> &KeyPair {
+            let name = self.core.committee.leader(round);
+            self.keys
+                .iter()
+                .find(|k| k.name == name)
+                .expect("leader is in the committee")
+        }
+
+        /// A well-formed block of `round` extending `parent` (genesis if `None`).
+        fn block(&self, parent: Option<&Block>, round: Round, payload: Vec<Digest>) -> Block {
+            let parent_qc = match parent {
+                None => QC::genesis(),
+                Some(p) => qc(p.digest(), p.round, &self.keys[..3]),
+            };
+            signed_block(parent_qc, None, round, payload, self.leader(round))
+        }
+
+        /// A chain of consecutive rounds `from..=to`, the first extending `parent`.
+        fn chain(&self, parent: Option<&Block>, from: Round, to: Round) -> Vec<Block> {
+            let mut blocks: Vec<Block> = Vec::new();
+            for round in from..=to {
+                let block = self.block(blocks.last().or(parent), round, vec![]);
+                blocks.push(block);
+            }
+            blocks
+        }
+
+        fn committed(&mut self) -> Vec<Round> {
+            let mut rounds = Vec::new();
+            while let Ok(block) = self.rx_commit.try_recv() {
+                rounds.push(block.round);
+            }
+            rounds
+        }
+    }
+
+    /// Issue 12 item 6: a member signs votes and timeouts for rounds far ahead. Each is a valid
+    /// message, but none may create an aggregator entry the node keeps until it reaches them.
+    #[tokio::test]
+    async fn byzantine_far_future_votes_and_timeouts_are_not_buffered() {
+        let mut h = harness(Parameters::default());
+        let byzantine = h.keys[3].clone();
+        for round in 1_000..1_500 {
+            let _ = h
+                .core
+                .handle_vote(vote(Digest::of(b"x"), round, &byzantine))
+                .await;
+            let _ = h
+                .core
+                .handle_timeout(timeout(round, QC::genesis(), &byzantine))
+                .await;
+        }
+        assert_eq!(h.core.aggregator.rounds(), 0);
+    }
+
+    /// Issue 12 item 6: `max_block_digests` holds for received proposals, not only our own.
+    #[tokio::test]
+    async fn byzantine_oversized_proposal_is_rejected_on_receipt() {
+        let parameters = Parameters {
+            max_block_digests: 4,
+            ..Parameters::default()
+        };
+        let mut h = harness(parameters);
+        let payload: Vec<Digest> = (0..5u8).map(|i| Digest::of(&[i])).collect();
+        let block = h.block(None, 1, payload);
+        assert!(matches!(
+            h.core.handle_proposal(block).await,
+            Err(ConsensusError::Message(MessageError::Malformed(_)))
+        ));
+        let fits = h.block(None, 1, (0..4u8).map(|i| Digest::of(&[i])).collect());
+        assert!(h.core.handle_proposal(fits).await.is_ok());
+    }
+
+    /// Issue 12 item 6: blocks far below the committed round are deleted, not kept forever.
+    #[tokio::test]
+    async fn blocks_below_the_gc_window_are_pruned() {
+        let parameters = Parameters {
+            gc_depth: 10,
+            ..Parameters::default()
+        };
+        let mut h = harness(parameters);
+        let chain = h.chain(None, 1, 100);
+        for block in &chain {
+            h.core.handle_proposal(block.clone()).await.expect("valid");
+        }
+        assert_eq!(h.committed().last(), Some(&98));
+        // Kept: the last committed block, `gc_depth` rounds below it, and the two uncommitted.
+        assert!(
+            h.core.store.len() <= 10 + 3,
+            "{} blocks",
+            h.core.store.len()
+        );
+        assert!(h.core.store.contains(&chain[99].digest()));
+        assert!(!h.core.store.contains(&chain[0].digest()));
+        // Nor is a late block of a pruned round stored again.
+        let stale = h.block(Some(&chain[9]), 11, vec![]);
+        let _ = h.core.handle_proposal(stale.clone()).await;
+        assert!(!h.core.store.contains(&stale.digest()));
     }
 }
