@@ -11,6 +11,6 @@ pub mod network;
 pub mod store;
 
 pub use config::{Committee, Parameters, Round, Stake};
-pub use hotstuff::{CommittedBatch, Consensus, ConsensusHandle, ConsensusMetrics};
+pub use hotstuff::{CommittedBatch, Consensus, ConsensusHandle, ConsensusMetrics, FatalError};
 pub use mempool::batch::Batch;
 pub use store::Store;

@@ -46,6 +46,22 @@ impl Aggregator {
         }
     }
 
+    /// Whether `author` already voted in `round`. Checked before a vote's signature, so a replay
+    /// costs a map lookup; only a verified vote is recorded (see `add_vote`), so a forgery in
+    /// someone's name cannot use up their vote.
+    pub fn has_voted(&self, round: Round, author: &PublicKey) -> bool {
+        self.votes
+            .get(&round)
+            .is_some_and(|(voters, _)| voters.contains(author))
+    }
+
+    /// Like `has_voted`, for timeouts.
+    pub fn has_timed_out(&self, round: Round, author: &PublicKey) -> bool {
+        self.timeouts
+            .get(&round)
+            .is_some_and(|maker| maker.used.contains(author))
+    }
+
     /// Returns the QC the first time a quorum of stake voted for the same block.
     pub fn add_vote(&mut self, vote: Vote) -> Result<Option<QC>, AggregatorError> {
         let (voters, makers) = self.votes.entry(vote.round).or_default();

@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep, Instant, Sleep};
 use tracing::{debug, error, info, warn};
 
@@ -44,6 +44,26 @@ pub enum ConsensusError {
     ChannelClosed,
     #[error("message of round {round} is too far ahead of round {current}")]
     TooFarAhead { round: Round, current: Round },
+    #[error(transparent)]
+    Fatal(#[from] FatalError),
+}
+
+/// An error after which the node must stop: going on could only spread the damage. The core
+/// stops, commits nothing more, and publishes the error on `ConsensusHandle::fatal`.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum FatalError {
+    /// Two different blocks committed at one height: more than f members are Byzantine (or
+    /// this node is broken). Nothing of the conflicting chain was output.
+    #[error(
+        "SAFETY: committing block {block} of round {round} would fork away the last committed \
+         block {last_committed} of round {last_committed_round}"
+    )]
+    Fork {
+        block: Digest,
+        round: Round,
+        last_committed: Digest,
+        last_committed_round: Round,
+    },
 }
 
 /// Cancel handlers of reliable broadcasts are kept this many rounds, then dropped: by then the
@@ -64,6 +84,7 @@ pub struct Core {
     rx_digests: mpsc::Receiver<Digest>,
     tx_commit: mpsc::Sender<Block>,
     tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
+    tx_fatal: watch::Sender<Option<FatalError>>,
     metrics: Arc<ConsensusMetrics>,
 
     round: Round,
@@ -97,6 +118,8 @@ pub struct CoreChannels {
     pub rx_digests: mpsc::Receiver<Digest>,
     pub tx_commit: mpsc::Sender<Block>,
     pub tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
+    /// Where the core reports the error that stopped it (see `FatalError`).
+    pub tx_fatal: watch::Sender<Option<FatalError>>,
 }
 
 impl Core {
@@ -158,6 +181,7 @@ impl Core {
             rx_digests: channels.rx_digests,
             tx_commit: channels.tx_commit,
             tx_mempool: channels.tx_mempool,
+            tx_fatal: channels.tx_fatal,
             metrics,
             round: 1,
             safety: SafetyRules::default(),
@@ -213,13 +237,26 @@ impl Core {
             if let Err(e) = result {
                 match e {
                     ConsensusError::ChannelClosed => break,
+                    ConsensusError::Fatal(e) => {
+                        error!("{e}");
+                        // Nobody listening is no reason to go on: the core stops either way.
+                        let _ = self.tx_fatal.send(Some(e));
+                        break;
+                    }
                     ConsensusError::Message(e) => warn!("rejected message: {e}"),
                     e => warn!("{e}"),
                 }
             }
             while let Some(block) = self.own_blocks.pop_front() {
-                if let Err(e) = self.process_block(&block).await {
-                    warn!("own block {:?}: {e}", block);
+                match self.process_block(&block).await {
+                    Ok(()) => {}
+                    Err(ConsensusError::Fatal(e)) => {
+                        error!("{e}");
+                        let _ = self.tx_fatal.send(Some(e));
+                        info!("consensus core stopped");
+                        return;
+                    }
+                    Err(e) => warn!("own block {:?}: {e}", block),
                 }
             }
         }
@@ -390,6 +427,9 @@ impl Core {
             return Ok(());
         }
         self.check_window(vote.round)?;
+        if self.aggregator.has_voted(vote.round, &vote.author) {
+            return Err(AggregatorError::AuthorityReuse(vote.author).into());
+        }
         vote.verify(&self.committee)?;
         if let Some(qc) = self.aggregator.add_vote(vote)? {
             debug!("assembled {:?}", qc);
@@ -406,6 +446,12 @@ impl Core {
             return Ok(());
         }
         self.check_window(timeout.round)?;
+        if self
+            .aggregator
+            .has_timed_out(timeout.round, &timeout.author)
+        {
+            return Err(AggregatorError::AuthorityReuse(timeout.author).into());
+        }
         timeout.verify(&self.committee)?;
         self.process_qc(&timeout.high_qc).await;
         if let Some(tc) = self.aggregator.add_timeout(timeout)? {
@@ -539,11 +585,15 @@ impl Core {
                 .ok_or(ConsensusError::MissingAncestor(parent))?;
             if ancestor.round <= self.last_committed_round {
                 if parent != self.last_committed {
-                    // Two-chain safety says this cannot happen with f or fewer faults.
-                    error!(
-                        "SAFETY: block {:?} does not extend the last committed block {}",
-                        chain[0], self.last_committed
-                    );
+                    // Two-chain safety says this cannot happen with f or fewer faults. Checked
+                    // before anything of `chain` is output, so the conflicting blocks never are.
+                    return Err(FatalError::Fork {
+                        block: chain[0].digest(),
+                        round: chain[0].round,
+                        last_committed: self.last_committed,
+                        last_committed_round: self.last_committed_round,
+                    }
+                    .into());
                 }
                 break;
             }
@@ -590,6 +640,7 @@ mod tests {
         core: Core,
         keys: Vec<KeyPair>,
         rx_commit: mpsc::Receiver<Block>,
+        rx_fatal: watch::Receiver<Option<FatalError>>,
         _rx_mempool: mpsc::Receiver<ConsensusMempoolMessage>,
         _tx_message: mpsc::Sender<ConsensusMessage>,
         _tx_digests: mpsc::Sender<Digest>,
@@ -602,6 +653,7 @@ mod tests {
         let (tx_digests, rx_digests) = mpsc::channel(1_000);
         let (tx_commit, rx_commit) = mpsc::channel(10_000);
         let (tx_mempool, rx_mempool) = mpsc::channel(10_000);
+        let (tx_fatal, rx_fatal) = watch::channel(None);
         let core = Core::new(
             keys[0].name,
             committee(&keys),
@@ -615,11 +667,13 @@ mod tests {
                 rx_digests,
                 tx_commit,
                 tx_mempool,
+                tx_fatal,
             },
             Arc::new(ConsensusMetrics::default()),
         );
         Harness {
             core,
+            rx_fatal,
             keys,
             rx_commit,
             _rx_mempool: rx_mempool,
@@ -727,5 +781,117 @@ mod tests {
         let stale = h.block(Some(&chain[9]), 11, vec![]);
         let _ = h.core.handle_proposal(stale.clone()).await;
         assert!(!h.core.store.contains(&stale.digest()));
+    }
+
+    /// Issue 12 item 7: with more than f Byzantine members (here the test signs with three of
+    /// the four keys) two conflicting blocks can both get a commit certificate. The node must
+    /// notice, refuse to commit the second and halt, not log and carry on.
+    #[tokio::test]
+    async fn byzantine_quorum_fork_halts_the_node() {
+        let mut h = harness(Parameters::default());
+        for block in h.chain(None, 1, 3) {
+            h.core.handle_proposal(block).await.expect("valid");
+        }
+        assert_eq!(h.committed(), vec![1]);
+        // Rounds 4..=6 restart from genesis: round 6 certifies 5, which certifies 4, so 4
+        // "commits" although it does not extend the committed block of round 1.
+        let mut outcome = Ok(());
+        for block in h.chain(None, 4, 6) {
+            outcome = outcome.and(h.core.handle_proposal(block).await);
+        }
+        assert_eq!(h.committed(), Vec::<Round>::new(), "the fork was committed");
+        assert!(matches!(
+            outcome,
+            Err(ConsensusError::Fatal(FatalError::Fork { round: 4, .. }))
+        ));
+        // The run loop stops on it and publishes it for the node binary to exit on.
+        let chain = h.chain(None, 4, 6);
+        let fork = h.block(Some(&chain[2]), 7, vec![]);
+        let (tx_message, rx_message) = mpsc::channel(10);
+        h.core.rx_message = rx_message;
+        let mut fatal = h.rx_fatal.clone();
+        let core = tokio::spawn(h.core.run());
+        tx_message
+            .send(ConsensusMessage::Propose(fork))
+            .await
+            .expect("core listens");
+        tokio::time::timeout(Duration::from_secs(5), fatal.wait_for(Option::is_some))
+            .await
+            .expect("fatal error published")
+            .expect("sender alive until then");
+        tokio::time::timeout(Duration::from_secs(5), core)
+            .await
+            .expect("the core stopped")
+            .expect("no panic");
+    }
+
+    /// Issue 12 item 7: `round + 1` must never overflow. A single vote of round u64::MAX is
+    /// outside any window; even with the window open all the way, a quorum of such votes (f+1
+    /// Byzantine signers are not needed for the QC check, only for this test) must not panic.
+    #[tokio::test]
+    async fn byzantine_votes_at_round_max_are_rejected() {
+        let mut h = harness(Parameters::default());
+        let hash = Digest::of(b"x");
+        let byzantine = h.keys[3].clone();
+        assert!(h
+            .core
+            .handle_vote(vote(hash, Round::MAX, &byzantine))
+            .await
+            .is_err());
+
+        let mut h = harness(Parameters {
+            max_rounds_ahead: Round::MAX,
+            ..Parameters::default()
+        });
+        let signers = h.keys[1..].to_vec();
+        for k in &signers {
+            let _ = h.core.handle_vote(vote(hash, Round::MAX, k)).await;
+        }
+        assert_eq!(h.core.round, 1);
+    }
+
+    /// Issue 12 item 7: a replayed vote or timeout is recognised as a duplicate before its
+    /// signature is checked (a corrupted signature shows the order), so replays cost no
+    /// signature verification.
+    #[tokio::test]
+    async fn byzantine_replayed_votes_and_timeouts_cost_no_signature_check() {
+        let mut h = harness(Parameters::default());
+        let voter = h.keys[1].clone();
+        let original = vote(Digest::of(b"x"), 1, &voter);
+        h.core
+            .handle_vote(original.clone())
+            .await
+            .expect("first vote");
+        let mut replay = original;
+        replay.signature = vote(Digest::of(b"y"), 1, &voter).signature;
+        assert!(matches!(
+            h.core.handle_vote(replay).await,
+            Err(ConsensusError::Aggregator(AggregatorError::AuthorityReuse(
+                _
+            )))
+        ));
+
+        let first = timeout(1, QC::genesis(), &voter);
+        h.core
+            .handle_timeout(first.clone())
+            .await
+            .expect("first timeout");
+        let mut replay = first;
+        replay.signature = timeout(2, QC::genesis(), &voter).signature;
+        assert!(matches!(
+            h.core.handle_timeout(replay).await,
+            Err(ConsensusError::Aggregator(AggregatorError::AuthorityReuse(
+                _
+            )))
+        ));
+        // A forged vote in someone's name does not use up that member's vote either.
+        let honest = h.keys[2].clone();
+        let mut forged = vote(Digest::of(b"x"), 1, &honest);
+        forged.signature = vote(Digest::of(b"y"), 1, &honest).signature;
+        assert!(h.core.handle_vote(forged).await.is_err());
+        h.core
+            .handle_vote(vote(Digest::of(b"x"), 1, &honest))
+            .await
+            .expect("the real vote still counts");
     }
 }

@@ -96,6 +96,7 @@ impl QC {
         if self.is_genesis() {
             return Ok(());
         }
+        check_round(self.round)?;
         check_quorum(committee, self.votes.iter().map(|(name, _)| name))?;
         Signature::verify_batch_same_digest(&vote_digest(&self.hash, self.round), &self.votes)
             .map_err(|_| MessageError::InvalidSignature)
@@ -222,6 +223,7 @@ impl Block {
     }
 
     pub fn verify(&self, committee: &Committee) -> Result<(), MessageError> {
+        check_round(self.round)?;
         if committee.stake(&self.author) == 0 {
             return Err(MessageError::UnknownAuthority(self.author));
         }
@@ -308,6 +310,7 @@ impl Vote {
     }
 
     pub fn verify(&self, committee: &Committee) -> Result<(), MessageError> {
+        check_round(self.round)?;
         if committee.stake(&self.author) == 0 {
             return Err(MessageError::UnknownAuthority(self.author));
         }

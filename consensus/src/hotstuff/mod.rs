@@ -15,6 +15,7 @@ mod timer;
 pub mod wire;
 
 pub use committer::CommittedBatch;
+pub use core::FatalError;
 pub use messages::{Block, ConsensusMessage, Timeout, Vote, QC, TC};
 pub use metrics::{ConsensusMetrics, ConsensusSnapshot};
 
@@ -26,13 +27,17 @@ use crate::store::Store;
 use crypto::{PublicKey, SecretKey, SignatureService};
 use std::io;
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// What a running consensus instance exposes besides its output channel.
 #[derive(Clone)]
 pub struct ConsensusHandle {
     pub metrics: Arc<ConsensusMetrics>,
     pub mempool: Arc<MempoolMetrics>,
+    /// Becomes `Some` when consensus hit an error it must not continue after (a `SAFETY` fork:
+    /// see [`FatalError`]). The core has stopped by then and outputs nothing more; the node
+    /// binary should wait on `fatal.changed()`, log the error and exit with a non-zero status.
+    pub fatal: watch::Receiver<Option<FatalError>>,
 }
 
 pub struct Consensus;
@@ -61,6 +66,7 @@ impl Consensus {
         let (tx_digests, rx_digests) = mpsc::channel(capacity);
         let (tx_commit, rx_commit) = mpsc::channel(capacity);
         let (tx_mempool, rx_mempool) = mpsc::channel(capacity);
+        let (tx_fatal, rx_fatal) = watch::channel(None);
 
         let metrics = Arc::new(ConsensusMetrics::default());
         let mempool_metrics = Arc::new(MempoolMetrics::default());
@@ -107,12 +113,14 @@ impl Consensus {
                 rx_digests,
                 tx_commit,
                 tx_mempool,
+                tx_fatal,
             },
             metrics.clone(),
         );
         Ok(ConsensusHandle {
             metrics,
             mempool: mempool_metrics,
+            fatal: rx_fatal,
         })
     }
 }
