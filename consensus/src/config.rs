@@ -147,8 +147,14 @@ pub struct Parameters {
     pub max_batch_delay: u64,
     /// Rounds after commit before blocks and batches are garbage-collected.
     pub gc_depth: Round,
-    /// Most batch digests a leader puts in one block.
+    /// Most batch digests a leader puts in one block; received blocks with more are rejected.
     pub max_block_digests: usize,
+    /// How many rounds ahead of its own a node accepts votes, timeouts and blocks. Each accepted
+    /// round may hold aggregator state until the node gets there, so an unbounded window would
+    /// let one member grow it at will. Honest messages run at most a few rounds ahead; a node
+    /// further behind catches up through QCs and TCs (in blocks and TC messages), which move
+    /// its round before the window is checked.
+    pub max_rounds_ahead: Round,
     /// Largest frame accepted on any port; larger ones close the connection.
     pub max_frame_size: usize,
     /// Capacity of the bounded channels between actors and stages.
@@ -167,6 +173,7 @@ impl Default for Parameters {
             max_batch_delay: 100,
             gc_depth: 50,
             max_block_digests: 256,
+            max_rounds_ahead: 100,
             max_frame_size: 8 * 1024 * 1024,
             channel_capacity: 1_000,
             max_backlog_per_sender: 1_000,
@@ -193,6 +200,9 @@ impl Parameters {
         }
         if self.batch_size == 0 || self.channel_capacity == 0 || self.max_block_digests == 0 {
             return Err("batch_size, channel_capacity and max_block_digests must be > 0".into());
+        }
+        if self.max_rounds_ahead == 0 {
+            return Err("max_rounds_ahead must be > 0".into());
         }
         // A batch travels in one frame with a small envelope; leave room for it and for the
         // largest transaction that may overflow the batch before it is sealed.

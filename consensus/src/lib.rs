@@ -12,6 +12,8 @@ pub mod network;
 pub mod store;
 
 pub use config::{Committee, Parameters, Round, Stake};
-pub use hotstuff::{CommittedBatch, Consensus, ConsensusHandle, ConsensusMetrics, MempoolLink};
+pub use hotstuff::{
+    CommittedBatch, Consensus, ConsensusHandle, ConsensusMetrics, FatalError, MempoolLink,
+};
 pub use mempool::batch::Batch;
 pub use store::Store;

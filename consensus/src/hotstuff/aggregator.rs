@@ -23,6 +23,8 @@ struct QCMaker {
 #[derive(Default)]
 struct TCMaker {
     weight: Stake,
+    /// The highest QC among the timeouts so far; the TC carries it (see `TC::high_qc`).
+    high_qc: QC,
     votes: Vec<(PublicKey, Signature, Round)>,
     used: HashSet<PublicKey>,
     done: bool,
@@ -42,6 +44,22 @@ impl Aggregator {
             votes: BTreeMap::new(),
             timeouts: BTreeMap::new(),
         }
+    }
+
+    /// Whether `author` already voted in `round`. Checked before a vote's signature, so a replay
+    /// costs a map lookup; only a verified vote is recorded (see `add_vote`), so a forgery in
+    /// someone's name cannot use up their vote.
+    pub fn has_voted(&self, round: Round, author: &PublicKey) -> bool {
+        self.votes
+            .get(&round)
+            .is_some_and(|(voters, _)| voters.contains(author))
+    }
+
+    /// Like `has_voted`, for timeouts.
+    pub fn has_timed_out(&self, round: Round, author: &PublicKey) -> bool {
+        self.timeouts
+            .get(&round)
+            .is_some_and(|maker| maker.used.contains(author))
     }
 
     /// Returns the QC the first time a quorum of stake voted for the same block.
@@ -74,15 +92,25 @@ impl Aggregator {
         maker
             .votes
             .push((timeout.author, timeout.signature, timeout.high_qc.round));
+        if timeout.high_qc.round > maker.high_qc.round {
+            maker.high_qc = timeout.high_qc;
+        }
         maker.weight += self.committee.stake(&timeout.author);
         if !maker.done && maker.weight >= self.committee.quorum_threshold() {
             maker.done = true;
             return Ok(Some(TC {
                 round: timeout.round,
+                high_qc: maker.high_qc.clone(),
                 votes: maker.votes.clone(),
             }));
         }
         Ok(None)
+    }
+
+    /// How many rounds hold pending votes or timeouts.
+    #[cfg(test)]
+    pub fn rounds(&self) -> usize {
+        self.votes.len() + self.timeouts.len()
     }
 
     /// Forgets everything below `round`: nothing there can matter once the node moved past it.
@@ -165,5 +193,22 @@ mod tests {
         assert_eq!(tc.verify(&committee(&keys)), Ok(()));
         aggregator.cleanup(3);
         assert!(aggregator.timeouts.is_empty());
+    }
+
+    #[test]
+    fn tc_carries_the_highest_qc_of_its_timeouts() {
+        use crate::hotstuff::messages::tests::qc;
+        let keys = keys(4);
+        let mut aggregator = Aggregator::new(committee(&keys));
+        let low = qc(Digest::of(b"low"), 2, &keys[..3]);
+        let high = qc(Digest::of(b"high"), 4, &keys[..3]);
+        for (k, q) in keys.iter().zip([low.clone(), high.clone(), low]) {
+            if let Some(tc) = aggregator.add_timeout(timeout(5, q, k)).expect("accepted") {
+                assert_eq!(tc.high_qc, high);
+                assert_eq!(tc.verify(&committee(&keys)), Ok(()));
+                return;
+            }
+        }
+        panic!("no TC formed");
     }
 }

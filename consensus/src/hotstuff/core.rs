@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep, Instant, Sleep};
 use tracing::{debug, error, info, warn};
 
@@ -42,6 +42,28 @@ pub enum ConsensusError {
     MissingAncestor(Digest),
     #[error("a downstream channel closed")]
     ChannelClosed,
+    #[error("message of round {round} is too far ahead of round {current}")]
+    TooFarAhead { round: Round, current: Round },
+    #[error(transparent)]
+    Fatal(#[from] FatalError),
+}
+
+/// An error after which the node must stop: going on could only spread the damage. The core
+/// stops, commits nothing more, and publishes the error on `ConsensusHandle::fatal`.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum FatalError {
+    /// Two different blocks committed at one height: more than f members are Byzantine (or
+    /// this node is broken). Nothing of the conflicting chain was output.
+    #[error(
+        "SAFETY: committing block {block} of round {round} would fork away the last committed \
+         block {last_committed} of round {last_committed_round}"
+    )]
+    Fork {
+        block: Digest,
+        round: Round,
+        last_committed: Digest,
+        last_committed_round: Round,
+    },
 }
 
 /// Cancel handlers of reliable broadcasts are kept this many rounds, then dropped: by then the
@@ -62,6 +84,7 @@ pub struct Core {
     rx_digests: mpsc::Receiver<Digest>,
     tx_commit: mpsc::Sender<Block>,
     tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
+    tx_fatal: watch::Sender<Option<FatalError>>,
     metrics: Arc<ConsensusMetrics>,
 
     round: Round,
@@ -80,6 +103,9 @@ pub struct Core {
     buffer: PayloadBuffer,
     /// Our own blocks, processed like any received block once the current event is handled.
     own_blocks: VecDeque<Block>,
+    /// Digests of the blocks this core stored, by round, so they can be deleted once they fall
+    /// `gc_depth` rounds below the last commit (see `prune_blocks`).
+    stored_blocks: BTreeMap<Round, Vec<Digest>>,
     /// A proposal we hold back while the chain is idle (see `should_wait`).
     pending_proposal: Option<Option<TC>>,
     proposal_deadline: Pin<Box<Sleep>>,
@@ -92,6 +118,8 @@ pub struct CoreChannels {
     pub rx_digests: mpsc::Receiver<Digest>,
     pub tx_commit: mpsc::Sender<Block>,
     pub tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
+    /// Where the core reports the error that stopped it (see `FatalError`).
+    pub tx_fatal: watch::Sender<Option<FatalError>>,
 }
 
 impl Core {
@@ -104,6 +132,28 @@ impl Core {
         channels: CoreChannels,
         metrics: Arc<ConsensusMetrics>,
     ) {
+        let core = Self::new(
+            name,
+            committee,
+            parameters,
+            store,
+            signature_service,
+            channels,
+            metrics,
+        );
+        tokio::spawn(core.run());
+    }
+
+    /// Builds the core without running it (its helpers do start); tests drive it directly.
+    fn new(
+        name: PublicKey,
+        committee: Committee,
+        parameters: Parameters,
+        store: Store,
+        signature_service: SignatureService,
+        channels: CoreChannels,
+        metrics: Arc<ConsensusMetrics>,
+    ) -> Self {
         let synchronizer = Synchronizer::spawn(
             name,
             committee.clone(),
@@ -116,7 +166,7 @@ impl Core {
             channels.tx_mempool.clone(),
             channels.tx_loopback,
         );
-        let core = Core {
+        Core {
             name,
             aggregator: Aggregator::new(committee.clone()),
             committee,
@@ -131,6 +181,7 @@ impl Core {
             rx_digests: channels.rx_digests,
             tx_commit: channels.tx_commit,
             tx_mempool: channels.tx_mempool,
+            tx_fatal: channels.tx_fatal,
             metrics,
             round: 1,
             safety: SafetyRules::default(),
@@ -143,10 +194,10 @@ impl Core {
             cancel_handlers: BTreeMap::new(),
             buffer: PayloadBuffer::default(),
             own_blocks: VecDeque::new(),
+            stored_blocks: BTreeMap::new(),
             pending_proposal: None,
             proposal_deadline: Box::pin(sleep(Duration::ZERO)),
-        };
-        tokio::spawn(core.run());
+        }
     }
 
     async fn run(mut self) {
@@ -186,13 +237,26 @@ impl Core {
             if let Err(e) = result {
                 match e {
                     ConsensusError::ChannelClosed => break,
+                    ConsensusError::Fatal(e) => {
+                        error!("{e}");
+                        // Nobody listening is no reason to go on: the core stops either way.
+                        let _ = self.tx_fatal.send(Some(e));
+                        break;
+                    }
                     ConsensusError::Message(e) => warn!("rejected message: {e}"),
                     e => warn!("{e}"),
                 }
             }
             while let Some(block) = self.own_blocks.pop_front() {
-                if let Err(e) = self.process_block(&block).await {
-                    warn!("own block {:?}: {e}", block);
+                match self.process_block(&block).await {
+                    Ok(()) => {}
+                    Err(ConsensusError::Fatal(e)) => {
+                        error!("{e}");
+                        let _ = self.tx_fatal.send(Some(e));
+                        info!("consensus core stopped");
+                        return;
+                    }
+                    Err(e) => warn!("own block {:?}: {e}", block),
                 }
             }
         }
@@ -359,8 +423,12 @@ impl Core {
     async fn handle_vote(&mut self, vote: Vote) -> Result<(), ConsensusError> {
         // Votes of the previous round still count: re-broadcast on a timeout, they may arrive
         // after the TC of that round moved us on.
-        if vote.round + 1 < self.round {
+        if vote.round.saturating_add(1) < self.round {
             return Ok(());
+        }
+        self.check_window(vote.round)?;
+        if self.aggregator.has_voted(vote.round, &vote.author) {
+            return Err(AggregatorError::AuthorityReuse(vote.author).into());
         }
         vote.verify(&self.committee)?;
         if let Some(qc) = self.aggregator.add_vote(vote)? {
@@ -376,6 +444,13 @@ impl Core {
     async fn handle_timeout(&mut self, timeout: Timeout) -> Result<(), ConsensusError> {
         if timeout.round < self.round {
             return Ok(());
+        }
+        self.check_window(timeout.round)?;
+        if self
+            .aggregator
+            .has_timed_out(timeout.round, &timeout.author)
+        {
+            return Err(AggregatorError::AuthorityReuse(timeout.author).into());
         }
         timeout.verify(&self.committee)?;
         self.process_qc(&timeout.high_qc).await;
@@ -395,6 +470,8 @@ impl Core {
             return Ok(());
         }
         tc.verify(&self.committee)?;
+        // Adopt the TC's QC first: the block we may propose next must extend it (safety rule 2).
+        self.update_high_qc(&tc.high_qc);
         self.advance_round(tc.round).await;
         if self.name == self.committee.leader(self.round) {
             self.try_propose(Some(tc)).await;
@@ -403,24 +480,74 @@ impl Core {
     }
 
     async fn handle_proposal(&mut self, block: Block) -> Result<(), ConsensusError> {
+        // The size limit holds for every block, not only our own (and costs nothing to check).
+        if block.payload.len() > self.parameters.max_block_digests {
+            return Err(MessageError::Malformed(format!(
+                "block of round {} names {} batches, more than {}",
+                block.round,
+                block.payload.len(),
+                self.parameters.max_block_digests
+            ))
+            .into());
+        }
         block.verify(&self.committee)?;
         self.process_qc(&block.qc).await;
         if let Some(tc) = &block.tc {
+            self.update_high_qc(&tc.high_qc);
             self.advance_round(tc.round).await;
         }
+        // Checked after the block's certificates moved us: an honest block is then at most in
+        // our round, while a far-future one would be stored until we get there.
+        self.check_window(block.round)?;
         self.process_block(&block).await
+    }
+
+    /// Rejects a round too far ahead of ours (see `Parameters::max_rounds_ahead`).
+    fn check_window(&self, round: Round) -> Result<(), ConsensusError> {
+        if round > self.round.saturating_add(self.parameters.max_rounds_ahead) {
+            return Err(ConsensusError::TooFarAhead {
+                round,
+                current: self.round,
+            });
+        }
+        Ok(())
+    }
+
+    /// Blocks below this round are neither kept nor stored: they are `gc_depth` rounds below
+    /// the last commit, the same window in which peers serve batches to laggards.
+    fn prune_floor(&self) -> Round {
+        self.last_committed_round
+            .saturating_sub(self.parameters.gc_depth)
+    }
+
+    fn prune_blocks(&mut self) {
+        let keep = self.stored_blocks.split_off(&self.prune_floor());
+        for digests in std::mem::replace(&mut self.stored_blocks, keep).into_values() {
+            self.store.remove(&digests);
+        }
     }
 
     /// Stores a verified block once its payload and ancestors are here, applies the commit rule
     /// and votes. Blocks waiting for data come back here through the loopback channel.
     async fn process_block(&mut self, block: &Block) -> Result<(), ConsensusError> {
+        // Too old to matter (it cannot commit) and its ancestors may be gone: do not fetch them.
+        if block.round < self.prune_floor() {
+            return Ok(());
+        }
         if !self.payload.available(block).await {
             return Ok(());
         }
         let Some((b0, b1)) = self.synchronizer.get_ancestors(block).await? else {
             return Ok(());
         };
-        self.store.write(block.digest(), wire::encode_block(block)?);
+        let digest = block.digest();
+        if !self.store.contains(&digest) {
+            self.stored_blocks
+                .entry(block.round)
+                .or_default()
+                .push(digest);
+        }
+        self.store.write(digest, wire::encode_block(block)?);
 
         // b0 <- b1 <- block: block certifies b1, b1 certifies b0.
         if safety::commits(&b0, &b1) && b0.round > self.last_committed_round {
@@ -458,11 +585,15 @@ impl Core {
                 .ok_or(ConsensusError::MissingAncestor(parent))?;
             if ancestor.round <= self.last_committed_round {
                 if parent != self.last_committed {
-                    // Two-chain safety says this cannot happen with f or fewer faults.
-                    error!(
-                        "SAFETY: block {:?} does not extend the last committed block {}",
-                        chain[0], self.last_committed
-                    );
+                    // Two-chain safety says this cannot happen with f or fewer faults. Checked
+                    // before anything of `chain` is output, so the conflicting blocks never are.
+                    return Err(FatalError::Fork {
+                        block: chain[0].digest(),
+                        round: chain[0].round,
+                        last_committed: self.last_committed,
+                        last_committed_round: self.last_committed_round,
+                    }
+                    .into());
                 }
                 break;
             }
@@ -488,10 +619,279 @@ impl Core {
         }
         self.buffer.finalize_up_to(self.last_committed_round);
         self.payload.cleanup(self.last_committed_round);
+        self.prune_blocks();
         let _ = self
             .tx_mempool
             .send(ConsensusMempoolMessage::Cleanup(self.last_committed_round))
             .await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotstuff::messages::tests::{committee, keys, qc, signed_block, timeout, vote};
+    use crypto::KeyPair;
+
+    /// A core of `keys[0]` driven by direct calls; its peers' addresses lead nowhere, so what it
+    /// sends is queued and lost, which these tests do not need.
+    struct Harness {
+        core: Core,
+        keys: Vec<KeyPair>,
+        rx_commit: mpsc::Receiver<Block>,
+        rx_fatal: watch::Receiver<Option<FatalError>>,
+        _rx_mempool: mpsc::Receiver<ConsensusMempoolMessage>,
+        _tx_message: mpsc::Sender<ConsensusMessage>,
+        _tx_digests: mpsc::Sender<Digest>,
+    }
+
+    fn harness(parameters: Parameters) -> Harness {
+        let keys = keys(4);
+        let (tx_message, rx_message) = mpsc::channel(1_000);
+        let (tx_loopback, rx_loopback) = mpsc::channel(1_000);
+        let (tx_digests, rx_digests) = mpsc::channel(1_000);
+        let (tx_commit, rx_commit) = mpsc::channel(10_000);
+        let (tx_mempool, rx_mempool) = mpsc::channel(10_000);
+        let (tx_fatal, rx_fatal) = watch::channel(None);
+        let core = Core::new(
+            keys[0].name,
+            committee(&keys),
+            parameters,
+            Store::new(),
+            SignatureService::new(keys[0].secret.clone()),
+            CoreChannels {
+                rx_message,
+                rx_loopback,
+                tx_loopback,
+                rx_digests,
+                tx_commit,
+                tx_mempool,
+                tx_fatal,
+            },
+            Arc::new(ConsensusMetrics::default()),
+        );
+        Harness {
+            core,
+            rx_fatal,
+            keys,
+            rx_commit,
+            _rx_mempool: rx_mempool,
+            _tx_message: tx_message,
+            _tx_digests: tx_digests,
+        }
+    }
+
+    impl Harness {
+        fn leader(&self, round: Round) -> &KeyPair {
+            let name = self.core.committee.leader(round);
+            self.keys
+                .iter()
+                .find(|k| k.name == name)
+                .expect("leader is in the committee")
+        }
+
+        /// A well-formed block of `round` extending `parent` (genesis if `None`).
+        fn block(&self, parent: Option<&Block>, round: Round, payload: Vec<Digest>) -> Block {
+            let parent_qc = match parent {
+                None => QC::genesis(),
+                Some(p) => qc(p.digest(), p.round, &self.keys[..3]),
+            };
+            signed_block(parent_qc, None, round, payload, self.leader(round))
+        }
+
+        /// A chain of consecutive rounds `from..=to`, the first extending `parent`.
+        fn chain(&self, parent: Option<&Block>, from: Round, to: Round) -> Vec<Block> {
+            let mut blocks: Vec<Block> = Vec::new();
+            for round in from..=to {
+                let block = self.block(blocks.last().or(parent), round, vec![]);
+                blocks.push(block);
+            }
+            blocks
+        }
+
+        fn committed(&mut self) -> Vec<Round> {
+            let mut rounds = Vec::new();
+            while let Ok(block) = self.rx_commit.try_recv() {
+                rounds.push(block.round);
+            }
+            rounds
+        }
+    }
+
+    /// Issue 12 item 6: a member signs votes and timeouts for rounds far ahead. Each is a valid
+    /// message, but none may create an aggregator entry the node keeps until it reaches them.
+    #[tokio::test]
+    async fn byzantine_far_future_votes_and_timeouts_are_not_buffered() {
+        let mut h = harness(Parameters::default());
+        let byzantine = h.keys[3].clone();
+        for round in 1_000..1_500 {
+            let _ = h
+                .core
+                .handle_vote(vote(Digest::of(b"x"), round, &byzantine))
+                .await;
+            let _ = h
+                .core
+                .handle_timeout(timeout(round, QC::genesis(), &byzantine))
+                .await;
+        }
+        assert_eq!(h.core.aggregator.rounds(), 0);
+    }
+
+    /// Issue 12 item 6: `max_block_digests` holds for received proposals, not only our own.
+    #[tokio::test]
+    async fn byzantine_oversized_proposal_is_rejected_on_receipt() {
+        let parameters = Parameters {
+            max_block_digests: 4,
+            ..Parameters::default()
+        };
+        let mut h = harness(parameters);
+        let payload: Vec<Digest> = (0..5u8).map(|i| Digest::of(&[i])).collect();
+        let block = h.block(None, 1, payload);
+        assert!(matches!(
+            h.core.handle_proposal(block).await,
+            Err(ConsensusError::Message(MessageError::Malformed(_)))
+        ));
+        let fits = h.block(None, 1, (0..4u8).map(|i| Digest::of(&[i])).collect());
+        assert!(h.core.handle_proposal(fits).await.is_ok());
+    }
+
+    /// Issue 12 item 6: blocks far below the committed round are deleted, not kept forever.
+    #[tokio::test]
+    async fn blocks_below_the_gc_window_are_pruned() {
+        let parameters = Parameters {
+            gc_depth: 10,
+            ..Parameters::default()
+        };
+        let mut h = harness(parameters);
+        let chain = h.chain(None, 1, 100);
+        for block in &chain {
+            h.core.handle_proposal(block.clone()).await.expect("valid");
+        }
+        assert_eq!(h.committed().last(), Some(&98));
+        // Kept: the last committed block, `gc_depth` rounds below it, and the two uncommitted.
+        assert!(
+            h.core.store.len() <= 10 + 3,
+            "{} blocks",
+            h.core.store.len()
+        );
+        assert!(h.core.store.contains(&chain[99].digest()));
+        assert!(!h.core.store.contains(&chain[0].digest()));
+        // Nor is a late block of a pruned round stored again.
+        let stale = h.block(Some(&chain[9]), 11, vec![]);
+        let _ = h.core.handle_proposal(stale.clone()).await;
+        assert!(!h.core.store.contains(&stale.digest()));
+    }
+
+    /// Issue 12 item 7: with more than f Byzantine members (here the test signs with three of
+    /// the four keys) two conflicting blocks can both get a commit certificate. The node must
+    /// notice, refuse to commit the second and halt, not log and carry on.
+    #[tokio::test]
+    async fn byzantine_quorum_fork_halts_the_node() {
+        let mut h = harness(Parameters::default());
+        for block in h.chain(None, 1, 3) {
+            h.core.handle_proposal(block).await.expect("valid");
+        }
+        assert_eq!(h.committed(), vec![1]);
+        // Rounds 4..=6 restart from genesis: round 6 certifies 5, which certifies 4, so 4
+        // "commits" although it does not extend the committed block of round 1.
+        let mut outcome = Ok(());
+        for block in h.chain(None, 4, 6) {
+            outcome = outcome.and(h.core.handle_proposal(block).await);
+        }
+        assert_eq!(h.committed(), Vec::<Round>::new(), "the fork was committed");
+        assert!(matches!(
+            outcome,
+            Err(ConsensusError::Fatal(FatalError::Fork { round: 4, .. }))
+        ));
+        // The run loop stops on it and publishes it for the node binary to exit on.
+        let chain = h.chain(None, 4, 6);
+        let fork = h.block(Some(&chain[2]), 7, vec![]);
+        let (tx_message, rx_message) = mpsc::channel(10);
+        h.core.rx_message = rx_message;
+        let mut fatal = h.rx_fatal.clone();
+        let core = tokio::spawn(h.core.run());
+        tx_message
+            .send(ConsensusMessage::Propose(fork))
+            .await
+            .expect("core listens");
+        tokio::time::timeout(Duration::from_secs(5), fatal.wait_for(Option::is_some))
+            .await
+            .expect("fatal error published")
+            .expect("sender alive until then");
+        tokio::time::timeout(Duration::from_secs(5), core)
+            .await
+            .expect("the core stopped")
+            .expect("no panic");
+    }
+
+    /// Issue 12 item 7: `round + 1` must never overflow. A single vote of round u64::MAX is
+    /// outside any window; even with the window open all the way, a quorum of such votes (f+1
+    /// Byzantine signers are not needed for the QC check, only for this test) must not panic.
+    #[tokio::test]
+    async fn byzantine_votes_at_round_max_are_rejected() {
+        let mut h = harness(Parameters::default());
+        let hash = Digest::of(b"x");
+        let byzantine = h.keys[3].clone();
+        assert!(h
+            .core
+            .handle_vote(vote(hash, Round::MAX, &byzantine))
+            .await
+            .is_err());
+
+        let mut h = harness(Parameters {
+            max_rounds_ahead: Round::MAX,
+            ..Parameters::default()
+        });
+        let signers = h.keys[1..].to_vec();
+        for k in &signers {
+            let _ = h.core.handle_vote(vote(hash, Round::MAX, k)).await;
+        }
+        assert_eq!(h.core.round, 1);
+    }
+
+    /// Issue 12 item 7: a replayed vote or timeout is recognised as a duplicate before its
+    /// signature is checked (a corrupted signature shows the order), so replays cost no
+    /// signature verification.
+    #[tokio::test]
+    async fn byzantine_replayed_votes_and_timeouts_cost_no_signature_check() {
+        let mut h = harness(Parameters::default());
+        let voter = h.keys[1].clone();
+        let original = vote(Digest::of(b"x"), 1, &voter);
+        h.core
+            .handle_vote(original.clone())
+            .await
+            .expect("first vote");
+        let mut replay = original;
+        replay.signature = vote(Digest::of(b"y"), 1, &voter).signature;
+        assert!(matches!(
+            h.core.handle_vote(replay).await,
+            Err(ConsensusError::Aggregator(AggregatorError::AuthorityReuse(
+                _
+            )))
+        ));
+
+        let first = timeout(1, QC::genesis(), &voter);
+        h.core
+            .handle_timeout(first.clone())
+            .await
+            .expect("first timeout");
+        let mut replay = first;
+        replay.signature = timeout(2, QC::genesis(), &voter).signature;
+        assert!(matches!(
+            h.core.handle_timeout(replay).await,
+            Err(ConsensusError::Aggregator(AggregatorError::AuthorityReuse(
+                _
+            )))
+        ));
+        // A forged vote in someone's name does not use up that member's vote either.
+        let honest = h.keys[2].clone();
+        let mut forged = vote(Digest::of(b"x"), 1, &honest);
+        forged.signature = vote(Digest::of(b"y"), 1, &honest).signature;
+        assert!(h.core.handle_vote(forged).await.is_err());
+        h.core
+            .handle_vote(vote(Digest::of(b"x"), 1, &honest))
+            .await
+            .expect("the real vote still counts");
     }
 }

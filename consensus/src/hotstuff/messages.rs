@@ -41,6 +41,16 @@ fn timeout_digest(round: Round, high_qc_round: Round) -> Digest {
     )
 }
 
+/// Rejects the one round no honest node ever reaches: `round + 1` must not overflow anywhere.
+fn check_round(round: Round) -> Result<(), MessageError> {
+    if round == Round::MAX {
+        return Err(MessageError::Malformed(format!(
+            "round {round} is out of range"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks that `signers` are distinct committee members whose stake reaches a quorum.
 fn check_quorum<'a>(
     committee: &Committee,
@@ -86,6 +96,7 @@ impl QC {
         if self.is_genesis() {
             return Ok(());
         }
+        check_round(self.round)?;
         check_quorum(committee, self.votes.iter().map(|(name, _)| name))?;
         Signature::verify_batch_same_digest(&vote_digest(&self.hash, self.round), &self.votes)
             .map_err(|_| MessageError::InvalidSignature)
@@ -101,23 +112,65 @@ impl fmt::Debug for QC {
 #[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TC {
     pub round: Round,
+    /// The highest QC among the timeouts (DiemBFT v4): the next leader extends it, and it proves
+    /// that the highest round the signers report is a round that really was certified.
+    pub high_qc: QC,
     /// Each signer with its signature and the round of the highest QC it knew.
     pub votes: Vec<(PublicKey, Signature, Round)>,
 }
 
 impl TC {
+    /// Checks, cheapest first: the structure, the quorum, that the highest signed QC round is
+    /// the round of the QC the TC carries (so no signer can claim a QC that does not exist and
+    /// lock every later proposal out), every timeout signature, and finally that QC itself.
     pub fn verify(&self, committee: &Committee) -> Result<(), MessageError> {
+        check_round(self.round)?;
         check_quorum(committee, self.votes.iter().map(|(name, _, _)| name))?;
+        let highest = self.high_qc_rounds().max().unwrap_or(0);
+        if highest != self.high_qc.round {
+            return Err(MessageError::Malformed(format!(
+                "TC of round {} carries a QC of round {} but its signers report {highest}",
+                self.round, self.high_qc.round
+            )));
+        }
+        // Every signed round is at most `highest`, so this bounds all of them.
+        if highest >= self.round {
+            return Err(MessageError::Malformed(format!(
+                "TC of round {} reports a QC of round {highest}",
+                self.round
+            )));
+        }
         for (name, signature, high_qc_round) in &self.votes {
             signature
                 .verify(&timeout_digest(self.round, *high_qc_round), name)
                 .map_err(|_| MessageError::InvalidSignature)?;
         }
-        Ok(())
+        self.high_qc.verify(committee)
     }
 
     pub fn high_qc_rounds(&self) -> impl Iterator<Item = Round> + '_ {
         self.votes.iter().map(|(_, _, r)| *r)
+    }
+
+    /// What a block signs of its TC: all of it, so a relay can neither strip nor swap it.
+    fn digest(&self) -> Digest {
+        let round = self.round.to_le_bytes();
+        let qc_round = self.high_qc.round.to_le_bytes();
+        let votes: Vec<[u8; 104]> = self
+            .votes
+            .iter()
+            .map(|(name, signature, high_qc_round)| {
+                let mut bytes = [0u8; 104];
+                bytes[..32].copy_from_slice(&name.0);
+                bytes[32..96].copy_from_slice(&signature.to_bytes());
+                bytes[96..].copy_from_slice(&high_qc_round.to_le_bytes());
+                bytes
+            })
+            .collect();
+        let parts = [&round[..], self.high_qc.hash.as_ref(), &qc_round]
+            .into_iter()
+            .chain(votes.iter().map(|v| &v[..]));
+        domain(b"hotmove/tc", &parts.collect::<Vec<_>>())
     }
 }
 
@@ -170,6 +223,7 @@ impl Block {
     }
 
     pub fn verify(&self, committee: &Committee) -> Result<(), MessageError> {
+        check_round(self.round)?;
         if committee.stake(&self.author) == 0 {
             return Err(MessageError::UnknownAuthority(self.author));
         }
@@ -185,6 +239,14 @@ impl Block {
                 self.round, self.qc.round
             )));
         }
+        if let Some(tc) = &self.tc {
+            if tc.round >= self.round {
+                return Err(MessageError::Malformed(format!(
+                    "block of round {} carries a TC of round {}",
+                    self.round, tc.round
+                )));
+            }
+        }
         self.signature
             .verify(&self.digest(), &self.author)
             .map_err(|_| MessageError::InvalidSignature)?;
@@ -199,7 +261,12 @@ impl Block {
 impl Hash for Block {
     fn digest(&self) -> Digest {
         let round = self.round.to_le_bytes();
-        let parts = [self.author.0.as_ref(), &round, self.qc.hash.as_ref()]
+        // The TC is bound too (a flag, then its digest), or a relay could strip or swap it.
+        let tc = match &self.tc {
+            None => vec![0u8],
+            Some(tc) => std::iter::once(1u8).chain(tc.digest().0).collect(),
+        };
+        let parts = [self.author.0.as_ref(), &round, self.qc.hash.as_ref(), &tc]
             .into_iter()
             .chain(self.payload.iter().map(|d| d.as_ref()));
         Digest::of_parts(std::iter::once(&b"hotmove/block"[..]).chain(parts))
@@ -243,6 +310,7 @@ impl Vote {
     }
 
     pub fn verify(&self, committee: &Committee) -> Result<(), MessageError> {
+        check_round(self.round)?;
         if committee.stake(&self.author) == 0 {
             return Err(MessageError::UnknownAuthority(self.author));
         }
@@ -285,8 +353,16 @@ impl Timeout {
     }
 
     pub fn verify(&self, committee: &Committee) -> Result<(), MessageError> {
+        check_round(self.round)?;
         if committee.stake(&self.author) == 0 {
             return Err(MessageError::UnknownAuthority(self.author));
+        }
+        // A node times out of a round after the QC it holds, never at or before it.
+        if self.high_qc.round >= self.round {
+            return Err(MessageError::Malformed(format!(
+                "timeout of round {} carries a QC of round {}",
+                self.round, self.high_qc.round
+            )));
         }
         self.signature
             .verify(
@@ -477,6 +553,7 @@ pub(crate) mod tests {
         let committee = committee(&keys);
         let tc_of = |signers: &[KeyPair]| TC {
             round: 5,
+            high_qc: QC::genesis(),
             votes: signers
                 .iter()
                 .map(|k| {
@@ -488,7 +565,8 @@ pub(crate) mod tests {
         assert_eq!(tc_of(&keys[..3]).verify(&committee), Ok(()));
 
         let mut lied = tc_of(&keys[..3]);
-        lied.votes[0].2 = 4; // claims a higher QC round than it signed
+        lied.votes[0].2 = 4; // claims a higher QC round than it signed...
+        lied.high_qc = qc(Digest::of(b"b"), 4, &keys[..3]); // ...even one with a real QC
         assert_eq!(lied.verify(&committee), Err(MessageError::InvalidSignature));
 
         let mut dup = tc_of(&keys[..2]);
@@ -524,6 +602,93 @@ pub(crate) mod tests {
             weak.verify(&committee),
             Err(MessageError::NotEnoughStake { .. })
         ));
+    }
+
+    /// Issue 12 item 2: one Byzantine signer claims `high_qc_round = u64::MAX` inside a TC
+    /// otherwise made of honest timeouts. Every signature is genuine, but no QC of that round
+    /// exists, so the TC must not verify (it would make every later proposal unvotable).
+    #[test]
+    fn byzantine_tc_claiming_an_uncertified_high_qc_round_is_rejected() {
+        let keys = keys(4);
+        let committee = committee(&keys);
+        let honest_qc = qc(Digest::of(b"b3"), 3, &keys[..3]);
+        let mut votes: Vec<_> = keys[..2]
+            .iter()
+            .map(|k| (k.name, timeout(5, honest_qc.clone(), k).signature, 3))
+            .collect();
+        let byzantine = &keys[3];
+        votes.push((
+            byzantine.name,
+            Signature::new(&timeout_digest(5, Round::MAX), &byzantine.secret),
+            Round::MAX,
+        ));
+        // Whatever QC the forger attaches, it is not one of round u64::MAX.
+        let forged = TC {
+            round: 5,
+            high_qc: honest_qc.clone(),
+            votes,
+        };
+        assert!(matches!(
+            forged.verify(&committee),
+            Err(MessageError::Malformed(_))
+        ));
+        let mut claimed = forged.clone();
+        claimed.high_qc.round = Round::MAX;
+        assert!(claimed.verify(&committee).is_err());
+        // The honest part alone plus the Byzantine member's truthful timeout does verify.
+        let mut honest = forged;
+        honest.votes[2] = (
+            byzantine.name,
+            timeout(5, honest_qc.clone(), byzantine).signature,
+            3,
+        );
+        assert_eq!(honest.verify(&committee), Ok(()));
+        // And the carried QC must be genuine.
+        honest.high_qc = qc(Digest::of(b"other"), 3, &keys[..1]);
+        assert!(honest.verify(&committee).is_err());
+    }
+
+    /// Issue 12 item 2: the block digest binds the TC, so a relay can neither strip a block's TC
+    /// nor swap it for another one without breaking the leader's signature.
+    #[test]
+    fn byzantine_relay_cannot_strip_or_swap_a_blocks_tc() {
+        let keys = keys(4);
+        let committee = committee(&keys);
+        let leader = keys
+            .iter()
+            .find(|k| k.name == committee.leader(4))
+            .expect("leader");
+        let tc_of = |high_qc_round: Round| {
+            let high_qc = if high_qc_round == 0 {
+                QC::genesis()
+            } else {
+                qc(Digest::of(b"b"), high_qc_round, &keys[..3])
+            };
+            TC {
+                round: 3,
+                high_qc: high_qc.clone(),
+                votes: keys[..3]
+                    .iter()
+                    .map(|k| {
+                        let t = timeout(3, high_qc.clone(), k);
+                        (k.name, t.signature, high_qc_round)
+                    })
+                    .collect(),
+            }
+        };
+        let block = signed_block(QC::genesis(), Some(tc_of(0)), 4, vec![], leader);
+        assert_eq!(block.verify(&committee), Ok(()));
+
+        let mut stripped = block.clone();
+        stripped.tc = None;
+        assert_eq!(
+            stripped.verify(&committee),
+            Err(MessageError::InvalidSignature)
+        );
+
+        let mut swapped = block.clone();
+        swapped.tc = Some(tc_of(2));
+        assert!(swapped.verify(&committee).is_err());
     }
 
     #[test]

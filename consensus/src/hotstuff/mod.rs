@@ -15,6 +15,7 @@ mod timer;
 pub mod wire;
 
 pub use committer::CommittedBatch;
+pub use core::FatalError;
 pub use messages::{Block, ConsensusMessage, Timeout, Vote, QC, TC};
 pub use metrics::{ConsensusMetrics, ConsensusSnapshot};
 
@@ -26,12 +27,16 @@ use crate::store::Store;
 use crypto::{Digest, PublicKey, SecretKey, SignatureService};
 use std::io;
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// What a running consensus instance exposes besides its output channel.
 #[derive(Clone)]
 pub struct ConsensusHandle {
     pub metrics: Arc<ConsensusMetrics>,
+    /// Becomes `Some` when consensus hit an error it must not continue after (a `SAFETY` fork:
+    /// see [`FatalError`]). The core has stopped by then and outputs nothing more; the node
+    /// binary should wait on `fatal.changed()`, log the error and exit with a non-zero status.
+    pub fatal: watch::Receiver<Option<FatalError>>,
 }
 
 /// The consensus core's ends of the two channels that join it to the mempool; the node, which
@@ -73,6 +78,7 @@ impl Consensus {
             rx_digests,
             tx_mempool,
         } = mempool;
+        let (tx_fatal, rx_fatal) = watch::channel(None);
         let metrics = Arc::new(ConsensusMetrics::default());
 
         Receiver::spawn(
@@ -106,9 +112,13 @@ impl Consensus {
                 rx_digests,
                 tx_commit,
                 tx_mempool,
+                tx_fatal,
             },
             metrics.clone(),
         );
-        Ok(ConsensusHandle { metrics })
+        Ok(ConsensusHandle {
+            metrics,
+            fatal: rx_fatal,
+        })
     }
 }

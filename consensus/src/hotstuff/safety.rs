@@ -3,13 +3,20 @@
 //!
 //! 1. Vote at most once per round, and never in a round you timed out of.
 //! 2. Vote for a block only if it extends the QC of the round just before it, or if the previous
-//!    round ended in a TC and the block extends a QC at least as high as every QC in that TC.
+//!    round ended in a TC and the block extends a QC at least as high as the TC's highest QC.
 //!
 //! Why that is safe: if block B of round r commits, B and its child of round r+1 are certified,
 //! so 2f+1 replicas hold a QC of round ≥ r (the one B's child carries). Any TC of a later round
-//! has 2f+1 signers, so at least one honest signer among them reports a high QC of round ≥ r,
-//! and rule 2 then only lets a block after that TC extend a QC of round ≥ r — which, by
+//! has 2f+1 signers, so at least one honest signer among them reports a high QC of round ≥ r;
+//! the TC's QC is the one of the highest reported round (`TC::verify` checks that), so its round
+//! is ≥ r, and rule 2 then only lets a block after that TC extend a QC of round ≥ r — which, by
 //! induction over rounds, extends B. No conflicting block can be certified, so none commits.
+//!
+//! Why it stays live: a Byzantine signer can push the TC's highest round up only to a round for
+//! which it shows a real QC (the TC carries it and `TC::verify` checks it), and below the TC's
+//! own round. The next leader adopts that QC as its high QC before proposing, so its block
+//! satisfies rule 2 at every honest replica. Without the QC, one signer claiming an absurd round
+//! would make every block after the TC unvotable.
 
 use super::messages::Block;
 use crate::config::Round;
@@ -29,9 +36,10 @@ impl SafetyRules {
     pub fn vote(&mut self, block: &Block) -> bool {
         let fresh_round = block.round > self.last_voted_round;
         let extends_previous_qc = block.qc.round + 1 == block.round;
-        let justified_by_tc = block.tc.as_ref().is_some_and(|tc| {
-            tc.round + 1 == block.round && block.qc.round >= tc.high_qc_rounds().max().unwrap_or(0)
-        });
+        let justified_by_tc = block
+            .tc
+            .as_ref()
+            .is_some_and(|tc| tc.round + 1 == block.round && block.qc.round >= tc.high_qc.round);
         if fresh_round && (extends_previous_qc || justified_by_tc) {
             self.last_voted_round = block.round;
             true
@@ -55,31 +63,27 @@ mod tests {
     use crypto::{Digest, Hash, KeyPair};
 
     fn block(qc_round: Round, round: Round, tc: Option<TC>, author: &KeyPair) -> Block {
-        let keys = keys(4);
-        let parent_qc = if qc_round == 0 {
+        signed_block(qc_of_round(qc_round), tc, round, vec![], author)
+    }
+
+    fn qc_of_round(r: Round) -> QC {
+        if r == 0 {
             QC::genesis()
         } else {
-            qc(Digest::of(&qc_round.to_le_bytes()), qc_round, &keys[..3])
-        };
-        signed_block(parent_qc, tc, round, vec![], author)
+            qc(Digest::of(&r.to_le_bytes()), r, &keys(4)[..3])
+        }
     }
 
     fn tc(round: Round, high_qc_rounds: &[Round]) -> TC {
         let keys = keys(4);
+        let highest = high_qc_rounds.iter().copied().max().unwrap_or(0);
         TC {
             round,
+            high_qc: qc_of_round(highest),
             votes: high_qc_rounds
                 .iter()
                 .zip(&keys)
-                .map(|(&r, k)| {
-                    let high_qc = if r == 0 {
-                        QC::genesis()
-                    } else {
-                        qc(Digest::of(&r.to_le_bytes()), r, &keys[..3])
-                    };
-                    let t = timeout(round, high_qc, k);
-                    (k.name, t.signature, r)
-                })
+                .map(|(&r, k)| (k.name, timeout(round, qc_of_round(r), k).signature, r))
                 .collect(),
         }
     }

@@ -1,8 +1,8 @@
 //! Fetches the missing ancestors of a block.
 //!
 //! When a block's parent is not in the store, the block is parked and the parent is requested
-//! from the block's author; if it has not arrived after `sync_retry_delay`, the request goes to
-//! every other authority. When the parent is stored (it goes through the core like any proposal),
+//! from the block's author and the signers of the block's QC (see `SyncWorker::holders`); if it
+//! has not arrived after `sync_retry_delay`, the request goes to every other authority. When the parent is stored (it goes through the core like any proposal),
 //! the parked block is looped back into the core.
 
 use super::messages::{Block, ConsensusMessage, QC};
@@ -123,6 +123,24 @@ impl SyncWorker {
         }
     }
 
+    /// Who should have the parent of `block`: its author, and every signer of the QC that
+    /// certifies the parent (a replica votes only for a block it stored). Asking them all at once
+    /// costs a few duplicate replies, but a withholding author no longer delays us by
+    /// `sync_retry_delay`; the retry then goes to everyone.
+    fn holders(&self, block: &Block) -> Vec<std::net::SocketAddr> {
+        let mut names: Vec<PublicKey> = std::iter::once(block.author)
+            .chain(block.qc.votes.iter().map(|(name, _)| *name))
+            .filter(|name| *name != self.name)
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+            .iter()
+            .filter_map(|name| self.committee.authority(name))
+            .map(|authority| authority.consensus_address)
+            .collect()
+    }
+
     async fn run(mut self) {
         let mut waiting = FuturesUnordered::new();
         let mut retry = interval(self.sync_retry_delay);
@@ -133,10 +151,8 @@ impl SyncWorker {
                     if let std::collections::hash_map::Entry::Vacant(entry) = self.pending.entry(parent) {
                         debug!("requesting parent {} of {:?}", parent, block);
                         entry.insert(Pending { round: block.round, requested_at: Instant::now() });
-                        if let Some(author) = self.committee.authority(&block.author) {
-                            let address = author.consensus_address;
-                            self.request(parent, vec![address]).await;
-                        }
+                        let holders = self.holders(&block);
+                        self.request(parent, holders).await;
                     }
                     let store = self.store.clone();
                     waiting.push(async move {
@@ -169,5 +185,65 @@ impl SyncWorker {
                 else => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotstuff::messages::tests::{committee, keys, qc, signed_block};
+    use crate::network::codec;
+    use tokio::net::TcpListener;
+    use tokio_util::codec::Framed;
+
+    /// Issue 12 item 7: the author of a block whose parent we lack may be the one withholding
+    /// it. The parent must be asked of peers known to hold it (the signers of the QC that
+    /// certifies it) at once, not only after `sync_retry_delay` (10 s by default).
+    #[tokio::test]
+    async fn byzantine_withheld_parent_is_fetched_from_other_peers_promptly() {
+        let keys = keys(4);
+        let mut committee = committee(&keys);
+        let mut listeners = Vec::new();
+        for k in &keys[1..] {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let address = listener.local_addr().expect("address");
+            if let Some(authority) = committee.authorities.get_mut(&k.name) {
+                authority.consensus_address = address;
+            }
+            listeners.push(listener);
+        }
+        let (tx_loopback, _rx_loopback) = mpsc::channel(10);
+        let mut synchronizer = Synchronizer::spawn(
+            keys[0].name,
+            committee,
+            Store::new(),
+            Duration::from_secs(10),
+            tx_loopback,
+        );
+        // keys[1] authored the child and withholds the parent; keys[1..4] certified the parent.
+        let parent = Digest::of(b"parent");
+        let child = signed_block(qc(parent, 1, &keys[1..]), None, 2, vec![], &keys[1]);
+        assert!(synchronizer
+            .get_parent_block(&child)
+            .await
+            .expect("no error")
+            .is_none());
+
+        let honest_peers = listeners.split_off(1);
+        let asked = honest_peers.into_iter().map(|listener| async move {
+            let (stream, _) = listener.accept().await.ok()?;
+            let mut frames = Framed::new(stream, codec(1 << 20));
+            let frame = frames.next().await?.ok()?;
+            match wire::decode(&frame).ok()? {
+                ConsensusMessage::SyncRequest(digest, _) if digest == parent => Some(()),
+                _ => None,
+            }
+        });
+        let first =
+            futures::future::select_ok(asked.map(|f| Box::pin(async move { f.await.ok_or(()) })));
+        tokio::time::timeout(Duration::from_secs(2), first)
+            .await
+            .expect("a peer other than the author is asked within 2 s")
+            .expect("a sync request for the parent");
     }
 }
