@@ -5,7 +5,7 @@ use super::metrics::ConsensusMetrics;
 use crate::config::Round;
 use crate::mempool::batch::{now_ms, Batch};
 use crate::metered::MeteredSender;
-use crate::store::Store;
+use crate::store::{BatchStore, Store};
 use crypto::Digest;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -22,7 +22,7 @@ pub struct CommittedBatch {
 }
 
 pub struct Committer {
-    store: Store,
+    store: BatchStore,
     gc_depth: Round,
     rx_commit: mpsc::Receiver<Block>,
     tx_output: MeteredSender<CommittedBatch>,
@@ -40,7 +40,7 @@ impl Committer {
         metrics: Arc<ConsensusMetrics>,
     ) {
         let committer = Committer {
-            store,
+            store: store.batches(),
             gc_depth,
             rx_commit,
             tx_output,
@@ -55,7 +55,7 @@ impl Committer {
             for digest in &block.payload {
                 // The core votes only for blocks whose batches are stored, so this resolves at
                 // once; waiting instead of failing keeps the order even if that ever changes.
-                let Some(bytes) = self.store.notify_read(*digest).await else {
+                let Ok(bytes) = self.store.notify_read(*digest).await else {
                     warn!("batch {digest} of committed block {:?} vanished", block);
                     continue;
                 };
@@ -101,7 +101,9 @@ impl Committer {
                 break;
             }
             if let Some((_, digests)) = self.delivered.pop_front() {
-                self.store.remove(&digests);
+                if let Err(e) = self.store.remove(&digests) {
+                    warn!("cannot collect {} batches: {e}", digests.len());
+                }
             }
         }
     }

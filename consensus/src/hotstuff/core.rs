@@ -16,7 +16,7 @@ use super::wire;
 use crate::config::{Committee, Parameters, Round};
 use crate::mempool::ConsensusMempoolMessage;
 use crate::network::{CancelHandler, ReliableSender};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use crypto::{Digest, Hash, PublicKey, SignatureService};
 use std::collections::{BTreeMap, VecDeque};
 use std::pin::Pin;
@@ -36,6 +36,8 @@ pub enum ConsensusError {
     Aggregator(#[from] AggregatorError),
     #[error(transparent)]
     Sync(#[from] SyncError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
     #[error("encoding failed: {0}")]
     Encoding(#[from] bincode::Error),
     #[error("block {0} missing from the store during commit")]
@@ -420,7 +422,9 @@ impl Core {
         let Some((b0, b1)) = self.synchronizer.get_ancestors(block).await? else {
             return Ok(());
         };
-        self.store.write(block.digest(), wire::encode_block(block)?);
+        self.store
+            .blocks()
+            .write(block.digest(), wire::encode_block(block)?)?;
 
         // b0 <- b1 <- block: block certifies b1, b1 certifies b0.
         if safety::commits(&b0, &b1) && b0.round > self.last_committed_round {

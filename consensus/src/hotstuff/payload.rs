@@ -7,7 +7,7 @@
 use super::messages::Block;
 use crate::config::Round;
 use crate::mempool::ConsensusMempoolMessage;
-use crate::store::Store;
+use crate::store::{BatchStore, Store};
 use crypto::{Digest, Hash};
 use futures::future::join_all;
 use std::collections::{BTreeMap, HashSet};
@@ -16,7 +16,9 @@ use tokio::task::AbortHandle;
 use tracing::debug;
 
 pub struct PayloadWaiter {
-    store: Store,
+    /// The batch namespace only: a digest is available if a batch is stored under it, never
+    /// because a block (or anything else) happens to be.
+    store: BatchStore,
     tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
     tx_loopback: mpsc::Sender<Block>,
     pending: HashSet<Digest>,
@@ -30,7 +32,7 @@ impl PayloadWaiter {
         tx_loopback: mpsc::Sender<Block>,
     ) -> Self {
         PayloadWaiter {
-            store,
+            store: store.batches(),
             tx_mempool,
             tx_loopback,
             pending: HashSet::new(),
@@ -44,7 +46,8 @@ impl PayloadWaiter {
         let missing: Vec<Digest> = block
             .payload
             .iter()
-            .filter(|d| !self.store.contains(d))
+            // A failed read counts as missing: the batch is then fetched again.
+            .filter(|d| !self.store.contains(d).unwrap_or(false))
             .copied()
             .collect();
         if missing.is_empty() {

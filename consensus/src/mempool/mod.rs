@@ -89,6 +89,8 @@ impl Mempool {
             tx_batch_maker,
         )
         .await?;
+        // The mempool sees the batch namespace only.
+        let store = store.batches();
         let handler = PeerHandler {
             store: store.clone(),
             metrics: metrics.clone(),

@@ -1,0 +1,325 @@
+//! Batch availability against hostile leaders and lagging nodes (issue 12, items 1, 3 and 4):
+//! real nodes on loopback ports, a Byzantine stand-in that signs with a committee key and speaks
+//! the real wire format, and a test-only TCP proxy that partitions one node.
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use consensus::hotstuff::wire;
+use consensus::hotstuff::{Block, ConsensusMessage, Vote, QC};
+use consensus::mempool::MempoolMessage;
+use consensus::network::{
+    CancelHandler, HandlerError, MessageHandler, Receiver, ReliableSender, Writer,
+};
+use consensus::{Committee, Round};
+use crypto::{Digest, Hash, KeyPair, PublicKey, Signature, SignatureService};
+use futures::SinkExt;
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+fn keys(n: u64) -> Vec<KeyPair> {
+    (0..n).map(|i| KeyPair::from_seed(300 + i)).collect()
+}
+
+fn transactions_address(committee: &Committee, name: &PublicKey) -> SocketAddr {
+    committee
+        .authority(name)
+        .expect("member")
+        .transactions_address
+}
+
+fn assert_no_batch_twice(node: usize, sequence: &[Digest]) {
+    let mut seen = HashSet::new();
+    for digest in sequence {
+        assert!(
+            seen.insert(*digest),
+            "node {node} committed batch {digest} twice"
+        );
+    }
+}
+
+// ---- the Byzantine stand-in -------------------------------------------------------------------
+
+/// Acknowledges every consensus frame (the honest senders are reliable senders and count acks)
+/// and forwards what decodes to the stand-in's loop.
+#[derive(Clone)]
+struct ConsensusPort {
+    tx: mpsc::UnboundedSender<ConsensusMessage>,
+}
+
+impl MessageHandler for ConsensusPort {
+    async fn dispatch(&self, writer: &mut Writer, message: Bytes) -> Result<(), HandlerError> {
+        writer.send(Bytes::from_static(b"Ack")).await?;
+        if let Ok(message) = wire::decode(&message) {
+            let _ = self.tx.send(message);
+        }
+        Ok(())
+    }
+}
+
+/// Acknowledges batches (so honest quorum waiters count the stand-in) and withholds everything:
+/// batch requests go unanswered.
+#[derive(Clone)]
+struct MempoolPort;
+
+impl MessageHandler for MempoolPort {
+    async fn dispatch(&self, writer: &mut Writer, message: Bytes) -> Result<(), HandlerError> {
+        if let Ok(MempoolMessage::Batch(_)) = MempoolMessage::decode(message) {
+            writer.send(Bytes::from_static(b"Ack")).await?;
+        }
+        Ok(())
+    }
+}
+
+enum Attack {
+    /// Item 1: sign a block for an old round of ours, show it to two honest nodes (they store
+    /// it, then see the round is old), then propose a block whose payload names that block.
+    BlockAsBatch { held: Option<QC> },
+}
+
+/// A committee member run by the test. It aggregates the votes sent to it as the next leader
+/// into QCs (the honest votes are real, so the QCs verify) and, once armed, uses its leader
+/// rounds for the attack; otherwise it stays silent and its rounds end by timeout.
+struct StandIn {
+    armed: Arc<AtomicBool>,
+    attacks: Arc<AtomicUsize>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct StandInLoop {
+    keys: KeyPair,
+    committee: Committee,
+    service: SignatureService,
+    network: ReliableSender,
+    honest: Vec<PublicKey>,
+    attack: Attack,
+    armed: Arc<AtomicBool>,
+    attacks: Arc<AtomicUsize>,
+    votes: HashMap<(Digest, Round), Vec<(PublicKey, Signature)>>,
+    /// A reliable sender cancels a message whose handler is dropped: keep them all (the
+    /// stand-in sends a handful of messages).
+    handlers: Vec<CancelHandler>,
+}
+
+impl StandIn {
+    fn spawn(keys: KeyPair, committee: Committee, attack: Attack) -> Self {
+        let armed = Arc::new(AtomicBool::new(false));
+        let attacks = Arc::new(AtomicUsize::new(0));
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn({
+            let (armed, attacks) = (armed.clone(), attacks.clone());
+            move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                runtime.block_on(async move {
+                    let me = committee.authority(&keys.name).expect("member").clone();
+                    let (tx, mut rx) = mpsc::unbounded_channel();
+                    Receiver::spawn(me.consensus_address, 1 << 23, ConsensusPort { tx })
+                        .await
+                        .expect("consensus port");
+                    Receiver::spawn(me.mempool_address, 1 << 23, MempoolPort)
+                        .await
+                        .expect("mempool port");
+                    let honest = committee
+                        .authorities
+                        .keys()
+                        .filter(|k| **k != keys.name)
+                        .copied()
+                        .collect();
+                    let mut actor = StandInLoop {
+                        service: SignatureService::new(keys.secret.clone()),
+                        keys,
+                        committee,
+                        network: ReliableSender::new(),
+                        honest,
+                        attack,
+                        armed,
+                        attacks,
+                        votes: HashMap::new(),
+                        handlers: Vec::new(),
+                    };
+                    ready_tx.send(()).expect("test waits");
+                    tokio::select! {
+                        _ = stop_rx => {}
+                        () = async {
+                            while let Some(message) = rx.recv().await {
+                                actor.handle(message).await;
+                            }
+                        } => {}
+                    }
+                });
+                runtime.shutdown_background();
+            }
+        });
+        ready_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("stand-in started");
+        StandIn {
+            armed,
+            attacks,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn arm(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    fn attacks(&self) -> usize {
+        self.attacks.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl StandInLoop {
+    async fn handle(&mut self, message: ConsensusMessage) {
+        let ConsensusMessage::Vote(vote) = message else {
+            return;
+        };
+        if self.committee.leader(vote.round + 1) != self.keys.name {
+            return;
+        }
+        let signers = self.votes.entry((vote.hash, vote.round)).or_default();
+        if signers.iter().any(|(name, _)| *name == vote.author) {
+            return;
+        }
+        signers.push((vote.author, vote.signature));
+        let stake = signers
+            .iter()
+            .map(|(n, _)| self.committee.stake(n))
+            .sum::<u32>();
+        if stake != self.committee.quorum_threshold() {
+            return;
+        }
+        let qc = QC {
+            hash: vote.hash,
+            round: vote.round,
+            votes: signers.clone(),
+        };
+        if self.armed.load(Ordering::SeqCst) {
+            self.lead(qc).await;
+        }
+    }
+
+    async fn send(&mut self, to: &[PublicKey], message: &ConsensusMessage) {
+        let bytes = wire::encode(message).expect("encode");
+        for name in to {
+            let address = self
+                .committee
+                .authority(name)
+                .expect("member")
+                .consensus_address;
+            let handler = self.network.send(address, bytes.clone()).await;
+            self.handlers.push(handler);
+        }
+    }
+
+    async fn block(&self, qc: QC, round: Round, payload: Vec<Digest>) -> Block {
+        Block::new(qc, None, self.keys.name, round, payload, &self.service).await
+    }
+
+    /// Proposes `block` to every honest node and votes for it (to the next leader), so the
+    /// block needs only two honest votes to be certified.
+    async fn propose(&mut self, block: Block) {
+        let honest = self.honest.clone();
+        self.send(&honest, &ConsensusMessage::Propose(block.clone()))
+            .await;
+        let vote = Vote::new(&block, self.keys.name, &self.service).await;
+        let next = self.committee.leader(block.round + 1);
+        self.send(&[next], &ConsensusMessage::Vote(vote)).await;
+        self.attacks.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn lead(&mut self, qc: QC) {
+        let round = qc.round + 1;
+        match &mut self.attack {
+            Attack::BlockAsBatch { held } => match held.take() {
+                // Our first round as leader once armed: stay silent, keep the QC.
+                None if self.attacks.load(Ordering::SeqCst) == 0 => *held = Some(qc),
+                None => {}
+                Some(old_qc) => {
+                    // A block for the round we let pass: valid signature, valid QC, an old round.
+                    let old = self.block(old_qc.clone(), old_qc.round + 1, vec![]).await;
+                    let digest = old.digest();
+                    let some = self.honest[..2].to_vec();
+                    self.send(&some, &ConsensusMessage::Propose(old)).await;
+                    let block = self.block(qc, round, vec![digest]).await;
+                    self.propose(block).await;
+                }
+            },
+        }
+    }
+}
+
+/// Three honest nodes under load and a stand-in for the fourth member.
+fn honest_nodes(keys: &[KeyPair], committee: &Committee) -> (Vec<TestNode>, Vec<Load>) {
+    let nodes: Vec<_> = keys
+        .iter()
+        .map(|k| TestNode::spawn(k.clone(), committee.clone(), test_parameters()))
+        .collect();
+    let loads = keys
+        .iter()
+        .map(|k| Load::start(transactions_address(committee, &k.name), 1_000, 200))
+        .collect();
+    (nodes, loads)
+}
+
+/// Item 1: a block digest in a payload must not count as an available batch, and peers must
+/// never serve block bytes as a batch. Before the fix the two nodes that stored the old block
+/// vote, the third waits forever for a "batch" peers serve as block bytes, and with the stand-in
+/// voting no further QC can form: the committee stalls.
+#[test]
+fn byzantine_block_digest_named_as_a_batch_does_not_stall() {
+    let keys = keys(4);
+    let committee = committee(&keys);
+    let byzantine = keys[3].clone();
+    let (nodes, _loads) = honest_nodes(&keys[..3], &committee);
+    let stand_in = StandIn::spawn(
+        byzantine,
+        committee.clone(),
+        Attack::BlockAsBatch { held: None },
+    );
+    wait_until("first commits", Duration::from_secs(60), || {
+        nodes.iter().all(|n| n.committed_count() >= 5)
+    });
+    stand_in.arm();
+    wait_until("the attack", Duration::from_secs(60), || {
+        stand_in.attacks() >= 1
+    });
+    let before: Vec<usize> = nodes.iter().map(|n| n.committed_count()).collect();
+    wait_until(
+        "every honest node to keep committing",
+        Duration::from_secs(60),
+        || {
+            nodes
+                .iter()
+                .zip(&before)
+                .all(|(n, &b)| n.committed_count() >= b + 20)
+        },
+    );
+    let sequences: Vec<_> = nodes.iter().map(|n| n.committed()).collect();
+    assert_prefixes(&sequences);
+    for (i, sequence) in sequences.iter().enumerate() {
+        assert_no_batch_twice(i, sequence);
+    }
+}
