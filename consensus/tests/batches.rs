@@ -8,6 +8,7 @@ use bytes::Bytes;
 use common::*;
 use consensus::hotstuff::wire;
 use consensus::hotstuff::{Block, ConsensusMessage, Vote, QC};
+use consensus::mempool::batch::BatchBuilder;
 use consensus::mempool::MempoolMessage;
 use consensus::network::{
     CancelHandler, HandlerError, MessageHandler, Receiver, ReliableSender, Writer,
@@ -18,7 +19,7 @@ use futures::SinkExt;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
@@ -80,6 +81,12 @@ enum Attack {
     /// Item 1: sign a block for an old round of ours, show it to two honest nodes (they store
     /// it, then see the round is old), then propose a block whose payload names that block.
     BlockAsBatch { held: Option<QC> },
+    /// Item 3: propose a batch committed a few rounds ago, then a fresh batch twice in one block.
+    Repropose {
+        committed: Arc<Mutex<Vec<Digest>>>,
+        fresh: Digest,
+        step: usize,
+    },
 }
 
 /// A committee member run by the test. It aggregates the votes sent to it as the next leader
@@ -267,8 +274,49 @@ impl StandInLoop {
                     self.propose(block).await;
                 }
             },
+            Attack::Repropose {
+                committed,
+                fresh,
+                step,
+            } => {
+                let payload = match *step {
+                    0 => match committed.lock().expect("lock").last() {
+                        Some(digest) => vec![*digest],
+                        None => return,
+                    },
+                    1 => vec![*fresh, *fresh],
+                    _ => return,
+                };
+                *step += 1;
+                let block = self.block(qc, round, payload).await;
+                self.propose(block).await;
+            }
         }
     }
+}
+
+/// Seals one batch and hands it to every honest mempool; returns its digest once all acked.
+fn seal_and_spread(committee: &Committee, stand_in: &PublicKey) -> Digest {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut builder = BatchBuilder::with_capacity(256);
+        builder.push(b"a transaction only the stand-in ever sealed");
+        let batch = builder.seal(1, 256);
+        let frame = MempoolMessage::encode_batch(batch.bytes());
+        let mut network = ReliableSender::new();
+        let addresses = committee.others(stand_in, |a| a.mempool_address);
+        for (_, address) in addresses {
+            let ack = network.send(address, frame.clone()).await;
+            tokio::time::timeout(Duration::from_secs(30), ack)
+                .await
+                .expect("acked in time")
+                .expect("acked");
+        }
+        batch.digest()
+    })
 }
 
 /// Three honest nodes under load and a stand-in for the fourth member.
@@ -305,6 +353,50 @@ fn byzantine_block_digest_named_as_a_batch_does_not_stall() {
     stand_in.arm();
     wait_until("the attack", Duration::from_secs(60), || {
         stand_in.attacks() >= 1
+    });
+    let before: Vec<usize> = nodes.iter().map(|n| n.committed_count()).collect();
+    wait_until(
+        "every honest node to keep committing",
+        Duration::from_secs(60),
+        || {
+            nodes
+                .iter()
+                .zip(&before)
+                .all(|(n, &b)| n.committed_count() >= b + 20)
+        },
+    );
+    let sequences: Vec<_> = nodes.iter().map(|n| n.committed()).collect();
+    assert_prefixes(&sequences);
+    for (i, sequence) in sequences.iter().enumerate() {
+        assert_no_batch_twice(i, sequence);
+    }
+}
+
+/// Item 3: a leader that re-proposes a batch committed a few rounds ago, or names one batch
+/// twice in a block, must get no votes. Before the fix both blocks commit and every node
+/// delivers those batches twice.
+#[test]
+fn byzantine_reproposed_and_repeated_batches_are_rejected() {
+    let keys = keys(4);
+    let committee = committee(&keys);
+    let byzantine = keys[3].clone();
+    let (nodes, _loads) = honest_nodes(&keys[..3], &committee);
+    let fresh = seal_and_spread(&committee, &byzantine.name);
+    let stand_in = StandIn::spawn(
+        byzantine,
+        committee.clone(),
+        Attack::Repropose {
+            committed: nodes[0].committed.clone(),
+            fresh,
+            step: 0,
+        },
+    );
+    wait_until("first commits", Duration::from_secs(60), || {
+        nodes.iter().all(|n| n.committed_count() >= 5)
+    });
+    stand_in.arm();
+    wait_until("both attacks", Duration::from_secs(60), || {
+        stand_in.attacks() >= 2
     });
     let before: Vec<usize> = nodes.iter().map(|n| n.committed_count()).collect();
     wait_until(

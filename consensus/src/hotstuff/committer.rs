@@ -6,8 +6,9 @@ use crate::config::Round;
 use crate::mempool::batch::{now_ms, Batch};
 use crate::metered::MeteredSender;
 use crate::store::{BatchStore, Store};
-use crypto::Digest;
-use std::collections::VecDeque;
+use crypto::{Digest, Hash};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -21,14 +22,91 @@ pub struct CommittedBatch {
     pub committed_at_ms: u64,
 }
 
+/// The batches committed recently, each with the block that committed it, kept for as long as
+/// committed batches stay in the store (the GC window). The core checks proposals against it (a
+/// leader that names an already committed batch gets no vote) and the committer against its own
+/// copy (a batch is delivered once, and a batch missing from the store is known to be one it
+/// delivered and collected). Both copies follow the same rule, so what one has forgotten the
+/// store no longer holds either.
+pub struct RecentlyCommitted {
+    gc_depth: Round,
+    /// Batch digest -> digest of the block that committed it.
+    by_batch: HashMap<Digest, Digest>,
+    /// (round, batches) per committed block, oldest first.
+    order: VecDeque<(Round, Vec<Digest>)>,
+    /// Batches of the block being recorded, until `close_block`.
+    open: Vec<Digest>,
+}
+
+impl RecentlyCommitted {
+    pub fn new(gc_depth: Round) -> Self {
+        RecentlyCommitted {
+            gc_depth,
+            by_batch: HashMap::new(),
+            order: VecDeque::new(),
+            open: Vec::new(),
+        }
+    }
+
+    /// The block that committed `batch`, if it is still remembered.
+    pub fn committed_by(&self, batch: &Digest) -> Option<Digest> {
+        self.by_batch.get(batch).copied()
+    }
+
+    /// Records the batches of a committed block (only those not already recorded: a batch
+    /// belongs to the first block that committed it).
+    pub fn insert(&mut self, block: &Block) {
+        let digest = block.digest();
+        for batch in &block.payload {
+            self.insert_one(*batch, digest);
+        }
+        self.close_block(block.round);
+    }
+
+    /// Records one batch of the block being committed; false if it was already recorded.
+    pub fn insert_one(&mut self, batch: Digest, block: Digest) -> bool {
+        match self.by_batch.entry(batch) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(entry) => {
+                entry.insert(block);
+                self.open.push(batch);
+                true
+            }
+        }
+    }
+
+    /// Ends the block whose batches `insert_one` recorded: they expire with its round.
+    pub fn close_block(&mut self, round: Round) {
+        let batches = std::mem::take(&mut self.open);
+        self.order.push_back((round, batches));
+    }
+
+    /// Forgets the batches committed more than `gc_depth` rounds before `round` and returns
+    /// them: the committer deletes exactly these from the store.
+    pub fn expire(&mut self, round: Round) -> Vec<Digest> {
+        let mut expired = Vec::new();
+        while let Some((r, _)) = self.order.front() {
+            if r.saturating_add(self.gc_depth) >= round {
+                break;
+            }
+            if let Some((_, batches)) = self.order.pop_front() {
+                for batch in &batches {
+                    self.by_batch.remove(batch);
+                }
+                expired.extend(batches);
+            }
+        }
+        expired
+    }
+}
+
 pub struct Committer {
     store: BatchStore,
-    gc_depth: Round,
     rx_commit: mpsc::Receiver<Block>,
     tx_output: MeteredSender<CommittedBatch>,
     metrics: Arc<ConsensusMetrics>,
-    /// (round, batch digests) of committed blocks not yet garbage-collected.
-    delivered: VecDeque<(Round, Vec<Digest>)>,
+    /// Batches delivered and not yet garbage-collected.
+    delivered: RecentlyCommitted,
 }
 
 impl Committer {
@@ -41,28 +119,47 @@ impl Committer {
     ) {
         let committer = Committer {
             store: store.batches(),
-            gc_depth,
             rx_commit,
             tx_output,
             metrics,
-            delivered: VecDeque::new(),
+            delivered: RecentlyCommitted::new(gc_depth),
         };
         tokio::spawn(committer.run());
     }
 
     async fn run(mut self) {
         while let Some(block) = self.rx_commit.recv().await {
-            for digest in &block.payload {
-                // The core votes only for blocks whose batches are stored, so this resolves at
-                // once; waiting instead of failing keeps the order even if that ever changes.
-                let Ok(bytes) = self.store.notify_read(*digest).await else {
-                    warn!("batch {digest} of committed block {:?} vanished", block);
+            let digest = block.digest();
+            for batch in &block.payload {
+                // Delivered once: by an earlier block, or earlier in this one. The core rejects
+                // such proposals; this guards blocks it accepted before it knew (a node that
+                // catches up checks against what it has committed so far).
+                if !self.delivered.insert_one(*batch, digest) {
+                    warn!(
+                        "batch {batch} of {:?} was already committed; skipped",
+                        block
+                    );
                     continue;
+                }
+                // Never `notify_read`: the core stores a block only once its batches are
+                // stored, and only this committer deletes batches, after delivering them. A
+                // batch missing here was therefore delivered and collected: waiting for it would
+                // hang the committer, then the core on the full commit channel.
+                let bytes = match self.store.read(batch) {
+                    Ok(Some(bytes)) => bytes,
+                    Ok(None) => {
+                        warn!("batch {batch} of {:?} was collected; skipped", block);
+                        continue;
+                    }
+                    Err(e) => {
+                        warn!("cannot read batch {batch} of {:?}: {e}", block);
+                        continue;
+                    }
                 };
-                let batch = match Batch::parse_with_digest(bytes, *digest) {
+                let batch = match Batch::parse_with_digest(bytes, *batch) {
                     Ok(batch) => batch,
                     Err(e) => {
-                        warn!("stored batch {digest} is malformed: {e}");
+                        warn!("stored batch {batch} is malformed: {e}");
                         continue;
                     }
                 };
@@ -88,7 +185,7 @@ impl Committer {
                     return;
                 }
             }
-            self.delivered.push_back((block.round, block.payload));
+            self.delivered.close_block(block.round);
             self.garbage_collect(block.round);
         }
     }
@@ -96,15 +193,78 @@ impl Committer {
     /// Drops batches committed more than `gc_depth` rounds ago: every stage behind consensus
     /// got them already, and lagging peers had `gc_depth` rounds to fetch them.
     fn garbage_collect(&mut self, round: Round) {
-        while let Some((r, _)) = self.delivered.front() {
-            if r + self.gc_depth >= round {
-                break;
-            }
-            if let Some((_, digests)) = self.delivered.pop_front() {
-                if let Err(e) = self.store.remove(&digests) {
-                    warn!("cannot collect {} batches: {e}", digests.len());
-                }
-            }
+        let expired = self.delivered.expire(round);
+        if expired.is_empty() {
+            return;
         }
+        if let Err(e) = self.store.remove(&expired) {
+            warn!("cannot collect {} batches: {e}", expired.len());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotstuff::messages::tests::{keys, signed_block};
+    use crate::hotstuff::messages::QC;
+    use crate::mempool::batch::BatchBuilder;
+    use crate::metered;
+    use std::time::Duration;
+
+    fn batch(tag: &[u8]) -> Batch {
+        let mut builder = BatchBuilder::with_capacity(64);
+        builder.push(tag);
+        builder.seal(1, 64)
+    }
+
+    /// A block that names a batch committed (and collected) before, or names one batch twice,
+    /// must neither hang the committer nor deliver a batch twice.
+    #[tokio::test]
+    async fn never_waits_for_collected_batches_nor_delivers_twice() {
+        let keys = keys(4);
+        let store = Store::new();
+        let (old, fresh) = (batch(b"old"), batch(b"fresh"));
+        for b in [&old, &fresh] {
+            store
+                .batches()
+                .write(b.digest(), b.bytes().clone())
+                .expect("write");
+        }
+        let (tx_commit, rx_commit) = mpsc::channel(8);
+        let (tx_output, mut rx_output, _) = metered::channel(8);
+        Committer::spawn(
+            store.clone(),
+            1,
+            rx_commit,
+            tx_output,
+            Arc::new(ConsensusMetrics::default()),
+        );
+        let block = |round, payload| signed_block(QC::genesis(), None, round, payload, &keys[0]);
+        tx_commit
+            .send(block(1, vec![old.digest()]))
+            .await
+            .expect("send");
+        // Rounds move on past the GC depth: `old` is collected.
+        tx_commit.send(block(5, vec![])).await.expect("send");
+        // A Byzantine leader re-proposes it, and names `fresh` twice.
+        tx_commit
+            .send(block(9, vec![old.digest(), fresh.digest(), fresh.digest()]))
+            .await
+            .expect("send");
+        tx_commit.send(block(10, vec![])).await.expect("send");
+        let mut delivered = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while delivered.len() < 2 {
+                let committed = rx_output.recv().await.expect("committer alive");
+                delivered.push(committed.batch.digest());
+            }
+        })
+        .await
+        .expect("the committer never waits for a collected batch");
+        assert_eq!(delivered, vec![old.digest(), fresh.digest()]);
+        // Nothing else comes out: `fresh` once only.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(rx_output.try_recv().is_err(), "a batch was delivered twice");
     }
 }

@@ -7,7 +7,7 @@
 use super::aggregator::{Aggregator, AggregatorError};
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
 use super::metrics::ConsensusMetrics;
-use super::payload::PayloadWaiter;
+use super::payload::{PayloadError, PayloadWaiter};
 use super::proposer::PayloadBuffer;
 use super::safety::{self, SafetyRules};
 use super::synchronizer::{SyncError, Synchronizer};
@@ -38,6 +38,8 @@ pub enum ConsensusError {
     Sync(#[from] SyncError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
     #[error("encoding failed: {0}")]
     Encoding(#[from] bincode::Error),
     #[error("block {0} missing from the store during commit")]
@@ -117,6 +119,7 @@ impl Core {
             store.clone(),
             channels.tx_mempool.clone(),
             channels.tx_loopback,
+            parameters.gc_depth,
         );
         let core = Core {
             name,
@@ -416,7 +419,7 @@ impl Core {
     /// Stores a verified block once its payload and ancestors are here, applies the commit rule
     /// and votes. Blocks waiting for data come back here through the loopback channel.
     async fn process_block(&mut self, block: &Block) -> Result<(), ConsensusError> {
-        if !self.payload.available(block).await {
+        if !self.payload.available(block).await? {
             return Ok(());
         }
         let Some((b0, b1)) = self.synchronizer.get_ancestors(block).await? else {
@@ -481,6 +484,7 @@ impl Core {
             if block.author == self.name {
                 self.buffer.committed(block.round);
             }
+            self.payload.committed(&block);
             info!("committed {:?}", block);
             self.metrics
                 .committed_blocks
