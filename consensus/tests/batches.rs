@@ -6,6 +6,7 @@ mod common;
 
 use bytes::Bytes;
 use common::*;
+use consensus::config::Authority;
 use consensus::hotstuff::wire;
 use consensus::hotstuff::{Block, ConsensusMessage, Vote, QC};
 use consensus::mempool::batch::BatchBuilder;
@@ -13,7 +14,7 @@ use consensus::mempool::MempoolMessage;
 use consensus::network::{
     CancelHandler, HandlerError, MessageHandler, Receiver, ReliableSender, Writer,
 };
-use consensus::{Committee, Round};
+use consensus::{Committee, Parameters, Round};
 use crypto::{Digest, Hash, KeyPair, PublicKey, Signature, SignatureService};
 use futures::SinkExt;
 use std::collections::{HashMap, HashSet};
@@ -21,7 +22,8 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch};
 
 fn keys(n: u64) -> Vec<KeyPair> {
     (0..n).map(|i| KeyPair::from_seed(300 + i)).collect()
@@ -411,6 +413,185 @@ fn byzantine_reproposed_and_repeated_batches_are_rejected() {
     );
     let sequences: Vec<_> = nodes.iter().map(|n| n.committed()).collect();
     assert_prefixes(&sequences);
+    for (i, sequence) in sequences.iter().enumerate() {
+        assert_no_batch_twice(i, sequence);
+    }
+}
+
+// ---- a partition through test-only proxies ----------------------------------------------------
+
+/// TCP proxies in front of every port one node uses to talk to the others (both directions).
+/// While cut, every connection through them is closed and new ones are closed at once, as a
+/// network partition would make them fail.
+struct Partition {
+    cut: watch::Sender<bool>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Partition {
+    /// `routes`: (listen port, target address).
+    fn spawn(routes: Vec<(u16, SocketAddr)>) -> Self {
+        let (cut, cut_rx) = watch::channel(false);
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                for (port, target) in routes {
+                    let listener = TcpListener::bind(("127.0.0.1", port))
+                        .await
+                        .expect("proxy port");
+                    tokio::spawn(proxy(listener, target, cut_rx.clone()));
+                }
+                ready_tx.send(()).expect("test waits");
+                let _ = stop_rx.await;
+            });
+            runtime.shutdown_background();
+        });
+        ready_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("proxies started");
+        Partition {
+            cut,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn set(&self, cut: bool) {
+        let _ = self.cut.send(cut);
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn proxy(listener: TcpListener, target: SocketAddr, cut: watch::Receiver<bool>) {
+    while let Ok((mut inbound, _)) = listener.accept().await {
+        if *cut.borrow() {
+            continue; // dropped: closed at once
+        }
+        let mut cut = cut.clone();
+        tokio::spawn(async move {
+            let Ok(mut outbound) = TcpStream::connect(target).await else {
+                return;
+            };
+            tokio::select! {
+                _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                _ = cut.wait_for(|cut| *cut) => {}
+            }
+        });
+    }
+}
+
+/// Item 4: one node is cut off for well over `gc_depth` rounds while the others commit; each
+/// peer's reliable buffer towards it overflows, so the batches it missed must come through
+/// batch sync. Before the fix the peers have deleted them (`gc_depth` rounds after commit) and
+/// the node never commits again.
+#[test]
+fn partitioned_node_catches_up_on_every_batch_it_missed() {
+    let keys = keys(4);
+    let parameters = Parameters {
+        gc_depth: 10,
+        // Also the per-peer buffer of unacknowledged batches: small, so a partition of a few
+        // seconds overflows it and the missed batches must be synchronised.
+        channel_capacity: 50,
+        batch_size: 5_000,
+        ..test_parameters()
+    };
+    let real = committee(&keys);
+    let lagging = keys[3].name;
+    // Every link between the lagging node and another goes through a proxy: the others see
+    // proxy addresses for it, it sees proxy addresses for them.
+    let mut routes = Vec::new();
+    let mut proxied = |authority: &Authority| {
+        let mut through = authority.clone();
+        for (field, target) in [
+            (&mut through.consensus_address, authority.consensus_address),
+            (&mut through.mempool_address, authority.mempool_address),
+        ] {
+            let port = free_port();
+            routes.push((port, target));
+            *field = SocketAddr::from(([127, 0, 0, 1], port));
+        }
+        through
+    };
+    let mut view_of_others = real.clone();
+    let mut view_of_lagging = real.clone();
+    for (name, authority) in &real.authorities {
+        if *name == lagging {
+            view_of_others.authorities.insert(*name, proxied(authority));
+        } else {
+            view_of_lagging
+                .authorities
+                .insert(*name, proxied(authority));
+        }
+    }
+    let partition = Partition::spawn(routes);
+    let nodes: Vec<_> = keys
+        .iter()
+        .map(|k| {
+            let view = if k.name == lagging {
+                &view_of_lagging
+            } else {
+                &view_of_others
+            };
+            TestNode::spawn(k.clone(), view.clone(), parameters.clone())
+        })
+        .collect();
+    let _loads: Vec<_> = keys[..3]
+        .iter()
+        .map(|k| Load::start(transactions_address(&real, &k.name), 1_000, 200))
+        .collect();
+    wait_until("first commits", Duration::from_secs(60), || {
+        nodes.iter().all(|n| n.committed_count() >= 5)
+    });
+
+    partition.set(true);
+    let round = nodes[0].round();
+    let sealed = |n: &TestNode| n.handle.mempool.sealed_batches.load(Ordering::Relaxed);
+    let sealed_before: Vec<u64> = nodes[..3].iter().map(sealed).collect();
+    wait_until(
+        "the others to run far past the GC depth",
+        Duration::from_secs(90),
+        || {
+            nodes[0].round() > round + 4 * parameters.gc_depth
+                && nodes[..3]
+                    .iter()
+                    .zip(&sealed_before)
+                    .all(|(n, &b)| sealed(n) > b + 2 * parameters.channel_capacity as u64)
+        },
+    );
+    let missed = nodes[0]
+        .committed_count()
+        .saturating_sub(nodes[3].committed_count());
+    partition.set(false);
+
+    let target = nodes[0].committed();
+    wait_until(
+        "the lagging node to commit every batch it missed",
+        Duration::from_secs(90),
+        || nodes[3].committed_count() >= target.len(),
+    );
+    let sequences: Vec<_> = nodes.iter().map(|n| n.committed()).collect();
+    assert_prefixes(&sequences);
+    assert_eq!(&sequences[3][..target.len()], &target[..]);
+    assert!(
+        missed > 0,
+        "the partition should have made the node miss batches"
+    );
     for (i, sequence) in sequences.iter().enumerate() {
         assert_no_batch_twice(i, sequence);
     }

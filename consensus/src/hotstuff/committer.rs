@@ -2,7 +2,7 @@
 
 use super::messages::Block;
 use super::metrics::ConsensusMetrics;
-use crate::config::Round;
+use crate::config::{Parameters, Round};
 use crate::mempool::batch::{now_ms, Batch};
 use crate::metered::MeteredSender;
 use crate::store::{BatchStore, Store};
@@ -11,7 +11,9 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 /// A batch of a committed block, in commit order.
@@ -22,6 +24,34 @@ pub struct CommittedBatch {
     pub committed_at_ms: u64,
 }
 
+/// How long committed batches stay in the store: until they are both `rounds` rounds and
+/// `time` old.
+///
+/// Why both. A peer that misses a batch (partitioned, restarting, or withheld from by the
+/// batch's author) fetches it from the others, and needs it kept until it gets there. Rounds
+/// alone run out in a few seconds at speed (50 rounds < 10 s), well under the time it takes such
+/// a peer to be back. Keeping batches until the slowest peer acknowledged them would fix that,
+/// but one dead peer would then hold memory without bound. A time window is what a lagging peer
+/// actually needs (its recovery is measured in seconds, whatever the rounds do), and it bounds
+/// memory by commit throughput times the window (about 50 MB for 30 s at 8,000 tx/s of 200 B).
+/// The round window still applies on an idle chain, where 30 s may be a handful of rounds. A
+/// peer that is behind by more than the window cannot fetch the batches anymore and needs state
+/// sync (issue 13).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcWindow {
+    pub rounds: Round,
+    pub time: Duration,
+}
+
+impl GcWindow {
+    pub fn new(parameters: &Parameters) -> Self {
+        GcWindow {
+            rounds: parameters.gc_depth,
+            time: Duration::from_millis(parameters.gc_retention_ms),
+        }
+    }
+}
+
 /// The batches committed recently, each with the block that committed it, kept for as long as
 /// committed batches stay in the store (the GC window). The core checks proposals against it (a
 /// leader that names an already committed batch gets no vote) and the committer against its own
@@ -29,19 +59,19 @@ pub struct CommittedBatch {
 /// delivered and collected). Both copies follow the same rule, so what one has forgotten the
 /// store no longer holds either.
 pub struct RecentlyCommitted {
-    gc_depth: Round,
+    window: GcWindow,
     /// Batch digest -> digest of the block that committed it.
     by_batch: HashMap<Digest, Digest>,
-    /// (round, batches) per committed block, oldest first.
-    order: VecDeque<(Round, Vec<Digest>)>,
+    /// (round, commit time, batches) per committed block, oldest first.
+    order: VecDeque<(Round, Instant, Vec<Digest>)>,
     /// Batches of the block being recorded, until `close_block`.
     open: Vec<Digest>,
 }
 
 impl RecentlyCommitted {
-    pub fn new(gc_depth: Round) -> Self {
+    pub fn new(window: GcWindow) -> Self {
         RecentlyCommitted {
-            gc_depth,
+            window,
             by_batch: HashMap::new(),
             order: VecDeque::new(),
             open: Vec::new(),
@@ -78,18 +108,22 @@ impl RecentlyCommitted {
     /// Ends the block whose batches `insert_one` recorded: they expire with its round.
     pub fn close_block(&mut self, round: Round) {
         let batches = std::mem::take(&mut self.open);
-        self.order.push_back((round, batches));
+        self.order.push_back((round, Instant::now(), batches));
     }
 
-    /// Forgets the batches committed more than `gc_depth` rounds before `round` and returns
-    /// them: the committer deletes exactly these from the store.
+    /// Forgets the batches committed outside the GC window (more than `rounds` rounds before
+    /// `round` and more than `time` ago) and returns them: the committer deletes exactly these
+    /// from the store.
     pub fn expire(&mut self, round: Round) -> Vec<Digest> {
+        let now = Instant::now();
         let mut expired = Vec::new();
-        while let Some((r, _)) = self.order.front() {
-            if r.saturating_add(self.gc_depth) >= round {
+        while let Some((r, at, _)) = self.order.front() {
+            let recent_round = r.saturating_add(self.window.rounds) >= round;
+            let recent_time = now.saturating_duration_since(*at) < self.window.time;
+            if recent_round || recent_time {
                 break;
             }
-            if let Some((_, batches)) = self.order.pop_front() {
+            if let Some((_, _, batches)) = self.order.pop_front() {
                 for batch in &batches {
                     self.by_batch.remove(batch);
                 }
@@ -112,7 +146,7 @@ pub struct Committer {
 impl Committer {
     pub fn spawn(
         store: Store,
-        gc_depth: Round,
+        window: GcWindow,
         rx_commit: mpsc::Receiver<Block>,
         tx_output: MeteredSender<CommittedBatch>,
         metrics: Arc<ConsensusMetrics>,
@@ -122,7 +156,7 @@ impl Committer {
             rx_commit,
             tx_output,
             metrics,
-            delivered: RecentlyCommitted::new(gc_depth),
+            delivered: RecentlyCommitted::new(window),
         };
         tokio::spawn(committer.run());
     }
@@ -190,8 +224,8 @@ impl Committer {
         }
     }
 
-    /// Drops batches committed more than `gc_depth` rounds ago: every stage behind consensus
-    /// got them already, and lagging peers had `gc_depth` rounds to fetch them.
+    /// Drops batches committed outside the GC window: every stage behind consensus got them
+    /// already, and lagging peers had the window to fetch them.
     fn garbage_collect(&mut self, round: Round) {
         let expired = self.delivered.expire(round);
         if expired.is_empty() {
@@ -233,9 +267,14 @@ mod tests {
         }
         let (tx_commit, rx_commit) = mpsc::channel(8);
         let (tx_output, mut rx_output, _) = metered::channel(8);
+        // Collected one round after commit, at once.
+        let window = GcWindow {
+            rounds: 1,
+            time: Duration::ZERO,
+        };
         Committer::spawn(
             store.clone(),
-            1,
+            window,
             rx_commit,
             tx_output,
             Arc::new(ConsensusMetrics::default()),

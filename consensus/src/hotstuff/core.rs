@@ -5,6 +5,7 @@
 //! `safety.rs`.
 
 use super::aggregator::{Aggregator, AggregatorError};
+use super::committer::GcWindow;
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
 use super::metrics::ConsensusMetrics;
 use super::payload::{PayloadError, PayloadWaiter};
@@ -119,7 +120,7 @@ impl Core {
             store.clone(),
             channels.tx_mempool.clone(),
             channels.tx_loopback,
-            parameters.gc_depth,
+            GcWindow::new(&parameters),
         );
         let core = Core {
             name,

@@ -5,7 +5,7 @@
 //! committed block can always be resolved to its transactions. Missing batches are requested from
 //! the mempool's synchronizer; when they land, the block is looped back into the core.
 
-use super::committer::RecentlyCommitted;
+use super::committer::{GcWindow, RecentlyCommitted};
 use super::messages::Block;
 use crate::config::Round;
 use crate::mempool::ConsensusMempoolMessage;
@@ -49,7 +49,7 @@ impl PayloadWaiter {
         store: Store,
         tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
         tx_loopback: mpsc::Sender<Block>,
-        gc_depth: Round,
+        window: GcWindow,
     ) -> Self {
         PayloadWaiter {
             store: store.batches(),
@@ -57,7 +57,7 @@ impl PayloadWaiter {
             tx_loopback,
             pending: HashSet::new(),
             waiters: BTreeMap::new(),
-            committed: RecentlyCommitted::new(gc_depth),
+            committed: RecentlyCommitted::new(window),
         }
     }
 
@@ -110,7 +110,8 @@ impl PayloadWaiter {
             return Ok(false);
         }
         debug!("{:?} waits for {} batches", block, missing.len());
-        let request = ConsensusMempoolMessage::Synchronize(missing.clone(), block.author);
+        let request =
+            ConsensusMempoolMessage::Synchronize(missing.clone(), block.author, block.round);
         if self.tx_mempool.send(request).await.is_err() {
             return Ok(false);
         }

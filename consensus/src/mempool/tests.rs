@@ -140,6 +140,7 @@ async fn one_client_four_mempools() {
             .send(ConsensusMempoolMessage::Synchronize(
                 digests.clone(),
                 author,
+                1,
             ))
             .await
             .expect("synchronizer alive");
