@@ -153,3 +153,50 @@ impl PayloadWaiter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotstuff::messages::tests::{keys, signed_block};
+    use crate::hotstuff::messages::QC;
+    use bytes::Bytes;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn rejects_repeated_and_already_committed_batches() {
+        let keys = keys(4);
+        let store = Store::new();
+        let (a, b) = (Digest::of(b"a"), Digest::of(b"b"));
+        for digest in [a, b] {
+            store
+                .batches()
+                .write(digest, Bytes::from_static(b"batch"))
+                .expect("write");
+        }
+        let (tx_mempool, _rx_mempool) = mpsc::channel(8);
+        let (tx_loopback, _rx_loopback) = mpsc::channel(8);
+        let window = GcWindow {
+            rounds: 10,
+            time: Duration::from_secs(60),
+        };
+        let mut waiter = PayloadWaiter::new(store, tx_mempool, tx_loopback, window);
+        let block = |round, payload, author: usize| {
+            signed_block(QC::genesis(), None, round, payload, &keys[author])
+        };
+
+        let first = block(1, vec![a], 1);
+        assert_eq!(waiter.available(&first).await, Ok(true));
+        waiter.committed(&first);
+        // The committing block itself may come back (a retransmission, a sync reply).
+        assert_eq!(waiter.available(&first).await, Ok(true));
+        assert!(matches!(
+            waiter.available(&block(2, vec![b, a], 2)).await,
+            Err(PayloadError::AlreadyCommitted { batch, .. }) if batch == a
+        ));
+        assert!(matches!(
+            waiter.available(&block(3, vec![b, b], 3)).await,
+            Err(PayloadError::Repeated { batch, .. }) if batch == b
+        ));
+        assert_eq!(waiter.available(&block(4, vec![b], 0)).await, Ok(true));
+    }
+}
