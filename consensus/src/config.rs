@@ -145,8 +145,12 @@ pub struct Parameters {
     pub batch_size: usize,
     /// ...or when this many ms passed since its first transaction.
     pub max_batch_delay: u64,
-    /// Rounds after commit before blocks and batches are garbage-collected.
+    /// Rounds after commit before blocks and batches are garbage-collected...
     pub gc_depth: Round,
+    /// ...and ms after commit: a committed batch is deleted only once both have passed.
+    /// Rounds alone run out in seconds at speed, shorter than a partitioned or restarting
+    /// peer needs to come back and fetch what it missed (see `GcWindow`).
+    pub gc_retention_ms: u64,
     /// Most batch digests a leader puts in one block; received blocks with more are rejected.
     pub max_block_digests: usize,
     /// How many rounds ahead of its own a node accepts votes, timeouts and blocks. Each accepted
@@ -172,6 +176,7 @@ impl Default for Parameters {
             batch_size: 500_000,
             max_batch_delay: 100,
             gc_depth: 50,
+            gc_retention_ms: 30_000,
             max_block_digests: 256,
             max_rounds_ahead: 100,
             max_frame_size: 8 * 1024 * 1024,

@@ -1,95 +1,292 @@
-//! In-memory key-value store shared by the mempool (batches) and the core (blocks).
+//! The node's key-value store, split into typed namespaces (column families).
 //!
-//! Besides plain reads and writes it offers `notify_read`: a future that resolves once a key is
-//! written, which is how the core waits for a missing batch or ancestor without polling.
+//! Blocks and batches are both keyed by a 32-byte digest, so in one key space a block digest
+//! would look like a batch to anyone who only asks "is this key present?". That let a Byzantine
+//! leader name a stored block as a payload batch (issue 12, item 1). Each kind of value now
+//! lives in its own [`Column`], and code is handed a [`Table`] typed by its column: the mempool
+//! and the payload check hold a `Table<Batches>`, the core's block code a `Table<Blocks>`, and
+//! the compiler keeps them apart.
+//!
+//! The columns are laid out as a disk-backed store (RocksDB column families, or a pure-Rust KV
+//! with one tree per column) would lay them out, and storage goes through the [`Backend`] trait:
+//! such a store can slot in behind the same `Store`/`Table` API (issue 13). [`MemoryBackend`] is
+//! the implementation used today. Every operation that touches the backend returns a
+//! `Result`, because a disk can fail even though memory cannot.
+//!
+//! Besides plain reads and writes a table offers `notify_read`: a future that resolves once a key
+//! is written, which is how the core waits for a missing batch or ancestor without polling. The
+//! waiters live here, above the backend, so every backend gets them for free.
 
 use bytes::Bytes;
 use crypto::Digest;
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
+use thiserror::Error;
 use tokio::sync::oneshot;
 
-#[derive(Default)]
-struct Inner {
-    values: HashMap<Digest, Bytes>,
-    waiters: HashMap<Digest, Vec<oneshot::Sender<Bytes>>>,
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("storage backend failed on {column:?}: {message}")]
+    Backend { column: Column, message: String },
+    #[error("the store stopped tracking the key")]
+    Closed,
 }
 
-/// Cloning a `Store` clones a handle to the same map. Critical sections are a hash-map operation,
-/// so a mutex is cheaper here than an actor round trip per access.
-#[derive(Clone, Default)]
+/// The namespaces of the store. Keys of different columns never collide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Column {
+    /// Blocks by block digest, in their wire encoding.
+    Blocks,
+    /// Mempool batches by batch digest, in their wire layout.
+    Batches,
+    /// The safety state (last voted round, highest QC, last committed block), which a node
+    /// restarted on a durable store must read back before it votes again.
+    Safety,
+    /// Anything else a durable store needs (a schema version, the last executed height, ...).
+    Meta,
+}
+
+impl Column {
+    pub const ALL: [Column; 4] = [
+        Column::Blocks,
+        Column::Batches,
+        Column::Safety,
+        Column::Meta,
+    ];
+
+    /// Stable names, for a backend that names its column families.
+    pub fn name(self) -> &'static str {
+        match self {
+            Column::Blocks => "blocks",
+            Column::Batches => "batches",
+            Column::Safety => "safety",
+            Column::Meta => "meta",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Where the bytes live. Keys are raw bytes so a disk store takes them as they are; each call
+/// names its column. Implementations must be safe to call from many tasks at once.
+pub trait Backend: Send + Sync + 'static {
+    fn get(&self, column: Column, key: &[u8]) -> Result<Option<Bytes>, StoreError>;
+    fn put(&self, column: Column, key: &[u8], value: Bytes) -> Result<(), StoreError>;
+    fn delete(&self, column: Column, keys: &[&[u8]]) -> Result<(), StoreError>;
+    fn contains(&self, column: Column, key: &[u8]) -> Result<bool, StoreError> {
+        self.get(column, key).map(|v| v.is_some())
+    }
+    /// Number of keys in `column` (approximate is fine: it feeds metrics and tests).
+    fn len(&self, column: Column) -> usize;
+}
+
+/// A panic while holding one of these locks cannot leave a map half-updated (every critical
+/// section is a single map operation), so a poisoned lock is still safe to use.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One hash map per column. Critical sections are a hash-map operation, so a mutex is cheaper
+/// here than an actor round trip per access; values are `Bytes`, so a read is a reference count.
+#[derive(Default)]
+pub struct MemoryBackend {
+    columns: [Mutex<HashMap<Box<[u8]>, Bytes>>; 4],
+}
+
+impl Backend for MemoryBackend {
+    fn get(&self, column: Column, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
+        Ok(lock(&self.columns[column.index()]).get(key).cloned())
+    }
+
+    fn put(&self, column: Column, key: &[u8], value: Bytes) -> Result<(), StoreError> {
+        lock(&self.columns[column.index()]).insert(key.into(), value);
+        Ok(())
+    }
+
+    fn delete(&self, column: Column, keys: &[&[u8]]) -> Result<(), StoreError> {
+        let mut map = lock(&self.columns[column.index()]);
+        for key in keys {
+            map.remove(*key);
+        }
+        Ok(())
+    }
+
+    fn contains(&self, column: Column, key: &[u8]) -> Result<bool, StoreError> {
+        Ok(lock(&self.columns[column.index()]).contains_key(key))
+    }
+
+    fn len(&self, column: Column) -> usize {
+        lock(&self.columns[column.index()]).len()
+    }
+}
+
+type Waiters = HashMap<Digest, Vec<oneshot::Sender<Bytes>>>;
+
+struct Inner {
+    backend: Box<dyn Backend>,
+    /// Per column. A write holds its column's waiter lock across the backend write, and
+    /// `notify_read` holds it across its read and its registration, so a write can never slip
+    /// between the two and leave a waiter waiting for a key that is already there.
+    waiters: [Mutex<Waiters>; 4],
+}
+
+/// Cloning a `Store` clones a handle to the same columns.
+#[derive(Clone)]
 pub struct Store {
-    inner: Arc<Mutex<Inner>>,
+    inner: Arc<Inner>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Store {
+    /// An in-memory store (the default: a disk write per batch is a visible cost here).
     pub fn new() -> Self {
-        Self::default()
+        Self::with_backend(MemoryBackend::default())
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave the maps half-updated (each operation is a
-        // single insert/remove), so a poisoned lock is still safe to use.
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    pub fn with_backend(backend: impl Backend) -> Self {
+        Store {
+            inner: Arc::new(Inner {
+                backend: Box::new(backend),
+                waiters: Default::default(),
+            }),
+        }
     }
 
-    pub fn write(&self, key: Digest, value: Bytes) {
-        let mut inner = self.lock();
-        if let Some(waiters) = inner.waiters.remove(&key) {
+    pub fn blocks(&self) -> Table<Blocks> {
+        self.table()
+    }
+
+    pub fn batches(&self) -> Table<Batches> {
+        self.table()
+    }
+
+    pub fn safety(&self) -> Table<Safety> {
+        self.table()
+    }
+
+    fn table<C: ColumnKind>(&self) -> Table<C> {
+        Table {
+            inner: self.inner.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+/// The batch namespace, as the mempool and the payload check see it.
+pub type BatchStore = Table<Batches>;
+/// The block namespace, as the core sees it.
+pub type BlockStore = Table<Blocks>;
+
+/// Marks a [`Table`] with its column at the type level.
+pub trait ColumnKind: Send + Sync + 'static {
+    const COLUMN: Column;
+}
+
+pub struct Blocks;
+pub struct Batches;
+pub struct Safety;
+
+impl ColumnKind for Blocks {
+    const COLUMN: Column = Column::Blocks;
+}
+impl ColumnKind for Batches {
+    const COLUMN: Column = Column::Batches;
+}
+impl ColumnKind for Safety {
+    const COLUMN: Column = Column::Safety;
+}
+
+/// One column of a [`Store`], keyed by digest.
+pub struct Table<C> {
+    inner: Arc<Inner>,
+    kind: PhantomData<fn() -> C>,
+}
+
+impl<C> Clone for Table<C> {
+    fn clone(&self) -> Self {
+        Table {
+            inner: self.inner.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<C: ColumnKind> Table<C> {
+    fn waiters(&self) -> MutexGuard<'_, Waiters> {
+        lock(&self.inner.waiters[C::COLUMN.index()])
+    }
+
+    fn backend(&self) -> &dyn Backend {
+        self.inner.backend.as_ref()
+    }
+
+    pub fn write(&self, key: Digest, value: Bytes) -> Result<(), StoreError> {
+        let mut waiters = self.waiters();
+        self.backend().put(C::COLUMN, key.as_ref(), value.clone())?;
+        if let Some(waiters) = waiters.remove(&key) {
             for waiter in waiters {
                 let _ = waiter.send(value.clone());
             }
         }
-        inner.values.insert(key, value);
+        Ok(())
     }
 
-    pub fn read(&self, key: &Digest) -> Option<Bytes> {
-        self.lock().values.get(key).cloned()
+    pub fn read(&self, key: &Digest) -> Result<Option<Bytes>, StoreError> {
+        self.backend().get(C::COLUMN, key.as_ref())
     }
 
-    pub fn contains(&self, key: &Digest) -> bool {
-        self.lock().values.contains_key(key)
+    pub fn contains(&self, key: &Digest) -> Result<bool, StoreError> {
+        self.backend().contains(C::COLUMN, key.as_ref())
     }
 
     /// Resolves with the value as soon as `key` is present (immediately if it already is).
-    /// Returns `None` only if the store stopped tracking the key (see `cancel_waiters`).
-    pub async fn notify_read(&self, key: Digest) -> Option<Bytes> {
+    pub async fn notify_read(&self, key: Digest) -> Result<Bytes, StoreError> {
         let receiver = {
-            let mut inner = self.lock();
-            if let Some(value) = inner.values.get(&key) {
-                return Some(value.clone());
+            let mut waiters = self.waiters();
+            if let Some(value) = self.backend().get(C::COLUMN, key.as_ref())? {
+                return Ok(value);
             }
             let (tx, rx) = oneshot::channel();
-            inner.waiters.entry(key).or_default().push(tx);
+            waiters.entry(key).or_default().push(tx);
             rx
         };
-        receiver.await.ok()
+        receiver.await.map_err(|_| StoreError::Closed)
     }
 
-    pub fn remove(&self, keys: &[Digest]) {
-        let mut inner = self.lock();
-        for key in keys {
-            inner.values.remove(key);
-        }
+    pub fn remove(&self, keys: &[Digest]) -> Result<(), StoreError> {
+        let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
+        self.backend().delete(C::COLUMN, &keys)
     }
 
     /// Drops waiters whose futures were dropped, so abandoned waits do not accumulate.
     pub fn prune_waiters(&self) {
-        let mut inner = self.lock();
-        inner.waiters.retain(|_, waiters| {
+        self.waiters().retain(|_, waiters| {
             waiters.retain(|w| !w.is_closed());
             !waiters.is_empty()
         });
     }
 
     pub fn len(&self) -> usize {
-        self.lock().values.len()
+        self.backend().len(C::COLUMN)
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiters().len()
     }
 }
 
@@ -100,37 +297,79 @@ mod tests {
 
     #[tokio::test]
     async fn notify_read_resolves_on_write() {
-        let store = Store::new();
+        let batches = Store::new().batches();
         let key = Digest::of(b"k");
         let waiter = tokio::spawn({
-            let store = store.clone();
-            async move { store.notify_read(key).await }
+            let batches = batches.clone();
+            async move { batches.notify_read(key).await }
         });
         // Wait until the waiter is registered, so the test covers the pending path.
         tokio::time::timeout(Duration::from_secs(5), async {
-            while store.lock().waiters.is_empty() {
+            while batches.waiting() == 0 {
                 tokio::task::yield_now().await;
             }
         })
         .await
         .expect("waiter registered");
-        store.write(key, Bytes::from_static(b"v"));
+        batches.write(key, Bytes::from_static(b"v")).expect("write");
         let value = tokio::time::timeout(Duration::from_secs(5), waiter)
             .await
             .expect("resolved")
             .expect("task");
-        assert_eq!(value, Some(Bytes::from_static(b"v")));
-        assert_eq!(store.notify_read(key).await, Some(Bytes::from_static(b"v")));
+        assert_eq!(value.ok(), Some(Bytes::from_static(b"v")));
+        assert_eq!(
+            batches.notify_read(key).await.ok(),
+            Some(Bytes::from_static(b"v"))
+        );
     }
 
     #[test]
     fn remove_and_prune() {
-        let store = Store::new();
+        let batches = Store::new().batches();
         let key = Digest::of(b"k");
-        store.write(key, Bytes::from_static(b"v"));
-        assert!(store.contains(&key));
-        store.remove(&[key]);
-        assert!(store.read(&key).is_none());
-        assert!(store.is_empty());
+        batches.write(key, Bytes::from_static(b"v")).expect("write");
+        assert!(batches.contains(&key).expect("read"));
+        batches.remove(&[key]).expect("remove");
+        assert!(batches.read(&key).expect("read").is_none());
+        assert!(batches.is_empty());
+    }
+
+    /// Issue 12, item 1: a block stored under its digest is not a batch, and a waiter on the
+    /// batch namespace is not woken by a block write under the same key.
+    #[tokio::test]
+    async fn namespaces_are_separate() {
+        let store = Store::new();
+        let key = Digest::of(b"same key");
+        let waiter = tokio::spawn({
+            let batches = store.batches();
+            async move { batches.notify_read(key).await }
+        });
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while store.batches().waiting() == 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("waiter registered");
+        store
+            .blocks()
+            .write(key, Bytes::from_static(b"block"))
+            .expect("write");
+        assert!(!store.batches().contains(&key).expect("read"));
+        assert!(store.batches().read(&key).expect("read").is_none());
+        assert!(store.safety().is_empty());
+        store
+            .batches()
+            .write(key, Bytes::from_static(b"batch"))
+            .expect("write");
+        let value = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("resolved")
+            .expect("task");
+        assert_eq!(value.ok(), Some(Bytes::from_static(b"batch")));
+        assert_eq!(
+            store.blocks().read(&key).expect("read"),
+            Some(Bytes::from_static(b"block"))
+        );
     }
 }

@@ -19,6 +19,9 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 use tracing::info;
 
+/// The exit code of a node that stopped on a safety violation.
+pub const SAFETY_EXIT: i32 = 3;
+
 /// The arguments of `node run`.
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
@@ -140,6 +143,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     .await
     .context("starting consensus")?;
 
+    let mut fatal = consensus.fatal;
     let mut registry = Registry::new("node", &name.to_string(), args.mode.as_str());
     registry.add(ConsensusSource {
         consensus: consensus.metrics,
@@ -177,6 +181,17 @@ async fn run_async(config: NodeConfig) -> Result<()> {
             _ = ticker.tick() => registry.emit(false),
             _ = sigterm.recv() => break,
             _ = sigint.recv() => break,
+            Ok(()) = fatal.changed() => {
+                // Consensus stopped on an error it must not go on after (a fork): say so and
+                // leave with a distinct code, so no harness mistakes the run for a measurement.
+                let error = fatal.borrow().clone();
+                if let Some(error) = error {
+                    registry.emit(true);
+                    tracing::error!("{error}");
+                    eprintln!("error: {error}");
+                    std::process::exit(SAFETY_EXIT);
+                }
+            }
         }
     }
     registry.emit(true);

@@ -2,15 +2,18 @@
 
 use super::messages::Block;
 use super::metrics::ConsensusMetrics;
-use crate::config::Round;
+use crate::config::{Parameters, Round};
 use crate::mempool::batch::{now_ms, Batch};
 use crate::metered::MeteredSender;
-use crate::store::Store;
-use crypto::Digest;
-use std::collections::VecDeque;
+use crate::store::{BatchStore, Store};
+use crypto::{Digest, Hash};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 /// A batch of a committed block, in commit order.
@@ -21,48 +24,176 @@ pub struct CommittedBatch {
     pub committed_at_ms: u64,
 }
 
+/// How long committed batches stay in the store: until they are both `rounds` rounds and
+/// `time` old.
+///
+/// Why both. A peer that misses a batch (partitioned, restarting, or withheld from by the
+/// batch's author) fetches it from the others, and needs it kept until it gets there. Rounds
+/// alone run out in a few seconds at speed (50 rounds < 10 s), well under the time it takes such
+/// a peer to be back. Keeping batches until the slowest peer acknowledged them would fix that,
+/// but one dead peer would then hold memory without bound. A time window is what a lagging peer
+/// actually needs (its recovery is measured in seconds, whatever the rounds do), and it bounds
+/// memory by commit throughput times the window (about 50 MB for 30 s at 8,000 tx/s of 200 B).
+/// The round window still applies on an idle chain, where 30 s may be a handful of rounds. A
+/// peer that is behind by more than the window cannot fetch the batches anymore and needs state
+/// sync (issue 13).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcWindow {
+    pub rounds: Round,
+    pub time: Duration,
+}
+
+impl GcWindow {
+    pub fn new(parameters: &Parameters) -> Self {
+        GcWindow {
+            rounds: parameters.gc_depth,
+            time: Duration::from_millis(parameters.gc_retention_ms),
+        }
+    }
+}
+
+/// The batches committed recently, each with the block that committed it, kept for as long as
+/// committed batches stay in the store (the GC window). The core checks proposals against it (a
+/// leader that names an already committed batch gets no vote) and the committer against its own
+/// copy (a batch is delivered once, and a batch missing from the store is known to be one it
+/// delivered and collected). Both copies follow the same rule, so what one has forgotten the
+/// store no longer holds either.
+pub struct RecentlyCommitted {
+    window: GcWindow,
+    /// Batch digest -> digest of the block that committed it.
+    by_batch: HashMap<Digest, Digest>,
+    /// (round, commit time, batches) per committed block, oldest first.
+    order: VecDeque<(Round, Instant, Vec<Digest>)>,
+    /// Batches of the block being recorded, until `close_block`.
+    open: Vec<Digest>,
+}
+
+impl RecentlyCommitted {
+    pub fn new(window: GcWindow) -> Self {
+        RecentlyCommitted {
+            window,
+            by_batch: HashMap::new(),
+            order: VecDeque::new(),
+            open: Vec::new(),
+        }
+    }
+
+    /// The block that committed `batch`, if it is still remembered.
+    pub fn committed_by(&self, batch: &Digest) -> Option<Digest> {
+        self.by_batch.get(batch).copied()
+    }
+
+    /// Records the batches of a committed block (only those not already recorded: a batch
+    /// belongs to the first block that committed it).
+    pub fn insert(&mut self, block: &Block) {
+        let digest = block.digest();
+        for batch in &block.payload {
+            self.insert_one(*batch, digest);
+        }
+        self.close_block(block.round);
+    }
+
+    /// Records one batch of the block being committed; false if it was already recorded.
+    pub fn insert_one(&mut self, batch: Digest, block: Digest) -> bool {
+        match self.by_batch.entry(batch) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(entry) => {
+                entry.insert(block);
+                self.open.push(batch);
+                true
+            }
+        }
+    }
+
+    /// Ends the block whose batches `insert_one` recorded: they expire with its round.
+    pub fn close_block(&mut self, round: Round) {
+        let batches = std::mem::take(&mut self.open);
+        self.order.push_back((round, Instant::now(), batches));
+    }
+
+    /// Forgets the batches committed outside the GC window (more than `rounds` rounds before
+    /// `round` and more than `time` ago) and returns them: the committer deletes exactly these
+    /// from the store.
+    pub fn expire(&mut self, round: Round) -> Vec<Digest> {
+        let now = Instant::now();
+        let mut expired = Vec::new();
+        while let Some((r, at, _)) = self.order.front() {
+            let recent_round = r.saturating_add(self.window.rounds) >= round;
+            let recent_time = now.saturating_duration_since(*at) < self.window.time;
+            if recent_round || recent_time {
+                break;
+            }
+            if let Some((_, _, batches)) = self.order.pop_front() {
+                for batch in &batches {
+                    self.by_batch.remove(batch);
+                }
+                expired.extend(batches);
+            }
+        }
+        expired
+    }
+}
+
 pub struct Committer {
-    store: Store,
-    gc_depth: Round,
+    store: BatchStore,
     rx_commit: mpsc::Receiver<Block>,
     tx_output: MeteredSender<CommittedBatch>,
     metrics: Arc<ConsensusMetrics>,
-    /// (round, batch digests) of committed blocks not yet garbage-collected.
-    delivered: VecDeque<(Round, Vec<Digest>)>,
+    /// Batches delivered and not yet garbage-collected.
+    delivered: RecentlyCommitted,
 }
 
 impl Committer {
     pub fn spawn(
         store: Store,
-        gc_depth: Round,
+        window: GcWindow,
         rx_commit: mpsc::Receiver<Block>,
         tx_output: MeteredSender<CommittedBatch>,
         metrics: Arc<ConsensusMetrics>,
     ) {
         let committer = Committer {
-            store,
-            gc_depth,
+            store: store.batches(),
             rx_commit,
             tx_output,
             metrics,
-            delivered: VecDeque::new(),
+            delivered: RecentlyCommitted::new(window),
         };
         tokio::spawn(committer.run());
     }
 
     async fn run(mut self) {
         while let Some(block) = self.rx_commit.recv().await {
-            for digest in &block.payload {
-                // The core votes only for blocks whose batches are stored, so this resolves at
-                // once; waiting instead of failing keeps the order even if that ever changes.
-                let Some(bytes) = self.store.notify_read(*digest).await else {
-                    warn!("batch {digest} of committed block {:?} vanished", block);
+            let digest = block.digest();
+            for batch in &block.payload {
+                // Delivered once: by an earlier block, or earlier in this one. The core rejects
+                // such proposals; this guards blocks it accepted before it knew (a node that
+                // catches up checks against what it has committed so far).
+                if !self.delivered.insert_one(*batch, digest) {
+                    warn!(
+                        "batch {batch} of {:?} was already committed; skipped",
+                        block
+                    );
                     continue;
+                }
+                // Never `notify_read`: the core stores a block only once its batches are
+                // stored, and only this committer deletes batches, after delivering them. A
+                // batch missing here was therefore delivered and collected: waiting for it would
+                // hang the committer, then the core on the full commit channel.
+                let bytes = match self.store.read(batch) {
+                    Ok(Some(bytes)) => bytes,
+                    Ok(None) => {
+                        warn!("batch {batch} of {:?} was collected; skipped", block);
+                        continue;
+                    }
+                    Err(e) => {
+                        warn!("cannot read batch {batch} of {:?}: {e}", block);
+                        continue;
+                    }
                 };
-                let batch = match Batch::parse_with_digest(bytes, *digest) {
+                let batch = match Batch::parse_with_digest(bytes, *batch) {
                     Ok(batch) => batch,
                     Err(e) => {
-                        warn!("stored batch {digest} is malformed: {e}");
+                        warn!("stored batch {batch} is malformed: {e}");
                         continue;
                     }
                 };
@@ -88,21 +219,91 @@ impl Committer {
                     return;
                 }
             }
-            self.delivered.push_back((block.round, block.payload));
+            self.delivered.close_block(block.round);
             self.garbage_collect(block.round);
         }
     }
 
-    /// Drops batches committed more than `gc_depth` rounds ago: every stage behind consensus
-    /// got them already, and lagging peers had `gc_depth` rounds to fetch them.
+    /// Drops batches committed outside the GC window: every stage behind consensus got them
+    /// already, and lagging peers had the window to fetch them.
     fn garbage_collect(&mut self, round: Round) {
-        while let Some((r, _)) = self.delivered.front() {
-            if r + self.gc_depth >= round {
-                break;
-            }
-            if let Some((_, digests)) = self.delivered.pop_front() {
-                self.store.remove(&digests);
-            }
+        let expired = self.delivered.expire(round);
+        if expired.is_empty() {
+            return;
         }
+        if let Err(e) = self.store.remove(&expired) {
+            warn!("cannot collect {} batches: {e}", expired.len());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotstuff::messages::tests::{keys, signed_block};
+    use crate::hotstuff::messages::QC;
+    use crate::mempool::batch::BatchBuilder;
+    use crate::metered;
+    use std::time::Duration;
+
+    fn batch(tag: &[u8]) -> Batch {
+        let mut builder = BatchBuilder::with_capacity(64);
+        builder.push(tag);
+        builder.seal(1, 64)
+    }
+
+    /// A block that names a batch committed (and collected) before, or names one batch twice,
+    /// must neither hang the committer nor deliver a batch twice.
+    #[tokio::test]
+    async fn never_waits_for_collected_batches_nor_delivers_twice() {
+        let keys = keys(4);
+        let store = Store::new();
+        let (old, fresh) = (batch(b"old"), batch(b"fresh"));
+        for b in [&old, &fresh] {
+            store
+                .batches()
+                .write(b.digest(), b.bytes().clone())
+                .expect("write");
+        }
+        let (tx_commit, rx_commit) = mpsc::channel(8);
+        let (tx_output, mut rx_output, _) = metered::channel(8);
+        // Collected one round after commit, at once.
+        let window = GcWindow {
+            rounds: 1,
+            time: Duration::ZERO,
+        };
+        Committer::spawn(
+            store.clone(),
+            window,
+            rx_commit,
+            tx_output,
+            Arc::new(ConsensusMetrics::default()),
+        );
+        let block = |round, payload| signed_block(QC::genesis(), None, round, payload, &keys[0]);
+        tx_commit
+            .send(block(1, vec![old.digest()]))
+            .await
+            .expect("send");
+        // Rounds move on past the GC depth: `old` is collected.
+        tx_commit.send(block(5, vec![])).await.expect("send");
+        // A Byzantine leader re-proposes it, and names `fresh` twice.
+        tx_commit
+            .send(block(9, vec![old.digest(), fresh.digest(), fresh.digest()]))
+            .await
+            .expect("send");
+        tx_commit.send(block(10, vec![])).await.expect("send");
+        let mut delivered = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while delivered.len() < 2 {
+                let committed = rx_output.recv().await.expect("committer alive");
+                delivered.push(committed.batch.digest());
+            }
+        })
+        .await
+        .expect("the committer never waits for a collected batch");
+        assert_eq!(delivered, vec![old.digest(), fresh.digest()]);
+        // Nothing else comes out: `fresh` once only.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(rx_output.try_recv().is_err(), "a batch was delivered twice");
     }
 }

@@ -5,9 +5,10 @@
 //! `safety.rs`.
 
 use super::aggregator::{Aggregator, AggregatorError};
+use super::committer::GcWindow;
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
 use super::metrics::ConsensusMetrics;
-use super::payload::PayloadWaiter;
+use super::payload::{PayloadError, PayloadWaiter};
 use super::proposer::PayloadBuffer;
 use super::safety::{self, SafetyRules};
 use super::synchronizer::{SyncError, Synchronizer};
@@ -16,7 +17,7 @@ use super::wire;
 use crate::config::{Committee, Parameters, Round};
 use crate::mempool::ConsensusMempoolMessage;
 use crate::network::{CancelHandler, ReliableSender};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use crypto::{Digest, Hash, PublicKey, SignatureService};
 use std::collections::{BTreeMap, VecDeque};
 use std::pin::Pin;
@@ -36,6 +37,10 @@ pub enum ConsensusError {
     Aggregator(#[from] AggregatorError),
     #[error(transparent)]
     Sync(#[from] SyncError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
     #[error("encoding failed: {0}")]
     Encoding(#[from] bincode::Error),
     #[error("block {0} missing from the store during commit")]
@@ -103,9 +108,13 @@ pub struct Core {
     buffer: PayloadBuffer,
     /// Our own blocks, processed like any received block once the current event is handled.
     own_blocks: VecDeque<Block>,
-    /// Digests of the blocks this core stored, by round, so they can be deleted once they fall
-    /// `gc_depth` rounds below the last commit (see `prune_blocks`).
+    /// Digests of the blocks this core stored, by round, so they can be deleted once they leave
+    /// the GC window (see `prune_floor`).
     stored_blocks: BTreeMap<Round, Vec<Digest>>,
+    /// (round, time) of recent commits, and the highest round committed longer ago than the
+    /// GC window's time: what bounds block pruning by time.
+    commit_times: VecDeque<(Round, Instant)>,
+    aged_commit_round: Round,
     /// A proposal we hold back while the chain is idle (see `should_wait`).
     pending_proposal: Option<Option<TC>>,
     proposal_deadline: Pin<Box<Sleep>>,
@@ -165,6 +174,7 @@ impl Core {
             store.clone(),
             channels.tx_mempool.clone(),
             channels.tx_loopback,
+            GcWindow::new(&parameters),
         );
         Core {
             name,
@@ -195,6 +205,8 @@ impl Core {
             buffer: PayloadBuffer::default(),
             own_blocks: VecDeque::new(),
             stored_blocks: BTreeMap::new(),
+            commit_times: VecDeque::new(),
+            aged_commit_round: 0,
             pending_proposal: None,
             proposal_deadline: Box::pin(sleep(Duration::ZERO)),
         }
@@ -513,17 +525,30 @@ impl Core {
         Ok(())
     }
 
-    /// Blocks below this round are neither kept nor stored: they are `gc_depth` rounds below
-    /// the last commit, the same window in which peers serve batches to laggards.
+    /// Blocks below this round are neither kept nor stored. The window is the one batches are
+    /// kept for (see `GcWindow`): `gc_depth` rounds below the last commit *and* committed at
+    /// least `gc_retention_ms` ago, so a laggard that can still fetch a block's batches can also
+    /// fetch the block.
     fn prune_floor(&self) -> Round {
         self.last_committed_round
             .saturating_sub(self.parameters.gc_depth)
+            .min(self.aged_commit_round)
     }
 
     fn prune_blocks(&mut self) {
+        let retention = Duration::from_millis(self.parameters.gc_retention_ms);
+        while let Some(&(round, at)) = self.commit_times.front() {
+            if at.elapsed() < retention {
+                break;
+            }
+            self.aged_commit_round = round;
+            self.commit_times.pop_front();
+        }
         let keep = self.stored_blocks.split_off(&self.prune_floor());
         for digests in std::mem::replace(&mut self.stored_blocks, keep).into_values() {
-            self.store.remove(&digests);
+            if let Err(e) = self.store.blocks().remove(&digests) {
+                warn!("cannot delete old blocks: {e}");
+            }
         }
     }
 
@@ -534,20 +559,22 @@ impl Core {
         if block.round < self.prune_floor() {
             return Ok(());
         }
-        if !self.payload.available(block).await {
+        if !self.payload.available(block).await? {
             return Ok(());
         }
         let Some((b0, b1)) = self.synchronizer.get_ancestors(block).await? else {
             return Ok(());
         };
         let digest = block.digest();
-        if !self.store.contains(&digest) {
+        if !self.store.blocks().contains(&digest)? {
             self.stored_blocks
                 .entry(block.round)
                 .or_default()
                 .push(digest);
         }
-        self.store.write(digest, wire::encode_block(block)?);
+        self.store
+            .blocks()
+            .write(digest, wire::encode_block(block)?)?;
 
         // b0 <- b1 <- block: block certifies b1, b1 certifies b0.
         if safety::commits(&b0, &b1) && b0.round > self.last_committed_round {
@@ -604,10 +631,12 @@ impl Core {
         };
         self.last_committed_round = last.round;
         self.last_committed = last.digest();
+        self.commit_times.push_back((last.round, Instant::now()));
         for block in chain {
             if block.author == self.name {
                 self.buffer.committed(block.round);
             }
+            self.payload.committed(&block);
             info!("committed {:?}", block);
             self.metrics
                 .committed_blocks

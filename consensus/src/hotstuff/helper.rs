@@ -4,14 +4,14 @@ use super::messages::ConsensusMessage;
 use super::wire;
 use crate::config::Committee;
 use crate::network::SimpleSender;
-use crate::store::Store;
+use crate::store::{BlockStore, Store};
 use crypto::{Digest, PublicKey};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 pub struct Helper {
     committee: Committee,
-    store: Store,
+    store: BlockStore,
     rx_requests: mpsc::Receiver<(Digest, PublicKey)>,
     network: SimpleSender,
 }
@@ -24,7 +24,8 @@ impl Helper {
     ) {
         let helper = Helper {
             committee,
-            store,
+            // Blocks only: a batch digest asked for as a block is not served either.
+            store: store.blocks(),
             rx_requests,
             network: SimpleSender::new(),
         };
@@ -41,9 +42,16 @@ impl Helper {
                 warn!("sync request from unknown authority {origin}");
                 continue;
             };
-            let Some(bytes) = self.store.read(&digest) else {
-                debug!("{origin} asked for block {digest}, which we do not have");
-                continue;
+            let bytes = match self.store.read(&digest) {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => {
+                    debug!("{origin} asked for block {digest}, which we do not have");
+                    continue;
+                }
+                Err(e) => {
+                    warn!("cannot read block {digest}: {e}");
+                    continue;
+                }
             };
             // Blocks are stored in their wire form; re-wrap as a proposal.
             let message = match wire::decode_block(&bytes) {

@@ -94,7 +94,7 @@ impl Consensus {
         helper::Helper::spawn(committee.clone(), store.clone(), rx_helper);
         committer::Committer::spawn(
             store.clone(),
-            parameters.gc_depth,
+            committer::GcWindow::new(&parameters),
             rx_commit,
             tx_output,
             metrics.clone(),

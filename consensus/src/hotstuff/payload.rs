@@ -1,26 +1,47 @@
-//! Holds back blocks whose batches this node has not received yet.
+//! Holds back blocks whose batches this node has not received yet, and rejects blocks whose
+//! payload repeats a batch (within the block, or one committed within the GC window).
 //!
 //! A replica votes for a block only once every batch it references is in the local store, so a
 //! committed block can always be resolved to its transactions. Missing batches are requested from
 //! the mempool's synchronizer; when they land, the block is looped back into the core.
 
+use super::committer::{GcWindow, RecentlyCommitted};
 use super::messages::Block;
 use crate::config::Round;
 use crate::mempool::ConsensusMempoolMessage;
-use crate::store::Store;
+use crate::store::{BatchStore, Store};
 use crypto::{Digest, Hash};
 use futures::future::join_all;
 use std::collections::{BTreeMap, HashSet};
+use thiserror::Error;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tracing::debug;
 
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum PayloadError {
+    #[error("block {block} names batch {batch} twice")]
+    Repeated { block: Digest, batch: Digest },
+    #[error("block {block} names batch {batch}, already committed by block {by}")]
+    AlreadyCommitted {
+        block: Digest,
+        batch: Digest,
+        by: Digest,
+    },
+}
+
 pub struct PayloadWaiter {
-    store: Store,
+    /// The batch namespace only: a digest is available if a batch is stored under it, never
+    /// because a block (or anything else) happens to be.
+    store: BatchStore,
     tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
     tx_loopback: mpsc::Sender<Block>,
     pending: HashSet<Digest>,
     waiters: BTreeMap<Round, Vec<(Digest, AbortHandle)>>,
+    /// Batches committed within the GC window. A batch committed again would be delivered
+    /// twice, and once collected no one could serve it: the committer (before it stopped
+    /// waiting on missing batches) and then the core would hang on it.
+    committed: RecentlyCommitted,
 }
 
 impl PayloadWaiter {
@@ -28,36 +49,71 @@ impl PayloadWaiter {
         store: Store,
         tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
         tx_loopback: mpsc::Sender<Block>,
+        window: GcWindow,
     ) -> Self {
         PayloadWaiter {
-            store,
+            store: store.batches(),
             tx_mempool,
             tx_loopback,
             pending: HashSet::new(),
             waiters: BTreeMap::new(),
+            committed: RecentlyCommitted::new(window),
         }
+    }
+
+    /// Rejects a payload that names a batch twice, or names a batch committed (by another
+    /// block) within the GC window: honest leaders propose each of their batches until it
+    /// commits, never after.
+    fn check(&self, block: &Block) -> Result<(), PayloadError> {
+        let digest = block.digest();
+        let mut seen = HashSet::with_capacity(block.payload.len());
+        for batch in &block.payload {
+            if !seen.insert(batch) {
+                return Err(PayloadError::Repeated {
+                    block: digest,
+                    batch: *batch,
+                });
+            }
+            // The same block may come back (a retransmission, a sync reply) after it committed.
+            if let Some(by) = self
+                .committed
+                .committed_by(batch)
+                .filter(|by| *by != digest)
+            {
+                return Err(PayloadError::AlreadyCommitted {
+                    block: digest,
+                    batch: *batch,
+                    by,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// True if every batch of `block` is stored. Otherwise starts fetching the missing ones
     /// (once per block) and returns false; the block comes back through the loopback channel.
-    pub async fn available(&mut self, block: &Block) -> bool {
+    /// An error means the block must be rejected (see `check`).
+    pub async fn available(&mut self, block: &Block) -> Result<bool, PayloadError> {
+        self.check(block)?;
         let missing: Vec<Digest> = block
             .payload
             .iter()
-            .filter(|d| !self.store.contains(d))
+            // A failed read counts as missing: the batch is then fetched again.
+            .filter(|d| !self.store.contains(d).unwrap_or(false))
             .copied()
             .collect();
         if missing.is_empty() {
-            return true;
+            return Ok(true);
         }
         let digest = block.digest();
         if !self.pending.insert(digest) {
-            return false;
+            return Ok(false);
         }
         debug!("{:?} waits for {} batches", block, missing.len());
-        let request = ConsensusMempoolMessage::Synchronize(missing.clone(), block.author);
+        let request =
+            ConsensusMempoolMessage::Synchronize(missing.clone(), block.author, block.round);
         if self.tx_mempool.send(request).await.is_err() {
-            return false;
+            return Ok(false);
         }
         let store = self.store.clone();
         let tx_loopback = self.tx_loopback.clone();
@@ -71,7 +127,13 @@ impl PayloadWaiter {
             .entry(round)
             .or_default()
             .push((digest, task.abort_handle()));
-        false
+        Ok(false)
+    }
+
+    /// `block` commits: its batches may not be proposed again within the GC window.
+    pub fn committed(&mut self, block: &Block) {
+        self.committed.insert(block);
+        self.committed.expire(block.round);
     }
 
     /// Called when a block leaves the waiting set through the loopback.
@@ -89,5 +151,52 @@ impl PayloadWaiter {
             handle.abort();
             self.pending.remove(&digest);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotstuff::messages::tests::{keys, signed_block};
+    use crate::hotstuff::messages::QC;
+    use bytes::Bytes;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn rejects_repeated_and_already_committed_batches() {
+        let keys = keys(4);
+        let store = Store::new();
+        let (a, b) = (Digest::of(b"a"), Digest::of(b"b"));
+        for digest in [a, b] {
+            store
+                .batches()
+                .write(digest, Bytes::from_static(b"batch"))
+                .expect("write");
+        }
+        let (tx_mempool, _rx_mempool) = mpsc::channel(8);
+        let (tx_loopback, _rx_loopback) = mpsc::channel(8);
+        let window = GcWindow {
+            rounds: 10,
+            time: Duration::from_secs(60),
+        };
+        let mut waiter = PayloadWaiter::new(store, tx_mempool, tx_loopback, window);
+        let block = |round, payload, author: usize| {
+            signed_block(QC::genesis(), None, round, payload, &keys[author])
+        };
+
+        let first = block(1, vec![a], 1);
+        assert_eq!(waiter.available(&first).await, Ok(true));
+        waiter.committed(&first);
+        // The committing block itself may come back (a retransmission, a sync reply).
+        assert_eq!(waiter.available(&first).await, Ok(true));
+        assert!(matches!(
+            waiter.available(&block(2, vec![b, a], 2)).await,
+            Err(PayloadError::AlreadyCommitted { batch, .. }) if batch == a
+        ));
+        assert!(matches!(
+            waiter.available(&block(3, vec![b, b], 3)).await,
+            Err(PayloadError::Repeated { batch, .. }) if batch == b
+        ));
+        assert_eq!(waiter.available(&block(4, vec![b], 0)).await, Ok(true));
     }
 }

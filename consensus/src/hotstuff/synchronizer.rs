@@ -9,7 +9,7 @@ use super::messages::{Block, ConsensusMessage, QC};
 use super::wire;
 use crate::config::{Committee, Round};
 use crate::network::SimpleSender;
-use crate::store::Store;
+use crate::store::{BlockStore, Store, StoreError};
 use crypto::{Digest, PublicKey};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::HashMap;
@@ -20,13 +20,15 @@ use tracing::{debug, warn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
     #[error("stored block {0} does not decode: {1}")]
     Corrupt(Digest, String),
 }
 
 /// The core's handle: answers from the store, or parks the block and requests its parent.
 pub struct Synchronizer {
-    store: Store,
+    store: BlockStore,
     tx_inner: mpsc::Sender<Block>,
 }
 
@@ -38,6 +40,7 @@ impl Synchronizer {
         sync_retry_delay: Duration,
         tx_loopback: mpsc::Sender<Block>,
     ) -> Self {
+        let store = store.blocks();
         let (tx_inner, rx_inner) = mpsc::channel(1_000);
         let worker = SyncWorker {
             name,
@@ -54,7 +57,7 @@ impl Synchronizer {
     }
 
     fn read(&self, digest: &Digest) -> Result<Option<Block>, SyncError> {
-        match self.store.read(digest) {
+        match self.store.read(digest)? {
             None => Ok(None),
             Some(bytes) => wire::decode_block(&bytes)
                 .map(Some)
@@ -105,7 +108,7 @@ struct Pending {
 struct SyncWorker {
     name: PublicKey,
     committee: Committee,
-    store: Store,
+    store: BlockStore,
     sync_retry_delay: Duration,
     rx_inner: mpsc::Receiver<Block>,
     tx_loopback: mpsc::Sender<Block>,
@@ -156,7 +159,7 @@ impl SyncWorker {
                     }
                     let store = self.store.clone();
                     waiting.push(async move {
-                        store.notify_read(parent).await;
+                        let _ = store.notify_read(parent).await;
                         (parent, block)
                     });
                 },

@@ -10,21 +10,21 @@ use super::quorum_waiter::QuorumWaiterMessage;
 use super::tx_receiver::{TxChunk, MAX_TRANSACTION_SIZE};
 use crate::config::Stake;
 use crate::network::ReliableSender;
-use crate::store::Store;
+use crate::store::BatchStore;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, Instant};
-use tracing::debug;
+use tracing::{debug, error};
 
 pub struct BatchMaker {
     batch_size: usize,
     max_batch_delay: Duration,
     /// Every other authority's mempool address and stake, in one fixed order.
     peers: Vec<(SocketAddr, Stake)>,
-    store: Store,
+    store: BatchStore,
     metrics: Arc<MempoolMetrics>,
     rx_transactions: mpsc::Receiver<TxChunk>,
     tx_quorum_waiter: mpsc::Sender<QuorumWaiterMessage>,
@@ -43,7 +43,7 @@ impl BatchMaker {
         batch_size: usize,
         max_batch_delay: Duration,
         peers: Vec<(SocketAddr, Stake)>,
-        store: Store,
+        store: BatchStore,
         metrics: Arc<MempoolMetrics>,
         rx_transactions: mpsc::Receiver<TxChunk>,
         tx_quorum_waiter: mpsc::Sender<QuorumWaiterMessage>,
@@ -115,7 +115,11 @@ impl BatchMaker {
         debug!("sealed batch {digest} with {} txs", batch.tx_count());
 
         // Stored before anyone hears of it, so this node can serve it to peers at once.
-        self.store.write(digest, batch.bytes().clone());
+        if let Err(e) = self.store.write(digest, batch.bytes().clone()) {
+            // A batch we cannot serve must not be announced: peers would vote on it and ask us.
+            error!("cannot store sealed batch {digest}, dropping it: {e}");
+            return true;
+        }
         let addresses = self.peers.iter().map(|(address, _)| *address).collect();
         let handlers = self.network.broadcast(addresses, frame).await;
         let acks = self
@@ -141,14 +145,14 @@ mod tests {
     struct Harness {
         tx: mpsc::Sender<TxChunk>,
         rx: mpsc::Receiver<QuorumWaiterMessage>,
-        store: Store,
+        store: BatchStore,
         metrics: Arc<MempoolMetrics>,
     }
 
     fn harness(batch_size: usize, max_batch_delay: Duration) -> Harness {
         let (tx, rx_transactions) = mpsc::channel(16);
         let (tx_quorum_waiter, rx) = mpsc::channel(16);
-        let store = Store::new();
+        let store = crate::store::Store::new().batches();
         let metrics = Arc::new(MempoolMetrics::default());
         // No peers: nothing goes on the network, the batch still reaches the quorum waiter.
         BatchMaker::spawn(
@@ -169,8 +173,11 @@ mod tests {
         }
     }
 
-    fn stored(store: &Store, message: &QuorumWaiterMessage) -> Batch {
-        let bytes = store.read(&message.digest).expect("stored at sealing");
+    fn stored(store: &BatchStore, message: &QuorumWaiterMessage) -> Batch {
+        let bytes = store
+            .read(&message.digest)
+            .expect("readable")
+            .expect("stored at sealing");
         Batch::parse(bytes).expect("valid batch")
     }
 

@@ -3,7 +3,7 @@
 use super::message::MempoolMessage;
 use crate::config::Committee;
 use crate::network::SimpleSender;
-use crate::store::Store;
+use crate::store::BatchStore;
 use crypto::{Digest, PublicKey};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -14,7 +14,7 @@ pub type HelperRequest = (Vec<Digest>, PublicKey);
 
 pub struct Helper {
     committee: Committee,
-    store: Store,
+    store: BatchStore,
     rx_requests: mpsc::Receiver<HelperRequest>,
     /// Best effort: a requestor that misses an answer asks again after its retry delay.
     network: SimpleSender,
@@ -23,7 +23,7 @@ pub struct Helper {
 impl Helper {
     pub fn spawn(
         committee: Committee,
-        store: Store,
+        store: BatchStore,
         rx_requests: mpsc::Receiver<HelperRequest>,
         network: SimpleSender,
     ) -> JoinHandle<()> {
@@ -48,12 +48,15 @@ impl Helper {
             };
             for digest in digests {
                 // Batches we do not hold are skipped: the requestor retries with other peers.
+                // Only the batch namespace is read, so a block (or anything else stored under
+                // the same digest) is never served as a batch.
                 match self.store.read(&digest) {
-                    Some(batch) => {
+                    Ok(Some(batch)) => {
                         let frame = MempoolMessage::encode_batch(&batch);
                         self.network.send(address, frame).await;
                     }
-                    None => debug!("cannot serve batch {digest}: not held"),
+                    Ok(None) => debug!("cannot serve batch {digest}: not held"),
+                    Err(e) => warn!("cannot serve batch {digest}: {e}"),
                 }
             }
         }
@@ -86,9 +89,19 @@ mod tests {
         let committee = Committee {
             authorities: [(requestor, authority)].into_iter().collect(),
         };
-        let store = Store::new();
+        let store = crate::store::Store::new();
         let held = Digest::of(b"held");
-        store.write(held, Bytes::from_static(b"batch"));
+        store
+            .batches()
+            .write(held, Bytes::from_static(b"batch"))
+            .expect("write");
+        // A block under another digest, asked for as a batch, is not served.
+        let block = Digest::of(b"block");
+        store
+            .blocks()
+            .write(block, Bytes::from_static(b"block bytes"))
+            .expect("write");
+        let store = store.batches();
         let (tx, rx) = mpsc::channel(8);
         Helper::spawn(committee, store, rx, SimpleSender::new());
 
@@ -96,7 +109,7 @@ mod tests {
         tx.send((vec![held], KeyPair::from_seed(2).name))
             .await
             .expect("send");
-        tx.send((vec![Digest::of(b"missing"), held], requestor))
+        tx.send((vec![Digest::of(b"missing"), block, held], requestor))
             .await
             .expect("send");
         let (socket, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())

@@ -46,9 +46,9 @@ use tx_receiver::TxReceiver;
 /// What the consensus core tells the mempool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConsensusMempoolMessage {
-    /// The core saw a block whose payload it lacks: fetch these batches (first from the block's
-    /// author).
-    Synchronize(Vec<Digest>, PublicKey),
+    /// The core saw a block (author, round) whose payload it lacks: fetch these batches (first
+    /// from the block's author).
+    Synchronize(Vec<Digest>, PublicKey, Round),
     /// Round `r` committed: forget sync requests for rounds older than r - gc_depth.
     Cleanup(Round),
 }
@@ -89,6 +89,8 @@ impl Mempool {
             tx_batch_maker,
         )
         .await?;
+        // The mempool sees the batch namespace only.
+        let store = store.batches();
         let handler = PeerHandler {
             store: store.clone(),
             metrics: metrics.clone(),

@@ -6,7 +6,7 @@ use super::helper::HelperRequest;
 use super::message::MempoolMessage;
 use super::metrics::MempoolMetrics;
 use crate::network::{HandlerError, MessageHandler, Writer};
-use crate::store::Store;
+use crate::store::BatchStore;
 use bytes::Bytes;
 use futures::SinkExt;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ const ACK: &[u8] = b"Ack";
 
 #[derive(Clone)]
 pub struct PeerHandler {
-    pub store: Store,
+    pub store: BatchStore,
     pub metrics: Arc<MempoolMetrics>,
     pub tx_helper: mpsc::Sender<HelperRequest>,
 }
@@ -34,7 +34,10 @@ impl MessageHandler for PeerHandler {
         match MempoolMessage::decode(message).map_err(|e| self.reject(e.to_string()))? {
             MempoolMessage::Batch(bytes) => {
                 let batch = Batch::parse(bytes).map_err(|e| self.reject(e.to_string()))?;
-                self.store.write(batch.digest(), batch.bytes().clone());
+                // Not acknowledged if it cannot be stored: the sender keeps it and retransmits.
+                self.store
+                    .write(batch.digest(), batch.bytes().clone())
+                    .map_err(|e| HandlerError::Other(e.to_string()))?;
                 MempoolMetrics::add(&self.metrics.received_batches, 1);
                 // `feed`, not `send`: the receiver flushes once it has no more buffered frames,
                 // so a burst of batches gets its acks in one write.
@@ -68,13 +71,13 @@ mod tests {
 
     async fn start() -> (
         SocketAddr,
-        Store,
+        BatchStore,
         Arc<MempoolMetrics>,
         mpsc::Receiver<HelperRequest>,
     ) {
         let (tx_helper, rx_helper) = mpsc::channel(8);
         let handler = PeerHandler {
-            store: Store::new(),
+            store: crate::store::Store::new().batches(),
             metrics: Arc::new(MempoolMetrics::default()),
             tx_helper,
         };
@@ -115,7 +118,10 @@ mod tests {
             .expect("acked in time")
             .expect("acked");
         assert_eq!(&ack[..], ACK);
-        assert_eq!(store.read(&batch.digest()).as_ref(), Some(batch.bytes()));
+        assert_eq!(
+            store.read(&batch.digest()).expect("read").as_ref(),
+            Some(batch.bytes())
+        );
         assert_eq!(metrics.received_batches.load(Ordering::Relaxed), 1);
         assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 0);
     }

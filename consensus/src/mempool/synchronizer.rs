@@ -1,16 +1,20 @@
 //! Fetches the batches of a block that this node lacks.
 //!
 //! The core asks for missing digests with the block's author, who sealed them and certainly
-//! holds them; the request goes there first. Digests still missing after `sync_retry_delay` are
-//! requested again from `sync_retry_nodes` random peers, until they arrive or are garbage
-//! collected. Arrival is learnt from the store (`notify_read`), so whoever writes the batch (the
+//! holds them; the request goes there first. An author may be slow, gone, or Byzantine and
+//! withhold the batch from us alone, and the others keep batches only for the GC window, so the
+//! retries start soon and widen: after `first_retry` (a tenth of `sync_retry_delay`, at most
+//! 1 s) the digest goes to `sync_retry_nodes` random peers, after as long again to every peer,
+//! then to every peer with the delay doubling up to `sync_retry_delay`, until the batch arrives or the block that needs it is
+//! garbage collected. Any of the 2f+1 nodes that acknowledged the batch to its author can
+//! serve it. Arrival is learnt from the store (`notify_read`), so whoever writes the batch (the
 //! peer handler, usually) needs no link to this actor.
 
 use super::message::MempoolMessage;
 use super::ConsensusMempoolMessage;
 use crate::config::{Committee, Round};
 use crate::network::SimpleSender;
-use crate::store::Store;
+use crate::store::BatchStore;
 use crypto::{Digest, PublicKey};
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
@@ -25,14 +29,23 @@ use tracing::debug;
 /// Most digests in one request, so a long list of missing batches never makes a frame too large.
 const MAX_DIGESTS_PER_REQUEST: usize = 1_024;
 
-/// How often due retries are looked for, at most. Finer than the retry delay, so a retry is
-/// late by a fraction of the delay at most.
-const MAX_TIMER_RESOLUTION: Duration = Duration::from_secs(1);
+/// How often due retries are looked for, at most. Finer than the first retry delay, so a retry
+/// is late by a fraction of it at most.
+const MAX_TIMER_RESOLUTION: Duration = Duration::from_millis(250);
+
+/// Bounds of the first retry: soon enough that a withholding author costs about a round timeout,
+/// not so soon that a merely busy author makes every peer send us the batch too.
+const MIN_FIRST_RETRY: Duration = Duration::from_millis(10);
+const MAX_FIRST_RETRY: Duration = Duration::from_secs(1);
 
 struct PendingRequest {
-    /// The latest committed round when the digest was first requested.
+    /// The round of the (latest) block that needs the digest: the request lives as long as
+    /// that block may still commit. (The latest committed round at registration, used before,
+    /// is stale on a node that catches up and dropped requests it still needed.)
     round: Round,
     last_sent: Instant,
+    /// Requests sent so far, the one to the author included.
+    attempts: u32,
     /// Dropping it stops the digest's wait on the store.
     _cancel: oneshot::Sender<()>,
 }
@@ -40,7 +53,7 @@ struct PendingRequest {
 pub struct Synchronizer {
     name: PublicKey,
     committee: Committee,
-    store: Store,
+    store: BatchStore,
     gc_depth: Round,
     sync_retry_delay: Duration,
     sync_retry_nodes: usize,
@@ -56,7 +69,7 @@ impl Synchronizer {
     pub fn spawn(
         name: PublicKey,
         committee: Committee,
-        store: Store,
+        store: BatchStore,
         gc_depth: Round,
         sync_retry_delay: Duration,
         sync_retry_nodes: usize,
@@ -82,14 +95,14 @@ impl Synchronizer {
         // Each future resolves with its digest and whether the batch arrived (else cancelled).
         let mut waiting = FuturesUnordered::new();
         let resolution =
-            (self.sync_retry_delay / 4).clamp(Duration::from_millis(1), MAX_TIMER_RESOLUTION);
+            (self.first_retry() / 4).clamp(Duration::from_millis(1), MAX_TIMER_RESOLUTION);
         let mut timer = interval(resolution);
         timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 message = self.rx_consensus.recv() => match message {
-                    Some(ConsensusMempoolMessage::Synchronize(digests, author)) => {
-                        for (digest, cancelled) in self.synchronize(digests, author).await {
+                    Some(ConsensusMempoolMessage::Synchronize(digests, author, round)) => {
+                        for (digest, cancelled) in self.synchronize(digests, author, round).await {
                             waiting.push(wait_for_batch(self.store.clone(), digest, cancelled));
                         }
                     }
@@ -112,20 +125,29 @@ impl Synchronizer {
         &mut self,
         digests: Vec<Digest>,
         author: PublicKey,
+        round: Round,
     ) -> Vec<(Digest, oneshot::Receiver<()>)> {
         let now = Instant::now();
         let mut missing = Vec::new();
         let mut waits = Vec::new();
         for digest in digests {
-            if self.pending.contains_key(&digest) || self.store.contains(&digest) {
+            // A failed read counts as missing: asking for a batch we hold costs one reply.
+            let held = self.store.contains(&digest).unwrap_or(false);
+            if held {
+                continue;
+            }
+            if let Some(request) = self.pending.get_mut(&digest) {
+                // Needed by a later block too: keep asking as long as that one may commit.
+                request.round = request.round.max(round);
                 continue;
             }
             let (cancel, cancelled) = oneshot::channel();
             self.pending.insert(
                 digest,
                 PendingRequest {
-                    round: self.round,
+                    round,
                     last_sent: now,
+                    attempts: 1,
                     _cancel: cancel,
                 },
             );
@@ -156,30 +178,54 @@ impl Synchronizer {
         waits
     }
 
-    /// Re-requests every digest whose last request is older than the retry delay.
+    /// The delay before the first retry.
+    fn first_retry(&self) -> Duration {
+        (self.sync_retry_delay / 10).clamp(MIN_FIRST_RETRY, MAX_FIRST_RETRY)
+    }
+
+    /// Re-requests every digest whose delay since its last request has passed: the first retry
+    /// from `sync_retry_nodes` random peers (any of them likely holds it, and each that does
+    /// sends it), later ones from every peer.
     async fn retry(&mut self) {
         let now = Instant::now();
-        let mut due = Vec::new();
+        let (mut some, mut all) = (Vec::new(), Vec::new());
+        let (first, max) = (self.first_retry(), self.sync_retry_delay);
         for (digest, request) in &mut self.pending {
-            if now.duration_since(request.last_sent) >= self.sync_retry_delay {
-                request.last_sent = now;
-                due.push(*digest);
+            if now.duration_since(request.last_sent) < delay_after(request.attempts, first, max) {
+                continue;
+            }
+            request.last_sent = now;
+            request.attempts = request.attempts.saturating_add(1);
+            if request.attempts == 2 {
+                some.push(*digest);
+            } else {
+                all.push(*digest);
             }
         }
-        if due.is_empty() {
-            return;
+        if !some.is_empty() {
+            debug!(
+                "asking {} peers for {} missing batches",
+                self.sync_retry_nodes,
+                some.len()
+            );
+            for chunk in some.chunks(MAX_DIGESTS_PER_REQUEST) {
+                let request = MempoolMessage::encode_request(chunk, &self.name);
+                self.network
+                    .lucky_broadcast(self.peers(), request, self.sync_retry_nodes)
+                    .await;
+            }
         }
-        debug!("retrying requests for {} missing batches", due.len());
-        for chunk in due.chunks(MAX_DIGESTS_PER_REQUEST) {
-            let request = MempoolMessage::encode_request(chunk, &self.name);
-            self.network
-                .lucky_broadcast(self.peers(), request, self.sync_retry_nodes)
-                .await;
+        if !all.is_empty() {
+            debug!("asking every peer for {} missing batches", all.len());
+            for chunk in all.chunks(MAX_DIGESTS_PER_REQUEST) {
+                let request = MempoolMessage::encode_request(chunk, &self.name);
+                self.network.broadcast(self.peers(), request).await;
+            }
         }
     }
 
-    /// Forgets requests registered more than `gc_depth` rounds before `round`: blocks that old
-    /// are committed or abandoned, and the core no longer waits for their batches.
+    /// Forgets requests for blocks more than `gc_depth` rounds older than `round`: they are
+    /// committed or abandoned, and the core no longer waits for their batches.
     fn cleanup(&mut self, round: Round) {
         // Waits cancelled by the previous cleanup have been dropped by now; their entries in
         // the store's waiter lists can go.
@@ -199,13 +245,21 @@ impl Synchronizer {
     }
 }
 
+/// The delay after the `attempts`-th request of a digest: `first` after the author's and after
+/// the first retry (so every peer is asked within twice `first`), then doubling, at most `max`
+/// (and never below `first`).
+fn delay_after(attempts: u32, first: Duration, max: Duration) -> Duration {
+    let doublings = attempts.saturating_sub(2).min(16);
+    first.saturating_mul(1 << doublings).min(max.max(first))
+}
+
 async fn wait_for_batch(
-    store: Store,
+    store: BatchStore,
     digest: Digest,
     cancelled: oneshot::Receiver<()>,
 ) -> (Digest, bool) {
     tokio::select! {
-        batch = store.notify_read(digest) => (digest, batch.is_some()),
+        batch = store.notify_read(digest) => (digest, batch.is_ok()),
         _ = cancelled => (digest, false),
     }
 }
@@ -274,14 +328,22 @@ mod tests {
     }
 
     /// Node 0 runs the synchronizer; the others are fake peers.
-    fn start(peers: &Peers, store: &Store) -> mpsc::Sender<ConsensusMempoolMessage> {
+    fn start(peers: &Peers, store: &BatchStore) -> mpsc::Sender<ConsensusMempoolMessage> {
+        start_with(peers, store, RETRY)
+    }
+
+    fn start_with(
+        peers: &Peers,
+        store: &BatchStore,
+        retry: Duration,
+    ) -> mpsc::Sender<ConsensusMempoolMessage> {
         let (tx, rx) = mpsc::channel(8);
         Synchronizer::spawn(
             peers.names[0],
             peers.committee.clone(),
             store.clone(),
             GC_DEPTH,
-            RETRY,
+            retry,
             3,
             rx,
             SimpleSender::new(),
@@ -296,12 +358,55 @@ mod tests {
             .expect("fake peers alive")
     }
 
+    /// A withholding author must not strand us for `sync_retry_delay` (10 s by default, longer
+    /// than peers keep batches at speed): every other peer is asked within a fraction of it.
+    #[tokio::test]
+    async fn escalates_to_every_peer_long_before_the_retry_delay() {
+        let mut peers = peers(4).await;
+        let store = crate::store::Store::new().batches();
+        let (tx, rx) = mpsc::channel(8);
+        Synchronizer::spawn(
+            peers.names[0],
+            peers.committee.clone(),
+            store.clone(),
+            GC_DEPTH,
+            Duration::from_secs(10),
+            1,
+            rx,
+            SimpleSender::new(),
+        );
+        let missing = Digest::of(b"withheld");
+        let (me, author) = (peers.names[0], peers.names[1]);
+        tx.send(ConsensusMempoolMessage::Synchronize(
+            vec![missing],
+            author,
+            1,
+        ))
+        .await
+        .expect("send");
+        assert_eq!(next_request(&mut peers).await, (1, vec![missing], me));
+        let mut asked = std::collections::BTreeSet::new();
+        tokio::time::timeout(Duration::from_secs(3), async {
+            while asked.len() < 2 {
+                let (peer, digests, _) = next_request(&mut peers).await;
+                assert_eq!(digests, vec![missing]);
+                if peer != 1 {
+                    asked.insert(peer);
+                }
+            }
+        })
+        .await
+        .expect("every other peer asked within 3 s");
+    }
+
     #[tokio::test]
     async fn asks_the_author_then_retries_with_other_peers() {
         let mut peers = peers(4).await;
-        let store = Store::new();
+        let store = crate::store::Store::new().batches();
         let held = Digest::of(b"held");
-        store.write(held, Bytes::from_static(b"batch"));
+        store
+            .write(held, Bytes::from_static(b"batch"))
+            .expect("write");
         let tx = start(&peers, &store);
         let missing = Digest::of(b"missing");
         let (me, author) = (peers.names[0], peers.names[1]);
@@ -310,17 +415,19 @@ mod tests {
         tx.send(ConsensusMempoolMessage::Synchronize(
             vec![held, missing],
             author,
+            1,
         ))
         .await
         .expect("send");
         // Only the missing digest, and first to the author alone.
         assert_eq!(next_request(&mut peers).await, (1, vec![missing], me));
 
-        // After the delay, the three other authorities (sync_retry_nodes = 3) are asked again.
+        // After the first retry delay (a tenth of the retry delay), the three other authorities
+        // (sync_retry_nodes = 3) are asked again.
         let mut asked = Vec::new();
         for _ in 0..3 {
             let (peer, digests, requestor) = next_request(&mut peers).await;
-            assert!(start.elapsed() >= RETRY, "retried before the delay");
+            assert!(start.elapsed() >= RETRY / 10, "retried before the delay");
             assert_eq!((digests, requestor), (vec![missing], me));
             asked.push(peer);
         }
@@ -331,8 +438,9 @@ mod tests {
     #[tokio::test]
     async fn stops_asking_for_arrived_or_collected_batches() {
         let mut peers = peers(4).await;
-        let store = Store::new();
-        let tx = start(&peers, &store);
+        let store = crate::store::Store::new().batches();
+        // First retry after 300 ms: the requests below are all sent before any retry.
+        let tx = start_with(&peers, &store, Duration::from_secs(3));
         let (me, author) = (peers.names[0], peers.names[1]);
         let (arrives, collected, still_missing) =
             (Digest::of(b"a"), Digest::of(b"b"), Digest::of(b"c"));
@@ -340,6 +448,7 @@ mod tests {
         tx.send(ConsensusMempoolMessage::Synchronize(
             vec![arrives, collected],
             author,
+            0,
         ))
         .await
         .expect("send");
@@ -347,14 +456,17 @@ mod tests {
             next_request(&mut peers).await,
             (1, vec![arrives, collected], me)
         );
-        store.write(arrives, Bytes::from_static(b"batch"));
-        // `collected` was registered at round 0: past the gc depth at GC_DEPTH + 1.
+        store
+            .write(arrives, Bytes::from_static(b"batch"))
+            .expect("write");
+        // `collected` was needed by a block of round 0: past the gc depth at GC_DEPTH + 1.
         tx.send(ConsensusMempoolMessage::Cleanup(GC_DEPTH + 1))
             .await
             .expect("send");
         tx.send(ConsensusMempoolMessage::Synchronize(
             vec![still_missing],
             author,
+            GC_DEPTH + 1,
         ))
         .await
         .expect("send");

@@ -29,7 +29,7 @@ fn free_addresses(n: usize) -> Vec<SocketAddr> {
 
 struct Node {
     name: PublicKey,
-    store: Store,
+    store: crate::store::BatchStore,
     metrics: Arc<MempoolMetrics>,
     tx_consensus_messages: mpsc::Sender<ConsensusMempoolMessage>,
     digests: mpsc::Receiver<Digest>,
@@ -71,7 +71,7 @@ async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<N
         .expect("mempool starts");
         nodes.push(Node {
             name,
-            store,
+            store: store.batches(),
             metrics,
             tx_consensus_messages,
             digests,
@@ -111,7 +111,11 @@ async fn one_client_four_mempools() {
     timeout(DEADLINE, async {
         while sealed < total {
             let digest = nodes[0].digests.recv().await.expect("mempool alive");
-            let bytes = nodes[0].store.read(&digest).expect("own batch stored");
+            let bytes = nodes[0]
+                .store
+                .read(&digest)
+                .expect("readable")
+                .expect("own batch stored");
             sealed += Batch::parse(bytes).expect("valid").tx_count();
             digests.push(digest);
         }
@@ -136,6 +140,7 @@ async fn one_client_four_mempools() {
             .send(ConsensusMempoolMessage::Synchronize(
                 digests.clone(),
                 author,
+                1,
             ))
             .await
             .expect("synchronizer alive");
