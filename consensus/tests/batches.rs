@@ -561,7 +561,7 @@ fn partitioned_node_catches_up_on_every_batch_it_missed() {
 
     partition.set(true);
     let round = nodes[0].round();
-    let sealed = |n: &TestNode| n.handle.mempool.sealed_batches.load(Ordering::Relaxed);
+    let sealed = |n: &TestNode| n.mempool.sealed_batches.load(Ordering::Relaxed);
     let sealed_before: Vec<u64> = nodes[..3].iter().map(sealed).collect();
     wait_until(
         "the others to run far past the GC depth",

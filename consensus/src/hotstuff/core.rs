@@ -790,6 +790,8 @@ mod tests {
     async fn blocks_below_the_gc_window_are_pruned() {
         let parameters = Parameters {
             gc_depth: 10,
+            // Rounds alone decide here; the time half of the window has its own test.
+            gc_retention_ms: 0,
             ..Parameters::default()
         };
         let mut h = harness(parameters);
@@ -798,18 +800,36 @@ mod tests {
             h.core.handle_proposal(block.clone()).await.expect("valid");
         }
         assert_eq!(h.committed().last(), Some(&98));
+        let blocks = h.core.store.blocks();
         // Kept: the last committed block, `gc_depth` rounds below it, and the two uncommitted.
-        assert!(
-            h.core.store.len() <= 10 + 3,
-            "{} blocks",
-            h.core.store.len()
-        );
-        assert!(h.core.store.contains(&chain[99].digest()));
-        assert!(!h.core.store.contains(&chain[0].digest()));
+        let kept = blocks.len();
+        assert!(kept <= 10 + 3, "{kept} blocks");
+        assert!(blocks.contains(&chain[99].digest()).expect("read"));
+        assert!(!blocks.contains(&chain[0].digest()).expect("read"));
         // Nor is a late block of a pruned round stored again.
         let stale = h.block(Some(&chain[9]), 11, vec![]);
         let _ = h.core.handle_proposal(stale.clone()).await;
-        assert!(!h.core.store.contains(&stale.digest()));
+        assert!(!blocks.contains(&stale.digest()).expect("read"));
+    }
+
+    /// Blocks stay as long as their batches (`GcWindow`: rounds *and* time), so a node that
+    /// lagged more than `gc_depth` rounds but came back within the time can still fetch both.
+    #[tokio::test]
+    async fn blocks_within_the_retention_time_are_kept() {
+        let parameters = Parameters {
+            gc_depth: 10,
+            gc_retention_ms: 60_000,
+            ..Parameters::default()
+        };
+        let mut h = harness(parameters);
+        let chain = h.chain(None, 1, 100);
+        for block in &chain {
+            h.core.handle_proposal(block.clone()).await.expect("valid");
+        }
+        assert_eq!(h.committed().last(), Some(&98));
+        let blocks = h.core.store.blocks();
+        assert!(blocks.contains(&chain[0].digest()).expect("read"));
+        assert_eq!(blocks.len(), 100);
     }
 
     /// Issue 12 item 7: with more than f Byzantine members (here the test signs with three of
