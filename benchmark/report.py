@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .summary import LatencyStats, StageRow, Summary, Throughput
+from .stats import LatencyStats
+from .summary import StageRow, Summary, Throughput
 
 RULE = "-" * 78
 

@@ -22,15 +22,17 @@ queue maxima and invalid/failed/dropped counts take the worst node.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from .counters import Window, in_window, last_number, rate
 from .errors import HarnessError
 from .json_path import number
 from .metrics import ProcessMetrics, Record, RunMetrics
+from .samples import first_sends, sample_events
+from .stats import LatencyStats, maximum, mean
 
 WARMUP_FRACTION = 0.1
 # Rule thresholds of `find_bottleneck` (shares of the window's wall time or of a rate).
@@ -47,40 +49,6 @@ STAGE_ORDER = ("consensus", "generator", "decoder", "verifier", "executor")
 
 class SummaryError(HarnessError):
     """The logs hold too little to summarise a run."""
-
-
-@dataclass(frozen=True)
-class Window:
-    start_ms: float
-    end_ms: float
-    load_start_ms: float
-
-    @property
-    def seconds(self) -> float:
-        return (self.end_ms - self.start_ms) / 1000.0
-
-    def contains(self, t_ms: float) -> bool:
-        return self.start_ms <= t_ms <= self.end_ms
-
-
-@dataclass(frozen=True)
-class LatencyStats:
-    count: int
-    mean_ms: float | None
-    p50_ms: float | None
-    p99_ms: float | None
-
-    @classmethod
-    def of(cls, values: Iterable[float]) -> LatencyStats:
-        ordered = sorted(values)
-        if not ordered:
-            return cls(0, None, None, None)
-        return cls(
-            count=len(ordered),
-            mean_ms=sum(ordered) / len(ordered),
-            p50_ms=percentile(ordered, 50),
-            p99_ms=percentile(ordered, 99),
-        )
 
 
 @dataclass(frozen=True)
@@ -167,63 +135,9 @@ class Summary:
 # Helpers over records.
 
 
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default) over sorted values."""
-    if not ordered:
-        raise ValueError("percentile of no values")
-    position = (len(ordered) - 1) * q / 100.0
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def value_at(records: Sequence[Record], path: Sequence[str], t_ms: float) -> float | None:
-    """A cumulative counter at time t_ms, linear between records and clamped at both ends."""
-    points = [(float(r["time_ms"]), v) for r in records if (v := number(r, path)) is not None]
-    if not points:
-        return None
-    if t_ms <= points[0][0]:
-        return points[0][1]
-    for (t0, v0), (t1, v1) in pairwise(points):
-        if t0 <= t_ms <= t1:
-            return v0 if t1 == t0 else v0 + (v1 - v0) * (t_ms - t0) / (t1 - t0)
-    return points[-1][1]
-
-
-def rate(records: Sequence[Record], path: Sequence[str], window: Window) -> float | None:
-    """Per-second increase of a cumulative counter over the window."""
-    start = value_at(records, path, window.start_ms)
-    end = value_at(records, path, window.end_ms)
-    if start is None or end is None or window.seconds <= 0:
-        return None
-    return (end - start) / window.seconds
-
-
-def last_number(records: Sequence[Record], path: Sequence[str]) -> float | None:
-    for record in reversed(records):
-        value = number(record, path)
-        if value is not None:
-            return value
-    return None
-
-
 def _delta(before: Record, after: Record, path: Sequence[str]) -> float | None:
     start, end = number(before, path), number(after, path)
     return None if start is None or end is None else end - start
-
-
-def in_window(records: Sequence[Record], window: Window) -> list[Record]:
-    return [r for r in records if window.contains(r["time_ms"])]
-
-
-def mean(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
-
-
-def maximum(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
 
 
 def _int_or_none(value: float | None) -> int | None:
@@ -256,34 +170,14 @@ def sample_latencies(
     window: Window,
 ) -> tuple[list[float], int]:
     """End-to-end latencies of the samples sent in the window, and how many were sent."""
-    sent: dict[str, float] = {}
-    for client in clients:
-        for key, t_ms in _samples(client, None):
-            if window.contains(t_ms) and (key not in sent or t_ms < sent[key]):
-                sent[key] = t_ms
+    sent = {key: t_ms for key, t_ms in first_sends(clients).items() if window.contains(t_ms)}
     seen: dict[str, float] = {}
     for node in nodes:
-        for key, t_ms in _samples(node, event):
+        for key, t_ms in sample_events(node, event):
             if key not in seen or t_ms < seen[key]:
                 seen[key] = t_ms
     latencies = [seen[key] - t_ms for key, t_ms in sent.items() if key in seen]
     return latencies, len(sent)
-
-
-def _samples(process: ProcessMetrics, event: str | None) -> Iterable[tuple[str, float]]:
-    """(id, time) of a process's well-formed samples, of one event kind for nodes."""
-    for record in process.records:
-        samples = record.get("samples")
-        if not isinstance(samples, list):
-            continue
-        for sample in samples:
-            if not isinstance(sample, dict) or "id" not in sample:
-                continue
-            if event is not None and sample.get("event") != event:
-                continue
-            t_ms = sample.get("t_ms")
-            if isinstance(t_ms, int | float) and not isinstance(t_ms, bool):
-                yield str(sample["id"]), float(t_ms)
 
 
 def consensus_throughput(nodes: Sequence[ProcessMetrics], window: Window) -> Throughput:
