@@ -18,6 +18,8 @@ from pathlib import Path
 FOLDED = "profile.folded"
 FLAMEGRAPH = "flamegraph.svg"
 TOP = 15
+# A profiled process writes its flame graph after SIGTERM: it gets this long before SIGKILL.
+PROFILE_GRACE = 60.0
 
 
 @dataclass(frozen=True)
