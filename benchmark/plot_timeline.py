@@ -32,13 +32,14 @@ def timeline_figure(result: Result, directory: Path) -> Path | None:
         return None
     figure, axes = plt.subplots(len(QUANTITIES), 1, sharex=True, figsize=(7.0, 8.0))
     for panel, quantity in zip(axes, QUANTITIES, strict=True):
-        for stage, series in sorted(stages.items()):
+        # One colour per stage in every panel.
+        for colour, (stage, series) in enumerate(sorted(stages.items())):
             values = series.get(quantity) if isinstance(series, dict) else None
             if not isinstance(values, list) or all(v is None for v in values):
                 continue
             # A missing second is a gap in the line, not a zero.
             points = [float("nan") if v is None else float(v) for v in values]
-            panel.plot(seconds[: len(points)], points, marker=".", label=stage)
+            panel.plot(seconds[: len(points)], points, marker=".", label=stage, color=f"C{colour}")
         panel.set_ylabel(LABELS[quantity])
         panel.grid(True, alpha=0.3)
         if panel.get_legend_handles_labels()[0]:
