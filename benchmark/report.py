@@ -114,7 +114,7 @@ def render_summary(summary: Summary) -> str:
     for section in (
         hops_section(summary.hops, remote),
         resources_section(summary.resources),
-        projection_section(summary.projection) if summary.mode != "hotstuff" else [],
+        projection_section(summary.projection),
         cost_section(summary.cost),
         profile_section(summary.profile),
     ):
