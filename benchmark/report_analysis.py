@@ -41,7 +41,8 @@ def _role(label: str, usage: RoleUsage, per: str) -> str:
 def resources_section(used: Resources | None) -> list[str]:
     if used is None:
         return []
-    lines = [" + RESOURCES:", _role("nodes", used.nodes, "node")]
+    node = used.node_role
+    lines = [" + RESOURCES:", _role("nodes" if node == "node" else node, used.nodes, node)]
     if used.clients.processes:
         lines.append(_role("clients", used.clients, "client"))
     for machine in used.machines:
@@ -72,7 +73,8 @@ def cost_section(cost: Cost | None) -> list[str]:
     if cost is None:
         return []
     return [
-        f" + COST ({cost.instances} instances at ${cost.usd_per_hour:g}/h):"
+        f" + COST ({cost.instances} instance{'s' if cost.instances > 1 else ''}"
+        f" at ${cost.usd_per_hour:g}/h each):"
         f" ${number(cost.usd_per_million_tx, 4)} per million tx,"
         f" {number(cost.tx_per_usd)} tx per USD",
     ]

@@ -56,6 +56,8 @@ class Resources:
     nodes: RoleUsage
     clients: RoleUsage
     machines: tuple[Machine, ...]
+    # What `nodes` are: the nodes, or the one movevm process.
+    node_role: str = "node"
     # Per process (log name): t_s (seconds since the load started), cpu_cores, rss_mib.
     series: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
@@ -134,6 +136,7 @@ def resources(
 ) -> Resources:
     nodes = run.nodes or run.movevm
     return Resources(
+        node_role="node" if run.nodes else "movevm",
         nodes=role_usage(nodes, window),
         clients=role_usage(run.clients, window),
         machines=machines(run, window, local_cores, hosts),
