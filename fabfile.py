@@ -89,7 +89,10 @@ def _guard(action: Callable[[], T]) -> T:
         raise Exit("Interrupted; every process was stopped.", code=130) from error
 
 
+# Long flags only: local and remote take more flags than there are letters, and invoke's automatic
+# short flags then end in an empty one (`--=STRING` in --help).
 @task(
+    auto_shortflags=False,
     help={
         **_bench_help(),
         "base_port": "first port of node 0",
@@ -99,7 +102,7 @@ def _guard(action: Callable[[], T]) -> T:
         "logs": "directory of the runs' log directories",
         "results": "directory of the saved results (one JSON per run)",
         "binaries": "directory holding node and client (default: target/release)",
-    }
+    },
 )
 def local(
     c: Context,
@@ -261,6 +264,7 @@ def install(c: Context, skip_toolchain: bool = False, settings: str = "settings.
 
 
 @task(
+    auto_shortflags=False,
     help={
         **_bench_help(REMOTE_DEFAULTS),
         "rates": "the same as --rate (its older spelling)",
@@ -268,7 +272,7 @@ def install(c: Context, skip_toolchain: bool = False, settings: str = "settings.
         **ANALYSIS_FLAGS,
         "settings": "settings file",
         "build": "build locally first (keys, genesis)",
-    }
+    },
 )
 def remote(
     c: Context,
