@@ -25,9 +25,17 @@ from invoke import Context
 from invoke.exceptions import Exit
 
 from benchmark import sweep
+from benchmark.analysis_options import AnalysisOptions
 from benchmark.config import REMOTE_DEFAULTS, ConfigError
 from benchmark.errors import HarnessError
-from benchmark.flags import default_text, either, int_list, optional_int, sweep_from_flags
+from benchmark.flags import (
+    default_text,
+    either,
+    int_list,
+    optional_float,
+    optional_int,
+    sweep_from_flags,
+)
 from benchmark.local import DEFAULT_BASE_PORT, LocalBench
 from benchmark.local import build as cargo_build
 from benchmark.processes import Interrupted
@@ -51,9 +59,19 @@ BENCH_FLAGS = {
     "batch_size": "mempool batch size (bytes)",
     "batch_delay": "max batch delay (ms)",
     "verifier_threads": "verifier threads per node (the node uses every core unless set)",
+    "channel_capacity": "capacity of every channel between actors and stages",
+    "executor_delay_us": "TEST ONLY: the executor busy-spins N µs per transaction (a bottleneck)",
     "accounts": "genesis accounts (movevm: accounts of the run)",
     "runs": "how many times to repeat each configuration",
     "invalid_share": "share of transactions with a bad signature (crypto modes)",
+}
+
+
+# Flags of `fab local` and `fab remote` that change how a run is analysed, not what it runs.
+ANALYSIS_FLAGS = {
+    "profile": "profile every node (flame graph and folded stacks in the logs; top functions)",
+    "project_cores": "cores of the node the capacity projection is for (default 4)",
+    "instance_price": "USD per hour of one instance (remote: settings' prices_usd_per_hour)",
 }
 
 
@@ -71,16 +89,20 @@ def _guard(action: Callable[[], T]) -> T:
         raise Exit("Interrupted; every process was stopped.", code=130) from error
 
 
+# Long flags only: local and remote take more flags than there are letters, and invoke's automatic
+# short flags then end in an empty one (`--=STRING` in --help).
 @task(
+    auto_shortflags=False,
     help={
         **_bench_help(),
         "base_port": "first port of node 0",
         "prometheus_port": "serve GET /metrics: node i at 127.0.0.1:P+i, client j at P+nodes+j",
+        **ANALYSIS_FLAGS,
         "build": "run `cargo build --release` first",
         "logs": "directory of the runs' log directories",
         "results": "directory of the saved results (one JSON per run)",
         "binaries": "directory holding node and client (default: target/release)",
-    }
+    },
 )
 def local(
     c: Context,
@@ -93,11 +115,16 @@ def local(
     batch_size: str | None = None,
     batch_delay: str | None = None,
     verifier_threads: str | None = None,
+    channel_capacity: str | None = None,
+    executor_delay_us: str | None = None,
     accounts: str | None = None,
     runs: str | None = None,
     invalid_share: str | None = None,
     base_port: int = DEFAULT_BASE_PORT,
     prometheus_port: str | None = None,
+    profile: bool = False,
+    project_cores: str | None = None,
+    instance_price: str | None = None,
     build: bool = True,
     logs: str = "logs",
     results: str = "results",
@@ -117,6 +144,8 @@ def local(
                 "batch_size": batch_size,
                 "batch_delay": batch_delay,
                 "verifier_threads": verifier_threads,
+                "channel_capacity": channel_capacity,
+                "executor_delay_us": executor_delay_us,
                 "accounts": accounts,
                 "runs": runs,
                 "invalid_share": invalid_share,
@@ -129,10 +158,25 @@ def local(
             results_dir=ROOT / results,
             binaries=ROOT / binaries if binaries else None,
             prometheus_port=optional_int(prometheus_port, "prometheus_port"),
+            profile=profile,
+            analysis=_analysis(project_cores, instance_price),
         )
         sweep.run_sweep(points, runner, sys.stdout, before_runs=runner.build if build else None)
 
     _guard(action)
+
+
+def _analysis(
+    project_cores: str | None, instance_price: str | None, settings_price: float | None = None
+) -> AnalysisOptions:
+    """`--project-cores` (default: the projection's own) and `--instance-price` (remote: the
+    settings' price of the instance type unless given)."""
+    cores = optional_int(project_cores, "project_cores")
+    price = optional_float(instance_price, "instance_price")
+    return AnalysisOptions(
+        project_cores=cores if cores is not None else AnalysisOptions().project_cores,
+        instance_price=price if price is not None else settings_price,
+    )
 
 
 def _settings(path: str) -> Settings:
@@ -182,7 +226,12 @@ def info(c: Context, settings: str = "settings.json") -> None:
     _guard(lambda: print(_manager(settings).info()))
 
 
-def _remote_bench(settings_path: str, prometheus_port: int | None = None) -> RemoteBench:
+def _remote_bench(
+    settings_path: str,
+    prometheus_port: int | None = None,
+    profile: bool = False,
+    analysis: Callable[[Settings], AnalysisOptions] | None = None,
+) -> RemoteBench:
     settings = _settings(settings_path)
     hosts = select_hosts(_manager(settings_path).hosts(), settings.ssh_user)
     return RemoteBench(
@@ -193,6 +242,8 @@ def _remote_bench(settings_path: str, prometheus_port: int | None = None) -> Rem
         logs_dir=ROOT / "logs",
         results_dir=ROOT / "results",
         prometheus_port=prometheus_port,
+        profile=profile,
+        analysis=analysis(settings) if analysis is not None else None,
     )
 
 
@@ -213,13 +264,15 @@ def install(c: Context, skip_toolchain: bool = False, settings: str = "settings.
 
 
 @task(
+    auto_shortflags=False,
     help={
         **_bench_help(REMOTE_DEFAULTS),
         "rates": "the same as --rate (its older spelling)",
         "prometheus_port": "serve GET /metrics: nodes on 0.0.0.0:P, clients on 0.0.0.0:P+1",
+        **ANALYSIS_FLAGS,
         "settings": "settings file",
         "build": "build locally first (keys, genesis)",
-    }
+    },
 )
 def remote(
     c: Context,
@@ -233,10 +286,15 @@ def remote(
     batch_size: str | None = None,
     batch_delay: str | None = None,
     verifier_threads: str | None = None,
+    channel_capacity: str | None = None,
+    executor_delay_us: str | None = None,
     accounts: str | None = None,
     runs: str | None = None,
     invalid_share: str | None = None,
     prometheus_port: str | None = None,
+    profile: bool = False,
+    project_cores: str | None = None,
+    instance_price: str | None = None,
     settings: str = "settings.json",
     build: bool = True,
 ) -> None:
@@ -254,6 +312,8 @@ def remote(
                 "batch_size": batch_size,
                 "batch_delay": batch_delay,
                 "verifier_threads": verifier_threads,
+                "channel_capacity": channel_capacity,
+                "executor_delay_us": executor_delay_us,
                 "accounts": accounts,
                 "runs": runs,
                 "invalid_share": invalid_share,
@@ -263,7 +323,12 @@ def remote(
         if points[0].mode == "movevm":
             raise ConfigError("movevm runs in one process: use `fab local --mode=movevm`")
         metrics_port = optional_int(prometheus_port, "prometheus_port")
-        with _remote_bench(settings, metrics_port) as runner:
+        with _remote_bench(
+            settings,
+            metrics_port,
+            profile,
+            lambda s: _analysis(project_cores, instance_price, s.instance_price),
+        ) as runner:
             sweep.run_sweep(
                 points,
                 runner,

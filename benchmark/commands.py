@@ -21,7 +21,9 @@ def node_command(
     genesis: str | None,
     bench: BenchParameters,
     prometheus: str | None = None,
+    profile: str | None = None,
 ) -> list[str]:
+    """`profile`: the directory the node writes its flame graph and folded stacks to on exit."""
     command = [
         binary,
         "run",
@@ -37,7 +39,9 @@ def node_command(
     command += ["--mode", bench.mode]
     if bench.mode in CRYPTO_MODES and bench.verifier_threads is not None:
         command += ["--verifier-threads", str(bench.verifier_threads)]
-    return command + _prometheus(prometheus)
+    if bench.executor_delay_us is not None:
+        command += ["--executor-delay-us", str(bench.executor_delay_us)]
+    return command + _prometheus(prometheus) + _profile(profile)
 
 
 def client_command(
@@ -80,7 +84,9 @@ def client_command(
     return command + _prometheus(prometheus)
 
 
-def movevm_command(binary: str, bench: BenchParameters, prometheus: str | None = None) -> list[str]:
+def movevm_command(
+    binary: str, bench: BenchParameters, prometheus: str | None = None, profile: str | None = None
+) -> list[str]:
     """The standalone Move VM run: one process, a generator thread feeding the decoder and executor
     stages a node runs."""
     command = [
@@ -96,8 +102,12 @@ def movevm_command(binary: str, bench: BenchParameters, prometheus: str | None =
     # node's channels; otherwise the client keeps its own default.
     if bench.node.channel_capacity is not None:
         command += ["--channel-capacity", str(bench.node.channel_capacity)]
-    return command + _prometheus(prometheus)
+    return command + _prometheus(prometheus) + _profile(profile)
 
 
 def _prometheus(address: str | None) -> list[str]:
     return [] if address is None else ["--prometheus", address]
+
+
+def _profile(directory: str | None) -> list[str]:
+    return [] if directory is None else ["--profile", directory]

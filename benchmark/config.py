@@ -46,6 +46,9 @@ class BenchParameters:
     duration: int = 10
     # A flag of `node run`, not a parameters field; None: the node's default (every core).
     verifier_threads: int | None = None
+    # Test only (a flag of `node run`): the executor busy-spins this many µs per transaction, so
+    # it becomes the bottleneck on purpose (the injected-bottleneck tests). None: no delay.
+    executor_delay_us: int | None = None
     accounts: int = 10_000
     balance: int = 1_000_000_000
     invalid_share: float = 0.0
@@ -67,6 +70,13 @@ class BenchParameters:
                 raise ConfigError(f"{name} must be positive, got {value}")
         if self.verifier_threads is not None and self.verifier_threads <= 0:
             raise ConfigError(f"verifier_threads must be positive, got {self.verifier_threads}")
+        if self.executor_delay_us is not None:
+            if self.executor_delay_us < 0:
+                raise ConfigError(
+                    f"executor_delay_us must not be negative, got {self.executor_delay_us}"
+                )
+            if self.mode not in CRYPTO_MODES:
+                raise ConfigError(f"executor_delay_us needs an executor: mode {self.mode} has none")
         if not 0.0 <= self.invalid_share <= 1.0:
             raise ConfigError(f"invalid_share must be in [0, 1], got {self.invalid_share}")
         if self.mode in NODE_MODES:

@@ -66,6 +66,16 @@ def optional_int(value: object, flag: str) -> int | None:
         raise FlagError(f"{flag_name(flag)} must be an integer, got {value!r}") from error
 
 
+def optional_float(value: object, flag: str) -> float | None:
+    """A number flag that is off unless given (`--instance-price`)."""
+    if value is None:
+        return None
+    try:
+        return float(str(value))
+    except ValueError as error:
+        raise FlagError(f"{flag_name(flag)} must be a number, got {value!r}") from error
+
+
 def either(value: object, alias: object, name: str, alias_name: str) -> object:
     """The value of a flag that has an alias; giving both is a mistake worth naming."""
     if value is not None and alias is not None:

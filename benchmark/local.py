@@ -3,11 +3,14 @@
 Node i listens on base+3i (consensus), base+3i+1 (mempool) and base+3i+2 (transactions). The last
 `faults` nodes of the committee and their clients are never booted. Each process writes stdout
 (METRICS) and stderr (prose) to `<logs>/<run>/node-i.log` or `client-i.log`, and with a
-`prometheus_port` also serves `GET /metrics` (addresses in `prometheus.py`).
+`prometheus_port` also serves `GET /metrics` (addresses in `prometheus.py`). With `profile`, node i
+(or the movevm process) writes its flame graph and folded stacks to `<logs>/<run>/profile-node-i/`
+when it stops. The summary knows this machine's cores (`os.cpu_count()`) for its CPU verdict.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -17,10 +20,12 @@ from pathlib import Path
 from typing import TextIO
 
 from .analysis import finish_run
+from .analysis_options import AnalysisOptions
 from .commands import client_command, movevm_command, node_command
 from .config import NODE_MODES, PORTS_PER_NODE, BenchParameters, Ports, RunFiles, write_run_files
 from .errors import HarnessError
 from .processes import DEFAULT_GRACE, ManagedProcess, ProcessSet, signals_interrupt
+from .profiles import PROFILE_GRACE
 from .progress import Progress
 from .prometheus import MAX_PORT, MetricsEndpoints, check_ports, local_endpoints
 from .summary import Summary
@@ -98,6 +103,9 @@ class LocalBench:
     prometheus_port: int | None = None
     out: TextIO = field(default_factory=lambda: sys.stdout)
     grace: float = DEFAULT_GRACE
+    # Nodes profile themselves (`node run --profile DIR`); see profiles.py.
+    profile: bool = False
+    analysis: AnalysisOptions = field(default_factory=AnalysisOptions)
     startup_timeout: float = STARTUP_TIMEOUT
 
     @property
@@ -161,7 +169,8 @@ class LocalBench:
         endpoints = self.metrics_endpoints(bench)
         if endpoints is not None:
             self.out.write(endpoints.describe())
-        with ProcessSet(self.grace) as processes:
+        grace = max(self.grace, PROFILE_GRACE) if self.profile else self.grace
+        with ProcessSet(grace) as processes:
             if bench.mode == "movevm":
                 self._run_movevm(bench, processes, log_dir)
             else:
@@ -171,7 +180,13 @@ class LocalBench:
             bench,
             self.results_dir or self.repo_root / "results",
             self.out,
-            extra={"run": index, "where": "local"},
+            extra={
+                "run": index,
+                "where": "local",
+                "cores": os.cpu_count(),
+                "profile": self.profile,
+            },
+            options=self.analysis,
         )
         return summary
 
@@ -189,7 +204,9 @@ class LocalBench:
         endpoints = self.metrics_endpoints(bench)
         nodes = [
             processes.start(
-                f"node-{i}", self._node_command(bench, files, i), log_dir / f"node-{i}.log"
+                f"node-{i}",
+                self._node_command(bench, files, i, log_dir),
+                log_dir / f"node-{i}.log",
             )
             for i in range(live)
         ]
@@ -216,7 +233,12 @@ class LocalBench:
         # Clients are done: stop the nodes so each prints its final METRICS line.
         processes.stop(nodes)
 
-    def _node_command(self, bench: BenchParameters, files: RunFiles, index: int) -> list[str]:
+    def _profile_dir(self, log_dir: Path, name: str) -> str | None:
+        return str(log_dir / f"profile-{name}") if self.profile else None
+
+    def _node_command(
+        self, bench: BenchParameters, files: RunFiles, index: int, log_dir: Path
+    ) -> list[str]:
         endpoints = self.metrics_endpoints(bench)
         return node_command(
             str(self.node_binary),
@@ -226,6 +248,7 @@ class LocalBench:
             genesis=str(files.genesis_file) if files.genesis_file else None,
             bench=bench,
             prometheus=endpoints.nodes[index].listen if endpoints else None,
+            profile=self._profile_dir(log_dir, f"node-{index}"),
         )
 
     def _run_movevm(self, bench: BenchParameters, processes: ProcessSet, log_dir: Path) -> None:
@@ -233,7 +256,9 @@ class LocalBench:
         prometheus = endpoints.clients[0].listen if endpoints else None
         process = processes.start(
             "movevm",
-            movevm_command(str(self.client_binary), bench, prometheus),
+            movevm_command(
+                str(self.client_binary), bench, prometheus, self._profile_dir(log_dir, "movevm")
+            ),
             log_dir / "movevm.log",
         )
         self._wait(bench, [process], watched=[], logs=[process.log_path])

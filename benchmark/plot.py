@@ -3,7 +3,9 @@
 * robustness: input rate -> end-to-end throughput, one line per committee (nodes, faults);
 * latency-throughput: end-to-end throughput -> p50 latency, one line per committee;
 * tps: best throughput per committee size among the points whose latency is under a cap;
-* batch sizes: histogram of transactions per batch, one series per stage.
+* batch sizes: histogram of transactions per batch, one series per stage;
+* timelines: per run, tx/s, CPU, queue length and blocked share of every stage over time
+  (`plot_timeline.py`, PNG only, in `timelines/`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from matplotlib.figure import Figure
 
 from . import results
 from .errors import HarnessError
+from .plot_timeline import timelines
 from .results import Point, Result
 
 DEFAULT_LATENCY_CAPS: tuple[int, ...] = (2_000, 5_000)
@@ -169,4 +172,5 @@ def plot_all(
         *latency_throughput(points, output_dir, mode),
         *tps(points, output_dir, mode, caps),
         *batch_histogram(items, output_dir, mode),
+        *timelines(items, output_dir / "timelines"),
     ]

@@ -4,7 +4,8 @@ the background, wait, stop, download the logs, and summarise exactly like a loca
 Layout on every host (paths relative to the login user's home directory):
     <repo name>/                  the repository; binaries in target/release/{node,client}
     hotmove-bench/                the current run: key, committee, parameters, genesis, bench.json
-    hotmove-bench/logs/           node-i.log, client-i.log (stdout and stderr of each process)
+    hotmove-bench/logs/           node-i.log, client-i.log (stdout and stderr of each process);
+                                  with --profile, profile-node-i/ (flame graph, folded stacks)
     hotmove-bench/pids/           <process>.pid, and <process>.exit (its exit code) once it ended
 
 Host i runs node i and client i. Processes are started with `setsid nohup ... &` so they survive
@@ -28,11 +29,13 @@ from fabric.exceptions import GroupException
 from invoke.exceptions import UnexpectedExit
 
 from .analysis import finish_run
+from .analysis_options import AnalysisOptions
 from .commands import client_command, node_command
 from .config import BenchParameters, RunFiles, host_slots, read_json, write_run_files
 from .errors import HarnessError
 from .metrics import MalformedLineError, Record, parse_line
 from .processes import DEFAULT_GRACE
+from .profiles import PROFILE_GRACE
 from .progress import describe
 from .prometheus import MetricsEndpoints, check_ports, remote_endpoints
 from .settings import Settings
@@ -213,6 +216,8 @@ class RemoteBench:
         connect_timeout: int = 10,
         poll_interval: float = POLL_INTERVAL,
         prometheus_port: int | None = None,
+        profile: bool = False,
+        analysis: AnalysisOptions | None = None,
     ) -> None:
         if not hosts:
             raise RemoteError("no hosts (are the instances running? see `fab info`)")
@@ -223,7 +228,10 @@ class RemoteBench:
         self.logs_dir = logs_dir
         self.results_dir = results_dir
         self.out = out or sys.stdout
-        self.grace = grace
+        # A profiled node writes its flame graph after SIGTERM, before the grace runs out.
+        self.grace = max(grace, PROFILE_GRACE) if profile else grace
+        self.profile = profile
+        self.analysis = analysis or AnalysisOptions()
         self.poll_interval = poll_interval
         # Nodes serve GET /metrics on this port, clients on the next (see prometheus.py).
         self.prometheus_port = prometheus_port
@@ -353,6 +361,8 @@ class RemoteBench:
                 genesis=genesis,
                 bench=bench,
                 prometheus=endpoints.nodes[index].listen if endpoints else None,
+                # Relative to the run directory, the processes' working directory.
+                profile=f"logs/profile-node-{index}" if self.profile else None,
             )
             self._run(index, bash(background_script(f"node-{index}", command)))
 
@@ -416,14 +426,22 @@ class RemoteBench:
         self._each(range(count), lambda i: self._run(i, bash(stop_script(pattern, self.grace))))
 
     def download(self, count: int, log_dir: Path) -> list[Path]:
-        """Fetch every log of the first `count` hosts into `log_dir`."""
+        """Fetch every log (and profile file) of the first `count` hosts into `log_dir`."""
         log_dir.mkdir(parents=True, exist_ok=True)
+        listing_command = (
+            f"cd {BENCH_DIR}/logs 2>/dev/null && ls -1 -d *.log profile-*/* 2>/dev/null || true"
+        )
 
         def fetch(index: int) -> list[Path]:
-            listing = self._run(index, f"cd {BENCH_DIR}/logs 2>/dev/null && ls -1 *.log || true")
+            listing = self._run(index, listing_command)
             fetched = []
             for name in listing.split():
-                target = log_dir / Path(name).name
+                # `node-0.log` or `profile-node-0/flamegraph.svg`: keep one directory level.
+                relative = Path(name)
+                if len(relative.parts) > 2 or ".." in relative.parts:
+                    continue
+                target = log_dir / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     self.connections[index].get(f"{BENCH_DIR}/logs/{name}", str(target))
                 except Exception as error:
@@ -473,7 +491,9 @@ class RemoteBench:
                 "run": index,
                 "where": "remote",
                 "hosts": [str(h) for h in self.hosts[: bench.nodes]],
+                "profile": self.profile,
             },
+            options=self.analysis,
         )
         return summary
 

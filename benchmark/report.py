@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from .summary import LatencyStats, StageRow, Summary, Throughput
+from .report_analysis import (
+    cost_section,
+    hops_section,
+    profile_section,
+    projection_section,
+    resources_section,
+)
+from .stats import LatencyStats
+from .summary import StageRow, Summary, Throughput
 
 RULE = "-" * 78
 
@@ -68,14 +76,15 @@ def _config(summary: Summary) -> list[str]:
 
 
 STAGE_HEADER = (
-    f"   {'stage':<10} {'tx/s':>10} {'busy':>5} {'blocked':>7} {'queue':>7} {'max q':>6}"
-    f" {'batch':>7} {'invalid':>8} {'failed':>7} {'dropped':>8}"
+    f"   {'stage':<10} {'tx/s':>10} {'cpu':>5} {'µs/tx':>7} {'busy':>5} {'blocked':>7}"
+    f" {'queue':>7} {'max q':>6} {'batch':>7} {'invalid':>8} {'failed':>7} {'dropped':>8}"
 )
 
 
 def _stage_row(row: StageRow) -> str:
     return (
-        f"   {row.name:<10} {_num(row.throughput):>10} {_share(row.busy_share):>5}"
+        f"   {row.name:<10} {_num(row.throughput):>10} {_num(row.cpu_cores, 2):>5}"
+        f" {_num(row.us_per_tx, 1):>7} {_share(row.busy_share):>5}"
         f" {_share(row.blocked_share):>7} {_num(row.queue_mean, 1):>7} {_num(row.queue_max):>6}"
         f" {_num(row.batch_size, 1):>7} {_num(row.invalid):>8} {_num(row.failed):>7}"
         f" {_num(row.dropped):>8}"
@@ -96,11 +105,21 @@ def render_summary(summary: Summary) -> str:
         ]
     lines += [
         "",
-        " + STAGES (busy: share of time working; blocked: on a full output channel;",
-        "   queue: mean/max length of the input channel):",
+        " + STAGES (cpu: cores used; µs/tx: CPU per transaction per node; busy: share of",
+        "   wall time working; blocked: on a full output channel; queue: mean/max input length):",
         STAGE_HEADER,
     ]
     lines += [_stage_row(row) for row in summary.stages]
+    remote = summary.config.get("where") == "remote"
+    for section in (
+        hops_section(summary.hops, remote),
+        resources_section(summary.resources),
+        projection_section(summary.projection),
+        cost_section(summary.cost),
+        profile_section(summary.profile),
+    ):
+        if section:
+            lines += ["", *section]
     bottleneck = summary.bottleneck
     lines += [
         "",
@@ -112,6 +131,7 @@ def render_summary(summary: Summary) -> str:
             "   "
             + ", ".join(f"{key} = {_evidence(key, v)}" for key, v in bottleneck.evidence.items())
         )
+    lines += [f"   {note}" for note in bottleneck.notes]
     malformed = summary.processes.get("malformed_lines", 0)
     if malformed:
         lines.append(f"   ({malformed} malformed METRICS lines skipped)")

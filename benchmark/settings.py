@@ -7,11 +7,14 @@ Example (see `benchmark/settings.example.json`):
       "instances": {"type": "m5d.8xlarge", "regions": ["us-east-1", "eu-west-1"],
                     "user": "ubuntu"},
       "ports": {"consensus": 8000, "mempool": 8001, "transactions": 8002},
-      "repo": {"name": "hotmove", "url": "https://github.com/OWNER/hotmove.git", "branch": "main"}
+      "repo": {"name": "hotmove", "url": "https://github.com/OWNER/hotmove.git", "branch": "main"},
+      "prices_usd_per_hour": {"m5d.8xlarge": 1.808}
     }
 
 `instances.image_name` / `instances.image_owner` select the AMI (default: Canonical's newest
-Ubuntu 22.04 amd64); `instances.disk_gb` sizes the root volume.
+Ubuntu 22.04 amd64); `instances.disk_gb` sizes the root volume. `prices_usd_per_hour` (optional)
+gives the on-demand price of instance types; the one of `instances.type` prices the runs (USD per
+million transactions in the summary), unless `fab remote --instance-price` overrides it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ class Settings:
     image_name: str = DEFAULT_IMAGE_NAME
     image_owner: str = CANONICAL_OWNER
     disk_gb: int = 200
+    # USD per hour of one instance of `instance_type`; None: not in the settings.
+    instance_price: float | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Settings:
@@ -86,6 +91,7 @@ class Settings:
             image_name=str(instances.get("image_name", DEFAULT_IMAGE_NAME)),
             image_owner=str(instances.get("image_owner", CANONICAL_OWNER)),
             disk_gb=int(instances.get("disk_gb", 200)),
+            instance_price=_price(data.get("prices_usd_per_hour"), str(instances.get("type"))),
         )
 
     @classmethod
@@ -101,3 +107,17 @@ class Settings:
         if not isinstance(data, dict):
             raise SettingsError(f"{path}: expected a JSON object")
         return cls.from_dict(data)
+
+
+def _price(prices: Any, instance_type: str) -> float | None:  # noqa: ANN401 - JSON value
+    """The price of `instance_type` in `prices_usd_per_hour`, if the settings give one."""
+    if prices is None:
+        return None
+    if not isinstance(prices, dict):
+        raise SettingsError("settings: 'prices_usd_per_hour' must map instance types to USD")
+    price = prices.get(instance_type)
+    if price is None:
+        return None
+    if isinstance(price, bool) or not isinstance(price, int | float) or price <= 0:
+        raise SettingsError(f"settings: price of {instance_type} must be a positive number")
+    return float(price)

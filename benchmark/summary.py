@@ -16,21 +16,40 @@ Everything is computed from METRICS records (see `metrics.py`):
 * End-to-end throughput: the executor's executed transactions (hotcrypto/hotmove/movevm); in
   hotstuff mode end-to-end means committed, so it equals consensus throughput.
 
+* CPU per stage (`stage_cpu.py`): cores used and µs of CPU per transaction, beside the wall-clock
+  busy share; the machine-aware verdict (`cpu_bound.py`) reads them with the CPU of every process
+  (`resources.py`).
+* Also per run: per-hop latency of samples (`hops.py`), a capacity projection for a node of
+  `project_cores` cores (`projection.py`), the cost per transaction at `instance_price` USD per
+  hour per node (`cost.py`) and per-second series per stage (`timeline.py`).
+
 Node-level numbers are averaged over nodes (every honest node processes the same transactions);
 queue maxima and invalid/failed/dropped counts take the worst node.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from .bottleneck import KEEPS_UP_RULE, Bottleneck
+from .cost import Cost, cost
+from .counters import Window, in_window, last_number, rate
+from .cpu_bound import cpu_bound
 from .errors import HarnessError
+from .hops import Hop, hop_latencies
 from .json_path import number
 from .metrics import ProcessMetrics, Record, RunMetrics
+from .profiles import ProfileSummary
+from .projection import DEFAULT_PROJECT_CORES, Projection, project
+from .resources import Machine, Resources, resources
+from .samples import first_sends, sample_events
+from .stage_cpu import stage_cpu
+from .stage_paths import input_channel, output_channel
+from .stats import LatencyStats, maximum, mean
+from .timeline import stage_timelines
 
 WARMUP_FRACTION = 0.1
 # Rule thresholds of `find_bottleneck` (shares of the window's wall time or of a rate).
@@ -39,48 +58,11 @@ FALLS_BEHIND = 0.95
 SATURATED_BUSY = 0.8
 CLIENT_SHORTFALL = 0.9
 KEEPS_UP = 0.95
-# The rule `find_bottleneck` names when nothing inside the system limited the run.
-KEEPS_UP_RULE = "keeps up"
-
 STAGE_ORDER = ("consensus", "generator", "decoder", "verifier", "executor")
 
 
 class SummaryError(HarnessError):
     """The logs hold too little to summarise a run."""
-
-
-@dataclass(frozen=True)
-class Window:
-    start_ms: float
-    end_ms: float
-    load_start_ms: float
-
-    @property
-    def seconds(self) -> float:
-        return (self.end_ms - self.start_ms) / 1000.0
-
-    def contains(self, t_ms: float) -> bool:
-        return self.start_ms <= t_ms <= self.end_ms
-
-
-@dataclass(frozen=True)
-class LatencyStats:
-    count: int
-    mean_ms: float | None
-    p50_ms: float | None
-    p99_ms: float | None
-
-    @classmethod
-    def of(cls, values: Iterable[float]) -> LatencyStats:
-        ordered = sorted(values)
-        if not ordered:
-            return cls(0, None, None, None)
-        return cls(
-            count=len(ordered),
-            mean_ms=sum(ordered) / len(ordered),
-            p50_ms=percentile(ordered, 50),
-            p99_ms=percentile(ordered, 99),
-        )
 
 
 @dataclass(frozen=True)
@@ -123,19 +105,11 @@ class StageRow:
     invalid: int | None
     failed: int | None
     dropped: int | None
-
-
-@dataclass(frozen=True)
-class Bottleneck:
-    stage: str
-    rule: str
-    explanation: str
-    evidence: dict[str, float]
-
-    @property
-    def kept_up(self) -> bool:
-        """The system delivered what the clients sent: no stage limited the run."""
-        return self.rule == KEEPS_UP_RULE
+    # CPU of the stage's threads: cores used, and µs per transaction per node (mean over nodes)
+    # and summed over nodes (what one transaction costs the whole committee).
+    cpu_cores: float | None = None
+    us_per_tx: float | None = None
+    us_per_tx_sum: float | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +123,14 @@ class Summary:
     bottleneck: Bottleneck
     batch_sizes: dict[str, list[float]] = field(default_factory=dict)
     processes: dict[str, int] = field(default_factory=dict)
+    hops: tuple[Hop, ...] = ()
+    resources: Resources | None = None
+    projection: Projection | None = None
+    cost: Cost | None = None
+    # Per-second series per stage (see timeline.py).
+    timeline: dict[str, Any] = field(default_factory=dict)
+    # Filled in from the profile files after the run (see profiles.py), not from METRICS.
+    profile: ProfileSummary | None = None
 
     @property
     def mode(self) -> str:
@@ -167,63 +149,9 @@ class Summary:
 # Helpers over records.
 
 
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default) over sorted values."""
-    if not ordered:
-        raise ValueError("percentile of no values")
-    position = (len(ordered) - 1) * q / 100.0
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def value_at(records: Sequence[Record], path: Sequence[str], t_ms: float) -> float | None:
-    """A cumulative counter at time t_ms, linear between records and clamped at both ends."""
-    points = [(float(r["time_ms"]), v) for r in records if (v := number(r, path)) is not None]
-    if not points:
-        return None
-    if t_ms <= points[0][0]:
-        return points[0][1]
-    for (t0, v0), (t1, v1) in pairwise(points):
-        if t0 <= t_ms <= t1:
-            return v0 if t1 == t0 else v0 + (v1 - v0) * (t_ms - t0) / (t1 - t0)
-    return points[-1][1]
-
-
-def rate(records: Sequence[Record], path: Sequence[str], window: Window) -> float | None:
-    """Per-second increase of a cumulative counter over the window."""
-    start = value_at(records, path, window.start_ms)
-    end = value_at(records, path, window.end_ms)
-    if start is None or end is None or window.seconds <= 0:
-        return None
-    return (end - start) / window.seconds
-
-
-def last_number(records: Sequence[Record], path: Sequence[str]) -> float | None:
-    for record in reversed(records):
-        value = number(record, path)
-        if value is not None:
-            return value
-    return None
-
-
 def _delta(before: Record, after: Record, path: Sequence[str]) -> float | None:
     start, end = number(before, path), number(after, path)
     return None if start is None or end is None else end - start
-
-
-def in_window(records: Sequence[Record], window: Window) -> list[Record]:
-    return [r for r in records if window.contains(r["time_ms"])]
-
-
-def mean(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
-
-
-def maximum(values: Iterable[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
 
 
 def _int_or_none(value: float | None) -> int | None:
@@ -256,34 +184,14 @@ def sample_latencies(
     window: Window,
 ) -> tuple[list[float], int]:
     """End-to-end latencies of the samples sent in the window, and how many were sent."""
-    sent: dict[str, float] = {}
-    for client in clients:
-        for key, t_ms in _samples(client, None):
-            if window.contains(t_ms) and (key not in sent or t_ms < sent[key]):
-                sent[key] = t_ms
+    sent = {key: t_ms for key, t_ms in first_sends(clients).items() if window.contains(t_ms)}
     seen: dict[str, float] = {}
     for node in nodes:
-        for key, t_ms in _samples(node, event):
+        for key, t_ms in sample_events(node, event):
             if key not in seen or t_ms < seen[key]:
                 seen[key] = t_ms
     latencies = [seen[key] - t_ms for key, t_ms in sent.items() if key in seen]
     return latencies, len(sent)
-
-
-def _samples(process: ProcessMetrics, event: str | None) -> Iterable[tuple[str, float]]:
-    """(id, time) of a process's well-formed samples, of one event kind for nodes."""
-    for record in process.records:
-        samples = record.get("samples")
-        if not isinstance(samples, list):
-            continue
-        for sample in samples:
-            if not isinstance(sample, dict) or "id" not in sample:
-                continue
-            if event is not None and sample.get("event") != event:
-                continue
-            t_ms = sample.get("t_ms")
-            if isinstance(t_ms, int | float) and not isinstance(t_ms, bool):
-                yield str(sample["id"]), float(t_ms)
 
 
 def consensus_throughput(nodes: Sequence[ProcessMetrics], window: Window) -> Throughput:
@@ -349,10 +257,8 @@ def _stage_key(name: str) -> tuple[int, str]:
 def _stage_of(process: ProcessMetrics, stage: str, channels: set[str], window: Window) -> StageRow:
     records = process.records
     steady = in_window(records, window)
-    inputs = sorted(c for c in channels if c.split("->")[-1] == stage)
-    outputs = sorted(c for c in channels if c.split("->")[0] == stage)
-    input_channel = inputs[0] if inputs else None
-    output_channel = outputs[0] if outputs else None
+    into = input_channel(stage, channels)
+    out = output_channel(stage, channels)
 
     def channel_share(channel: str | None) -> float | None:
         if channel is None:
@@ -380,17 +286,18 @@ def _stage_of(process: ProcessMetrics, stage: str, channels: set[str], window: W
     queue_mean = None
     queue_max = None
     input_full = None
-    if input_channel is not None:
-        queue_mean = mean(number(r, ("channels", input_channel, "mean_len")) for r in steady)
-        queue_max = maximum(number(r, ("channels", input_channel, "max_len")) for r in steady)
-        input_full = last_number(records, ("channels", input_channel, "full"))
+    if into is not None:
+        queue_mean = mean(number(r, ("channels", into, "mean_len")) for r in steady)
+        queue_max = maximum(number(r, ("channels", into, "max_len")) for r in steady)
+        input_full = last_number(records, ("channels", into, "full"))
+    cpu = stage_cpu(records, stage, window)
     return StageRow(
         name=stage,
         throughput=throughput,
         busy_share=busy,
-        blocked_share=channel_share(output_channel),
-        input_channel=input_channel,
-        input_blocked_share=channel_share(input_channel),
+        blocked_share=channel_share(out),
+        input_channel=into,
+        input_blocked_share=channel_share(into),
         input_full=_int_or_none(input_full),
         queue_mean=queue_mean,
         queue_max=_int_or_none(queue_max),
@@ -398,7 +305,15 @@ def _stage_of(process: ProcessMetrics, stage: str, channels: set[str], window: W
         invalid=_int_or_none(counts[0]),
         failed=_int_or_none(counts[1]),
         dropped=_int_or_none(counts[2]),
+        cpu_cores=cpu.cores,
+        us_per_tx=cpu.us_per_tx,
+        us_per_tx_sum=cpu.us_per_tx,
     )
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
 
 
 def stage_table(processes: Sequence[ProcessMetrics], window: Window) -> tuple[StageRow, ...]:
@@ -429,6 +344,9 @@ def stage_table(processes: Sequence[ProcessMetrics], window: Window) -> tuple[St
                 invalid=_int_or_none(maximum(r.invalid for r in items)),
                 failed=_int_or_none(maximum(r.failed for r in items)),
                 dropped=_int_or_none(maximum(r.dropped for r in items)),
+                cpu_cores=mean(r.cpu_cores for r in items),
+                us_per_tx=mean(r.us_per_tx for r in items),
+                us_per_tx_sum=_sum(r.us_per_tx for r in items),
             )
         )
     return tuple(rows)
@@ -466,11 +384,17 @@ def find_bottleneck(
     end_to_end: Throughput,
     clients: ClientStats | None,
     consensus: Throughput | None,
+    machines: Sequence[Machine] = (),
 ) -> Bottleneck:
     """Name the component that limited the run, with the numbers that show it.
 
     The rules, first match wins:
 
+    0. CPU. When a machine's processes used at least 90 % of its cores and the system did not
+       keep up (rule 3), the run is CPU-bound, and the stage costing the most CPU per
+       transaction (summed over nodes) is named, with a second line for any stage within 10 %
+       of it (`cpu_bound.py`). On shared cores the rules below cannot tell a slow stage from one
+       waiting for a core. Logs without CPU counters skip this rule.
     1. Back-pressure. Stages are joined by bounded channels that record the time their producer
        spent blocked because the channel was full. A stage whose producer was blocked on its input
        for at least BLOCKED_THRESHOLD (5 %) of the window could not keep up with its input. A slow
@@ -496,38 +420,15 @@ def find_bottleneck(
        system does not keep up with the load: ordering and dissemination (HotStuff, mempool,
        network) limit the rate at which transactions reach the pipeline.
     """
-    blocked = [
-        row
-        for row in stages
-        if row.input_blocked_share is not None and row.input_blocked_share >= BLOCKED_THRESHOLD
-    ]
-    if blocked:
-        row = blocked[-1]
-        producer = row.input_channel.split("->")[0] if row.input_channel else "producer"
-        evidence = {f"{producer}_blocked_share": row.input_blocked_share or 0.0}
-        if row.busy_share is not None:
-            evidence[f"{row.name}_busy_share"] = row.busy_share
-        if row.throughput is not None:
-            evidence[f"{row.name}_tps"] = row.throughput
-        if row.queue_mean is not None:
-            evidence[f"{row.name}_queue_mean"] = row.queue_mean
-        busy = "" if row.busy_share is None else f" while {row.name} was busy {row.busy_share:.0%}"
-        return Bottleneck(
-            stage=row.name,
-            rule="back-pressure",
-            explanation=(
-                f"{producer} was blocked on the full {row.input_channel} channel "
-                f"{row.input_blocked_share:.0%} of the time{busy}: {row.name} cannot keep up "
-                "with its input."
-            ),
-            evidence=evidence,
-        )
     offered = _offered_load(end_to_end, clients)
-    if offered is not None:
-        return offered
-    behind = _falls_behind(stages)
-    if behind is not None:
-        return behind
+    first = (
+        _cpu_rule(stages, offered, machines)
+        or _back_pressure(stages)
+        or offered
+        or _falls_behind(stages)
+    )
+    if first is not None:
+        return first
     busy = [row for row in stages if row.busy_share is not None]
     if busy:
         row = max(busy, key=lambda r: r.busy_share or 0.0)
@@ -575,6 +476,47 @@ def find_bottleneck(
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _cpu_rule(
+    stages: Sequence[StageRow], offered: Bottleneck | None, machines: Sequence[Machine]
+) -> Bottleneck | None:
+    """Rule 0 of `find_bottleneck`: a saturated machine, unless the system kept up."""
+    if offered is not None and offered.kept_up:
+        return None
+    costs = {r.name: r.us_per_tx_sum for r in stages if r.us_per_tx_sum is not None}
+    return cpu_bound(costs, machines)
+
+
+def _back_pressure(stages: Sequence[StageRow]) -> Bottleneck | None:
+    """Rule 1 of `find_bottleneck`: the most downstream stage whose producer was blocked."""
+    blocked = [
+        row
+        for row in stages
+        if row.input_blocked_share is not None and row.input_blocked_share >= BLOCKED_THRESHOLD
+    ]
+    if blocked:
+        row = blocked[-1]
+        producer = row.input_channel.split("->")[0] if row.input_channel else "producer"
+        evidence = {f"{producer}_blocked_share": row.input_blocked_share or 0.0}
+        if row.busy_share is not None:
+            evidence[f"{row.name}_busy_share"] = row.busy_share
+        if row.throughput is not None:
+            evidence[f"{row.name}_tps"] = row.throughput
+        if row.queue_mean is not None:
+            evidence[f"{row.name}_queue_mean"] = row.queue_mean
+        busy = "" if row.busy_share is None else f" while {row.name} was busy {row.busy_share:.0%}"
+        return Bottleneck(
+            stage=row.name,
+            rule="back-pressure",
+            explanation=(
+                f"{producer} was blocked on the full {row.input_channel} channel "
+                f"{row.input_blocked_share:.0%} of the time{busy}: {row.name} cannot keep up "
+                "with its input."
+            ),
+            evidence=evidence,
+        )
+    return None
 
 
 def _offered_load(end_to_end: Throughput, clients: ClientStats | None) -> Bottleneck | None:
@@ -669,6 +611,11 @@ def summarize(
         if run.clients:
             clients_stats = client_stats(run.clients, window, len(latencies), sent)
     stages = stage_table(processes, window)
+    used = resources(run, window, _local_cores(config), _hosts(config))
+    last_event = "commit" if mode == "hotstuff" else "execute"
+    project_cores = int(config.get("project_cores") or DEFAULT_PROJECT_CORES)
+    price = config.get("instance_price")
+    instances = int(config.get("nodes") or len(run.nodes) or 1) if mode != "movevm" else 1
     return Summary(
         config={**config, "mode": mode},
         window=window,
@@ -676,7 +623,14 @@ def summarize(
         end_to_end=end_to_end,
         clients=clients_stats,
         stages=stages,
-        bottleneck=find_bottleneck(stages, end_to_end, clients_stats, consensus),
+        bottleneck=find_bottleneck(stages, end_to_end, clients_stats, consensus, used.machines),
+        hops=hop_latencies(run.clients, run.nodes, window, last_event) if run.nodes else (),
+        resources=used,
+        projection=project(
+            {r.name: r.us_per_tx for r in stages if r.us_per_tx is not None}, project_cores
+        ),
+        cost=None if price is None else cost(float(price), instances, end_to_end.tps),
+        timeline=stage_timelines(processes, window.load_start_ms),
         batch_sizes=batch_size_series(processes, window),
         processes={
             "nodes": len(run.nodes),
@@ -685,6 +639,17 @@ def summarize(
             "malformed_lines": run.malformed_lines,
         },
     )
+
+
+def _local_cores(config: dict[str, Any]) -> int | None:
+    """The cores of the machine a local run used (the runner reads them: `os.cpu_count()`)."""
+    cores = config.get("cores")
+    return int(cores) if isinstance(cores, int | float) and cores > 0 else None
+
+
+def _hosts(config: dict[str, Any]) -> list[str]:
+    hosts = config.get("hosts")
+    return [str(h) for h in hosts] if isinstance(hosts, list) else []
 
 
 def _mode_of(run: RunMetrics) -> str:

@@ -245,3 +245,23 @@ def test_remote_processes_serve_metrics(
     assert "hotmove_consensus_committed_txs_total{" in bodies["node-1"]
     assert "hotmove_client_sent_total{" in bodies["client-0"]
     assert local_ssh_hosts.user_processes() == []
+
+
+def test_remote_profiles_come_back_with_the_logs(remote_bench: RemoteBench) -> None:
+    remote_bench.profile = True
+    try:
+        [summary] = remote_bench.run(
+            BenchParameters(mode="hotcrypto", nodes=2, rate=1_500, duration=1, accounts=60)
+        )
+    finally:
+        remote_bench.profile = False
+    logs = Path(summary.config["logs"])
+    assert sorted(p.parent.name for p in logs.glob("profile-*/profile.folded")) == [
+        "profile-node-0",
+        "profile-node-1",
+    ]
+    assert summary.profile is not None
+    assert summary.profile.top[0].function == "ed25519_verify"
+    assert len(summary.profile.flamegraphs) == 2
+    assert summary.resources is not None
+    assert len(summary.resources.machines) == 2  # one per host, cores from `process.cores`

@@ -74,7 +74,7 @@ def test_aggregate_mean_and_std_over_runs(base_summary: Summary, tmp_path: Path)
 def test_plot_all_writes_png_and_pdf(base_summary: Summary, tmp_path: Path) -> None:
     _save_grid(base_summary, tmp_path / "results")
     files = plot_all(tmp_path / "results", tmp_path / "plots", "hotcrypto", caps=[1_000, 5_000])
-    names = sorted(p.name for p in files)
+    names = sorted(p.name for p in files if p.parent.name != "timelines")  # one per run
     assert names == sorted(
         f"{graph}-hotcrypto.{ext}"
         for graph in ("robustness", "latency", "tps", "batches")
@@ -86,3 +86,22 @@ def test_plot_all_writes_png_and_pdf(base_summary: Summary, tmp_path: Path) -> N
         assert header in (b"\x89PNG", b"%PDF")
     with pytest.raises(PlotError):
         plot_all(tmp_path / "results", tmp_path / "plots", "hotmove")
+
+
+def test_plot_draws_a_timeline_per_run(tmp_path: Path) -> None:
+    from benchmark.metrics import load_run  # noqa: PLC0415 - only this test reads logs
+    from benchmark.plot_timeline import timeline_figure  # noqa: PLC0415
+
+    from .synthetic import write_run  # noqa: PLC0415
+
+    summary = summarize(load_run(write_run(tmp_path / "logs")), {"mode": "hotcrypto", "nodes": 2})
+    results.save(summary, tmp_path / "results", stamp="a")
+    results.save(summary, tmp_path / "results", stamp="b")
+    files = plot_all(tmp_path / "results", tmp_path / "plots", "hotcrypto")
+    drawn = sorted(p.name for p in files if p.parent.name == "timelines")
+    assert drawn == [
+        "timeline-hotcrypto-n2-f0-rNone-a-run0.png",
+        "timeline-hotcrypto-n2-f0-rNone-b-run0.png",
+    ]
+    assert all(p.stat().st_size > 0 for p in files)
+    assert timeline_figure({"file": "old.json"}, tmp_path / "plots") is None  # saved before them

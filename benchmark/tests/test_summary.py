@@ -16,20 +16,17 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.counters import Window, rate, value_at
 from benchmark.metrics import load_run
 from benchmark.report import render_summary
+from benchmark.stats import LatencyStats, percentile
 from benchmark.summary import (
     Bottleneck,
     ClientStats,
-    LatencyStats,
     StageRow,
     Throughput,
-    Window,
     find_bottleneck,
-    percentile,
-    rate,
     summarize,
-    value_at,
 )
 
 T0 = 1_700_000_000_000

@@ -1,0 +1,112 @@
+"""Synthetic METRICS logs with the CPU, process and hop fields, whose numbers are round enough to
+check by hand.
+
+Two nodes and two clients report every second from T0 + 1 s to T0 + 10 s, so the steady window is
+[T0 + 1.9 s, T0 + 10 s] (8.1 s). Per node and second: 1,000 transactions through every stage;
+consensus uses 100 ms of CPU, the verifier `verifier_ms`, the executor 50 ms, the process
+`node_ms`; each client uses `client_ms`; every process has 100 MiB resident (clients 20 MiB).
+Client k's sample of second s is sent at T0 + s·1000 - 500; node k receives it 5 ms later, seals
+it at +50, sees a quorum at +80; every node commits at +150, verifies at +170 and executes at +200,
+except that node 1 executes client 0's samples at +190 (not their origin: hops ignore it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+T0 = 1_700_000_000_000
+MIB = 1024 * 1024
+SECONDS = range(1, 11)
+OFFSETS = {"receive": 5, "seal": 50, "quorum": 80, "commit": 150, "verify": 170, "execute": 200}
+
+
+def _process(cpu_ms: float, rss_mib: int, second: int, cores: int) -> dict[str, Any]:
+    return {"cpu_ms": cpu_ms * second, "rss_bytes": rss_mib * MIB, "cores": cores}
+
+
+def node_record(
+    index: int, second: int, verifier_ms: float, node_ms: float, cores: int
+) -> dict[str, Any]:
+    txs = 1000 * second
+    samples = []
+    for client in range(2):
+        sent = T0 + second * 1000 - 500
+        for event, offset in OFFSETS.items():
+            if event in ("receive", "seal", "quorum") and client != index:
+                continue
+            late = -10 if (event == "execute" and index == 1 and client == 0) else 0
+            samples.append(
+                {"id": f"{client}:{second}", "event": event, "t_ms": sent + offset + late}
+            )
+    stage = {"invalid": 0, "failed": 0, "dropped": 0, "backlog": 0, "batch_size_mean": 100.0}
+    return {
+        "role": "node",
+        "name": f"{index:064x}",
+        "mode": "hotcrypto",
+        "time_ms": T0 + second * 1000,
+        "consensus": {
+            "committed_txs": txs,
+            "committed_batches": second * 10,
+            "committed_bytes": txs * 200,
+            "cpu_ms": 100.0 * second,
+        },
+        "samples": samples,
+        "stages": {
+            "verifier": {
+                **stage,
+                "items": txs,
+                "busy_ms": 600.0 * second,
+                "cpu_ms": verifier_ms * second,
+            },
+            "executor": {
+                **stage,
+                "items": txs,
+                "executed": txs,
+                "busy_ms": 900.0 * second,
+                "cpu_ms": 50.0 * second,
+            },
+        },
+        "channels": {
+            "consensus->verifier": {"full": 0, "blocked_ms": 0.0, "mean_len": 1.0, "max_len": 2},
+            "verifier->executor": {
+                "full": 0,
+                "blocked_ms": 100.0 * second,
+                "mean_len": 3.0,
+                "max_len": 5,
+            },
+        },
+        "process": _process(node_ms, 100, second, cores),
+    }
+
+
+def client_record(index: int, second: int, client_ms: float, cores: int) -> dict[str, Any]:
+    return {
+        "role": "client",
+        "name": f"client-{index}",
+        "mode": "hotcrypto",
+        "time_ms": T0 + second * 1000,
+        "sent": 1000 * second,
+        "rate": 1000,
+        "samples": [{"id": f"{index}:{second}", "t_ms": T0 + second * 1000 - 500}],
+        "process": _process(client_ms, 20, second, cores),
+    }
+
+
+def write_run(
+    directory: Path,
+    verifier_ms: float = 500.0,
+    node_ms: float = 700.0,
+    client_ms: float = 250.0,
+    cores: int = 2,
+) -> Path:
+    """Write node-i.log and client-i.log; returns the directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for index in range(2):
+        nodes = [node_record(index, s, verifier_ms, node_ms, cores) for s in SECONDS]
+        clients = [client_record(index, s, client_ms, cores) for s in SECONDS]
+        for name, records in ((f"node-{index}", nodes), (f"client-{index}", clients)):
+            lines = [f"METRICS {json.dumps(record)}" for record in records]
+            (directory / f"{name}.log").write_text("\n".join(lines) + "\n")
+    return directory
