@@ -27,6 +27,7 @@ from invoke.exceptions import Exit
 from benchmark import sweep
 from benchmark.config import REMOTE_DEFAULTS, ConfigError
 from benchmark.errors import HarnessError
+from benchmark.fault_schedule import schedule_from_flags
 from benchmark.flags import default_text, either, int_list, optional_int, sweep_from_flags
 from benchmark.local import DEFAULT_BASE_PORT, LocalBench
 from benchmark.local import build as cargo_build
@@ -56,6 +57,13 @@ BENCH_FLAGS = {
     "invalid_share": "share of transactions with a bad signature (crypto modes)",
 }
 
+# The fault schedule (benchmark/fault_schedule.py); not bench parameters: no sweep, no default.
+FAULT_FLAGS = {
+    "crash": "NODE@T or NODE@T:RESTART_T: SIGKILL node NODE T s after the clients start"
+    " (and run it again at RESTART_T); repeatable",
+    "kill_leader_every": "every S s kill the leader of the current round, restart it S/2 later",
+}
+
 
 def _bench_help(defaults: Mapping[str, Any] | None = None) -> dict[str, str]:
     return {flag: f"{text}; {default_text(flag, defaults)}" for flag, text in BENCH_FLAGS.items()}
@@ -72,8 +80,10 @@ def _guard(action: Callable[[], T]) -> T:
 
 
 @task(
+    iterable=["crash"],
     help={
         **_bench_help(),
+        **FAULT_FLAGS,
         "base_port": "first port of node 0",
         "prometheus_port": "serve GET /metrics: node i at 127.0.0.1:P+i, client j at P+nodes+j",
         "build": "run `cargo build --release` first",
@@ -96,6 +106,8 @@ def local(
     accounts: str | None = None,
     runs: str | None = None,
     invalid_share: str | None = None,
+    crash: list[str] | None = None,
+    kill_leader_every: str | None = None,
     base_port: int = DEFAULT_BASE_PORT,
     prometheus_port: str | None = None,
     build: bool = True,
@@ -129,6 +141,7 @@ def local(
             results_dir=ROOT / results,
             binaries=ROOT / binaries if binaries else None,
             prometheus_port=optional_int(prometheus_port, "prometheus_port"),
+            fault_schedule=schedule_from_flags(crash, kill_leader_every),
         )
         sweep.run_sweep(points, runner, sys.stdout, before_runs=runner.build if build else None)
 
