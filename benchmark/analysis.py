@@ -7,6 +7,7 @@ from typing import Any, TextIO
 
 from . import results
 from .config import BenchParameters
+from .fault_analysis import analyse_faults, attach, enforce
 from .metrics import load_run
 from .report import render_summary
 from .summary import Summary, summarize
@@ -18,16 +19,24 @@ def finish_run(
     results_dir: Path | None,
     out: TextIO,
     extra: dict[str, Any] | None = None,
+    *,
+    enforce_audit: bool = True,
 ) -> tuple[Summary, Path | None]:
-    """Parse the logs, summarise, print, and save the result (unless `results_dir` is None).
+    """Parse the logs, summarise, audit, print, and save the result (unless `results_dir` is
+    None); a failed audit raises once the result is saved (unless not `enforce_audit`).
     Without `bench` the configuration is unknown and the mode comes from the records."""
     run = load_run(log_dir)
     known = bench.to_dict() if bench is not None else {}
     config = {**known, **(extra or {}), "logs": str(log_dir)}
     summary = summarize(run, config)
     out.write(render_summary(summary))
+    faults = analyse_faults(run, log_dir, config, summary.mode)
+    out.write(faults.render())
     saved = results.save(summary, results_dir) if results_dir is not None else None
     if saved is not None:
+        attach(saved, faults)
         out.write(f"Result saved to {saved}\n")
     out.flush()
+    if enforce_audit:
+        enforce(faults)
     return summary, saved
