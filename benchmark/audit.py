@@ -10,17 +10,20 @@ starts again from genesis). The checks, each a line of the result:
 - total supply: every `total_supply` a node reports equals the genesis total (accounts x balance).
 - samples: within one life a node executes (`hotstuff`: commits) a sample at most once; a node
   that ran to the end without a crash executes every sample the clients sent, except samples that
-  were still queued when the run stopped (sent in the last `QUEUE_WINDOW_S` seconds of their
-  client) or that went down with their client's node (sent from `QUEUE_WINDOW_S` before its
-  crash on).
+  may still have been queued when the run stopped (sent after the clients' total first exceeded
+  what the node committed, less what they sent in their last `QUEUE_WINDOW_S` seconds, a slack
+  for the order in which leaders propose) and samples sent to a node that crashed and that no
+  node running to the end executed (they went down with that node's mempool).
 - accounting: per node, valid transactions sent (clients' `sent` - `invalid_sent`) minus those
   executed (`executed` + `failed`; `hotstuff`: sent minus committed) must be explained by counted
   reasons: executor drops (`dropped_by_reason`), the executor's `backlog`, verifier rejections
   beyond the forged transactions sent (`invalid_by_reason`), transactions committed but still in
-  the pipeline's channels (committed - verifier items - ...), transactions not yet committed when
-  the run stopped (at most what the clients sent in their last `QUEUE_WINDOW_S` seconds), and for
-  a crashed node what the nodes that ran to the end executed beyond it (it was down). Whatever is
-  left is unexplained and fails; so does executing more than was sent.
+  the pipeline's channels (committed - verifier items - ...), transactions sealed into batches by
+  some node (`sealed_txs`, summed over nodes and lives) but not committed by this one when the run
+  stopped (queued behind consensus, or held by a node that crashed), transactions sent but not
+  sealed (at most what the clients sent in their last `QUEUE_WINDOW_S` seconds, or before their
+  node's crash), and for a crashed node what the nodes that ran to the end executed beyond it (it
+  was down). Whatever is left is unexplained and fails; so does executing more than was sent.
 
 A client whose node crashed dies with its connection and never writes its final line: up to one
 interval of its sends (its rate x 1 s) is unreported, and is allowed as such.
@@ -82,7 +85,9 @@ class ClientTotals:
     unreported: float  # sends a dead client may not have reported (one interval)
     queue_allowance: float  # sent in the last QUEUE_WINDOW_S seconds (or of the crash)
     samples: dict[str, float]  # sample id -> send time (ms)
-    late_samples: set[str]  # samples that may still have been queued or lost with their node
+    late_samples: set[str]  # sent in the last window of their client (or before its crash)
+    crashed_origin: set[str]  # sent to a node that crashed during the run
+    sends: list[tuple[float, float]]  # (time ms, clients' total sent then), in time order
 
 
 def _last(records: list[Record], path: tuple[str, ...]) -> float:
@@ -109,6 +114,7 @@ def client_totals(clients: list[ProcessMetrics], faults: FaultLog) -> ClientTota
     sent = invalid = unreported = allowance = 0.0
     samples: dict[str, float] = {}
     late: set[str] = set()
+    crashed_origin: set[str] = set()
     for client in clients:
         records = client.records
         if not records:
@@ -131,7 +137,33 @@ def client_totals(clients: list[ProcessMetrics], faults: FaultLog) -> ClientTota
                     samples[str(sample["id"])] = t_ms
                     if t_ms >= window_from:
                         late.add(str(sample["id"]))
-    return ClientTotals(sent, invalid, unreported, allowance + unreported, samples, late)
+                    if index is not None and index in crash_ms:
+                        crashed_origin.add(str(sample["id"]))
+    return ClientTotals(
+        sent,
+        invalid,
+        unreported,
+        allowance + unreported,
+        samples,
+        late,
+        crashed_origin,
+        _total_sends(clients),
+    )
+
+
+def _total_sends(clients: list[ProcessMetrics]) -> list[tuple[float, float]]:
+    """The clients' total `sent` at every time one of them reported it."""
+    times = sorted({float(r["time_ms"]) for c in clients for r in c.records})
+    return [(t, sum(_sent_at(c.records, t) for c in clients)) for t in times]
+
+
+def _queued_from(clients: ClientTotals, committed: float) -> float:
+    """From when a sample may still have been queued on a node that committed `committed`
+    transactions: the first time the clients' total passed that, less the window's sends."""
+    for time_ms, total in clients.sends:
+        if total > committed - clients.queue_allowance:
+            return time_ms
+    return float("inf")
 
 
 def _check_digests(report: AuditReport, nodes: list[NodeLives]) -> None:
@@ -225,29 +257,54 @@ def _check_samples(
         return
     missing: list[str] = []
     explained = 0
+    seen = {node.index: _sample_ids(node, event) for node in complete}
+    anywhere = set().union(*seen.values())
     for node in complete:
-        got = {
-            str(sample.get("id"))
-            for record in node.records
-            for sample in lookup(record, ("samples",)) or []
-            if isinstance(sample, dict) and sample.get("event") == event
-        }
-        for sample_id in clients.samples:
+        got = seen[node.index]
+        committed = number(node.last or {}, ("consensus", "committed_txs")) or 0.0
+        queued_from = _queued_from(clients, committed)
+        for sample_id, sent_ms in clients.samples.items():
             if sample_id in got:
                 continue
-            if sample_id in clients.late_samples:
+            lost_with_node = sample_id in clients.crashed_origin and sample_id not in anywhere
+            if sample_id in clients.late_samples or sent_ms >= queued_from or lost_with_node:
                 explained += 1
             else:
                 missing.append(f"{sample_id} on node-{node.index}")
     detail = f"{len(clients.samples)} samples on {len(complete)} node(s) that ran to the end"
     if explained:
-        detail += f"; {explained} missing ones were sent in the last {QUEUE_WINDOW_S:g} s"
+        detail += f"; {explained} missing were queued at the stop or sent to a crashed node"
     if missing:
         detail = f"{len(missing)} sample(s) never {verb}: {', '.join(missing[:3])}"
     report.add(f"samples {verb} exactly once", not missing, detail)
 
 
-def _reasons(record: Record, clients: ClientTotals) -> dict[str, float]:
+def _sample_ids(node: NodeLives, event: str) -> set[str]:
+    return {
+        str(sample.get("id"))
+        for record in node.records
+        for sample in lookup(record, ("samples",)) or []
+        if isinstance(sample, dict) and sample.get("event") == event
+    }
+
+
+def sealed_total(nodes: list[NodeLives]) -> float:
+    """Transactions sealed into batches by every node, every life of it included."""
+    return sum(_last(life, ("consensus", "sealed_txs")) for n in nodes for life in n.lives if life)
+
+
+def _queue_reasons(committed: float, sealed: float, clients: ClientTotals) -> dict[str, float]:
+    return {
+        "sent, not sealed by the stop": min(
+            max(0.0, clients.sent - sealed), clients.queue_allowance
+        ),
+        "sealed, not committed by the stop (queued, or on a crashed node)": max(
+            0.0, sealed - committed
+        ),
+    }
+
+
+def _reasons(record: Record, clients: ClientTotals, sealed: float) -> dict[str, float]:
     """The counted reasons, from one node's latest record, why a valid transaction sent was not
     (yet) executed."""
     committed = number(record, ("consensus", "committed_txs")) or 0.0
@@ -261,9 +318,7 @@ def _reasons(record: Record, clients: ClientTotals) -> dict[str, float]:
         else number(record, ("stages", "executor", "dropped")) or 0.0
     )
     return {
-        "not yet committed at the stop": min(
-            max(0.0, clients.sent - committed), clients.queue_allowance
-        ),
+        **_queue_reasons(committed, sealed, clients),
         "committed, queued for the verifier": max(0.0, committed - verified),
         "rejected by the verifier beyond the forged ones": max(0.0, invalid - clients.invalid_sent),
         "verified, queued for the executor": max(0.0, verified - invalid - into_executor),
@@ -285,6 +340,7 @@ def _check_accounting(
     valid = clients.sent - clients.invalid_sent
     complete = [done(n.last) for n in nodes if not n.crashed and n.last is not None]
     reference = max(complete) if complete else None
+    sealed = sealed_total(nodes)
     for node in nodes:
         record = node.last
         if record is None:
@@ -300,9 +356,9 @@ def _check_accounting(
             )
             continue
         if mode == "hotstuff":
-            reasons = {"not yet committed at the stop": min(max(0.0, gap), clients.queue_allowance)}
+            reasons = _queue_reasons(count, sealed, clients)
         else:
-            reasons = _reasons(record, clients)
+            reasons = _reasons(record, clients, sealed)
         if node.crashed and reference is not None:
             reasons = {
                 "missed while down (behind the nodes that ran to the end)": max(
