@@ -90,7 +90,7 @@ def _guard(action: Callable[[], T]) -> T:
         "logs": "directory of the runs' log directories",
         "results": "directory of the saved results (one JSON per run)",
         "binaries": "directory holding node and client (default: target/release)",
-    }
+    },
 )
 def local(
     c: Context,
@@ -329,9 +329,12 @@ def plot(
 
     def action() -> None:
         from benchmark.plot import plot_all  # noqa: PLC0415
+        from benchmark.plot_commits import plot_commits  # noqa: PLC0415
 
         caps = [float(cap) for cap in int_list(max_latency, "max_latency")]
         for path in plot_all(ROOT / results, ROOT / output, mode, caps):
+            print(f"wrote {path}")
+        for path in plot_commits(ROOT / results, ROOT / output, mode):
             print(f"wrote {path}")
 
     _guard(action)
