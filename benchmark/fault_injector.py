@@ -76,6 +76,11 @@ class FaultInjector:
             return 0.0
         return self.clock() - self.log.start_ms / 1000.0
 
+    def holds_run(self, duration: float) -> bool:
+        """Whether the run must go on although every client may have stopped: the clients of
+        crashed nodes die with their connection, and the schedule still runs to `duration`."""
+        return not self.schedule.empty and self.elapsed() < duration
+
     def is_expected_down(self, node: int) -> bool:
         """Whether node `node` is down because of the schedule (a death not to abort on)."""
         return node in self.down

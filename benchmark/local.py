@@ -269,7 +269,9 @@ class LocalBench:
         progress = Progress(self.out, float(bench.duration), logs)
         deadline = time.monotonic() + bench.duration + EXIT_MARGIN
         try:
-            while any(p.running() for p in finishing):
+            while any(p.running() for p in finishing) or (
+                faults is not None and faults.holds_run(bench.duration)
+            ):
                 if faults is not None:
                     faults.tick()
                 for i, process in enumerate(watched):

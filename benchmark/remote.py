@@ -418,7 +418,7 @@ class RemoteBench:
             records = [r for s in statuses for r in s.records]
             self.out.write(f"[{elapsed:5.1f}s / {bench.duration}s] {describe(records)}\n")
             self.out.flush()
-            if done == live:
+            if done == live and not (faults is not None and faults.holds_run(bench.duration)):
                 return
             if time.monotonic() > deadline:
                 raise RemoteError(f"clients still running {EXIT_MARGIN:.0f} s after their duration")
