@@ -10,10 +10,11 @@ starts again from genesis). The checks, each a line of the result:
 - total supply: every `total_supply` a node reports equals the genesis total (accounts x balance).
 - samples: within one life a node executes (`hotstuff`: commits) a sample at most once; a node
   that ran to the end without a crash executes every sample the clients sent, except samples that
-  may still have been queued when the run stopped (sent after the clients' total first exceeded
-  what the node committed, less what they sent in their last `QUEUE_WINDOW_S` seconds, a slack
-  for the order in which leaders propose) and samples sent to a node that crashed and that no
-  node running to the end executed (they went down with that node's mempool).
+  may still have been queued when the run stopped (sent in the last `QUEUE_WINDOW_S` seconds, or
+  missing on a node that still had transactions on the way: sealed but not committed, or
+  committed but not executed; each node proposes its own batches, so which ones wait is not
+  first-in first-out over the clients) and samples sent to a node that crashed and that no node
+  running to the end executed (they went down with that node's mempool).
 - accounting: per node, valid transactions sent (clients' `sent` - `invalid_sent`) minus those
   executed (`executed` + `failed`; `hotstuff`: sent minus committed) must be explained by counted
   reasons: executor drops (`dropped_by_reason`), the executor's `backlog`, verifier rejections
@@ -87,7 +88,6 @@ class ClientTotals:
     samples: dict[str, float]  # sample id -> send time (ms)
     late_samples: set[str]  # sent in the last window of their client (or before its crash)
     crashed_origin: set[str]  # sent to a node that crashed during the run
-    sends: list[tuple[float, float]]  # (time ms, clients' total sent then), in time order
 
 
 def _last(records: list[Record], path: tuple[str, ...]) -> float:
@@ -147,23 +147,7 @@ def client_totals(clients: list[ProcessMetrics], faults: FaultLog) -> ClientTota
         samples,
         late,
         crashed_origin,
-        _total_sends(clients),
     )
-
-
-def _total_sends(clients: list[ProcessMetrics]) -> list[tuple[float, float]]:
-    """The clients' total `sent` at every time one of them reported it."""
-    times = sorted({float(r["time_ms"]) for c in clients for r in c.records})
-    return [(t, sum(_sent_at(c.records, t) for c in clients)) for t in times]
-
-
-def _queued_from(clients: ClientTotals, committed: float) -> float:
-    """From when a sample may still have been queued on a node that committed `committed`
-    transactions: the first time the clients' total passed that, less the window's sends."""
-    for time_ms, total in clients.sends:
-        if total > committed - clients.queue_allowance:
-            return time_ms
-    return float("inf")
 
 
 def _check_digests(report: AuditReport, nodes: list[NodeLives]) -> None:
@@ -230,8 +214,31 @@ def _check_supply(report: AuditReport, nodes: list[NodeLives], genesis_total: in
     )
 
 
+def _queued_at_stop(record: Record, sealed: float, event: str) -> float:
+    """Transactions the node still had on the way when it stopped: sealed by some node but not
+    committed, and (when it executes) committed but not yet through the verifier and executor."""
+    committed = number(record, ("consensus", "committed_txs")) or 0.0
+    queued = max(0.0, sealed - committed)
+    if event == "execute":
+        handled = sum(
+            number(record, ("stages", *path)) or 0.0
+            for path in (
+                ("verifier", "invalid"),
+                ("executor", "executed"),
+                ("executor", "failed"),
+                ("executor", "dropped"),
+            )
+        )
+        queued += max(0.0, committed - handled)
+    return queued
+
+
 def _check_samples(
-    report: AuditReport, nodes: list[NodeLives], clients: ClientTotals, event: str
+    report: AuditReport,
+    nodes: list[NodeLives],
+    clients: ClientTotals,
+    event: str,
+    sealed: float,
 ) -> None:
     verb = "executed" if event == "execute" else "committed"
     twice = []
@@ -261,19 +268,21 @@ def _check_samples(
     anywhere = set().union(*seen.values())
     for node in complete:
         got = seen[node.index]
-        committed = number(node.last or {}, ("consensus", "committed_txs")) or 0.0
-        queued_from = _queued_from(clients, committed)
-        for sample_id, sent_ms in clients.samples.items():
+        queued = _queued_at_stop(node.last or {}, sealed, event)
+        for sample_id in clients.samples:
             if sample_id in got:
                 continue
             lost_with_node = sample_id in clients.crashed_origin and sample_id not in anywhere
-            if sample_id in clients.late_samples or sent_ms >= queued_from or lost_with_node:
+            if sample_id in clients.late_samples or queued > 0 or lost_with_node:
                 explained += 1
             else:
                 missing.append(f"{sample_id} on node-{node.index}")
     detail = f"{len(clients.samples)} samples on {len(complete)} node(s) that ran to the end"
     if explained:
-        detail += f"; {explained} missing were queued at the stop or sent to a crashed node"
+        detail += (
+            f"; {explained} (node, sample) pairs missing: queued at the stop, or sent to a node"
+            " that crashed"
+        )
     if missing:
         detail = f"{len(missing)} sample(s) never {verb}: {', '.join(missing[:3])}"
     report.add(f"samples {verb} exactly once", not missing, detail)
@@ -390,7 +399,8 @@ def audit(run: RunMetrics, faults: FaultLog, mode: str, genesis_total: int | Non
     if mode != "hotstuff":
         _check_digests(report, nodes)
         _check_supply(report, nodes, genesis_total)
-    _check_samples(report, nodes, clients, "commit" if mode == "hotstuff" else "execute")
+    event = "commit" if mode == "hotstuff" else "execute"
+    _check_samples(report, nodes, clients, event, sealed_total(nodes))
     _check_accounting(report, nodes, clients, mode)
     return report
 
