@@ -27,7 +27,7 @@ from invoke.exceptions import Exit
 from benchmark import sweep
 from benchmark.config import REMOTE_DEFAULTS, ConfigError
 from benchmark.errors import HarnessError
-from benchmark.fault_schedule import schedule_from_flags
+from benchmark.fault_schedule import FaultSchedule, schedule_from_flags
 from benchmark.flags import default_text, either, int_list, optional_int, sweep_from_flags
 from benchmark.local import DEFAULT_BASE_PORT, LocalBench
 from benchmark.local import build as cargo_build
@@ -195,7 +195,11 @@ def info(c: Context, settings: str = "settings.json") -> None:
     _guard(lambda: print(_manager(settings).info()))
 
 
-def _remote_bench(settings_path: str, prometheus_port: int | None = None) -> RemoteBench:
+def _remote_bench(
+    settings_path: str,
+    prometheus_port: int | None = None,
+    fault_schedule: FaultSchedule | None = None,
+) -> RemoteBench:
     settings = _settings(settings_path)
     hosts = select_hosts(_manager(settings_path).hosts(), settings.ssh_user)
     return RemoteBench(
@@ -206,6 +210,7 @@ def _remote_bench(settings_path: str, prometheus_port: int | None = None) -> Rem
         logs_dir=ROOT / "logs",
         results_dir=ROOT / "results",
         prometheus_port=prometheus_port,
+        fault_schedule=fault_schedule,
     )
 
 
@@ -226,13 +231,15 @@ def install(c: Context, skip_toolchain: bool = False, settings: str = "settings.
 
 
 @task(
+    iterable=["crash"],
     help={
         **_bench_help(REMOTE_DEFAULTS),
+        **FAULT_FLAGS,
         "rates": "the same as --rate (its older spelling)",
         "prometheus_port": "serve GET /metrics: nodes on 0.0.0.0:P, clients on 0.0.0.0:P+1",
         "settings": "settings file",
         "build": "build locally first (keys, genesis)",
-    }
+    },
 )
 def remote(
     c: Context,
@@ -250,6 +257,8 @@ def remote(
     runs: str | None = None,
     invalid_share: str | None = None,
     prometheus_port: str | None = None,
+    crash: list[str] | None = None,
+    kill_leader_every: str | None = None,
     settings: str = "settings.json",
     build: bool = True,
 ) -> None:
@@ -276,7 +285,8 @@ def remote(
         if points[0].mode == "movevm":
             raise ConfigError("movevm runs in one process: use `fab local --mode=movevm`")
         metrics_port = optional_int(prometheus_port, "prometheus_port")
-        with _remote_bench(settings, metrics_port) as runner:
+        schedule = schedule_from_flags(crash, kill_leader_every)
+        with _remote_bench(settings, metrics_port, schedule) as runner:
             sweep.run_sweep(
                 points,
                 runner,

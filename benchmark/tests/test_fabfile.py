@@ -120,7 +120,7 @@ def test_local_and_remote_run_through_the_same_sweep(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(sweep, "run_sweep", recording_sweep)
     fab = _fabfile(monkeypatch)
-    monkeypatch.setattr(fab, "_remote_bench", lambda _settings, _port: _Hosts())
+    monkeypatch.setattr(fab, "_remote_bench", lambda *_args: _Hosts())
     context = Context()
     fab.local(context, nodes="4,7", rate="1000,2000", build=False)
     fab.remote(context, nodes="4", rates="3000,4000", build=False)
