@@ -28,6 +28,7 @@ from benchmark import sweep
 from benchmark.analysis_options import AnalysisOptions
 from benchmark.config import REMOTE_DEFAULTS, ConfigError
 from benchmark.errors import HarnessError
+from benchmark.fault_schedule import FaultSchedule, schedule_from_flags
 from benchmark.flags import (
     default_text,
     either,
@@ -66,6 +67,13 @@ BENCH_FLAGS = {
     "invalid_share": "share of transactions with a bad signature (crypto modes)",
 }
 
+# The fault schedule (benchmark/fault_schedule.py); not bench parameters: no sweep, no default.
+FAULT_FLAGS = {
+    "crash": "NODE@T or NODE@T:RESTART_T: SIGKILL node NODE T s after the clients start"
+    " (and run it again at RESTART_T); repeatable",
+    "kill_leader_every": "every S s kill the leader of the current round, restart it S/2 later",
+}
+
 
 # Flags of `fab local` and `fab remote` that change how a run is analysed, not what it runs.
 ANALYSIS_FLAGS = {
@@ -93,8 +101,10 @@ def _guard(action: Callable[[], T]) -> T:
 # short flags then end in an empty one (`--=STRING` in --help).
 @task(
     auto_shortflags=False,
+    iterable=["crash"],
     help={
         **_bench_help(),
+        **FAULT_FLAGS,
         "base_port": "first port of node 0",
         "prometheus_port": "serve GET /metrics: node i at 127.0.0.1:P+i, client j at P+nodes+j",
         **ANALYSIS_FLAGS,
@@ -120,6 +130,8 @@ def local(
     accounts: str | None = None,
     runs: str | None = None,
     invalid_share: str | None = None,
+    crash: list[str] | None = None,
+    kill_leader_every: str | None = None,
     base_port: int = DEFAULT_BASE_PORT,
     prometheus_port: str | None = None,
     profile: bool = False,
@@ -160,6 +172,7 @@ def local(
             prometheus_port=optional_int(prometheus_port, "prometheus_port"),
             profile=profile,
             analysis=_analysis(project_cores, instance_price),
+            fault_schedule=schedule_from_flags(crash, kill_leader_every),
         )
         sweep.run_sweep(points, runner, sys.stdout, before_runs=runner.build if build else None)
 
@@ -231,6 +244,7 @@ def _remote_bench(
     prometheus_port: int | None = None,
     profile: bool = False,
     analysis: Callable[[Settings], AnalysisOptions] | None = None,
+    fault_schedule: FaultSchedule | None = None,
 ) -> RemoteBench:
     settings = _settings(settings_path)
     hosts = select_hosts(_manager(settings_path).hosts(), settings.ssh_user)
@@ -244,6 +258,7 @@ def _remote_bench(
         prometheus_port=prometheus_port,
         profile=profile,
         analysis=analysis(settings) if analysis is not None else None,
+        fault_schedule=fault_schedule,
     )
 
 
@@ -265,8 +280,10 @@ def install(c: Context, skip_toolchain: bool = False, settings: str = "settings.
 
 @task(
     auto_shortflags=False,
+    iterable=["crash"],
     help={
         **_bench_help(REMOTE_DEFAULTS),
+        **FAULT_FLAGS,
         "rates": "the same as --rate (its older spelling)",
         "prometheus_port": "serve GET /metrics: nodes on 0.0.0.0:P, clients on 0.0.0.0:P+1",
         **ANALYSIS_FLAGS,
@@ -292,6 +309,8 @@ def remote(
     runs: str | None = None,
     invalid_share: str | None = None,
     prometheus_port: str | None = None,
+    crash: list[str] | None = None,
+    kill_leader_every: str | None = None,
     profile: bool = False,
     project_cores: str | None = None,
     instance_price: str | None = None,
@@ -323,11 +342,13 @@ def remote(
         if points[0].mode == "movevm":
             raise ConfigError("movevm runs in one process: use `fab local --mode=movevm`")
         metrics_port = optional_int(prometheus_port, "prometheus_port")
+        schedule = schedule_from_flags(crash, kill_leader_every)
         with _remote_bench(
             settings,
             metrics_port,
             profile,
             lambda s: _analysis(project_cores, instance_price, s.instance_price),
+            schedule,
         ) as runner:
             sweep.run_sweep(
                 points,
@@ -381,9 +402,12 @@ def plot(
 
     def action() -> None:
         from benchmark.plot import plot_all  # noqa: PLC0415
+        from benchmark.plot_commits import plot_commits  # noqa: PLC0415
 
         caps = [float(cap) for cap in int_list(max_latency, "max_latency")]
         for path in plot_all(ROOT / results, ROOT / output, mode, caps):
+            print(f"wrote {path}")
+        for path in plot_commits(ROOT / results, ROOT / output, mode):
             print(f"wrote {path}")
 
     _guard(action)

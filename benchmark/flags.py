@@ -131,6 +131,10 @@ def sweep_from_flags(
 ) -> list[BenchParameters]:
     """Every point of the sweep the flags ask for: `--nodes` and `--rate` may be lists."""
     single = {name: value for name, value in flags.items() if name not in SWEPT}
+    if flags.get("nodes") is not None:
+        # The base is validated too: with the largest committee, so that `--nodes=7 --faults=2`
+        # is not checked against the default 4 nodes (each point is checked on its own below).
+        single["nodes"] = str(max(int_list(flags["nodes"], "nodes")))
     base = bench_from_flags(single, defaults)
     nodes = int_list(flags["nodes"], "nodes") if flags.get("nodes") is not None else [base.nodes]
     rates = int_list(flags["rate"], "rate") if flags.get("rate") is not None else [base.rate]

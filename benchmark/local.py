@@ -24,6 +24,10 @@ from .analysis_options import AnalysisOptions
 from .commands import client_command, movevm_command, node_command
 from .config import NODE_MODES, PORTS_PER_NODE, BenchParameters, Ports, RunFiles, write_run_files
 from .errors import HarnessError
+from .fault_injector import FaultInjector
+from .fault_schedule import FaultSchedule
+from .leader import committee_names
+from .local_faults import LocalNodeControl
 from .processes import DEFAULT_GRACE, ManagedProcess, ProcessSet, signals_interrupt
 from .profiles import PROFILE_GRACE
 from .progress import Progress
@@ -107,6 +111,10 @@ class LocalBench:
     profile: bool = False
     analysis: AnalysisOptions = field(default_factory=AnalysisOptions)
     startup_timeout: float = STARTUP_TIMEOUT
+    # Crashes, restarts and leader kills during every run (fault_schedule.py).
+    fault_schedule: FaultSchedule = field(default_factory=FaultSchedule)
+    # Whether a failed audit fails the run (stand-in binaries make no consistent ledger).
+    enforce_audit: bool = True
 
     @property
     def binaries_dir(self) -> Path:
@@ -146,6 +154,7 @@ class LocalBench:
         if self.prometheus_port is not None:
             endpoints = local_endpoints(self.prometheus_port, bench)
             check_ports(endpoints, ports, self.prometheus_port)
+        self.fault_schedule.check(bench)
 
     def run(self, bench: BenchParameters) -> list[Summary]:
         """Run `bench.runs` times; each run prints and saves its summary."""
@@ -187,6 +196,7 @@ class LocalBench:
                 "profile": self.profile,
             },
             options=self.analysis,
+            enforce_audit=self.enforce_audit,
         )
         return summary
 
@@ -229,9 +239,17 @@ class LocalBench:
             )
             for i in range(live)
         ]
-        self._wait(bench, clients, watched=nodes, logs=[p.log_path for p in nodes + clients])
-        # Clients are done: stop the nodes so each prints its final METRICS line.
-        processes.stop(nodes)
+        control = LocalNodeControl(processes, nodes)
+        faults = FaultInjector(
+            self.fault_schedule, control, committee_names(files.committee_file), live, self.out
+        )
+        faults.start()
+        try:
+            self._wait(bench, clients, nodes, [p.log_path for p in nodes + clients], faults)
+            # Clients are done: stop the nodes so each prints its final METRICS line.
+            processes.stop(nodes)
+        finally:
+            faults.log.save(log_dir)
 
     def _profile_dir(self, log_dir: Path, name: str) -> str | None:
         return str(log_dir / f"profile-{name}") if self.profile else None
@@ -269,16 +287,24 @@ class LocalBench:
         finishing: list[ManagedProcess],
         watched: list[ManagedProcess],
         logs: list[Path],
+        faults: FaultInjector | None = None,
     ) -> None:
-        """Wait for `finishing` to exit on their own while `watched` must keep running."""
+        """Wait for `finishing` to exit on their own while `watched` must keep running, except
+        where `faults` killed a node (process i of either list belongs to node i)."""
         progress = Progress(self.out, float(bench.duration), logs)
         deadline = time.monotonic() + bench.duration + EXIT_MARGIN
         try:
-            while any(p.running() for p in finishing):
-                for process in watched:
-                    if not process.running():
+            while any(p.running() for p in finishing) or (
+                faults is not None and faults.holds_run(bench.duration)
+            ):
+                if faults is not None:
+                    faults.tick()
+                for i, process in enumerate(watched):
+                    if not process.running() and not (faults and faults.is_expected_down(i)):
                         raise _failure(process, f"exited early with code {process.returncode}")
-                for process in finishing:
+                for i, process in enumerate(finishing):
+                    if faults is not None and faults.ever_crashed(i):
+                        continue
                     if process.returncode not in (None, 0):
                         raise _failure(process, f"failed with code {process.returncode}")
                 if time.monotonic() > deadline:
@@ -289,6 +315,6 @@ class LocalBench:
             progress.tick(force=True)
         finally:
             progress.finish()
-        for process in finishing:
-            if process.returncode != 0:
+        for i, process in enumerate(finishing):
+            if process.returncode != 0 and not (faults and faults.ever_crashed(i)):
                 raise _failure(process, f"failed with code {process.returncode}")

@@ -26,6 +26,7 @@ POSITIVE = frozenset(
         "max_batch_delay",
         "max_block_digests",
         "channel_capacity",
+        "max_rounds_ahead",
     }
 )
 
@@ -44,7 +45,9 @@ class NodeParameters:
     batch_size: int | None = None
     max_batch_delay: int | None = None
     gc_depth: int | None = None
+    gc_retention_ms: int | None = None
     max_block_digests: int | None = None
+    max_rounds_ahead: int | None = None
     max_frame_size: int | None = None
     channel_capacity: int | None = None
     max_backlog_per_sender: int | None = None

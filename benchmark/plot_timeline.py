@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # after mpl.use: the backend must be chosen fir
 
 from .json_path import lookup
 from .results import Result
-from .timeline import QUANTITIES
+from .timeline import STAGE_QUANTITIES
 
 LABELS = {
     "tps": "tx/s",
@@ -30,8 +30,8 @@ def timeline_figure(result: Result, directory: Path) -> Path | None:
     stages = lookup(result, ("timeline", "stages"))
     if not isinstance(seconds, list) or not seconds or not isinstance(stages, dict):
         return None
-    figure, axes = plt.subplots(len(QUANTITIES), 1, sharex=True, figsize=(7.0, 8.0))
-    for panel, quantity in zip(axes, QUANTITIES, strict=True):
+    figure, axes = plt.subplots(len(STAGE_QUANTITIES), 1, sharex=True, figsize=(7.0, 8.0))
+    for panel, quantity in zip(axes, STAGE_QUANTITIES, strict=True):
         # One colour per stage in every panel.
         for colour, (stage, series) in enumerate(sorted(stages.items())):
             values = series.get(quantity) if isinstance(series, dict) else None

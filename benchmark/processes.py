@@ -101,9 +101,12 @@ class ProcessSet:
         log_path: Path,
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
+        *,
+        append: bool = False,
     ) -> ManagedProcess:
+        """`append`: keep the log's earlier content (a node restarted by a fault schedule)."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("wb") as log:
+        with log_path.open("ab" if append else "wb") as log:
             popen = subprocess.Popen(
                 list(command),
                 stdout=log,

@@ -33,11 +33,15 @@ from .analysis_options import AnalysisOptions
 from .commands import client_command, node_command
 from .config import BenchParameters, RunFiles, host_slots, read_json, write_run_files
 from .errors import HarnessError
+from .fault_injector import FaultInjector
+from .fault_schedule import FaultSchedule
+from .leader import committee_names
 from .metrics import MalformedLineError, Record, parse_line
 from .processes import DEFAULT_GRACE
 from .profiles import PROFILE_GRACE
 from .progress import describe
 from .prometheus import MetricsEndpoints, check_ports, remote_endpoints
+from .remote_faults import RemoteNodeControl
 from .settings import Settings
 from .summary import Summary
 
@@ -110,17 +114,19 @@ def install_script(settings: Settings, skip_toolchain: bool) -> str:
     return "set -e\n" + "\n".join(steps)
 
 
-def background_script(name: str, command: list[str]) -> str:
+def background_script(name: str, command: list[str], *, append: bool = False) -> str:
     """Start `command` detached in its own session; record its pid and its exit code.
 
     The wrapping bash leads the process group. It traps SIGTERM with a no-op so that a SIGTERM to
     the group stops only the command (bash runs the trap after the command exits, then records
     its code): the leader stays alive exactly as long as the command, which is what `stop` waits
-    for. A trap, unlike an ignored signal, is not inherited by the command."""
+    for. A trap, unlike an ignored signal, is not inherited by the command. `append` keeps the
+    log of an earlier life (a node restarted by a fault schedule)."""
     inner = f"trap : TERM; {shlex.join(command)}; echo $? > pids/{name}.exit"
     return (
         f"cd {BENCH_DIR} && rm -f pids/{name}.exit && "
-        f"{{ setsid nohup bash -c {shlex.quote(inner)} > logs/{name}.log 2>&1 < /dev/null & "
+        f"{{ setsid nohup bash -c {shlex.quote(inner)} {'>>' if append else '>'} logs/{name}.log"
+        " 2>&1 < /dev/null & "
         f"echo $! > pids/{name}.pid; }}"
     )
 
@@ -218,6 +224,8 @@ class RemoteBench:
         prometheus_port: int | None = None,
         profile: bool = False,
         analysis: AnalysisOptions | None = None,
+        fault_schedule: FaultSchedule | None = None,
+        enforce_audit: bool = True,
     ) -> None:
         if not hosts:
             raise RemoteError("no hosts (are the instances running? see `fab info`)")
@@ -235,6 +243,10 @@ class RemoteBench:
         self.poll_interval = poll_interval
         # Nodes serve GET /metrics on this port, clients on the next (see prometheus.py).
         self.prometheus_port = prometheus_port
+        # Crashes and leader kills during every run (fault_schedule.py); node i's start script.
+        self.fault_schedule = fault_schedule or FaultSchedule()
+        self.enforce_audit = enforce_audit
+        self.node_scripts: dict[int, str] = {}
         self.connections = [
             Connection(
                 host=host.address,
@@ -364,6 +376,9 @@ class RemoteBench:
                 # Relative to the run directory, the processes' working directory.
                 profile=f"logs/profile-node-{index}" if self.profile else None,
             )
+            self.node_scripts[index] = bash(
+                background_script(f"node-{index}", command, append=True)
+            )
             self._run(index, bash(background_script(f"node-{index}", command)))
 
         def start_client(index: int) -> None:
@@ -387,20 +402,25 @@ class RemoteBench:
             lambda i: parse_status(self._run(i, bash(status_script([f"node-{i}", f"client-{i}"])))),
         )
 
-    def wait(self, bench: BenchParameters) -> None:
-        """Poll until every client exited by itself; fail fast if a node dies or a client fails."""
+    def wait(self, bench: BenchParameters, faults: FaultInjector | None = None) -> None:
+        """Poll until every client exited by itself; fail fast if a node dies or a client fails,
+        unless `faults` killed that node (its client then loses its connection and stops)."""
         live = bench.live_nodes
         started = time.monotonic()
         deadline = started + bench.duration + EXIT_MARGIN
         while True:
+            if faults is not None:
+                faults.tick()
             statuses = self.status(live)
             done = 0
             for index, status in enumerate(statuses):
+                crashed = faults is not None and faults.ever_crashed(index)
                 node_state, node_code = status.states.get(f"node-{index}", ("gone", None))
-                if node_state != "running":
+                down = faults is not None and faults.is_expected_down(index)
+                if node_state != "running" and not down:
                     raise self._failure(index, f"node-{index}", f"{node_state} ({node_code})")
                 state, code = status.states.get(f"client-{index}", ("gone", None))
-                if state == "exited" and code == 0:
+                if (state == "exited" and code == 0) or (crashed and state != "running"):
                     done += 1
                 elif state != "running":
                     raise self._failure(index, f"client-{index}", f"{state} ({code})")
@@ -408,7 +428,7 @@ class RemoteBench:
             records = [r for s in statuses for r in s.records]
             self.out.write(f"[{elapsed:5.1f}s / {bench.duration}s] {describe(records)}\n")
             self.out.flush()
-            if done == live:
+            if done == live and not (faults is not None and faults.holds_run(bench.duration)):
                 return
             if time.monotonic() > deadline:
                 raise RemoteError(f"clients still running {EXIT_MARGIN:.0f} s after their duration")
@@ -472,9 +492,18 @@ class RemoteBench:
         if endpoints is not None:
             self.out.write(endpoints.describe())
         self.upload(files, bench.nodes)
+        control = RemoteNodeControl(self._run, BENCH_DIR, self.node_scripts)
+        faults = FaultInjector(
+            self.fault_schedule,
+            control,
+            committee_names(files.committee_file),
+            bench.live_nodes,
+            self.out,
+        )
         try:
             self.start(files, bench)
-            self.wait(bench)
+            faults.start()
+            self.wait(bench, faults)
             # Clients are done: stop the nodes so each prints its final METRICS line.
             self.stop(bench.live_nodes)
         finally:
@@ -482,6 +511,7 @@ class RemoteBench:
             self.stop(bench.nodes)
         log_dir = self.logs_dir / run_id
         self.download(bench.live_nodes, log_dir)
+        faults.log.save(log_dir)
         summary, _ = finish_run(
             log_dir,
             bench,
@@ -494,6 +524,7 @@ class RemoteBench:
                 "profile": self.profile,
             },
             options=self.analysis,
+            enforce_audit=self.enforce_audit,
         )
         return summary
 
@@ -503,6 +534,7 @@ class RemoteBench:
             raise RemoteError(
                 f"{bench.nodes} nodes need {bench.nodes} hosts, have {len(self.hosts)}"
             )
+        self.fault_schedule.check(bench)
         endpoints = self.metrics_endpoints(bench)
         if endpoints is not None and self.prometheus_port is not None:
             hosts = [host.address for host in self.hosts[: bench.nodes]]

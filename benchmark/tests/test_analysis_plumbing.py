@@ -104,5 +104,8 @@ def test_a_profiled_local_run_summarises_its_profiles(tmp_path: Path, standins: 
     assert result["profile"]["top"][0]["function"] == "ed25519_verify"
     assert result["resources"]["series"]["node-0"]["cpu_cores"]
     assert result["timeline"]["stages"]["verifier"]["cpu_cores"]
+    # The fault analysis adds its per-node commits timeline beside the per-stage one.
+    assert sorted(result["commits_timeline"]["nodes"]) == ["0", "1", "2", "3"]
+    assert "AUDIT: ok" in text
     assert result["cost"]["usd_per_million_tx"] is not None
     assert [hop["start"] for hop in result["hops"]][:3] == ["send", "receive", "seal"]

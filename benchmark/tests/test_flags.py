@@ -76,3 +76,8 @@ def test_help_shows_the_default_from_where_it_is_defined() -> None:
     assert default_text("duration", REMOTE_DEFAULTS) == f"default {REMOTE_DEFAULTS['duration']}"
     assert default_text("batch_delay") == "default: the node's"
     assert default_text("verifier_threads") == "default: the node's"
+
+
+def test_faults_are_checked_against_the_committee_given() -> None:
+    [point] = sweep_from_flags({"nodes": "7", "faults": "2"})
+    assert (point.nodes, point.faults) == (7, 2)

@@ -93,6 +93,7 @@ def _local(base_port: int, prometheus_port: int, standins: Path, tmp_path: Path)
         prometheus_port=prometheus_port,
         out=StringIO(),
         grace=2.0,
+        enforce_audit=False,  # stand-ins: no consistent ledger
     )
 
 

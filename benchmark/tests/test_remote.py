@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 
 from benchmark.config import BenchParameters, Ports
+from benchmark.fault_events import FaultLog
+from benchmark.fault_schedule import schedule_from_flags
 from benchmark.metrics import load_run
 from benchmark.prometheus import EVERY_INTERFACE
 from benchmark.remote import BENCH_DIR, RemoteBench, RemoteError, select_hosts
@@ -105,6 +107,8 @@ def remote_bench(
         results_dir=base / "results",
         grace=2.0,
         poll_interval=0.2,
+        # The stand-ins print plausible numbers, not a consistent ledger: audited, not enforced.
+        enforce_audit=False,
     )
     with bench:
         bench.install(skip_toolchain=True)
@@ -265,3 +269,21 @@ def test_remote_profiles_come_back_with_the_logs(remote_bench: RemoteBench) -> N
     assert len(summary.profile.flamegraphs) == 2
     assert summary.resources is not None
     assert len(summary.resources.machines) == 2  # one per host, cores from `process.cores`
+
+
+def test_remote_crash_and_restart(local_ssh_hosts: SshHosts, remote_bench: RemoteBench) -> None:
+    """A scheduled crash over SSH does not abort the run; the restart appends to the node's log."""
+    remote_bench.fault_schedule = schedule_from_flags(["1@1:2"], None)
+    try:
+        [summary] = remote_bench.run(
+            BenchParameters(mode="hotcrypto", nodes=3, rate=1_500, duration=4, accounts=60)
+        )
+    finally:
+        remote_bench.fault_schedule = schedule_from_flags(None, None)
+    log_dir = Path(summary.config["logs"])
+    faults = FaultLog.load(log_dir)
+    assert [(e.kind, e.node) for e in faults.events] == [("crash", 1), ("restart", 1)]
+    [node] = [p for p in load_run(log_dir).nodes if p.source == "node-1.log"]
+    restart_ms = faults.events[1].time_ms
+    assert any(r["time_ms"] < faults.events[0].time_ms for r in node.records)
+    assert any(r["time_ms"] > restart_ms for r in node.records)

@@ -1,0 +1,144 @@
+"""Carries out a fault schedule while a run goes: crashes, restarts, leader kills.
+
+The injector knows nothing of processes or SSH: a `NodeControl` kills and restarts node i and
+reports the latest round the nodes announced (`consensus.round` of their METRICS lines). The
+runner calls `tick()` from its wait loop; every event is recorded in a `FaultLog`.
+
+A METRICS line comes once a second while a round lasts about 100 ms under load, so a round read
+from a line already written is most likely over. A due leader kill therefore waits (up to a
+second) for the next line of any live node and kills the leader of the round it reports at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TextIO
+
+from .fault_events import CRASH, RESTART, FaultEvent, FaultLog
+from .fault_schedule import FaultSchedule
+from .leader import leader_index
+
+# How long a due leader kill waits for a fresh METRICS line (they come once a second).
+LEADER_WAIT_MS = 3000.0
+
+
+class NodeControl(Protocol):
+    def kill(self, node: int) -> None:
+        """Kill node `node` at once (SIGKILL to its process group)."""
+
+    def restart(self, node: int) -> None:
+        """Start node `node` again with its exact command, appending to its log."""
+
+    def latest_round(self, nodes: Sequence[int], since_ms: float) -> int | None:
+        """The highest `consensus.round` in the given nodes' latest METRICS lines written at or
+        after `since_ms` (wall clock ms); None while none is that recent."""
+
+
+@dataclass(order=True)
+class _Pending:
+    t: float
+    kind: str = field(compare=False)
+    node: int = field(compare=False)
+    cause: str = field(compare=False)
+
+
+@dataclass
+class FaultInjector:
+    schedule: FaultSchedule
+    control: NodeControl
+    names: list[str]  # committee public keys, node i's at position i
+    live_nodes: int  # nodes 0..live_nodes-1 were booted
+    out: TextIO
+    clock: Callable[[], float] = time.time
+    log: FaultLog = field(default_factory=FaultLog)
+    down: set[int] = field(default_factory=set)
+    pending: list[_Pending] = field(default_factory=list)
+    next_leader_kill: float | None = None
+    # Wall clock ms since which a fresh METRICS line is awaited for a due leader kill.
+    leader_kill_armed_ms: float | None = None
+
+    def start(self) -> None:
+        """The clients just started: times of the schedule count from now."""
+        self.log.start_ms = self.clock() * 1000.0
+        self.log.schedule = self.schedule.to_dict()
+        self.log.never_booted = list(range(self.live_nodes, len(self.names)))
+        for crash in self.schedule.crashes:
+            self.pending.append(_Pending(crash.at, CRASH, crash.node, "schedule"))
+            if crash.restart_at is not None:
+                self.pending.append(_Pending(crash.restart_at, RESTART, crash.node, "schedule"))
+        self.pending.sort()
+        self.next_leader_kill = self.schedule.kill_leader_every
+
+    def elapsed(self) -> float:
+        if self.log.start_ms is None:
+            return 0.0
+        return self.clock() - self.log.start_ms / 1000.0
+
+    def holds_run(self, duration: float) -> bool:
+        """Whether the run must go on although every client may have stopped: the clients of
+        crashed nodes die with their connection, and the schedule still runs to `duration`."""
+        return not self.schedule.empty and self.elapsed() < duration
+
+    def is_expected_down(self, node: int) -> bool:
+        """Whether node `node` is down because of the schedule (a death not to abort on)."""
+        return node in self.down
+
+    def ever_crashed(self, node: int) -> bool:
+        """A crashed node's client lost its connection and stopped: not a failure either."""
+        return node in self.log.crashed()
+
+    def tick(self) -> None:
+        if self.log.start_ms is None:
+            return
+        now = self.elapsed()
+        while self.pending and self.pending[0].t <= now:
+            event = self.pending.pop(0)
+            if event.kind == CRASH:
+                self._crash(event.node, event.cause, None)
+            else:
+                self._restart(event.node, event.cause)
+        if self.next_leader_kill is not None and now >= self.next_leader_kill:
+            self.next_leader_kill += self.schedule.kill_leader_every or 0.0
+            self.leader_kill_armed_ms = self.clock() * 1000.0
+        if self.leader_kill_armed_ms is not None:
+            self._kill_leader(self.leader_kill_armed_ms)
+
+    def _kill_leader(self, since_ms: float) -> None:
+        up = [i for i in range(self.live_nodes) if i not in self.down]
+        round_ = self.control.latest_round(up, since_ms)
+        if round_ is None:
+            if self.clock() * 1000.0 - since_ms > LEADER_WAIT_MS:
+                self.out.write("fault: no node reported a round; no leader killed\n")
+                self.leader_kill_armed_ms = None
+            return
+        self.leader_kill_armed_ms = None
+        node = leader_index(self.names, round_)
+        if node in self.down or node >= self.live_nodes:
+            self.out.write(f"fault: the leader of round {round_} (node-{node}) is already down\n")
+            return
+        self._crash(node, "leader", round_)
+        after = self.schedule.leader_restart_after
+        if after is not None:
+            self.pending.append(_Pending(self.elapsed() + after, RESTART, node, "leader"))
+            self.pending.sort()
+
+    def _crash(self, node: int, cause: str, round_: int | None) -> None:
+        self.control.kill(node)
+        self.down.add(node)
+        self._record(CRASH, node, cause, round_)
+
+    def _restart(self, node: int, cause: str) -> None:
+        self.control.restart(node)
+        self.down.discard(node)
+        self._record(RESTART, node, cause, None)
+
+    def _record(self, kind: str, node: int, cause: str, round_: int | None) -> None:
+        event = FaultEvent(
+            kind, node, round(self.elapsed(), 3), self.clock() * 1000.0, cause, round_
+        )
+        self.log.events.append(event)
+        what = f" (leader of round {round_})" if round_ is not None else ""
+        self.out.write(f"fault: {kind} node-{node} at {event.t:.1f} s{what}\n")
+        self.out.flush()

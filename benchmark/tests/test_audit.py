@@ -1,0 +1,217 @@
+"""The audit on synthetic METRICS series: a healthy run passes; a digest mismatch, a change of
+supply, a sample executed twice and an unexplained loss each fail; a crashed and restarted node
+is held only to what it reported; and the catch-up time of the timeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmark.audit import audit, render_audit
+from benchmark.fault_events import CRASH, RESTART, FaultEvent, FaultLog
+from benchmark.metrics import ProcessMetrics, Record, RunMetrics
+from benchmark.timeline import build_commits_timeline
+
+T0 = 1_000_000.0  # ms
+SUPPLY = 10_000
+SENT_PER_S = 1_000  # per client
+SECONDS = 5
+SAMPLES = [f"s{i}" for i in range(SECONDS)]
+
+
+def node_record(t: int, executed: float, **changes: Any) -> Record:
+    """Node line at second t: it committed, verified and executed `executed` transactions."""
+    executor = {
+        "items": executed,
+        "executed": executed,
+        "failed": 0,
+        "dropped": 0,
+        "dropped_by_reason": {"stale_nonce": 0},
+        "backlog": 0,
+        "state_executed": executed,
+        "state_digest": f"d{int(executed)}",
+        "total_supply": str(SUPPLY),
+    }
+    executor.update(changes.pop("executor", {}))
+    record: Record = {
+        "role": "node",
+        "name": changes.pop("name", "n"),
+        "time_ms": T0 + 1000 * t,
+        "consensus": {
+            "round": 10 * t,
+            "committed_blocks": 10 * t,
+            "committed_txs": executed,
+            "sealed_txs": changes.pop("sealed", executed / 2),
+        },
+        "stages": {"verifier": {"items": executed, "invalid": 0}, "executor": executor},
+        "samples": [{"id": s, "event": "execute", "t_ms": 0} for s in changes.pop("samples", [])],
+    }
+    return record
+
+
+def client_record(t: int, index: int) -> Record:
+    samples = [{"id": SAMPLES[t - 1], "t_ms": T0 + 1000 * t - 900}] if index == 0 and t else []
+    return {
+        "role": "client",
+        "name": f"client-{index}",
+        "time_ms": T0 + 1000 * t,
+        "sent": SENT_PER_S * t,
+        "invalid_sent": 0,
+        "rate": SENT_PER_S,
+        "samples": samples,
+        "final": t == SECONDS,
+    }
+
+
+def healthy_node(index: int) -> ProcessMetrics:
+    records = [
+        node_record(t, 2 * SENT_PER_S * t, name=f"n{index}", samples=SAMPLES[t - 1 : t])
+        for t in range(1, SECONDS + 1)
+    ]
+    return ProcessMetrics("node", f"n{index}", f"node-{index}.log", records)
+
+
+def healthy_run() -> RunMetrics:
+    clients = [
+        ProcessMetrics(
+            "client",
+            f"client-{i}",
+            f"client-{i}.log",
+            [client_record(t, i) for t in range(SECONDS + 1)],
+        )
+        for i in range(2)
+    ]
+    return RunMetrics(nodes=[healthy_node(0), healthy_node(1)], clients=clients)
+
+
+def failed_names(run: RunMetrics, faults: FaultLog | None = None) -> list[str]:
+    report = audit(run, faults or FaultLog(start_ms=T0), "hotcrypto", SUPPLY)
+    return [check.name for check in report.failures]
+
+
+def test_a_healthy_run_passes() -> None:
+    report = audit(healthy_run(), FaultLog(start_ms=T0), "hotcrypto", SUPPLY)
+    assert report.ok, render_audit(report)
+    assert render_audit(report).startswith(f"AUDIT: ok ({len(report.checks)} checks)")
+    digests = next(c for c in report.checks if c.name == "state digests agree")
+    assert digests.detail.startswith(f"{SECONDS} common executed heights")
+
+
+def test_a_digest_mismatch_fails() -> None:
+    run = healthy_run()
+    run.nodes[1].records[2]["stages"]["executor"]["state_digest"] = "forked"
+    assert failed_names(run) == ["state digests agree"]
+
+
+def test_a_supply_change_fails() -> None:
+    run = healthy_run()
+    run.nodes[0].records[3]["stages"]["executor"]["total_supply"] = str(SUPPLY + 1)
+    assert failed_names(run) == ["total supply conserved"]
+
+
+def test_a_sample_executed_twice_fails() -> None:
+    run = healthy_run()
+    run.nodes[0].records[4]["samples"].append({"id": SAMPLES[0], "event": "execute", "t_ms": 0})
+    assert failed_names(run) == ["samples executed at most once"]
+
+
+def test_a_sample_never_executed_fails() -> None:
+    run = healthy_run()
+    run.nodes[1].records[0]["samples"] = []
+    assert failed_names(run) == ["samples executed exactly once"]
+
+
+def test_an_unexplained_loss_fails() -> None:
+    run = healthy_run()
+    # Node 1 executed 500 fewer than it committed, verified and handed to its executor.
+    last = run.nodes[1].records[-1]["stages"]["executor"]
+    last["executed"] -= 500
+    last["state_executed"] = None
+    assert failed_names(run) == ["node-1 accounting"]
+    report = audit(run, FaultLog(start_ms=T0), "hotcrypto", SUPPLY)
+    assert "500 unexplained" in report.failures[0].detail
+
+
+def test_counted_drops_and_backlog_explain_a_gap() -> None:
+    run = healthy_run()
+    last = run.nodes[1].records[-1]["stages"]["executor"]
+    last["executed"] -= 500
+    last["state_executed"] = None
+    last["dropped_by_reason"] = {"stale_nonce": 300}
+    last["backlog"] = 200
+    assert failed_names(run) == []
+
+
+def test_more_executed_than_sent_fails() -> None:
+    run = healthy_run()
+    run.nodes[0].records[-1]["stages"]["executor"]["executed"] += 5_000
+    run.nodes[0].records[-1]["stages"]["executor"]["state_executed"] = None
+    assert failed_names(run) == ["node-0 accounting"]
+
+
+def crashed_run() -> tuple[RunMetrics, FaultLog]:
+    """Node 1 crashes after second 2 and restarts at 3.5 s from genesis (in-memory store): it
+    re-executes 4,000 and 8,000 in its second life, with the digests of those heights."""
+    run = healthy_run()
+    node = run.nodes[1]
+    first_life = node.records[:2]
+    second_life = [
+        node_record(t, 4_000 * (t - 3), name="n1", samples=[SAMPLES[0]] if t == 5 else [])
+        for t in (4, 5)
+    ]
+    run.nodes[1] = ProcessMetrics("node", "n1", "node-1.log", first_life + second_life)
+    faults = FaultLog(
+        start_ms=T0,
+        events=[
+            FaultEvent(CRASH, 1, 2.5, T0 + 2500, "schedule"),
+            FaultEvent(RESTART, 1, 3.5, T0 + 3500, "schedule"),
+        ],
+    )
+    return run, faults
+
+
+def test_a_restarted_node_is_audited_per_life() -> None:
+    run, faults = crashed_run()
+    report = audit(run, faults, "hotcrypto", SUPPLY)
+    assert report.ok, render_audit(report)
+    accounting = next(c for c in report.checks if c.name == "node-1 accounting")
+    assert "missed while down" in accounting.detail
+
+
+def test_a_restarted_node_that_forks_still_fails() -> None:
+    run, faults = crashed_run()
+    run.nodes[1].records[-1]["stages"]["executor"]["state_digest"] = "other"
+    assert failed_names(run, faults) == ["state digests agree"]
+
+
+def test_catch_up_time_or_none() -> None:
+    run, faults = crashed_run()
+    [catch_up] = build_commits_timeline(run, faults, "hotcrypto").catch_ups
+    # When node 1 restarted (3.5 s) node 0 had executed 6,000 (its line at 3 s).
+    assert catch_up.target == 6_000
+    assert catch_up.caught_up_after == 1.5  # 8,000 at 5 s
+    run.nodes[1].records[-1]["stages"]["executor"]["executed"] = 5_000
+    [late] = build_commits_timeline(run, faults, "hotcrypto").catch_ups
+    assert late.caught_up_after is None
+    assert late.reached == 5_000
+
+
+def test_hotstuff_checks_commits() -> None:
+    run = healthy_run()
+    for node in run.nodes:
+        for record in node.records:
+            del record["stages"]
+            for sample in record["samples"]:
+                sample["event"] = "commit"
+    report = audit(run, FaultLog(start_ms=T0), "hotstuff", None)
+    assert report.ok, render_audit(report)
+    assert {c.name for c in report.checks} >= {
+        "samples committed exactly once",
+        "node-0 accounting",
+    }
+    # Consensus committing more than the clients sent: a batch committed twice.
+    run.nodes[0].records[-1]["consensus"]["committed_txs"] = 14_000
+    assert failed_names_hotstuff(run) == ["node-0 accounting"]
+
+
+def failed_names_hotstuff(run: RunMetrics) -> list[str]:
+    return [c.name for c in audit(run, FaultLog(start_ms=T0), "hotstuff", None).failures]

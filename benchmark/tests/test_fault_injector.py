@@ -1,0 +1,80 @@
+"""The fault injector with a fake clock and fake nodes: the schedule's order, leader kills on a
+fresh round only, the restart S/2 later, and which deaths are expected."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from io import StringIO
+
+from benchmark.fault_injector import FaultInjector
+from benchmark.fault_schedule import schedule_from_flags
+from benchmark.leader import leader_index
+
+NAMES = ["cc" * 32, "aa" * 32, "dd" * 32, "bb" * 32]  # key order: 1, 3, 0, 2
+
+
+@dataclass
+class FakeNodes:
+    now: list[float]
+    round_: int = 7
+    round_written_at: float = 0.0  # seconds
+    actions: list[tuple[str, int, float]] = field(default_factory=list)
+
+    def kill(self, node: int) -> None:
+        self.actions.append(("kill", node, self.now[0]))
+
+    def restart(self, node: int) -> None:
+        self.actions.append(("restart", node, self.now[0]))
+
+    def latest_round(self, nodes: Sequence[int], since_ms: float) -> int | None:
+        return self.round_ if self.round_written_at * 1000.0 >= since_ms else None
+
+
+def run(crashes: list[str], period: str | None, until: float, step: float = 0.25) -> FakeNodes:
+    now = [0.0]
+    nodes = FakeNodes(now)
+    injector = FaultInjector(
+        schedule_from_flags(crashes, period), nodes, NAMES, 4, StringIO(), clock=lambda: now[0]
+    )
+    injector.start()
+    while now[0] < until:
+        now[0] += step
+        # A METRICS line every second, one round further each time.
+        if now[0] % 1.0 == 0:
+            nodes.round_ += 1
+            nodes.round_written_at = now[0]
+        injector.tick()
+    return nodes
+
+
+def test_crashes_and_restarts_happen_in_time_order() -> None:
+    nodes = run(["2@3", "1@1:2"], None, 4)
+    assert [(a, n) for a, n, _ in nodes.actions] == [("kill", 1), ("restart", 1), ("kill", 2)]
+
+
+def test_the_leader_of_a_fresh_round_is_killed_and_restarted_half_a_period_later() -> None:
+    nodes = run([], "2.5", 4.9)
+    kill, restart = nodes.actions[0], nodes.actions[1]
+    # Due at 2.5 s; the next line comes at 3 s with round 10: its leader is killed then.
+    assert kill == ("kill", leader_index(NAMES, 10), 3.0)
+    assert restart == ("restart", kill[1], 4.25)
+
+
+def test_expected_deaths() -> None:
+    now = [0.0]
+    nodes = FakeNodes(now)
+    injector = FaultInjector(
+        schedule_from_flags(["1@1:2"], None), nodes, NAMES, 4, StringIO(), clock=lambda: now[0]
+    )
+    injector.start()
+    now[0] = 1.5
+    injector.tick()
+    assert injector.is_expected_down(1)
+    assert not injector.is_expected_down(0)
+    now[0] = 2.5
+    injector.tick()
+    assert not injector.is_expected_down(1)
+    assert injector.ever_crashed(1)  # its client died with the connection
+    assert injector.holds_run(10)
+    assert not injector.holds_run(2)

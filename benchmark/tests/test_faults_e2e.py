@@ -1,0 +1,149 @@
+"""Fault schedules on the real binaries (marked `e2e`): each test runs `fab local` with faults and
+asserts on what the nodes committed and executed (the saved timeline and audit), never on timing.
+
+The binaries are taken as they are (no build): `$HOTMOVE_BINARIES`, else target/release.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import REPO_ROOT
+from .sshhosts import COMMITTEE_PORTS, free_port
+
+pytestmark = pytest.mark.e2e
+
+BINARIES = Path(os.environ.get("HOTMOVE_BINARIES", REPO_ROOT / "target" / "release"))
+
+
+def fab_local(tmp_path: Path, *flags: str) -> tuple[dict[str, Any], str]:
+    """Run `fab local` with `flags`; the saved result and the printed output."""
+    if not (BINARIES / "node").is_file():
+        pytest.skip(f"no node binary in {BINARIES} (set HOTMOVE_BINARIES)")
+    command = [
+        sys.executable, "-m", "fabric", "local", *flags, "--no-build", f"--binaries={BINARIES}",
+        f"--base-port={free_port(COMMITTEE_PORTS)}", f"--logs={tmp_path / 'logs'}",
+        f"--results={tmp_path / 'results'}",
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "AUDIT: ok" in result.stdout
+    [saved] = (tmp_path / "results").glob("*.json")
+    return json.loads(saved.read_text()), result.stdout
+
+
+def points(result: dict[str, Any], node: int) -> list[dict[str, Any]]:
+    return result["commits_timeline"]["nodes"][str(node)]
+
+
+def blocks_at(result: dict[str, Any], node: int, t: float) -> float:
+    """Node's committed blocks in its latest line at or before t (0 before any)."""
+    value = 0.0
+    for point in points(result, node):
+        if point["t"] <= t:
+            value = point["committed_blocks"] or value
+    return value
+
+
+def commit_steps(result: dict[str, Any], node: int) -> int:
+    """How many of the node's METRICS lines show more committed blocks than the one before."""
+    blocks = [p["committed_blocks"] or 0.0 for p in points(result, node)]
+    return sum(1 for before, after in itertools.pairwise(blocks) if after > before)
+
+
+def final(result: dict[str, Any], node: int, key: str) -> float:
+    return points(result, node)[-1][key] or 0.0
+
+
+def check_agreement(result: dict[str, Any]) -> None:
+    audit = result["audit"]
+    assert audit["ok"], audit["failures"]
+    names = {check["name"] for check in audit["passed"]}
+    assert {"state digests agree", "total supply conserved"} <= names
+
+
+def test_one_of_four_down_from_the_start(tmp_path: Path) -> None:
+    result, _ = fab_local(tmp_path, "--mode=hotcrypto", "--faults=1", "--rate=3000", "--duration=6")
+    assert sorted(result["commits_timeline"]["nodes"]) == ["0", "1", "2"]
+    for node in range(3):
+        # Every fourth round's leader is down (a timeout each time), yet commits go on.
+        assert commit_steps(result, node) >= 2
+        assert final(result, node, "executed") > 0
+    check_agreement(result)
+
+
+def test_two_of_seven_down_from_the_start(tmp_path: Path) -> None:
+    result, _ = fab_local(
+        tmp_path, "--mode=hotcrypto", "--nodes=7", "--faults=2", "--rate=1500", "--duration=6"
+    )
+    assert len(result["commits_timeline"]["nodes"]) == 5
+    for node in range(5):
+        assert commit_steps(result, node) >= 2
+        assert final(result, node, "executed") > 0
+    check_agreement(result)
+
+
+def test_crash_and_restart_in_hotcrypto(tmp_path: Path) -> None:
+    result, output = fab_local(
+        tmp_path, "--mode=hotcrypto", "--rate=3000", "--duration=14", "--crash=1@4:8"
+    )
+    kinds = [(e["kind"], e["node"]) for e in result["faults"]["events"]]
+    assert kinds == [("crash", 1), ("restart", 1)]
+    # The others went on executing while node 1 was down, and agree.
+    for node in (0, 2, 3):
+        assert final(result, node, "executed") > 0
+    check_agreement(result)
+    [catch_up] = result["commits_timeline"]["catch_ups"]
+    assert catch_up["node"] == 1
+    # Catching up or not, the audit explains the restarted node's gap (it passed above).
+    accounting = next(c for c in result["audit"]["passed"] if c["name"] == "node-1 accounting")
+    print(output[output.find(" + FAULTS") :])
+    print("catch-up:", catch_up, "| node-1:", accounting["detail"])
+
+
+def test_leader_killed_every_five_seconds(tmp_path: Path) -> None:
+    result, output = fab_local(
+        tmp_path, "--mode=hotcrypto", "--rate=3000", "--duration=20", "--kill-leader-every=5"
+    )
+    crashes = [e for e in result["faults"]["events"] if e["kind"] == "crash"]
+    assert len(crashes) >= 3
+    assert all(e["cause"] == "leader" and e["round"] is not None for e in crashes)
+    end = max(p["t"] for node in result["commits_timeline"]["nodes"].values() for p in node)
+    for crash in crashes:
+        others = [n for n in range(4) if n != crash["node"]]
+        # Commits resume after every kill: some other node commits more blocks later on.
+        assert any(blocks_at(result, n, end) > blocks_at(result, n, crash["t"]) for n in others)
+    check_agreement(result)
+    print(output[output.find(" + FAULTS") :])
+
+
+def test_more_than_f_down_then_back(tmp_path: Path) -> None:
+    result, output = fab_local(
+        tmp_path, "--mode=hotcrypto", "--rate=2000", "--duration=16",
+        "--crash=2@4:9", "--crash=3@4:9",
+    )  # fmt: skip
+    print(output[output.find(" + FAULTS") :])
+    events = {(e["kind"], e["node"]): e["t"] for e in result["faults"]["events"]}
+    down, back = max(events[("crash", 2)], events[("crash", 3)]), events[("restart", 2)]
+    end = max(p["t"] for p in points(result, 0))
+    for node in (0, 1):
+        # No quorum: a line written a second after the crash may still count blocks certified
+        # before it, none after that.
+        assert blocks_at(result, node, back) == blocks_at(result, node, down + 1.5)
+    check_agreement(result)
+    resumed = all(blocks_at(result, n, end) > blocks_at(result, n, back) for n in (0, 1))
+    if not resumed:
+        # Restarted on an empty in-memory store, nodes 2 and 3 start at round 1 and drop the
+        # others' messages as too far ahead (max_rounds_ahead): only catch-up (issue 13) fixes it.
+        pytest.xfail("commits did not resume: the restarted nodes cannot catch up yet")

@@ -1,0 +1,67 @@
+"""A fault schedule in the local runner, with the stand-in binaries: scheduled deaths do not abort
+the run and a restart appends to the node's log; an unscheduled death still aborts it."""
+
+from __future__ import annotations
+
+import shutil
+from io import StringIO
+from pathlib import Path
+
+import pytest
+
+from benchmark.config import BenchParameters
+from benchmark.fault_events import FaultLog
+from benchmark.fault_schedule import schedule_from_flags
+from benchmark.local import BenchError, LocalBench
+from benchmark.metrics import load_run
+
+from .sshhosts import COMMITTEE_PORTS, free_port
+
+
+def _local(tmp_path: Path, binaries: Path, crashes: list[str]) -> LocalBench:
+    return LocalBench(
+        repo_root=tmp_path,
+        base_port=free_port(COMMITTEE_PORTS),
+        binaries=binaries,
+        out=StringIO(),
+        grace=2.0,
+        fault_schedule=schedule_from_flags(crashes, None),
+        enforce_audit=False,  # stand-ins: no consistent ledger
+    )
+
+
+def test_a_scheduled_crash_and_restart(tmp_path: Path, standins: Path) -> None:
+    local = _local(tmp_path, standins, ["1@1:2", "2@1.5"])
+    bench = BenchParameters(mode="hotcrypto", nodes=4, rate=1_000, duration=3, accounts=40)
+    [summary] = local.run(bench)
+    log_dir = Path(summary.config["logs"])
+    faults = FaultLog.load(log_dir)
+    assert [(e.kind, e.node) for e in faults.events] == [
+        ("crash", 1),
+        ("crash", 2),
+        ("restart", 1),
+    ]
+    assert faults.down_at_end() == {2}
+    [node] = [p for p in load_run(log_dir).nodes if p.source == "node-1.log"]
+    assert any(r["time_ms"] < faults.events[0].time_ms for r in node.records)
+    assert any(r["time_ms"] > faults.events[2].time_ms for r in node.records)
+    assert "AUDIT:" in local.out.getvalue()  # type: ignore[attr-defined]
+
+
+def test_an_unscheduled_death_still_aborts(tmp_path: Path, standins: Path) -> None:
+    binaries = tmp_path / "bin"
+    binaries.mkdir()
+    shutil.copy(standins / "client", binaries / "client")
+    dying = binaries / "node"
+    # Node 2 dies by itself a second into the run; node 1's crash is scheduled.
+    dying.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in run*node-2.json*) '
+        f'{standins / "node"} "$@" & sleep 1.5; echo "panic: gone" >&2; exit 7;; esac\n'
+        f'exec {standins / "node"} "$@"\n'
+    )
+    dying.chmod(0o755)
+    local = _local(tmp_path, binaries, ["1@0.5"])
+    bench = BenchParameters(mode="hotcrypto", nodes=4, rate=1_000, duration=4, accounts=40)
+    with pytest.raises(BenchError, match=r"node-2 exited early with code 7[\s\S]*gone"):
+        local.run(bench)
