@@ -21,6 +21,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// The id of a transaction if it is a latency sample, from its bytes alone.
+pub type SampleDetector = fn(&[u8]) -> Option<String>;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
     /// Consensus only: transactions are opaque bytes.
@@ -60,7 +63,7 @@ impl Mode {
 
     /// How a transaction of this mode is recognised as a latency sample from its bytes alone
     /// (the mempool's `receive`/`seal`/`quorum` hops); `None` for a mode without a mempool.
-    pub fn sample_detector(self) -> Option<fn(&[u8]) -> Option<String>> {
+    pub fn sample_detector(self) -> Option<SampleDetector> {
         match self {
             Mode::Hotstuff => Some(|tx| opaque_sample_id(tx).map(|id| id.to_string())),
             Mode::Hotcrypto | Mode::Hotmove => Some(signed_sample_id),

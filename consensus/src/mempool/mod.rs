@@ -60,9 +60,14 @@ pub enum ConsensusMempoolMessage {
 /// sample (`receive`, `seal`, `quorum`) with its time in ms since the epoch.
 #[derive(Clone)]
 pub struct SampleHooks {
-    pub detect: Arc<dyn Fn(&[u8]) -> Option<String> + Send + Sync>,
-    pub report: Arc<dyn Fn(String, &'static str, u64) + Send + Sync>,
+    pub detect: Arc<DetectSample>,
+    pub report: Arc<ReportHop>,
 }
+
+/// The id of a transaction if it is a latency sample.
+pub type DetectSample = dyn Fn(&[u8]) -> Option<String> + Send + Sync;
+/// One hop of a sample: its id, the hop, the time in ms since the epoch.
+pub type ReportHop = dyn Fn(String, &'static str, u64) + Send + Sync;
 
 impl std::fmt::Debug for SampleHooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,6 +85,7 @@ impl Mempool {
     ///
     /// Ports are bound on every interface (the committee's IP is where peers reach us, which
     /// behind NAT, as on cloud hosts, is not an address of this machine).
+    #[allow(clippy::too_many_arguments)]
     pub async fn spawn(
         name: PublicKey,
         committee: Committee,

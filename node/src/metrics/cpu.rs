@@ -87,7 +87,10 @@ pub fn owner_of<'a>(thread: &str, stages: &'a [String]) -> Option<Owner<'a>> {
 /// as it ends ([`record_ending_thread`]), since the time it used after the last snapshot would
 /// otherwise be lost with its `/proc` entry (standalone `movevm` joins its stages before the
 /// final line). Process-wide, like `/proc/self`.
-static ENDED: Mutex<Vec<((u64, u64), ThreadStat)>> = Mutex::new(Vec::new());
+static ENDED: Mutex<Vec<(ThreadKey, ThreadStat)>> = Mutex::new(Vec::new());
+
+/// A thread over the life of the process: (tid, start time).
+type ThreadKey = (u64, u64);
 
 /// Records this thread's CPU time as it ends; call it last thing on a stage's thread.
 pub fn record_ending_thread() {
@@ -156,7 +159,7 @@ pub struct ProcessSource {
     /// Last ticks seen per thread, by (tid, start): a thread that has ended keeps counting for
     /// its stage, so the counters never go back (standalone `movevm` joins its stages before the
     /// final line).
-    seen: Mutex<HashMap<(u64, u64), (Option<usize>, u64)>>,
+    seen: Mutex<HashMap<ThreadKey, (Option<usize>, u64)>>,
 }
 
 impl ProcessSource {
