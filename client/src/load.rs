@@ -7,7 +7,7 @@ use crate::Cli;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use futures::SinkExt;
-use node::metrics::{serve_prometheus, Registry};
+use node::metrics::{serve_prometheus, ProcessSource, Registry};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,7 +71,11 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
         cli.rate
     );
     let metrics = Arc::new(ClientMetrics::new(cli.rate));
-    let registry = Arc::new(Registry::new("client", &name, mode).with(metrics.clone()));
+    let registry = Arc::new(
+        Registry::new("client", &name, mode)
+            .with(metrics.clone())
+            .with(ProcessSource::new(Vec::new(), false)),
+    );
     if let Some(address) = cli.prometheus {
         serve_prometheus(address, registry.clone())?;
     }

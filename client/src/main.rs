@@ -59,6 +59,10 @@ pub struct Cli {
     /// Serve Prometheus metrics on this address (`GET /metrics`).
     #[arg(long, value_name = "ADDR")]
     prometheus: Option<SocketAddr>,
+    /// `--mode movevm`: sample the process with a profiler; at exit write DIR/flamegraph.svg
+    /// and DIR/profile.folded.
+    #[arg(long, value_name = "DIR")]
+    profile: Option<PathBuf>,
 }
 
 fn main() {
@@ -82,6 +86,9 @@ fn run() -> Result<()> {
     }
     if !(0.0..=1.0).contains(&cli.invalid_share) {
         bail!("--invalid-share must be between 0 and 1");
+    }
+    if cli.profile.is_some() && cli.mode != Mode::Movevm {
+        bail!("--profile is for --mode movevm (nodes take `node run --profile`)");
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

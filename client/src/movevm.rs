@@ -17,6 +17,7 @@ pub fn run(cli: &Cli) -> Result<()> {
             duration: (cli.duration > 0).then(|| Duration::from_secs(cli.duration)),
             channel_capacity: cli.channel_capacity,
             prometheus: cli.prometheus,
+            profile: cli.profile.clone(),
         },
         &stop,
     )

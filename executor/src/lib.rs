@@ -25,5 +25,6 @@ pub use move_vm::{MoveError, MoveExecutor};
 pub use native::{NativeError, NativeExecutor};
 pub use opaque::{opaque_sample_id, opaque_transaction, OPAQUE_MIN_SIZE};
 pub use transaction::{
-    Address, Payload, Transaction, TxError, ADDRESS_LEN, MAX_TRANSACTION_SIZE, SIGNING_DOMAIN,
+    signed_sample_id, Address, Payload, Transaction, TxError, ADDRESS_LEN, MAX_TRANSACTION_SIZE,
+    SAMPLE_PERIOD, SIGNING_DOMAIN,
 };

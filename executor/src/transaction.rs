@@ -225,6 +225,22 @@ pub(crate) fn sample_id(sender: &Address, nonce: u64) -> String {
     format!("{sender}:{nonce}")
 }
 
+/// Where the nonce sits in an encoded transaction: after the sender and the public key.
+const NONCE_OFFSET: usize = ADDRESS_LEN + 32;
+
+/// The sample id of an encoded transaction, read from the fixed offsets of its sender and nonce
+/// without decoding it (the mempool peeks at every transaction it seals, and must not decode).
+/// `None` for a transaction that is not a sample or too short to be one.
+pub fn signed_sample_id(tx: &[u8]) -> Option<String> {
+    // Shorter than the smallest transaction (a native transfer): not a transaction at all.
+    if tx.len() < NONCE_OFFSET + 8 + 4 + ADDRESS_LEN + 8 + crate::codec::SIGNATURE_LEN {
+        return None;
+    }
+    let sender = Address(tx.get(..ADDRESS_LEN)?.try_into().ok()?);
+    let nonce = u64::from_le_bytes(tx.get(NONCE_OFFSET..NONCE_OFFSET + 8)?.try_into().ok()?);
+    is_sample_nonce(&sender, nonce).then(|| sample_id(&sender, nonce))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +284,34 @@ mod tests {
             tx.sample_id(),
             format!("{}:{phase}", &tx.sender.to_hex()[..8])
         );
+    }
+
+    #[test]
+    fn samples_are_found_in_the_encoding_without_decoding() {
+        let kp = KeyPair::from_seed(5);
+        let sender = Address::from_public_key(&kp.name);
+        let phase = (SAMPLE_PERIOD - sender.0[0] as u64 % SAMPLE_PERIOD) % SAMPLE_PERIOD;
+        let script = Bytes::from(vec![0xa1; 140]);
+        let moving = |nonce| {
+            let payload = Payload::Move {
+                script: script.clone(),
+                destination: sender,
+                amount: 1,
+            };
+            Transaction::sign(&kp, nonce, payload)
+        };
+        for tx in [native(&kp, phase), moving(phase + SAMPLE_PERIOD)] {
+            assert!(tx.is_sample());
+            assert_eq!(signed_sample_id(&tx.encode()), Some(tx.sample_id()));
+        }
+        for tx in [native(&kp, phase + 1), moving(phase + 5)] {
+            assert!(!tx.is_sample());
+            assert_eq!(signed_sample_id(&tx.encode()), None);
+        }
+        // Cut short: not a transaction, whatever its first bytes say.
+        let bytes = native(&kp, phase).encode();
+        assert_eq!(signed_sample_id(&bytes[..60]), None);
+        assert_eq!(signed_sample_id(&[]), None);
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct ExecutorStage<E> {
     /// Where executed sample transactions are reported (none in standalone `movevm`).
     samples: Option<Arc<SampleLog>>,
     done: Vec<Completed>,
+    /// Busy-spun per transaction (the `--executor-delay-us` test knob); zero in real runs.
+    delay: Duration,
 }
 
 impl<E: Executor> ExecutorStage<E> {
@@ -36,7 +38,15 @@ impl<E: Executor> ExecutorStage<E> {
             accounts: genesis.accounts.iter().map(|a| a.address()).collect(),
             samples,
             done: Vec::new(),
+            delay: Duration::ZERO,
         }
+    }
+
+    /// Makes every transaction cost `delay` of CPU more: a spin, not a sleep, so the stage is
+    /// slow the way a costly executor is (it holds a core).
+    pub fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
     }
 
     fn publish_counters(&self, metrics: &StageMetrics) {
@@ -56,6 +66,9 @@ impl<E: Executor> Stage for ExecutorStage<E> {
 
     fn process(&mut self, batch: VerifiedBatch, metrics: &StageMetrics) -> Option<()> {
         for tx in batch.txs {
+            if !self.delay.is_zero() {
+                spin(self.delay);
+            }
             // Drops are counted by the ledger; nothing else to do with them here.
             let _: Result<(), DropReason> = self.ledger.apply_into(tx, &mut self.done);
         }
@@ -109,5 +122,13 @@ impl<E: Executor> Stage for ExecutorStage<E> {
             .sum();
         // Text: a u128 does not fit a JSON number the harness could read exactly.
         metrics.set("total_supply", Value::Text(supply.to_string()));
+    }
+}
+
+/// Burns `delay` of CPU on this thread.
+fn spin(delay: Duration) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < delay {
+        std::hint::spin_loop();
     }
 }

@@ -4,12 +4,14 @@
 //! - [`stage`]: the stage trait and the one runner every stage runs in;
 //! - [`verifier`], [`execution`]: the two stages;
 //! - [`metrics`]: the registry behind the `METRICS` line and the Prometheus endpoint;
+//! - [`profile`]: `--profile`, a sampling profiler over the whole process;
 //! - [`run`]: `node run`, the composition root of a replica;
 //! - [`standalone`]: `movevm`, the same decoder and executor stages fed by a generator.
 
 pub mod execution;
 pub mod metrics;
 pub mod pipeline;
+pub mod profile;
 pub mod run;
 pub mod stage;
 pub mod standalone;

@@ -16,9 +16,13 @@ use clap::ValueEnum;
 use consensus::metered::{self, MeteredReceiver};
 use consensus::CommittedBatch;
 use crypto::ParallelVerifier;
-use executor::{opaque_sample_id, Genesis, MoveExecutor, NativeExecutor};
+use executor::{opaque_sample_id, signed_sample_id, Genesis, MoveExecutor, NativeExecutor};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The id of a transaction if it is a latency sample, from its bytes alone.
+pub type SampleDetector = fn(&[u8]) -> Option<String>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
@@ -57,6 +61,16 @@ impl Mode {
         }
     }
 
+    /// How a transaction of this mode is recognised as a latency sample from its bytes alone
+    /// (the mempool's `receive`/`seal`/`quorum` hops); `None` for a mode without a mempool.
+    pub fn sample_detector(self) -> Option<SampleDetector> {
+        match self {
+            Mode::Hotstuff => Some(|tx| opaque_sample_id(tx).map(|id| id.to_string())),
+            Mode::Hotcrypto | Mode::Hotmove => Some(signed_sample_id),
+            Mode::Movevm => None,
+        }
+    }
+
     pub fn pipeline(self) -> Pipeline {
         let (consensus, signatures, execution) = match self {
             Mode::Hotstuff => (true, false, None),
@@ -82,9 +96,21 @@ pub struct StageSettings {
     pub max_backlog_per_sender: usize,
     /// Where sample transactions are reported (a node's METRICS line).
     pub samples: Option<Arc<SampleLog>>,
+    /// Test knob: the executor busy-spins this long per transaction, so it becomes the
+    /// bottleneck on purpose (and its CPU shows).
+    pub executor_delay: Duration,
 }
 
 impl Pipeline {
+    /// The stages [`Pipeline::spawn_stages`] starts, by the names their threads carry.
+    pub fn stage_names(&self) -> Vec<String> {
+        match self.execution {
+            None => Vec::new(),
+            Some(_) if self.signatures => vec!["verifier".into(), "executor".into()],
+            Some(_) => vec!["decoder".into(), "executor".into()],
+        }
+    }
+
     /// Starts the stages that take `input` (named `source` in channel names) and registers their
     /// metrics; returns once every stage is ready, with their threads, which end once `input`
     /// closes and everything before them has drained.
@@ -120,12 +146,14 @@ impl Pipeline {
         let executor_metrics = Arc::new(StageMetrics::new("executor"));
         let backlog = settings.max_backlog_per_sender;
         let samples = settings.samples;
+        let delay = settings.executor_delay;
+        let checker_samples = samples.clone();
         let executor = match execution {
             Execution::Move => spawn_stage(
                 move || {
                     let vm = MoveExecutor::from_genesis(&genesis)
                         .context("starting the Move executor")?;
-                    Ok(ExecutorStage::new(vm, &genesis, backlog, samples))
+                    Ok(ExecutorStage::new(vm, &genesis, backlog, samples).with_delay(delay))
                 },
                 rx_checked,
                 None,
@@ -135,7 +163,7 @@ impl Pipeline {
                 move || {
                     let native = NativeExecutor::from_genesis(&genesis)
                         .context("starting the native executor")?;
-                    Ok(ExecutorStage::new(native, &genesis, backlog, samples))
+                    Ok(ExecutorStage::new(native, &genesis, backlog, samples).with_delay(delay))
                 },
                 rx_checked,
                 None,
@@ -145,7 +173,7 @@ impl Pipeline {
         .context("starting the executor stage")?;
         let checker_metrics = Arc::new(StageMetrics::new(name));
         let checker = spawn_stage(
-            move || Ok(VerifierStage::new(check)),
+            move || Ok(VerifierStage::new(check, checker_samples)),
             input,
             Some(tx_checked),
             checker_metrics.clone(),
@@ -176,7 +204,7 @@ fn spawn_commit_sink(
         .spawn(move || {
             while let Some(committed) = input.blocking_recv() {
                 let Some(samples) = &samples else { continue };
-                let t_ms = crate::metrics::now_ms();
+                let t_ms = committed.committed_at_ms;
                 for tx in committed.batch.transactions() {
                     if let Some(id) = opaque_sample_id(&tx) {
                         samples.push(SampleEvent {

@@ -2,12 +2,16 @@
 //! side by side, the stages its mode keeps below them, the METRICS line and the optional
 //! Prometheus endpoint, and ends the process on SIGINT/SIGTERM after a final line.
 
-use crate::metrics::{serve_prometheus, ConsensusSource, Registry, SampleLog};
+use crate::metrics::cpu::CONSENSUS_THREADS;
+use crate::metrics::{
+    serve_prometheus, ConsensusSource, ProcessSource, Registry, SampleEvent, SampleLog,
+};
 use crate::pipeline::{Mode, StageSettings};
+use crate::profile::Profiler;
 use anyhow::{Context, Result};
 use clap::Args;
 use consensus::config::read_json;
-use consensus::mempool::{Mempool, MempoolMetrics};
+use consensus::mempool::{Mempool, MempoolMetrics, SampleHooks};
 use consensus::{metered, Committee, Consensus, MempoolLink, Parameters, Store};
 use crypto::KeyPair;
 use executor::Genesis;
@@ -45,6 +49,13 @@ pub struct RunArgs {
     /// Serve Prometheus metrics on this address (`GET /metrics`).
     #[arg(long, value_name = "ADDR")]
     pub prometheus: Option<SocketAddr>,
+    /// Sample the whole process with a profiler; at exit write DIR/flamegraph.svg and
+    /// DIR/profile.folded.
+    #[arg(long, value_name = "DIR")]
+    pub profile: Option<PathBuf>,
+    /// Test knob: the executor busy-spins this many microseconds per transaction.
+    #[arg(long, default_value_t = 0, hide = true)]
+    pub executor_delay_us: u64,
 }
 
 /// The run arguments with the files they name read and checked.
@@ -94,7 +105,7 @@ impl NodeConfig {
 pub fn run(config: NodeConfig) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_name("node")
+        .thread_name(CONSENSUS_THREADS)
         .build()
         .context("starting the runtime")?;
     runtime.block_on(run_async(config))
@@ -108,6 +119,8 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         parameters,
         genesis,
     } = config;
+    // First, so the profile covers the start too.
+    let profiler = args.profile.as_deref().map(Profiler::start).transpose()?;
     let name = keys.name;
     let capacity = parameters.channel_capacity;
     let store = Store::new();
@@ -116,6 +129,14 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     let (tx_digests, rx_digests) = mpsc::channel(capacity);
     let (tx_mempool, rx_mempool) = mpsc::channel(capacity);
     let mempool = Arc::new(MempoolMetrics::default());
+    let samples = Arc::new(SampleLog::default());
+    let sample_hooks = args.mode.sample_detector().map(|detect| {
+        let log = samples.clone();
+        SampleHooks {
+            detect: Arc::new(detect),
+            report: Arc::new(move |id, event, t_ms| log.push(SampleEvent { id, event, t_ms })),
+        }
+    });
     Mempool::spawn(
         name,
         committee.clone(),
@@ -124,6 +145,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         rx_mempool,
         tx_digests,
         mempool.clone(),
+        sample_hooks,
     )
     .await
     .context("starting the mempool")?;
@@ -149,7 +171,6 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         consensus: consensus.metrics,
         mempool,
     });
-    let samples = Arc::new(SampleLog::default());
     registry.add(samples.clone());
     args.mode
         .pipeline()
@@ -162,10 +183,12 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 channel_capacity: capacity,
                 max_backlog_per_sender: parameters.max_backlog_per_sender,
                 samples: Some(samples),
+                executor_delay: Duration::from_micros(args.executor_delay_us),
             },
             &mut registry,
         )
         .context("starting the stages")?;
+    registry.add(ProcessSource::new(args.mode.pipeline().stage_names(), true));
     let registry = Arc::new(registry);
     if let Some(address) = args.prometheus {
         serve_prometheus(address, registry.clone())?;
@@ -192,6 +215,12 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                     std::process::exit(SAFETY_EXIT);
                 }
             }
+        }
+    }
+    // The profile before the final line: a harness may stop waiting once it has the line.
+    if let Some(profiler) = profiler {
+        if let Err(e) = profiler.finish() {
+            tracing::error!("{e}");
         }
     }
     registry.emit(true);

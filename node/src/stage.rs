@@ -73,6 +73,7 @@ where
                 metrics,
             };
             runner.run();
+            crate::metrics::cpu::record_ending_thread();
         })?;
     ready_rx
         .recv()
@@ -358,6 +359,101 @@ mod tests {
             line_of(&registry)["stages"]["doubler"]["batch_size_mean"],
             0.0
         );
+    }
+
+    /// This thread's CPU time.
+    fn thread_cpu() -> Duration {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: writes the current thread's CPU clock into `now`.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+        Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+    }
+
+    /// Burns its batch's first number of milliseconds of CPU, or sleeps that long.
+    struct Burner {
+        spin: bool,
+    }
+
+    impl Stage for Burner {
+        type Input = Numbers;
+        type Output = ();
+
+        fn process(&mut self, input: Numbers, _: &StageMetrics) -> Option<()> {
+            let duration = Duration::from_millis(input.0.first().copied().unwrap_or(0).into());
+            if self.spin {
+                // CPU time, not wall clock: on a shared machine the spin may wait for a core.
+                let start = thread_cpu();
+                while thread_cpu() - start < duration {
+                    std::hint::spin_loop();
+                }
+            } else {
+                std::thread::sleep(duration);
+            }
+            None
+        }
+    }
+
+    #[test]
+    fn stage_cpu_is_what_its_thread_burns_not_its_wall_clock() {
+        // Names unique in this test binary (threads of other tests must not count) and within
+        // the 15 bytes the kernel keeps of a thread name.
+        let names = ["cpu-spinner", "cpu-sleeper"];
+        let mut handles = Vec::new();
+        let mut inputs = Vec::new();
+        let mut stages = Vec::new();
+        for (name, spin) in names.iter().zip([true, false]) {
+            let (tx, rx, _) = consensus::metered::channel(1);
+            let metrics = Arc::new(StageMetrics::new(*name));
+            handles.push(
+                spawn_stage(move || Ok(Burner { spin }), rx, None, metrics.clone()).expect("spawn"),
+            );
+            inputs.push(tx);
+            stages.push(metrics);
+        }
+        let process = crate::metrics::ProcessSource::new(
+            names.iter().map(|n| n.to_string()).collect(),
+            false,
+        );
+        for tx in &inputs {
+            tx.blocking_send(Numbers(vec![200])).expect("send");
+        }
+        // Both stages are done with their batch, and their threads wait for the next one.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while stages.iter().any(|s| s.items() == 0) {
+            assert!(Instant::now() < deadline, "stages did not finish");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let (running, _) = process.stage_cpu_ms();
+        let (spinner, sleeper) = (running[0], running[1]);
+        // Both were busy 200 ms of wall clock; only the spinner used the CPU (10 ms ticks).
+        assert!(spinner >= 180.0, "spinner {spinner} ms");
+        assert!(sleeper <= 30.0, "sleeper {sleeper} ms");
+        // An ended thread keeps its CPU in the counters.
+        drop(inputs);
+        for handle in handles {
+            handle.join().expect("stage");
+        }
+        let (ended, _) = process.stage_cpu_ms();
+        assert!(ended[0] >= running[0], "{running:?} then {ended:?}");
+        let registry = Registry::new("test", "t", "none")
+            .with(stages[0].clone())
+            .with(process);
+        let line = line_of(&registry);
+        assert!(
+            line["stages"]["cpu-spinner"]["cpu_ms"].as_f64() >= Some(180.0),
+            "{line}"
+        );
+        assert_eq!(
+            line["stages"]["cpu-spinner"]["items"], 1,
+            "merged with the stage"
+        );
+        assert!(line["process"]["cpu_ms"].as_f64() >= Some(180.0), "{line}");
+        assert!(line["process"]["rss_bytes"].as_f64() > Some(0.0), "{line}");
+        assert!(line["process"]["cores"].as_u64() >= Some(1), "{line}");
+        assert!(line.get("consensus").is_none(), "no runtime here: {line}");
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! (so every transaction is decoded, as in a node) and the node's executor stage. The generator
 //! blocked on a full channel means the stages behind it are saturated.
 
-use crate::metrics::{serve_prometheus, Registry};
+use crate::metrics::{serve_prometheus, ProcessSource, Registry};
 use crate::pipeline::{Mode, StageSettings};
+use crate::profile::Profiler;
 use crate::stage::StageMetrics;
 use anyhow::{Context, Result};
 use bytes::Bytes;
@@ -15,6 +16,7 @@ use consensus::CommittedBatch;
 use crypto::PublicKey;
 use executor::{Address, Genesis, MoveExecutor, Payload, Transaction};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,6 +41,8 @@ pub struct StandaloneSettings {
     /// Capacity of each channel, in transactions (rounded up to whole batches).
     pub channel_capacity: usize,
     pub prometheus: Option<SocketAddr>,
+    /// Where `--profile` writes its flame graph and folded stacks.
+    pub profile: Option<PathBuf>,
 }
 
 /// Runs until the duration is over or `stop` is set, printing a METRICS line every second and
@@ -47,6 +51,11 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
     if settings.accounts == 0 {
         anyhow::bail!("the movevm mode needs at least one account");
     }
+    let profiler = settings
+        .profile
+        .as_deref()
+        .map(Profiler::start)
+        .transpose()?;
     let genesis = Genesis::generate(settings.accounts, BALANCE, GENESIS_SEED);
     let script = MoveExecutor::transfer_script().context("compiling the transfer script")?;
     let generator = Generator::new(&genesis, script);
@@ -67,10 +76,14 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
                 channel_capacity: capacity,
                 max_backlog_per_sender: MAX_BACKLOG,
                 samples: None,
+                executor_delay: Duration::ZERO,
             },
             &mut registry,
         )
         .context("starting the stages")?;
+    let mut stage_names = vec!["generator".to_string()];
+    stage_names.extend(Mode::Movevm.pipeline().stage_names());
+    registry.add(ProcessSource::new(stage_names, false));
     let registry = Arc::new(registry);
     if let Some(address) = settings.prometheus {
         serve_prometheus(address, registry.clone())?;
@@ -82,7 +95,10 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
         .spawn({
             let stopping = stopping.clone();
             let metrics = generator_metrics.clone();
-            move || generator.run(tx, &stopping, &metrics)
+            move || {
+                generator.run(tx, &stopping, &metrics);
+                crate::metrics::cpu::record_ending_thread();
+            }
         })?;
     let start = Instant::now();
     let deadline = settings.duration.map(|d| start + d);
@@ -109,6 +125,9 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
     let mut panicked = sender.join().is_err();
     for stage in stages {
         panicked |= stage.join().is_err();
+    }
+    if let Some(profiler) = profiler {
+        profiler.finish()?;
     }
     registry.emit(true);
     if panicked {
@@ -213,6 +232,7 @@ mod tests {
                 duration: Some(Duration::from_millis(300)),
                 channel_capacity: 1_000,
                 prometheus: None,
+                profile: None,
             },
             &stop,
         )
@@ -220,6 +240,11 @@ mod tests {
         let line = last_line(&registry);
         let generated = stage(&line, "generator", "items");
         assert!(generated > 0, "{line}");
+        // The stages' threads have ended: their CPU is still in the final line.
+        assert!(
+            line["stages"]["executor"]["cpu_ms"].as_f64() > Some(0.0),
+            "{line}"
+        );
         // The executor gets its transactions from the decoder stage only, which parsed every
         // one of them from the batch bytes the generator sealed.
         assert_eq!(stage(&line, "decoder", "items"), generated);
@@ -271,6 +296,7 @@ mod tests {
                     channel_capacity: 1,
                     max_backlog_per_sender: MAX_BACKLOG,
                     samples: None,
+                    executor_delay: Duration::ZERO,
                 },
                 &mut registry,
             )

@@ -3,12 +3,13 @@
 //! commit order, to the executor stage. In standalone `movevm` it runs with signature checks
 //! off, as the decoder in front of the same executor stage.
 
-use crate::metrics::Value;
+use crate::metrics::{now_ms, SampleEvent, SampleLog, Value};
 use crate::stage::{Counted, Stage, StageMetrics};
 use consensus::CommittedBatch;
 use crypto::ParallelVerifier;
 use executor::Transaction;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// The valid transactions of one committed batch.
 pub struct VerifiedBatch {
@@ -38,14 +39,31 @@ pub struct VerifierStage {
     signatures: Signatures,
     malformed: u64,
     bad_signature: u64,
+    /// Where the `commit` and `verify` hops of sample transactions go (none in `movevm`).
+    samples: Option<Arc<SampleLog>>,
 }
 
 impl VerifierStage {
-    pub fn new(signatures: Signatures) -> Self {
+    pub fn new(signatures: Signatures, samples: Option<Arc<SampleLog>>) -> Self {
         VerifierStage {
             signatures,
             malformed: 0,
             bad_signature: 0,
+            samples,
+        }
+    }
+
+    /// Reports a hop of every sample among `txs` (decoding is done here anyway, so finding
+    /// samples costs a comparison per transaction).
+    fn report(&self, txs: &[Transaction], event: &'static str, t_ms: u64) {
+        if let Some(samples) = &self.samples {
+            for tx in txs.iter().filter(|tx| tx.is_sample()) {
+                samples.push(SampleEvent {
+                    id: tx.sample_id(),
+                    event,
+                    t_ms,
+                });
+            }
         }
     }
 }
@@ -66,6 +84,8 @@ impl Stage for VerifierStage {
                 Err(_) => self.malformed += 1,
             }
         }
+        // The block was committed before this stage got it: the commit hop is consensus's time.
+        self.report(&decoded, "commit", committed.committed_at_ms);
         let txs = match &self.signatures {
             Signatures::Skip => decoded,
             Signatures::Check(verifier) => {
@@ -89,6 +109,7 @@ impl Stage for VerifierStage {
                 txs
             }
         };
+        self.report(&txs, "verify", now_ms());
         metrics
             .invalid
             .store(self.malformed + self.bad_signature, Ordering::Relaxed);

@@ -154,7 +154,8 @@ fn write_committee(dir: &Path, n: usize) -> Committee {
     }
 }
 
-/// Starts one `node run` per key of the committee; stdout (METRICS) goes to node-i.log.
+/// Starts one `node run` per key of the committee; stdout (METRICS) goes to node-i.log. `{i}`
+/// in an extra argument becomes the node's index.
 fn spawn_nodes(committee: &Committee, mode: &str, extra: &[&str]) -> Processes {
     let mut nodes = Processes(Vec::new());
     for (i, key) in committee.keys.iter().enumerate() {
@@ -169,7 +170,7 @@ fn spawn_nodes(committee: &Committee, mode: &str, extra: &[&str]) -> Processes {
             .arg(committee.dir.join("parameters.json"))
             .args(["--mode", mode])
             .args(["--prometheus", &committee.prometheus[i]])
-            .args(extra)
+            .args(extra.iter().map(|a| a.replace("{i}", &i.to_string())))
             .stdout(log)
             .stderr(Stdio::null())
             .spawn()
@@ -205,7 +206,8 @@ fn spawn_clients(committee: &Committee, mode: &str, extra: &[&str]) -> Processes
 fn hotstuff_mode_with_real_processes() {
     let dir = temp_dir("hotstuff-e2e");
     let committee = write_committee(&dir, 4);
-    let mut nodes = spawn_nodes(&committee, "hotstuff", &[]);
+    let profiles = dir.join("profile-{i}").to_string_lossy().into_owned();
+    let mut nodes = spawn_nodes(&committee, "hotstuff", &["--profile", &profiles]);
     let mut clients = spawn_clients(&committee, "hotstuff", &["--rate", "2000", "--size", "200"]);
     wait_for_clients(&mut clients);
     // Let the last batches commit, then stop the nodes as the harness does.
@@ -221,6 +223,9 @@ fn hotstuff_mode_with_real_processes() {
         let last = lines.last().expect("client metrics");
         assert_eq!(last["final"], true);
         sent += last["sent"].as_u64().expect("sent");
+        assert!(last["process"]["cpu_ms"].as_f64() > Some(0.0), "{last}");
+        assert!(last["process"]["rss_bytes"].as_f64() > Some(0.0), "{last}");
+        assert!(last["process"]["cores"].as_f64() >= Some(1.0), "{last}");
         for line in &lines {
             for s in line["samples"].as_array().expect("samples") {
                 sent_samples.insert(
@@ -258,6 +263,133 @@ fn hotstuff_mode_with_real_processes() {
         latencies.iter().all(|&l| l >= 0),
         "negative latency: {latencies:?}"
     );
+    for i in 0..4 {
+        let lines = metrics_lines(&dir.join(format!("node-{i}.log")));
+        check_resources(&lines, &[], &format!("node {i}"));
+        check_hops(&lines, &["receive", "seal", "quorum", "commit"], i);
+        check_profile(&dir.join(format!("profile-{i}")));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The CPU of each stage and of the runtime, and the process section, are there and sensible.
+fn check_resources(lines: &[Value], stages: &[&str], who: &str) {
+    let (first, last) = (&lines[0], &lines[lines.len() - 1]);
+    let number = |line: &Value, path: &[&str]| {
+        path.iter()
+            .fold(line, |v, key| &v[*key])
+            .as_f64()
+            .unwrap_or_else(|| panic!("{who}: no {} in {line}", path.join(".")))
+    };
+    for stage in stages {
+        let cpu = number(last, &["stages", stage, "cpu_ms"]);
+        assert!(cpu > 0.0, "{who}: {stage} used no CPU");
+    }
+    let runtime = number(last, &["consensus", "cpu_ms"]);
+    let process = number(last, &["process", "cpu_ms"]);
+    assert!(runtime > 0.0, "{who}: the runtime used no CPU");
+    assert!(
+        process >= runtime,
+        "{who}: process {process} < runtime {runtime}"
+    );
+    assert!(
+        process > number(first, &["process", "cpu_ms"]),
+        "{who}: process CPU did not grow"
+    );
+    let elapsed_ms = number(last, &["time_ms"]) - number(first, &["time_ms"]) + 2_000.0;
+    let cores = number(last, &["process", "cores"]);
+    assert!(cores >= 1.0, "{who}");
+    assert!(
+        process <= cores * elapsed_ms + 5_000.0,
+        "{who}: {process} ms of CPU in {elapsed_ms} ms on {cores} cores"
+    );
+    let rss = number(last, &["process", "rss_bytes"]);
+    assert!(rss > 1e6 && rss < 1e10, "{who}: rss {rss}");
+}
+
+/// The node a client sent to reports the hops of its samples, in order; `events` is the path
+/// the mode has.
+fn check_hops(lines: &[Value], events: &[&str], node: usize) {
+    // Earliest time of each event per sample (a forged copy of a sample is a second transaction
+    // with the same id; the earliest times stay in order all the same).
+    let mut hops: HashMap<String, HashMap<String, u64>> = HashMap::new();
+    for line in lines {
+        for s in line["samples"].as_array().expect("samples") {
+            let id = s["id"].as_str().expect("id").to_string();
+            let event = s["event"].as_str().expect("event").to_string();
+            let t = s["t_ms"].as_u64().expect("t_ms");
+            let slot = hops.entry(id).or_default().entry(event).or_insert(t);
+            *slot = (*slot).min(t);
+        }
+    }
+    let received: Vec<_> = hops
+        .values()
+        .filter(|h| h.contains_key("receive"))
+        .collect();
+    assert!(!received.is_empty(), "node {node} received no sample");
+    let mut complete = 0;
+    for hop in received {
+        if !events.iter().all(|e| hop.contains_key(*e)) {
+            // Sent at the very end: stopped before it went all the way.
+            continue;
+        }
+        complete += 1;
+        let times: Vec<u64> = events.iter().map(|e| hop[*e]).collect();
+        assert!(
+            times.windows(2).all(|w| w[0] <= w[1]),
+            "node {node}: hops out of order: {events:?} at {times:?}"
+        );
+    }
+    assert!(
+        complete > 0,
+        "node {node}: no sample went through {events:?}"
+    );
+}
+
+/// `--profile` wrote a flame graph and folded stacks with lines of `stack count`.
+fn check_profile(dir: &Path) {
+    let svg = std::fs::read_to_string(dir.join("flamegraph.svg")).expect("flamegraph.svg");
+    assert!(svg.contains("<svg"), "not an SVG");
+    let folded = std::fs::read_to_string(dir.join("profile.folded")).expect("profile.folded");
+    let lines: Vec<&str> = folded.lines().collect();
+    assert!(!lines.is_empty(), "no stacks in {}", dir.display());
+    for line in &lines {
+        let (stack, count) = line.rsplit_once(' ').expect("stack and count");
+        assert!(!stack.is_empty(), "{line}");
+        assert!(count.parse::<u64>().is_ok_and(|c| c > 0), "{line}");
+    }
+}
+
+#[test]
+fn movevm_profile_and_resources() {
+    let dir = temp_dir("movevm-profile");
+    let profile = dir.join("profile");
+    let output = Command::new(client_bin())
+        .args(["--mode", "movevm", "--duration", "2", "--accounts", "100"])
+        .arg("--profile")
+        .arg(&profile)
+        .stderr(Stdio::null())
+        .output()
+        .expect("client runs");
+    assert!(output.status.success(), "{output:?}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("METRICS "))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let last = lines.last().expect("metrics");
+    assert_eq!(last["final"], true);
+    for stage in ["generator", "decoder", "executor"] {
+        let cpu = last["stages"][stage]["cpu_ms"].as_f64().unwrap_or(0.0);
+        assert!(cpu > 0.0, "{stage} used no CPU: {last}");
+    }
+    assert!(last["process"]["cpu_ms"].as_f64() > Some(0.0), "{last}");
+    assert!(last["process"]["rss_bytes"].as_f64() > Some(0.0), "{last}");
+    assert!(last.get("consensus").is_none(), "{last}");
+    check_profile(&profile);
+    let folded = std::fs::read_to_string(profile.join("profile.folded")).expect("folded");
+    // Symbols survive a release build: frames have names (crate paths), not addresses.
+    assert!(folded.contains("executor::"), "no named executor frame");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -305,7 +437,7 @@ fn wait_for_clients(clients: &mut Processes) {
 }
 
 /// 4 nodes in `mode`, 4 clients sending valid transfers plus a share of forged signatures.
-fn crypto_mode_run(mode: &str) {
+fn crypto_mode_run(mode: &str, executor_delay_us: u64) {
     const ACCOUNTS: u64 = 400;
     const BALANCE: u64 = 1_000_000;
     let dir = temp_dir(&format!("{mode}-e2e"));
@@ -320,10 +452,18 @@ fn crypto_mode_run(mode: &str) {
     assert!(status.success());
 
     let genesis = genesis.to_string_lossy().into_owned();
+    let delay = executor_delay_us.to_string();
     let mut nodes = spawn_nodes(
         &committee,
         mode,
-        &["--genesis", &genesis, "--verifier-threads", "1"],
+        &[
+            "--genesis",
+            &genesis,
+            "--verifier-threads",
+            "1",
+            "--executor-delay-us",
+            &delay,
+        ],
     );
     let mut clients = spawn_clients(
         &committee,
@@ -382,6 +522,16 @@ fn crypto_mode_run(mode: &str) {
         scraped.contains("hotmove_consensus_committed_txs_total"),
         "{scraped}"
     );
+    for family in [
+        "hotmove_stage_cpu_ms_total{stage=\"verifier\"}",
+        "hotmove_stage_cpu_ms_total{stage=\"executor\"}",
+        "hotmove_consensus_cpu_ms_total",
+        "hotmove_process_cpu_ms_total",
+        "hotmove_process_rss_bytes",
+        "hotmove_process_cores",
+    ] {
+        assert!(scraped.contains(family), "no {family} in {scraped}");
+    }
     assert!(scraped.ends_with("# EOF\n"), "{scraped}");
     for node in &mut nodes.0 {
         assert!(terminate(node), "a node did not exit cleanly on SIGTERM");
@@ -416,6 +566,19 @@ fn crypto_mode_run(mode: &str) {
                 .expect("digest")
                 .to_string(),
         );
+        check_resources(&lines, &["verifier", "executor"], &format!("node {i}"));
+        check_hops(
+            &lines,
+            &["receive", "seal", "quorum", "commit", "verify", "execute"],
+            i,
+        );
+        // The delay is spun on the executor's thread: its CPU shows it.
+        let executor_cpu = executor["cpu_ms"].as_f64().expect("cpu_ms");
+        let spun = valid as f64 * executor_delay_us as f64 / 1000.0;
+        assert!(
+            executor_cpu >= 0.8 * spun,
+            "node {i}: executor used {executor_cpu} ms, spun at least {spun} ms"
+        );
         executed_samples += lines
             .iter()
             .flat_map(|l| l["samples"].as_array().cloned().unwrap_or_default())
@@ -435,12 +598,13 @@ fn crypto_mode_run(mode: &str) {
 
 #[test]
 fn hotcrypto_nodes_agree_on_state_and_drop_forgeries() {
-    crypto_mode_run("hotcrypto");
+    // 50 µs × ~8,000 transfers: 0.4 s of executor CPU per node, a fraction of the machine.
+    crypto_mode_run("hotcrypto", 50);
 }
 
 #[test]
 fn hotmove_nodes_agree_on_state_and_drop_forgeries() {
-    crypto_mode_run("hotmove");
+    crypto_mode_run("hotmove", 0);
 }
 
 #[test]

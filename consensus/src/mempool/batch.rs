@@ -193,6 +193,35 @@ impl Batch {
     }
 }
 
+impl Batch {
+    /// The transactions as borrowed slices: for a pass that only peeks at each one (finding
+    /// latency samples), without a reference count per transaction.
+    pub fn tx_slices(&self) -> TxSlices<'_> {
+        TxSlices {
+            bytes: &self.bytes,
+            offset: HEADER_LEN,
+        }
+    }
+}
+
+pub struct TxSlices<'a> {
+    bytes: &'a [u8],
+    offset: usize,
+}
+
+impl<'a> Iterator for TxSlices<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let prefix = self.bytes.get(self.offset..self.offset + TX_PREFIX_LEN)?;
+        let len = u32::from_le_bytes(array(prefix)) as usize;
+        let start = self.offset + TX_PREFIX_LEN;
+        let end = start.checked_add(len).filter(|&e| e <= self.bytes.len())?;
+        self.offset = end;
+        self.bytes.get(start..end)
+    }
+}
+
 fn array<const N: usize>(slice: &[u8]) -> [u8; N] {
     let mut out = [0; N];
     out.copy_from_slice(slice);
@@ -238,6 +267,8 @@ mod tests {
         assert_eq!(parsed, batch);
         assert_eq!(parsed.sealed_at_ms(), 42);
         let txs: Vec<_> = parsed.transactions().collect();
+        let slices: Vec<&[u8]> = parsed.tx_slices().collect();
+        assert_eq!(slices, txs.iter().map(|t| &t[..]).collect::<Vec<_>>());
         assert_eq!(txs, vec![&b"one"[..], &b""[..], &b"three"[..]]);
     }
 

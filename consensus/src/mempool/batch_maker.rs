@@ -3,11 +3,12 @@
 //! A batch is sealed when its payload reaches `batch_size` bytes, or `max_batch_delay` after its
 //! first transaction, whichever comes first; an empty batch is never sealed.
 
-use super::batch::{now_ms, BatchBuilder, TX_PREFIX_LEN};
+use super::batch::{now_ms, Batch, BatchBuilder, TX_PREFIX_LEN};
 use super::message::BATCH_TAG;
 use super::metrics::MempoolMetrics;
 use super::quorum_waiter::QuorumWaiterMessage;
 use super::tx_receiver::{TxChunk, MAX_TRANSACTION_SIZE};
+use super::SampleHooks;
 use crate::config::Stake;
 use crate::network::ReliableSender;
 use crate::store::BatchStore;
@@ -26,6 +27,11 @@ pub struct BatchMaker {
     peers: Vec<(SocketAddr, Stake)>,
     store: BatchStore,
     metrics: Arc<MempoolMetrics>,
+    samples: Option<SampleHooks>,
+    /// With samples on: `(index of the first transaction, received_ms)` of each chunk in the
+    /// current batch, so a sample found at sealing gets its receipt time without a timestamp
+    /// per transaction. Reused from batch to batch.
+    arrivals: Vec<(u32, u64)>,
     rx_transactions: mpsc::Receiver<TxChunk>,
     tx_quorum_waiter: mpsc::Sender<QuorumWaiterMessage>,
     network: ReliableSender,
@@ -45,6 +51,7 @@ impl BatchMaker {
         peers: Vec<(SocketAddr, Stake)>,
         store: BatchStore,
         metrics: Arc<MempoolMetrics>,
+        samples: Option<SampleHooks>,
         rx_transactions: mpsc::Receiver<TxChunk>,
         tx_quorum_waiter: mpsc::Sender<QuorumWaiterMessage>,
         network: ReliableSender,
@@ -56,6 +63,8 @@ impl BatchMaker {
             peers,
             store,
             metrics,
+            samples,
+            arrivals: Vec::new(),
             rx_transactions,
             tx_quorum_waiter,
             network,
@@ -80,10 +89,15 @@ impl BatchMaker {
                         }
                         return;
                     };
-                    for tx in chunk {
+                    let tracing = self.samples.is_some();
+                    for (i, tx) in chunk.txs.into_iter().enumerate() {
                         if self.builder.is_empty() {
                             // The delay counts from the batch's first transaction.
                             timer.as_mut().reset(Instant::now() + self.max_batch_delay);
+                        }
+                        if tracing && (i == 0 || self.builder.is_empty()) {
+                            self.arrivals
+                                .push((self.builder.tx_count(), chunk.received_ms));
                         }
                         self.builder.push(&tx);
                         self.tx_bytes += tx.len() as u64;
@@ -113,6 +127,7 @@ impl BatchMaker {
             std::mem::take(&mut self.tx_bytes),
         );
         debug!("sealed batch {digest} with {} txs", batch.tx_count());
+        let samples = self.find_samples(&batch);
 
         // Stored before anyone hears of it, so this node can serve it to peers at once.
         if let Err(e) = self.store.write(digest, batch.bytes().clone()) {
@@ -129,9 +144,43 @@ impl BatchMaker {
             .zip(handlers)
             .collect();
         self.tx_quorum_waiter
-            .send(QuorumWaiterMessage { digest, acks })
+            .send(QuorumWaiterMessage {
+                digest,
+                acks,
+                samples,
+            })
             .await
             .is_ok()
+    }
+
+    /// One pass over a sealed batch: reports the `receive` and `seal` hops of its samples and
+    /// returns their ids (for the `quorum` hop). Empty, and no allocation, when there are none.
+    fn find_samples(&mut self, batch: &Batch) -> Vec<String> {
+        let Some(hooks) = &self.samples else {
+            return Vec::new();
+        };
+        let sealed = batch.sealed_at_ms();
+        let mut found = Vec::new();
+        // The chunk each transaction came in: arrivals are in transaction order.
+        let mut chunk = 0;
+        for (index, tx) in batch.tx_slices().enumerate() {
+            let Some(id) = (hooks.detect)(tx) else {
+                continue;
+            };
+            while self
+                .arrivals
+                .get(chunk + 1)
+                .is_some_and(|(first, _)| *first as usize <= index)
+            {
+                chunk += 1;
+            }
+            let received = self.arrivals.get(chunk).map_or(sealed, |(_, t)| *t);
+            (hooks.report)(id.clone(), "receive", received);
+            (hooks.report)(id.clone(), "seal", sealed);
+            found.push(id);
+        }
+        self.arrivals.clear();
+        found
     }
 }
 
@@ -161,6 +210,7 @@ mod tests {
             Vec::new(),
             store.clone(),
             metrics.clone(),
+            None,
             rx_transactions,
             tx_quorum_waiter,
             ReliableSender::new(),
@@ -170,6 +220,13 @@ mod tests {
             rx,
             store,
             metrics,
+        }
+    }
+
+    fn chunk(txs: &[Bytes]) -> TxChunk {
+        TxChunk {
+            received_ms: now_ms(),
+            txs: txs.to_vec(),
         }
     }
 
@@ -186,8 +243,8 @@ mod tests {
         let tx_size = 100;
         let mut h = harness(10 * (TX_PREFIX_LEN + tx_size), Duration::from_secs(3600));
         let txs: Vec<Bytes> = (0..25u8).map(|i| Bytes::from(vec![i; tx_size])).collect();
-        h.tx.send(txs[..15].to_vec()).await.expect("send");
-        h.tx.send(txs[15..].to_vec()).await.expect("send");
+        h.tx.send(chunk(&txs[..15])).await.expect("send");
+        h.tx.send(chunk(&txs[15..])).await.expect("send");
 
         // The delay is an hour: these batches can only have been sealed on size.
         let start = Instant::now();
@@ -221,7 +278,7 @@ mod tests {
         assert!(tokio::time::timeout(10 * delay, h.rx.recv()).await.is_err());
 
         let start = Instant::now();
-        h.tx.send(vec![Bytes::from_static(b"lonely")])
+        h.tx.send(chunk(&[Bytes::from_static(b"lonely")]))
             .await
             .expect("send");
         assert!(

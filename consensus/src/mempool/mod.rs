@@ -53,16 +53,39 @@ pub enum ConsensusMempoolMessage {
     Cleanup(Round),
 }
 
+/// Latency samples among client transactions. The transaction format belongs to the
+/// application and the mempool never decodes a transaction, so the node hands it these two
+/// functions: `detect` recognises a sample from fixed offsets of its bytes (called once per
+/// transaction of each sealed batch, so it must only peek), `report` records one hop of a
+/// sample (`receive`, `seal`, `quorum`) with its time in ms since the epoch.
+#[derive(Clone)]
+pub struct SampleHooks {
+    pub detect: Arc<DetectSample>,
+    pub report: Arc<ReportHop>,
+}
+
+/// The id of a transaction if it is a latency sample.
+pub type DetectSample = dyn Fn(&[u8]) -> Option<String> + Send + Sync;
+/// One hop of a sample: its id, the hop, the time in ms since the epoch.
+pub type ReportHop = dyn Fn(String, &'static str, u64) + Send + Sync;
+
+impl std::fmt::Debug for SampleHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SampleHooks")
+    }
+}
+
 pub struct Mempool;
 
 impl Mempool {
     /// Binds the transactions port and the mempool (peer) port of `name` from the committee,
     /// spawns every actor, returns once both ports are bound. Digests of this node's batches,
     /// once a quorum (2f+1 stake, self included) has acknowledged them, go out on
-    /// `tx_consensus`.
+    /// `tx_consensus`. `samples`: how to find and report latency samples (none: not looked for).
     ///
     /// Ports are bound on every interface (the committee's IP is where peers reach us, which
     /// behind NAT, as on cloud hosts, is not an address of this machine).
+    #[allow(clippy::too_many_arguments)]
     pub async fn spawn(
         name: PublicKey,
         committee: Committee,
@@ -71,6 +94,7 @@ impl Mempool {
         rx_consensus: mpsc::Receiver<ConsensusMempoolMessage>,
         tx_consensus: mpsc::Sender<Digest>,
         metrics: Arc<MempoolMetrics>,
+        samples: Option<SampleHooks>,
     ) -> io::Result<()> {
         let authority = committee.authority(&name).cloned().ok_or_else(|| {
             io::Error::new(
@@ -119,6 +143,7 @@ impl Mempool {
             peers,
             store.clone(),
             metrics,
+            samples.clone(),
             rx_batch_maker,
             tx_quorum_waiter,
             // Unacknowledged batches kept per peer: a dead peer costs at most this many.
@@ -129,6 +154,7 @@ impl Mempool {
             committee.quorum_threshold(),
             rx_quorum_waiter,
             tx_consensus,
+            samples,
         );
         let network =
             SimpleSender::with_config(DEFAULT_SIMPLE_QUEUE_CAPACITY, parameters.max_frame_size);

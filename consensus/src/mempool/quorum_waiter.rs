@@ -5,6 +5,8 @@
 //! all batches go to the same peers, so holding a quick batch behind a slower earlier one costs
 //! little and gives the core the batches in the order the clients sent them.
 
+use super::batch::now_ms;
+use super::SampleHooks;
 use crate::config::Stake;
 use crate::network::CancelHandler;
 use crypto::Digest;
@@ -18,6 +20,8 @@ use tracing::warn;
 pub struct QuorumWaiterMessage {
     pub digest: Digest,
     pub acks: Vec<(Stake, CancelHandler)>,
+    /// Ids of the latency samples in the batch (usually none), for their `quorum` hop.
+    pub samples: Vec<String>,
 }
 
 pub struct QuorumWaiter {
@@ -25,6 +29,7 @@ pub struct QuorumWaiter {
     quorum_threshold: Stake,
     rx_batches: mpsc::Receiver<QuorumWaiterMessage>,
     tx_consensus: mpsc::Sender<Digest>,
+    samples: Option<SampleHooks>,
 }
 
 impl QuorumWaiter {
@@ -33,12 +38,14 @@ impl QuorumWaiter {
         quorum_threshold: Stake,
         rx_batches: mpsc::Receiver<QuorumWaiterMessage>,
         tx_consensus: mpsc::Sender<Digest>,
+        samples: Option<SampleHooks>,
     ) -> JoinHandle<()> {
         let waiter = QuorumWaiter {
             own_stake,
             quorum_threshold,
             rx_batches,
             tx_consensus,
+            samples,
         };
         tokio::spawn(waiter.run())
     }
@@ -71,9 +78,17 @@ impl QuorumWaiter {
     }
 
     /// Returns false once consensus no longer listens.
-    async fn release(&self, result: Result<Digest, Digest>) -> bool {
+    async fn release(&self, (result, samples): (Result<Digest, Digest>, Vec<String>)) -> bool {
         match result {
-            Ok(digest) => self.tx_consensus.send(digest).await.is_ok(),
+            Ok(digest) => {
+                if let Some(hooks) = &self.samples {
+                    let t_ms = now_ms();
+                    for id in samples {
+                        (hooks.report)(id, "quorum", t_ms);
+                    }
+                }
+                self.tx_consensus.send(digest).await.is_ok()
+            }
             Err(digest) => {
                 warn!("batch {digest} cannot reach a quorum: its sends were dropped");
                 true
@@ -84,12 +99,13 @@ impl QuorumWaiter {
 
 /// Resolves with `Ok(digest)` once acks (plus our own stake) reach `threshold`. Acks still
 /// pending then are dropped, which tells the sender to stop retrying slow or dead peers. Resolves
-/// with `Err(digest)` if every send was cancelled before a quorum (the sender shut down).
+/// with `Err(digest)` if every send was cancelled before a quorum (the sender shut down). The
+/// batch's sample ids come back with the result.
 async fn wait_for_quorum(
     message: QuorumWaiterMessage,
     own_stake: Stake,
     threshold: Stake,
-) -> Result<Digest, Digest> {
+) -> (Result<Digest, Digest>, Vec<String>) {
     let mut total = own_stake;
     let mut acks: FuturesUnordered<_> = message
         .acks
@@ -100,10 +116,10 @@ async fn wait_for_quorum(
         match acks.next().await {
             Some(Some(stake)) => total += stake,
             Some(None) => {}
-            None => return Err(message.digest),
+            None => return (Err(message.digest), message.samples),
         }
     }
-    Ok(message.digest)
+    (Ok(message.digest), message.samples)
 }
 
 #[cfg(test)]
@@ -124,7 +140,15 @@ mod tests {
                 (tx, (1, rx))
             })
             .unzip();
-        (QuorumWaiterMessage { digest, acks }, senders, digest)
+        (
+            QuorumWaiterMessage {
+                digest,
+                acks,
+                samples: Vec::new(),
+            },
+            senders,
+            digest,
+        )
     }
 
     async fn nothing_released(rx: &mut mpsc::Receiver<Digest>) {
@@ -140,7 +164,7 @@ mod tests {
         // Four authorities of stake 1: quorum 3 = ourselves + two acks; the third peer is dead.
         let (tx_batches, rx_batches) = mpsc::channel(8);
         let (tx_consensus, mut rx) = mpsc::channel(8);
-        QuorumWaiter::spawn(1, 3, rx_batches, tx_consensus);
+        QuorumWaiter::spawn(1, 3, rx_batches, tx_consensus, None);
 
         let (first, mut first_acks, first_digest) = batch(b"first", 3);
         let (second, mut second_acks, second_digest) = batch(b"second", 3);
@@ -173,7 +197,7 @@ mod tests {
     async fn a_lone_authority_needs_no_acks_and_cancelled_sends_release_nothing() {
         let (tx_batches, rx_batches) = mpsc::channel(8);
         let (tx_consensus, mut rx) = mpsc::channel(8);
-        QuorumWaiter::spawn(1, 3, rx_batches, tx_consensus);
+        QuorumWaiter::spawn(1, 3, rx_batches, tx_consensus, None);
         let (doomed, senders, _) = batch(b"doomed", 3);
         tx_batches.send(doomed).await.expect("send");
         drop(senders);
@@ -181,7 +205,7 @@ mod tests {
 
         let (tx_batches, rx_batches) = mpsc::channel(8);
         let (tx_consensus, mut rx) = mpsc::channel(8);
-        QuorumWaiter::spawn(1, 1, rx_batches, tx_consensus);
+        QuorumWaiter::spawn(1, 1, rx_batches, tx_consensus, None);
         let (alone, _, digest) = batch(b"alone", 0);
         tx_batches.send(alone).await.expect("send");
         let released = tokio::time::timeout(Duration::from_secs(5), rx.recv())

@@ -66,6 +66,7 @@ async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<N
             rx_consensus,
             tx_digests,
             metrics.clone(),
+            None,
         )
         .await
         .expect("mempool starts");
@@ -186,6 +187,7 @@ async fn refuses_to_start_for_a_stranger() {
         rx,
         tx,
         Arc::new(MempoolMetrics::default()),
+        None,
     )
     .await;
     assert!(matches!(result, Err(e) if e.kind() == io::ErrorKind::InvalidInput));

@@ -4,6 +4,7 @@
 //! per transaction low, every frame already buffered on a connection is gathered into one chunk
 //! and the chunk is one channel message (not one message per transaction).
 
+use super::batch::now_ms;
 use crate::network::codec;
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
@@ -29,7 +30,12 @@ const READ_BUFFER: usize = 64 * 1024;
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Transactions read from one connection in one go.
-pub type TxChunk = Vec<Bytes>;
+pub struct TxChunk {
+    /// When they were read (ms since the epoch): the `receive` hop of a sample among them,
+    /// taken once per chunk rather than per transaction.
+    pub received_ms: u64,
+    pub txs: Vec<Bytes>,
+}
 
 pub struct TxReceiver {
     listener: TcpListener,
@@ -96,6 +102,7 @@ async fn serve(
             }
             None => return,
         };
+        let received_ms = now_ms();
         let mut chunk = Vec::with_capacity(64);
         chunk.push(first);
         let mut end = None;
@@ -117,6 +124,10 @@ async fn serve(
         }
         // Forward what was read even if the connection then failed: those transactions were
         // complete frames.
+        let chunk = TxChunk {
+            received_ms,
+            txs: chunk,
+        };
         if tx_batch_maker.send(chunk).await.is_err() {
             return;
         }
@@ -156,7 +167,7 @@ mod tests {
         let mut received = Vec::new();
         tokio::time::timeout(Duration::from_secs(10), async {
             while received.len() < 500 {
-                received.extend(rx.recv().await.expect("chunk"));
+                received.extend(rx.recv().await.expect("chunk").txs);
             }
         })
         .await

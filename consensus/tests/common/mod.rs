@@ -107,6 +107,7 @@ impl TestNode {
                         rx_mempool,
                         tx_digests,
                         mempool.clone(),
+                        None,
                     )
                     .await
                     .expect("mempool starts");

@@ -6,11 +6,13 @@
 //! that describe one interval (mean queue length, mean batch size, sample events) are taken only
 //! by the line, so a scrape never steals them from it.
 
+pub mod cpu;
 mod prometheus;
 mod snapshot;
 mod sources;
 
 pub use self::prometheus::{render as render_prometheus, serve as serve_prometheus, EndpointError};
+pub use cpu::ProcessSource;
 pub use snapshot::{Entry, Group, Scope, Snapshot, Value};
 pub use sources::{ChannelSource, ConsensusSource, SampleEvent, SampleLog};
 

@@ -69,7 +69,8 @@ impl Source for ConsensusSource {
     }
 }
 
-/// A sample transaction reaching a milestone (committed, executed) on this node.
+/// A sample transaction reaching a hop on this node: `receive`, `seal`, `quorum` (mempool of the
+/// node it was sent to), `commit`, `verify`, `execute`.
 #[derive(Serialize, Clone, Debug, PartialEq, Eq)]
 pub struct SampleEvent {
     pub id: String,
