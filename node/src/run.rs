@@ -118,6 +118,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     let mempool = Arc::new(MempoolMetrics::default());
     Mempool::spawn(
         name,
+        keys.secret.clone(),
         committee.clone(),
         parameters.clone(),
         store.clone(),

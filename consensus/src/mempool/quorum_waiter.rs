@@ -5,6 +5,7 @@
 //! all batches go to the same peers, so holding a quick batch behind a slower earlier one costs
 //! little and gives the core the batches in the order the clients sent them.
 
+use super::message::ACK;
 use crate::config::Stake;
 use crate::network::CancelHandler;
 use crypto::Digest;
@@ -94,7 +95,14 @@ async fn wait_for_quorum(
     let mut acks: FuturesUnordered<_> = message
         .acks
         .into_iter()
-        .map(|(stake, handler)| async move { handler.await.ok().map(|_| stake) })
+        .map(|(stake, handler)| async move {
+            // A peer that refused the batch (its quota for us is full) does not hold it.
+            handler
+                .await
+                .ok()
+                .filter(|reply| &reply[..] == ACK)
+                .map(|_| stake)
+        })
         .collect();
     while total < threshold {
         match acks.next().await {
