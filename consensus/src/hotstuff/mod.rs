@@ -101,6 +101,7 @@ impl Consensus {
             handler::ConsensusHandler {
                 tx_core: tx_message,
                 tx_helper,
+                peer: None,
             },
         )
         .await?;

@@ -71,6 +71,14 @@ impl MessageHandler for PeerHandler {
                         self.max_request_digests
                     )));
                 }
+                // Replies go to the requestor's address: on an authenticated connection it must
+                // be the peer itself, or one member could aim batch replies at another.
+                if self.author.is_some_and(|author| author != requestor) {
+                    return Err(self.reject(format!(
+                        "batch request on behalf of {requestor} from {:?}",
+                        self.author
+                    )));
+                }
                 let _ = self.tx_helper.send((digests, requestor)).await;
             }
         }
@@ -223,5 +231,60 @@ mod tests {
         assert_closed(client.into_inner()).await;
         assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 1);
         assert!(rx.try_recv().is_err(), "the request reached the helper");
+    }
+
+    /// A member may ask for batches for itself only: replies go to the named requestor, so a
+    /// request naming another member would aim the replies at it.
+    #[tokio::test]
+    async fn byzantine_request_on_behalf_of_another_member_is_refused() {
+        use crate::network::handshake::{self, Credentials, Gate, Purpose};
+        use crate::network::ReceiverConfig;
+        let members: Vec<_> = (0..3).map(KeyPair::from_seed).collect();
+        let (tx_helper, mut rx) = mpsc::channel(8);
+        let handler = PeerHandler {
+            store: crate::store::Store::new().batches(),
+            metrics: Arc::new(MempoolMetrics::default()),
+            tx_helper,
+            max_request_digests: 1_024,
+            quota: AuthorQuota::new(1_000),
+            author: None,
+        };
+        let metrics = handler.metrics.clone();
+        let gate = Gate::new(
+            members[0].name,
+            Purpose::Mempool,
+            members.iter().map(|k| k.name),
+        );
+        let (address, _) = Receiver::spawn_with(
+            "127.0.0.1:0".parse().expect("addr"),
+            ReceiverConfig::gated(DEFAULT_MAX_FRAME_SIZE, gate),
+            handler,
+        )
+        .await
+        .expect("bind");
+        let credentials =
+            Credentials::new(members[1].name, members[1].secret.clone(), Purpose::Mempool);
+        let digests = vec![Digest::of(b"wanted")];
+        for (requestor, honest) in [(members[1].name, true), (members[2].name, false)] {
+            let mut stream = TcpStream::connect(address).await.expect("connect");
+            handshake::dial(&mut stream, &credentials)
+                .await
+                .expect("member");
+            let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
+            client
+                .send(MempoolMessage::encode_request(&digests, &requestor))
+                .await
+                .expect("send");
+            if honest {
+                let got = tokio::time::timeout(DEADLINE, rx.recv())
+                    .await
+                    .expect("in time");
+                assert_eq!(got, Some((digests.clone(), requestor)));
+            } else {
+                assert_closed(client.into_inner()).await;
+                assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 1);
+                assert!(rx.try_recv().is_err());
+            }
+        }
     }
 }
