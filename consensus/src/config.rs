@@ -165,6 +165,28 @@ pub struct Parameters {
     pub channel_capacity: usize,
     /// Per-sender backlog of transactions waiting for a nonce gap to close (executor modes).
     pub max_backlog_per_sender: usize,
+    /// Most digests one batch request may name; a request naming more is refused and closes the
+    /// connection, repeated digests are answered once. A reply is a whole batch for 32 bytes of
+    /// request, so the cap bounds what one request costs. Honest requests name the missing
+    /// batches of one block: at most `max_block_digests`.
+    pub max_request_digests: usize,
+    /// Most batches a committee member may have stored on this node that are not yet committed;
+    /// more are refused (not acknowledged, counted in `refused_batches`). Honest authors have a
+    /// few seconds of batches in flight; this bounds what a Byzantine member can make every node
+    /// hold (the default with 500 KB batches: 500 MB per member, reached only by one that never
+    /// gets its batches committed).
+    pub max_uncommitted_batches_per_author: usize,
+    /// Most connections served at once on each port (consensus, mempool, transactions); more
+    /// are closed as they are accepted. Peers open a few connections each per port.
+    pub max_connections: usize,
+    /// ms a connection may stay silent before it is closed, on every port. Senders reconnect
+    /// when they next have something to say, so closing an idle honest connection costs one
+    /// handshake.
+    pub idle_timeout_ms: u64,
+    /// Most blocks parked while their missing ancestors are fetched; more are dropped (a later
+    /// block brings them back). Every parked block is a signed proposal, but a Byzantine leader
+    /// can sign any number of them for its rounds.
+    pub max_pending_sync_blocks: usize,
 }
 
 impl Default for Parameters {
@@ -182,6 +204,11 @@ impl Default for Parameters {
             max_frame_size: 8 * 1024 * 1024,
             channel_capacity: 1_000,
             max_backlog_per_sender: 1_000,
+            max_request_digests: 1_024,
+            max_uncommitted_batches_per_author: 1_000,
+            max_connections: 512,
+            idle_timeout_ms: 60_000,
+            max_pending_sync_blocks: 1_000,
         }
     }
 }
@@ -208,6 +235,24 @@ impl Parameters {
         }
         if self.max_rounds_ahead == 0 {
             return Err("max_rounds_ahead must be > 0".into());
+        }
+        if self.max_connections == 0
+            || self.idle_timeout_ms == 0
+            || self.max_uncommitted_batches_per_author == 0
+            || self.max_pending_sync_blocks == 0
+        {
+            return Err(
+                "max_connections, idle_timeout_ms, max_uncommitted_batches_per_author \
+                 and max_pending_sync_blocks must be > 0"
+                    .into(),
+            );
+        }
+        // A node must be able to ask for every batch of one block in one request.
+        if self.max_request_digests < self.max_block_digests {
+            return Err(format!(
+                "max_request_digests ({}) must be at least max_block_digests ({})",
+                self.max_request_digests, self.max_block_digests
+            ));
         }
         // A batch travels in one frame with a small envelope; leave room for it and for the
         // largest transaction that may overflow the batch before it is sealed.

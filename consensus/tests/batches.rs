@@ -11,8 +11,10 @@ use consensus::hotstuff::wire;
 use consensus::hotstuff::{Block, ConsensusMessage, Vote, QC};
 use consensus::mempool::batch::BatchBuilder;
 use consensus::mempool::MempoolMessage;
+use consensus::network::handshake::{Credentials, Gate, Purpose};
 use consensus::network::{
-    CancelHandler, HandlerError, MessageHandler, Receiver, ReliableSender, Writer,
+    CancelHandler, HandlerError, MessageHandler, Receiver, ReceiverConfig, ReliableSender, Writer,
+    DEFAULT_RELIABLE_CAPACITY,
 };
 use consensus::{Committee, Parameters, Round};
 use crypto::{Digest, Hash, KeyPair, PublicKey, Signature, SignatureService};
@@ -132,10 +134,21 @@ impl StandIn {
                 runtime.block_on(async move {
                     let me = committee.authority(&keys.name).expect("member").clone();
                     let (tx, mut rx) = mpsc::unbounded_channel();
-                    Receiver::spawn(me.consensus_address, 1 << 23, ConsensusPort { tx })
-                        .await
-                        .expect("consensus port");
-                    Receiver::spawn(me.mempool_address, 1 << 23, MempoolPort)
+                    // Honest nodes prove their keys on connect: the stand-in's ports take part in
+                    // the handshake as any member's do.
+                    let members: Vec<PublicKey> = committee.authorities.keys().copied().collect();
+                    let name = keys.name;
+                    let gated = |purpose| {
+                        ReceiverConfig::gated(1 << 23, Gate::new(name, purpose, members.clone()))
+                    };
+                    Receiver::spawn_with(
+                        me.consensus_address,
+                        gated(Purpose::Consensus),
+                        ConsensusPort { tx },
+                    )
+                    .await
+                    .expect("consensus port");
+                    Receiver::spawn_with(me.mempool_address, gated(Purpose::Mempool), MempoolPort)
                         .await
                         .expect("mempool port");
                     let honest = committee
@@ -144,11 +157,16 @@ impl StandIn {
                         .filter(|k| **k != keys.name)
                         .copied()
                         .collect();
+                    let network = ReliableSender::authenticated(
+                        DEFAULT_RELIABLE_CAPACITY,
+                        1 << 23,
+                        Credentials::new(keys.name, keys.secret.clone(), Purpose::Consensus),
+                    );
                     let mut actor = StandInLoop {
                         service: SignatureService::new(keys.secret.clone()),
                         keys,
                         committee,
-                        network: ReliableSender::new(),
+                        network,
                         honest,
                         attack,
                         armed,
@@ -298,7 +316,7 @@ impl StandInLoop {
 }
 
 /// Seals one batch and hands it to every honest mempool; returns its digest once all acked.
-fn seal_and_spread(committee: &Committee, stand_in: &PublicKey) -> Digest {
+fn seal_and_spread(committee: &Committee, stand_in: &KeyPair) -> Digest {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -308,8 +326,12 @@ fn seal_and_spread(committee: &Committee, stand_in: &PublicKey) -> Digest {
         builder.push(b"a transaction only the stand-in ever sealed");
         let batch = builder.seal(1, 256);
         let frame = MempoolMessage::encode_batch(batch.bytes());
-        let mut network = ReliableSender::new();
-        let addresses = committee.others(stand_in, |a| a.mempool_address);
+        let mut network = ReliableSender::authenticated(
+            DEFAULT_RELIABLE_CAPACITY,
+            1 << 23,
+            Credentials::new(stand_in.name, stand_in.secret.clone(), Purpose::Mempool),
+        );
+        let addresses = committee.others(&stand_in.name, |a| a.mempool_address);
         for (_, address) in addresses {
             let ack = network.send(address, frame.clone()).await;
             tokio::time::timeout(Duration::from_secs(30), ack)
@@ -383,7 +405,7 @@ fn byzantine_reproposed_and_repeated_batches_are_rejected() {
     let committee = committee(&keys);
     let byzantine = keys[3].clone();
     let (nodes, _loads) = honest_nodes(&keys[..3], &committee);
-    let fresh = seal_and_spread(&committee, &byzantine.name);
+    let fresh = seal_and_spread(&committee, &byzantine);
     let stand_in = StandIn::spawn(
         byzantine,
         committee.clone(),

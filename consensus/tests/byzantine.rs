@@ -13,6 +13,7 @@ use common::*;
 use consensus::hotstuff::wire;
 use consensus::hotstuff::{Block, ConsensusMessage, Timeout, Vote, QC, TC};
 use consensus::network::codec;
+use consensus::network::handshake::{self, Credentials, Gate, Purpose};
 use consensus::{Committee, Round};
 use crypto::{KeyPair, PublicKey, SignatureService};
 use futures::{SinkExt, StreamExt};
@@ -99,10 +100,15 @@ impl Drop for ByzantineStandIn {
 
 /// Accepts honest nodes' connections and acknowledges every frame as a node would, passing on
 /// whatever decodes. Garbage or a closed connection ends only that connection.
-async fn listen(listener: TcpListener, tx: mpsc::Sender<ConsensusMessage>) {
-    while let Ok((stream, _)) = listener.accept().await {
+async fn listen(listener: TcpListener, gate: Gate, tx: mpsc::Sender<ConsensusMessage>) {
+    while let Ok((mut stream, _)) = listener.accept().await {
         let tx = tx.clone();
+        let gate = gate.clone();
         tokio::spawn(async move {
+            // Honest nodes prove their keys on connect; answer as any member's port does.
+            if handshake::accept(&mut stream, &gate).await.is_err() {
+                return;
+            }
             let mut frames = Framed::new(stream, codec(8 << 20));
             while let Some(Ok(frame)) = frames.next().await {
                 if frames.send(Bytes::from_static(b"Ack")).await.is_err() {
@@ -120,6 +126,7 @@ async fn listen(listener: TcpListener, tx: mpsc::Sender<ConsensusMessage>) {
 
 /// One connection per honest node, re-opened when it breaks; acks are read and dropped.
 struct Peers {
+    credentials: Credentials,
     addresses: Vec<SocketAddr>,
     connections: HashMap<SocketAddr, mpsc::Sender<Bytes>>,
 }
@@ -137,10 +144,14 @@ impl Peers {
                 .is_some_and(|tx| !tx.is_closed());
             if !alive {
                 let (tx, mut rx) = mpsc::channel::<Bytes>(10_000);
+                let credentials = self.credentials.clone();
                 tokio::spawn(async move {
-                    let Ok(stream) = TcpStream::connect(address).await else {
+                    let Ok(mut stream) = TcpStream::connect(address).await else {
                         return;
                     };
+                    if handshake::dial(&mut stream, &credentials).await.is_err() {
+                        return;
+                    }
                     let (mut sink, mut acks) = Framed::new(stream, codec(8 << 20)).split();
                     tokio::spawn(async move { while let Some(Ok(_)) = acks.next().await {} });
                     while let Some(bytes) = rx.recv().await {
@@ -163,8 +174,14 @@ async fn attack(keys: KeyPair, committee: Committee, listener: TcpListener, atta
     let name = keys.name;
     let service = SignatureService::new(keys.secret.clone());
     let (tx, mut rx) = mpsc::channel(10_000);
-    tokio::spawn(listen(listener, tx));
+    let gate = Gate::new(
+        name,
+        Purpose::Consensus,
+        committee.authorities.keys().copied(),
+    );
+    tokio::spawn(listen(listener, gate, tx));
     let mut peers = Peers {
+        credentials: Credentials::new(name, keys.secret.clone(), Purpose::Consensus),
         addresses: committee
             .others(&name, |a| a.consensus_address)
             .into_iter()

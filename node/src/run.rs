@@ -139,6 +139,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     });
     Mempool::spawn(
         name,
+        keys.secret.clone(),
         committee.clone(),
         parameters.clone(),
         store.clone(),

@@ -16,7 +16,11 @@ use super::timer::Timer;
 use super::wire;
 use crate::config::{Committee, Parameters, Round};
 use crate::mempool::ConsensusMempoolMessage;
-use crate::network::{CancelHandler, ReliableSender};
+use crate::network::handshake::Credentials;
+use crate::network::{
+    CancelHandler, ReliableSender, SimpleSender, DEFAULT_RELIABLE_CAPACITY,
+    DEFAULT_SIMPLE_QUEUE_CAPACITY,
+};
 use crate::store::{Store, StoreError};
 use crypto::{Digest, Hash, PublicKey, SignatureService};
 use std::collections::{BTreeMap, VecDeque};
@@ -129,6 +133,8 @@ pub struct CoreChannels {
     pub tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
     /// Where the core reports the error that stopped it (see `FatalError`).
     pub tx_fatal: watch::Sender<Option<FatalError>>,
+    /// What the core's senders prove to peers, whose consensus ports admit members only.
+    pub credentials: Credentials,
 }
 
 impl Core {
@@ -168,8 +174,15 @@ impl Core {
             committee.clone(),
             store.clone(),
             Duration::from_millis(parameters.sync_retry_delay),
+            parameters.max_pending_sync_blocks,
             channels.tx_loopback.clone(),
+            SimpleSender::authenticated(
+                DEFAULT_SIMPLE_QUEUE_CAPACITY,
+                parameters.max_frame_size,
+                channels.credentials.clone(),
+            ),
         );
+        let max_frame_size = parameters.max_frame_size;
         let payload = PayloadWaiter::new(
             store.clone(),
             channels.tx_mempool.clone(),
@@ -200,7 +213,11 @@ impl Core {
             last_committed_round: 0,
             last_committed: Block::genesis().qc.hash,
             high_qc: QC::genesis(),
-            network: ReliableSender::new(),
+            network: ReliableSender::authenticated(
+                DEFAULT_RELIABLE_CAPACITY,
+                max_frame_size,
+                channels.credentials,
+            ),
             cancel_handlers: BTreeMap::new(),
             buffer: PayloadBuffer::default(),
             own_blocks: VecDeque::new(),
@@ -638,6 +655,12 @@ impl Core {
             }
             self.payload.committed(&block);
             info!("committed {:?}", block);
+            // Released from their senders' mempool quotas (issue 12 item 5). Best effort: a
+            // mempool that is gone has no quota to release.
+            let _ = self
+                .tx_mempool
+                .send(ConsensusMempoolMessage::Committed(block.payload.clone()))
+                .await;
             self.metrics
                 .committed_blocks
                 .fetch_add(1, Ordering::Relaxed);
@@ -661,6 +684,7 @@ impl Core {
 mod tests {
     use super::*;
     use crate::hotstuff::messages::tests::{committee, keys, qc, signed_block, timeout, vote};
+    use crate::network::handshake::Purpose;
     use crypto::KeyPair;
 
     /// A core of `keys[0]` driven by direct calls; its peers' addresses lead nowhere, so what it
@@ -697,6 +721,11 @@ mod tests {
                 tx_commit,
                 tx_mempool,
                 tx_fatal,
+                credentials: Credentials::new(
+                    keys[0].name,
+                    keys[0].secret.clone(),
+                    Purpose::Consensus,
+                ),
             },
             Arc::new(ConsensusMetrics::default()),
         );

@@ -12,6 +12,8 @@ use tokio::sync::mpsc;
 pub struct ConsensusHandler {
     pub tx_core: mpsc::Sender<ConsensusMessage>,
     pub tx_helper: mpsc::Sender<(Digest, PublicKey)>,
+    /// The member this connection authenticated as (`None` on an open port, in tests).
+    pub peer: Option<PublicKey>,
 }
 
 impl MessageHandler for ConsensusHandler {
@@ -21,6 +23,14 @@ impl MessageHandler for ConsensusHandler {
         writer.send(Bytes::from_static(b"Ack")).await?;
         let delivered = match message {
             ConsensusMessage::SyncRequest(digest, origin) => {
+                // The block goes to `origin`'s address: only the peer may ask for itself, or
+                // one member could aim block replies at another.
+                if self.peer.is_some_and(|peer| peer != origin) {
+                    return Err(HandlerError::Malformed(format!(
+                        "sync request on behalf of {origin} from {:?}",
+                        self.peer
+                    )));
+                }
                 self.tx_helper.send((digest, origin)).await.is_ok()
             }
             message => self.tx_core.send(message).await.is_ok(),
@@ -29,6 +39,13 @@ impl MessageHandler for ConsensusHandler {
             Ok(())
         } else {
             Err(HandlerError::Other("consensus is shutting down".into()))
+        }
+    }
+
+    fn for_peer(&self, peer: PublicKey) -> Self {
+        ConsensusHandler {
+            peer: Some(peer),
+            ..self.clone()
         }
     }
 }

@@ -21,13 +21,14 @@ impl Helper {
         committee: Committee,
         store: Store,
         rx_requests: mpsc::Receiver<(Digest, PublicKey)>,
+        network: SimpleSender,
     ) {
         let helper = Helper {
             committee,
             // Blocks only: a batch digest asked for as a block is not served either.
             store: store.blocks(),
             rx_requests,
-            network: SimpleSender::new(),
+            network,
         };
         tokio::spawn(helper.run());
     }

@@ -22,11 +22,15 @@ pub use metrics::{ConsensusMetrics, ConsensusSnapshot};
 use crate::config::{Committee, Parameters};
 use crate::mempool::ConsensusMempoolMessage;
 use crate::metered::MeteredSender;
-use crate::network::{listen_address, Receiver};
+use crate::network::handshake::{Credentials, Gate, Purpose};
+use crate::network::{
+    listen_address, Receiver, ReceiverConfig, SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY,
+};
 use crate::store::Store;
 use crypto::{Digest, PublicKey, SecretKey, SignatureService};
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 /// What a running consensus instance exposes besides its output channel.
@@ -81,17 +85,38 @@ impl Consensus {
         let (tx_fatal, rx_fatal) = watch::channel(None);
         let metrics = Arc::new(ConsensusMetrics::default());
 
-        Receiver::spawn(
+        // Only members that prove their key get their messages read (issue 12 item 5).
+        let gate = Gate::new(
+            name,
+            Purpose::Consensus,
+            committee.authorities.keys().copied(),
+        );
+        Receiver::spawn_with(
             listen_address(authority.consensus_address),
-            parameters.max_frame_size,
+            ReceiverConfig {
+                max_connections: parameters.max_connections,
+                idle_timeout: Duration::from_millis(parameters.idle_timeout_ms),
+                ..ReceiverConfig::gated(parameters.max_frame_size, gate)
+            },
             handler::ConsensusHandler {
                 tx_core: tx_message,
                 tx_helper,
+                peer: None,
             },
         )
         .await?;
+        let credentials = Credentials::new(name, secret.clone(), Purpose::Consensus);
 
-        helper::Helper::spawn(committee.clone(), store.clone(), rx_helper);
+        helper::Helper::spawn(
+            committee.clone(),
+            store.clone(),
+            rx_helper,
+            SimpleSender::authenticated(
+                DEFAULT_SIMPLE_QUEUE_CAPACITY,
+                parameters.max_frame_size,
+                credentials.clone(),
+            ),
+        );
         committer::Committer::spawn(
             store.clone(),
             committer::GcWindow::new(&parameters),
@@ -113,6 +138,7 @@ impl Consensus {
                 tx_commit,
                 tx_mempool,
                 tx_fatal,
+                credentials,
             },
             metrics.clone(),
         );

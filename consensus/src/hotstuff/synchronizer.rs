@@ -4,6 +4,11 @@
 //! from the block's author and the signers of the block's QC (see `SyncWorker::holders`); if it
 //! has not arrived after `sync_retry_delay`, the request goes to every other authority. When the parent is stored (it goes through the core like any proposal),
 //! the parked block is looped back into the core.
+//!
+//! Parked blocks are bounded: at most `max_pending_sync_blocks` at once (more are dropped), and
+//! each for at most `PARK_RETRIES` retry delays (a parent that never comes, say because peers
+//! pruned it, must not hold a block forever). A dropped block is not lost for good: the next
+//! block that extends it names it as its parent and it is fetched then.
 
 use super::messages::{Block, ConsensusMessage, QC};
 use super::wire;
@@ -12,7 +17,10 @@ use crate::network::SimpleSender;
 use crate::store::{BlockStore, Store, StoreError};
 use crypto::{Digest, PublicKey};
 use futures::stream::{FuturesUnordered, StreamExt};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{interval, Instant};
@@ -27,9 +35,22 @@ pub enum SyncError {
 }
 
 /// The core's handle: answers from the store, or parks the block and requests its parent.
+/// A block stays parked for at most this many `sync_retry_delay`s.
+const PARK_RETRIES: u32 = 6;
+
+/// How many blocks are parked, and how many were refused because too many were.
+#[derive(Default)]
+pub struct SyncCounters {
+    pub parked: AtomicUsize,
+    pub refused: AtomicU64,
+}
+
 pub struct Synchronizer {
     store: BlockStore,
     tx_inner: mpsc::Sender<Block>,
+    /// Read by tests only so far; what a metric of the synchronizer would export.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub counters: Arc<SyncCounters>,
 }
 
 impl Synchronizer {
@@ -38,10 +59,13 @@ impl Synchronizer {
         committee: Committee,
         store: Store,
         sync_retry_delay: Duration,
+        max_pending: usize,
         tx_loopback: mpsc::Sender<Block>,
+        network: SimpleSender,
     ) -> Self {
         let store = store.blocks();
         let (tx_inner, rx_inner) = mpsc::channel(1_000);
+        let counters = Arc::new(SyncCounters::default());
         let worker = SyncWorker {
             name,
             committee,
@@ -49,11 +73,17 @@ impl Synchronizer {
             sync_retry_delay,
             rx_inner,
             tx_loopback,
-            network: SimpleSender::new(),
+            network,
             pending: HashMap::new(),
+            max_pending: max_pending.max(1),
+            counters: counters.clone(),
         };
         tokio::spawn(worker.run());
-        Synchronizer { store, tx_inner }
+        Synchronizer {
+            store,
+            tx_inner,
+            counters,
+        }
     }
 
     fn read(&self, digest: &Digest) -> Result<Option<Block>, SyncError> {
@@ -103,6 +133,8 @@ impl Synchronizer {
 struct Pending {
     round: Round,
     requested_at: Instant,
+    /// Parked blocks waiting for this parent.
+    waiters: usize,
 }
 
 struct SyncWorker {
@@ -115,6 +147,9 @@ struct SyncWorker {
     network: SimpleSender,
     /// Parent digest -> when it was first requested.
     pending: HashMap<Digest, Pending>,
+    /// Most blocks parked at once (`Parameters::max_pending_sync_blocks`).
+    max_pending: usize,
+    counters: Arc<SyncCounters>,
 }
 
 impl SyncWorker {
@@ -150,23 +185,54 @@ impl SyncWorker {
         loop {
             tokio::select! {
                 Some(block) = self.rx_inner.recv() => {
-                    let parent = *block.parent();
-                    if let std::collections::hash_map::Entry::Vacant(entry) = self.pending.entry(parent) {
-                        debug!("requesting parent {} of {:?}", parent, block);
-                        entry.insert(Pending { round: block.round, requested_at: Instant::now() });
-                        let holders = self.holders(&block);
-                        self.request(parent, holders).await;
+                    if self.counters.parked.load(Ordering::Relaxed) >= self.max_pending {
+                        let refused = self.counters.refused.fetch_add(1, Ordering::Relaxed) + 1;
+                        if refused.is_power_of_two() {
+                            warn!(refused, "too many blocks wait for their parent; dropping {:?}", block);
+                        }
+                        continue;
                     }
+                    let parent = *block.parent();
+                    match self.pending.entry(parent) {
+                        Entry::Occupied(mut entry) => entry.get_mut().waiters += 1,
+                        Entry::Vacant(entry) => {
+                            debug!("requesting parent {} of {:?}", parent, block);
+                            entry.insert(Pending {
+                                round: block.round,
+                                requested_at: Instant::now(),
+                                waiters: 1,
+                            });
+                            let holders = self.holders(&block);
+                            self.request(parent, holders).await;
+                        }
+                    }
+                    self.counters.parked.fetch_add(1, Ordering::Relaxed);
                     let store = self.store.clone();
+                    let patience = self.sync_retry_delay.saturating_mul(PARK_RETRIES);
                     waiting.push(async move {
-                        let _ = store.notify_read(parent).await;
-                        (parent, block)
+                        let arrived = tokio::time::timeout(patience, store.notify_read(parent))
+                            .await
+                            .is_ok_and(|read| read.is_ok());
+                        (parent, block, arrived)
                     });
                 },
-                Some((parent, block)) = waiting.next() => {
-                    self.pending.remove(&parent);
-                    if self.tx_loopback.send(block).await.is_err() {
-                        return;
+                Some((parent, block, arrived)) = waiting.next() => {
+                    self.counters.parked.fetch_sub(1, Ordering::Relaxed);
+                    if arrived {
+                        self.pending.remove(&parent);
+                        if self.tx_loopback.send(block).await.is_err() {
+                            return;
+                        }
+                    } else {
+                        debug!("gave up waiting for parent {} of {:?}", parent, block);
+                        if let Entry::Occupied(mut entry) = self.pending.entry(parent) {
+                            entry.get_mut().waiters -= 1;
+                            if entry.get().waiters == 0 {
+                                entry.remove();
+                            }
+                        }
+                        // The timed-out wait left a closed waiter in the store.
+                        self.store.prune_waiters();
                     }
                 },
                 _ = retry.tick() => {
@@ -221,7 +287,9 @@ mod tests {
             committee,
             Store::new(),
             Duration::from_secs(10),
+            1_000,
             tx_loopback,
+            SimpleSender::new(),
         );
         // keys[1] authored the child and withholds the parent; keys[1..4] certified the parent.
         let parent = Digest::of(b"parent");
@@ -248,5 +316,48 @@ mod tests {
             .await
             .expect("a peer other than the author is asked within 2 s")
             .expect("a sync request for the parent");
+    }
+
+    /// Issue 12 item 7 leftover: every block whose parent is missing was parked, with a future
+    /// and a store waiter, until the parent came, which may be never. A Byzantine leader signs
+    /// as many blocks for its round as it likes; the table must stay bounded.
+    #[tokio::test]
+    async fn byzantine_parked_blocks_are_bounded() {
+        let keys = keys(4);
+        let committee = committee(&keys);
+        let (tx_loopback, _rx_loopback) = mpsc::channel(10);
+        let store = Store::new();
+        let mut synchronizer = Synchronizer::spawn(
+            keys[0].name,
+            committee,
+            store.clone(),
+            Duration::from_secs(10),
+            10,
+            tx_loopback,
+            SimpleSender::new(),
+        );
+        for i in 0..100u32 {
+            let parent = Digest::of(&i.to_be_bytes());
+            let child = signed_block(qc(parent, 1, &keys[1..]), None, 2, vec![], &keys[1]);
+            assert!(synchronizer
+                .get_parent_block(&child)
+                .await
+                .expect("no error")
+                .is_none());
+        }
+        let counters = synchronizer.counters.clone();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while counters.parked.load(Ordering::Relaxed)
+                + (counters.refused.load(Ordering::Relaxed) as usize)
+                < 100
+            {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("every block handled in time");
+        assert_eq!(counters.parked.load(Ordering::Relaxed), 10);
+        assert_eq!(counters.refused.load(Ordering::Relaxed), 90);
+        assert!(store.blocks().waiting() <= 10);
     }
 }

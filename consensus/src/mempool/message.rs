@@ -12,6 +12,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crypto::{Digest, PublicKey};
 use thiserror::Error;
 
+/// The reply to a stored batch: the sender's quorum waiter counts it.
+pub const ACK: &[u8] = b"Ack";
+/// The reply to a batch refused for the sender's quota: one reply per message still (the
+/// reliable sender matches replies in order), but it does not count towards a quorum.
+pub const REFUSED: &[u8] = b"Full";
+
 pub const BATCH_TAG: u8 = 0;
 pub const BATCH_REQUEST_TAG: u8 = 1;
 

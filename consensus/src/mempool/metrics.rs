@@ -14,6 +14,9 @@ pub struct MempoolMetrics {
     pub received_batches: AtomicU64,
     /// Malformed batches and undecodable messages on the mempool port.
     pub rejected_frames: AtomicU64,
+    /// Batches refused because their sender already had `max_uncommitted_batches_per_author`
+    /// uncommitted batches stored here.
+    pub refused_batches: AtomicU64,
 }
 
 impl MempoolMetrics {

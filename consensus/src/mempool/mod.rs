@@ -18,6 +18,7 @@ mod message;
 mod metrics;
 mod peer_handler;
 mod quorum_waiter;
+mod quota;
 mod synchronizer;
 mod tx_receiver;
 
@@ -26,16 +27,19 @@ pub use metrics::MempoolMetrics;
 pub use tx_receiver::MAX_TRANSACTION_SIZE;
 
 use crate::config::{Committee, Parameters, Round};
+use crate::network::handshake::{Credentials, Gate, Purpose};
 use crate::network::{
-    listen_address, Receiver, ReliableSender, SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY,
+    listen_address, Receiver, ReceiverConfig, ReliableSender, SimpleSender,
+    DEFAULT_SIMPLE_QUEUE_CAPACITY,
 };
 use crate::store::Store;
 use batch::{HEADER_LEN, TX_PREFIX_LEN};
 use batch_maker::BatchMaker;
-use crypto::{Digest, PublicKey};
+use crypto::{Digest, PublicKey, SecretKey};
 use helper::Helper;
 use peer_handler::PeerHandler;
 use quorum_waiter::QuorumWaiter;
+use quota::AuthorQuota;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +55,8 @@ pub enum ConsensusMempoolMessage {
     Synchronize(Vec<Digest>, PublicKey, Round),
     /// Round `r` committed: forget sync requests for rounds older than r - gc_depth.
     Cleanup(Round),
+    /// A committed block's batches: they no longer count against their senders' quotas.
+    Committed(Vec<Digest>),
 }
 
 /// Latency samples among client transactions. The transaction format belongs to the
@@ -85,9 +91,13 @@ impl Mempool {
     ///
     /// Ports are bound on every interface (the committee's IP is where peers reach us, which
     /// behind NAT, as on cloud hosts, is not an address of this machine).
+    ///
+    /// The mempool port admits committee members only, each proving its key (`secret` proves
+    /// ours to the others).
     #[allow(clippy::too_many_arguments)]
     pub async fn spawn(
         name: PublicKey,
+        secret: SecretKey,
         committee: Committee,
         parameters: Parameters,
         store: Store,
@@ -107,31 +117,45 @@ impl Mempool {
         let (tx_quorum_waiter, rx_quorum_waiter) = mpsc::channel(capacity);
         let (tx_helper, rx_helper) = mpsc::channel(capacity);
 
+        let idle_timeout = Duration::from_millis(parameters.idle_timeout_ms);
         let (_, tx_receiver) = TxReceiver::spawn(
             listen_address(authority.transactions_address),
             max_transaction_size(&parameters),
+            parameters.max_connections,
+            idle_timeout,
             tx_batch_maker,
         )
         .await?;
         // The mempool sees the batch namespace only.
         let store = store.batches();
+        let quota = AuthorQuota::new(parameters.max_uncommitted_batches_per_author);
         let handler = PeerHandler {
             store: store.clone(),
             metrics: metrics.clone(),
             tx_helper,
+            max_request_digests: parameters.max_request_digests,
+            quota: quota.clone(),
+            author: None,
         };
-        if let Err(e) = Receiver::spawn(
-            listen_address(authority.mempool_address),
-            parameters.max_frame_size,
-            handler,
-        )
-        .await
+        let gate = Gate::new(
+            name,
+            Purpose::Mempool,
+            committee.authorities.keys().copied(),
+        );
+        let config = ReceiverConfig {
+            max_connections: parameters.max_connections,
+            idle_timeout,
+            ..ReceiverConfig::gated(parameters.max_frame_size, gate)
+        };
+        if let Err(e) =
+            Receiver::spawn_with(listen_address(authority.mempool_address), config, handler).await
         {
             // Do not leave the transactions port bound by a mempool that failed to start.
             tx_receiver.abort();
             return Err(e);
         }
 
+        let credentials = Credentials::new(name, secret, Purpose::Mempool);
         let peers = committee
             .others(&name, |a| a.mempool_address)
             .into_iter()
@@ -147,7 +171,7 @@ impl Mempool {
             rx_batch_maker,
             tx_quorum_waiter,
             // Unacknowledged batches kept per peer: a dead peer costs at most this many.
-            ReliableSender::with_config(capacity, parameters.max_frame_size),
+            ReliableSender::authenticated(capacity, parameters.max_frame_size, credentials.clone()),
         );
         QuorumWaiter::spawn(
             committee.stake(&name),
@@ -156,9 +180,18 @@ impl Mempool {
             tx_consensus,
             samples,
         );
-        let network =
-            SimpleSender::with_config(DEFAULT_SIMPLE_QUEUE_CAPACITY, parameters.max_frame_size);
-        Helper::spawn(committee.clone(), store.clone(), rx_helper, network.clone());
+        let network = SimpleSender::authenticated(
+            DEFAULT_SIMPLE_QUEUE_CAPACITY,
+            parameters.max_frame_size,
+            credentials,
+        );
+        Helper::spawn(
+            committee.clone(),
+            store.clone(),
+            rx_helper,
+            network.clone(),
+            parameters.max_request_digests,
+        );
         Synchronizer::spawn(
             name,
             committee,
@@ -168,6 +201,8 @@ impl Mempool {
             parameters.sync_retry_nodes,
             rx_consensus,
             network,
+            parameters.max_request_digests,
+            quota,
         );
         Ok(())
     }

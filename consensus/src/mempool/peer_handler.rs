@@ -3,23 +3,30 @@
 
 use super::batch::Batch;
 use super::helper::HelperRequest;
-use super::message::MempoolMessage;
+use super::message::{MempoolMessage, ACK, REFUSED};
 use super::metrics::MempoolMetrics;
+use super::quota::AuthorQuota;
 use crate::network::{HandlerError, MessageHandler, Writer};
 use crate::store::BatchStore;
 use bytes::Bytes;
+use crypto::PublicKey;
 use futures::SinkExt;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// The one reply to a batch: the sender's `ReliableSender` only counts reply frames.
-const ACK: &[u8] = b"Ack";
 
 #[derive(Clone)]
 pub struct PeerHandler {
     pub store: BatchStore,
     pub metrics: Arc<MempoolMetrics>,
     pub tx_helper: mpsc::Sender<HelperRequest>,
+    /// Requests naming more digests are refused (`Parameters::max_request_digests`).
+    pub max_request_digests: usize,
+    pub quota: AuthorQuota,
+    /// The member this connection authenticated as; `None` until then (and on an open port,
+    /// as in unit tests, where no quota applies).
+    pub author: Option<PublicKey>,
 }
 
 impl PeerHandler {
@@ -34,22 +41,55 @@ impl MessageHandler for PeerHandler {
         match MempoolMessage::decode(message).map_err(|e| self.reject(e.to_string()))? {
             MempoolMessage::Batch(bytes) => {
                 let batch = Batch::parse(bytes).map_err(|e| self.reject(e.to_string()))?;
-                // Not acknowledged if it cannot be stored: the sender keeps it and retransmits.
-                self.store
-                    .write(batch.digest(), batch.bytes().clone())
+                let digest = batch.digest();
+                // A batch we already hold costs nothing more (retransmissions, sync replies of
+                // batches that since committed): store and count only new ones.
+                let held = self
+                    .store
+                    .contains(&digest)
                     .map_err(|e| HandlerError::Other(e.to_string()))?;
+                if !held {
+                    if let Some(author) = self.author {
+                        if !self.quota.admit(author, digest) {
+                            MempoolMetrics::add(&self.metrics.refused_batches, 1);
+                            writer.feed(Bytes::from_static(REFUSED)).await?;
+                            return Ok(());
+                        }
+                    }
+                    self.store
+                        .write(digest, batch.bytes().clone())
+                        .map_err(|e| HandlerError::Other(e.to_string()))?;
+                }
                 MempoolMetrics::add(&self.metrics.received_batches, 1);
-                // `feed`, not `send`: the receiver flushes once it has no more buffered frames,
-                // so a burst of batches gets its acks in one write.
                 writer.feed(Bytes::from_static(ACK)).await?;
             }
             MempoolMessage::BatchRequest(digests, requestor) => {
-                // Requests come from a `SimpleSender`: no reply. If the helper is gone the node is
-                // shutting down; dropping the request is then fine.
+                if digests.len() > self.max_request_digests {
+                    return Err(self.reject(format!(
+                        "a batch request names {} digests, more than {}",
+                        digests.len(),
+                        self.max_request_digests
+                    )));
+                }
+                // Replies go to the requestor's address: on an authenticated connection it must
+                // be the peer itself, or one member could aim batch replies at another.
+                if self.author.is_some_and(|author| author != requestor) {
+                    return Err(self.reject(format!(
+                        "batch request on behalf of {requestor} from {:?}",
+                        self.author
+                    )));
+                }
                 let _ = self.tx_helper.send((digests, requestor)).await;
             }
         }
         Ok(())
+    }
+
+    fn for_peer(&self, peer: PublicKey) -> Self {
+        PeerHandler {
+            author: Some(peer),
+            ..self.clone()
+        }
     }
 }
 
@@ -80,6 +120,9 @@ mod tests {
             store: crate::store::Store::new().batches(),
             metrics: Arc::new(MempoolMetrics::default()),
             tx_helper,
+            max_request_digests: 1_024,
+            quota: AuthorQuota::new(1_000),
+            author: None,
         };
         let (store, metrics) = (handler.store.clone(), handler.metrics.clone());
         let (address, _) = Receiver::spawn(
@@ -170,5 +213,78 @@ mod tests {
             .await
             .expect("in time");
         assert_eq!(got, Some((digests, requestor)));
+    }
+
+    /// Issue 12 item 5: a request may name at most `max_request_digests` digests (a reply is a
+    /// batch per digest); a longer one is refused, counted and closes the connection.
+    #[tokio::test]
+    async fn byzantine_request_over_the_digest_cap_is_refused() {
+        let (address, _store, metrics, mut rx) = start().await;
+        let digests = vec![Digest::of(b"wanted"); 1_025];
+        let requestor = KeyPair::from_seed(3).name;
+        let stream = TcpStream::connect(address).await.expect("connect");
+        let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
+        client
+            .send(MempoolMessage::encode_request(&digests, &requestor))
+            .await
+            .expect("send");
+        assert_closed(client.into_inner()).await;
+        assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 1);
+        assert!(rx.try_recv().is_err(), "the request reached the helper");
+    }
+
+    /// A member may ask for batches for itself only: replies go to the named requestor, so a
+    /// request naming another member would aim the replies at it.
+    #[tokio::test]
+    async fn byzantine_request_on_behalf_of_another_member_is_refused() {
+        use crate::network::handshake::{self, Credentials, Gate, Purpose};
+        use crate::network::ReceiverConfig;
+        let members: Vec<_> = (0..3).map(KeyPair::from_seed).collect();
+        let (tx_helper, mut rx) = mpsc::channel(8);
+        let handler = PeerHandler {
+            store: crate::store::Store::new().batches(),
+            metrics: Arc::new(MempoolMetrics::default()),
+            tx_helper,
+            max_request_digests: 1_024,
+            quota: AuthorQuota::new(1_000),
+            author: None,
+        };
+        let metrics = handler.metrics.clone();
+        let gate = Gate::new(
+            members[0].name,
+            Purpose::Mempool,
+            members.iter().map(|k| k.name),
+        );
+        let (address, _) = Receiver::spawn_with(
+            "127.0.0.1:0".parse().expect("addr"),
+            ReceiverConfig::gated(DEFAULT_MAX_FRAME_SIZE, gate),
+            handler,
+        )
+        .await
+        .expect("bind");
+        let credentials =
+            Credentials::new(members[1].name, members[1].secret.clone(), Purpose::Mempool);
+        let digests = vec![Digest::of(b"wanted")];
+        for (requestor, honest) in [(members[1].name, true), (members[2].name, false)] {
+            let mut stream = TcpStream::connect(address).await.expect("connect");
+            handshake::dial(&mut stream, &credentials)
+                .await
+                .expect("member");
+            let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
+            client
+                .send(MempoolMessage::encode_request(&digests, &requestor))
+                .await
+                .expect("send");
+            if honest {
+                let got = tokio::time::timeout(DEADLINE, rx.recv())
+                    .await
+                    .expect("in time");
+                assert_eq!(got, Some((digests.clone(), requestor)));
+            } else {
+                assert_closed(client.into_inner()).await;
+                assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 1);
+                assert!(rx.try_recv().is_err());
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! little and gives the core the batches in the order the clients sent them.
 
 use super::batch::now_ms;
+use super::message::ACK;
 use super::SampleHooks;
 use crate::config::Stake;
 use crate::network::CancelHandler;
@@ -110,7 +111,14 @@ async fn wait_for_quorum(
     let mut acks: FuturesUnordered<_> = message
         .acks
         .into_iter()
-        .map(|(stake, handler)| async move { handler.await.ok().map(|_| stake) })
+        .map(|(stake, handler)| async move {
+            // A peer that refused the batch (its quota for us is full) does not hold it.
+            handler
+                .await
+                .ok()
+                .filter(|reply| &reply[..] == ACK)
+                .map(|_| stake)
+        })
         .collect();
     while total < threshold {
         match acks.next().await {

@@ -11,6 +11,7 @@
 //! peer handler, usually) needs no link to this actor.
 
 use super::message::MempoolMessage;
+use super::quota::AuthorQuota;
 use super::ConsensusMempoolMessage;
 use crate::config::{Committee, Round};
 use crate::network::SimpleSender;
@@ -25,9 +26,6 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{interval, Instant, MissedTickBehavior};
 use tracing::debug;
-
-/// Most digests in one request, so a long list of missing batches never makes a frame too large.
-const MAX_DIGESTS_PER_REQUEST: usize = 1_024;
 
 /// How often due retries are looked for, at most. Finer than the first retry delay, so a retry
 /// is late by a fraction of it at most.
@@ -57,6 +55,11 @@ pub struct Synchronizer {
     gc_depth: Round,
     sync_retry_delay: Duration,
     sync_retry_nodes: usize,
+    /// Most digests in one request: peers refuse longer ones (`Parameters::max_request_digests`),
+    /// and it keeps a long list of missing batches from making a frame too large.
+    max_request_digests: usize,
+    /// Told of commits, so committed batches stop counting against their senders.
+    quota: AuthorQuota,
     rx_consensus: mpsc::Receiver<ConsensusMempoolMessage>,
     network: SimpleSender,
     /// The latest round announced by `Cleanup`.
@@ -75,6 +78,8 @@ impl Synchronizer {
         sync_retry_nodes: usize,
         rx_consensus: mpsc::Receiver<ConsensusMempoolMessage>,
         network: SimpleSender,
+        max_request_digests: usize,
+        quota: AuthorQuota,
     ) -> JoinHandle<()> {
         let synchronizer = Synchronizer {
             name,
@@ -83,6 +88,8 @@ impl Synchronizer {
             gc_depth,
             sync_retry_delay,
             sync_retry_nodes,
+            max_request_digests: max_request_digests.max(1),
+            quota,
             rx_consensus,
             network,
             round: 0,
@@ -107,6 +114,9 @@ impl Synchronizer {
                         }
                     }
                     Some(ConsensusMempoolMessage::Cleanup(round)) => self.cleanup(round),
+                    Some(ConsensusMempoolMessage::Committed(digests)) => {
+                        self.quota.committed(&digests)
+                    }
                     None => return,
                 },
                 Some((digest, arrived)) = waiting.next(), if !waiting.is_empty() => {
@@ -163,7 +173,7 @@ impl Synchronizer {
             .authority(&author)
             .filter(|_| author != self.name)
             .map(|a| a.mempool_address);
-        for chunk in missing.chunks(MAX_DIGESTS_PER_REQUEST) {
+        for chunk in missing.chunks(self.max_request_digests) {
             let request = MempoolMessage::encode_request(chunk, &self.name);
             match address {
                 Some(address) => self.network.send(address, request).await,
@@ -208,7 +218,7 @@ impl Synchronizer {
                 self.sync_retry_nodes,
                 some.len()
             );
-            for chunk in some.chunks(MAX_DIGESTS_PER_REQUEST) {
+            for chunk in some.chunks(self.max_request_digests) {
                 let request = MempoolMessage::encode_request(chunk, &self.name);
                 self.network
                     .lucky_broadcast(self.peers(), request, self.sync_retry_nodes)
@@ -217,7 +227,7 @@ impl Synchronizer {
         }
         if !all.is_empty() {
             debug!("asking every peer for {} missing batches", all.len());
-            for chunk in all.chunks(MAX_DIGESTS_PER_REQUEST) {
+            for chunk in all.chunks(self.max_request_digests) {
                 let request = MempoolMessage::encode_request(chunk, &self.name);
                 self.network.broadcast(self.peers(), request).await;
             }
@@ -347,6 +357,8 @@ mod tests {
             3,
             rx,
             SimpleSender::new(),
+            1_024,
+            AuthorQuota::new(1_000),
         );
         tx
     }
@@ -374,6 +386,8 @@ mod tests {
             1,
             rx,
             SimpleSender::new(),
+            1_024,
+            AuthorQuota::new(1_000),
         );
         let missing = Digest::of(b"withheld");
         let (me, author) = (peers.names[0], peers.names[1]);

@@ -4,6 +4,7 @@ use super::batch::Batch;
 use super::*;
 use crate::config::Authority;
 use crate::network::codec;
+use crate::network::handshake::{Credentials, Purpose};
 use bytes::Bytes;
 use crypto::KeyPair;
 use futures::SinkExt;
@@ -36,7 +37,8 @@ struct Node {
 }
 
 async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<Node>) {
-    let keys: Vec<_> = (0..n as u64).map(|i| KeyPair::from_seed(i).name).collect();
+    let pairs: Vec<_> = (0..n as u64).map(KeyPair::from_seed).collect();
+    let keys: Vec<_> = pairs.iter().map(|k| k.name).collect();
     let addresses = free_addresses(3 * n);
     let authorities: BTreeMap<_, _> = keys
         .iter()
@@ -53,13 +55,15 @@ async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<N
         .collect();
     let committee = Committee { authorities };
     let mut nodes = Vec::new();
-    for name in keys {
+    for pair in pairs {
+        let name = pair.name;
         let store = Store::new();
         let metrics = Arc::new(MempoolMetrics::default());
         let (tx_consensus_messages, rx_consensus) = mpsc::channel(16);
         let (tx_digests, digests) = mpsc::channel(1_000);
         Mempool::spawn(
             name,
+            pair.secret,
             committee.clone(),
             parameters.clone(),
             store.clone(),
@@ -178,9 +182,10 @@ async fn refuses_to_start_for_a_stranger() {
     let (committee, _nodes) = spawn_committee(1, &Parameters::default()).await;
     let (_tx, rx) = mpsc::channel(1);
     let (tx, _rx) = mpsc::channel(1);
-    let stranger = KeyPair::from_seed(99).name;
+    let stranger = KeyPair::from_seed(99);
     let result = Mempool::spawn(
-        stranger,
+        stranger.name,
+        stranger.secret,
         committee,
         Parameters::default(),
         Store::new(),
@@ -191,6 +196,62 @@ async fn refuses_to_start_for_a_stranger() {
     )
     .await;
     assert!(matches!(result, Err(e) if e.kind() == io::ErrorKind::InvalidInput));
+}
+
+/// Issue 12 item 5: a member may have at most `max_uncommitted_batches_per_author` batches
+/// stored and uncommitted on a node; more are refused (a reply that is not an ack, counted) until
+/// some commit. Node 1's key plays the Byzantine member against node 0's mempool port.
+#[tokio::test]
+async fn byzantine_member_over_its_uncommitted_quota_is_refused() {
+    let parameters = Parameters {
+        max_uncommitted_batches_per_author: 3,
+        ..Parameters::default()
+    };
+    let (committee, nodes) = spawn_committee(2, &parameters).await;
+    let target = committee.authorities[&nodes[0].name].mempool_address;
+    let byzantine = KeyPair::from_seed(1);
+    let mut network = ReliableSender::authenticated(
+        16,
+        parameters.max_frame_size,
+        Credentials::new(byzantine.name, byzantine.secret, Purpose::Mempool),
+    );
+    let mut next = 0u32;
+    let mut send = |network: &mut ReliableSender| {
+        next += 1;
+        let mut builder = batch::BatchBuilder::with_capacity(256);
+        builder.push(&transaction(1_000 + next));
+        let batch = builder.seal(1, 256);
+        let frame = MempoolMessage::encode_batch(batch.bytes());
+        let mut network = network.clone();
+        async move {
+            let reply = timeout(DEADLINE, network.send(target, frame).await)
+                .await
+                .expect("a reply in time")
+                .expect("a reply");
+            (batch.digest(), &reply[..] == message::ACK)
+        }
+    };
+    let mut sent = Vec::new();
+    for _ in 0..5 {
+        sent.push(send(&mut network).await);
+    }
+    let acked: Vec<bool> = sent.iter().map(|(_, acked)| *acked).collect();
+    assert_eq!(acked, [true, true, true, false, false]);
+    assert_eq!(nodes[0].metrics.refused_batches.load(Ordering::Relaxed), 2);
+    assert!(nodes[0].store.contains(&sent[2].0).expect("read"));
+    assert!(!nodes[0].store.contains(&sent[3].0).expect("read"));
+
+    // Two of the stored batches commit: room for two more, once the mempool has heard (it hears
+    // asynchronously, so retry with fresh batches until one is taken).
+    let committed = vec![sent[0].0, sent[1].0];
+    nodes[0]
+        .tx_consensus_messages
+        .send(ConsensusMempoolMessage::Committed(committed))
+        .await
+        .expect("mempool alive");
+    timeout(DEADLINE, async { while !send(&mut network).await.1 {} })
+        .await
+        .expect("a batch is taken again after commits");
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::codec::FramedRead;
 use tracing::{debug, warn};
 
@@ -25,6 +25,10 @@ const MAX_CHUNK_TXS: usize = 1_024;
 
 /// Read buffer per connection: a read syscall takes in a few hundred typical transactions.
 const READ_BUFFER: usize = 64 * 1024;
+
+/// A chunk stops gathering at this many bytes: with the bounded channel to the batch maker (a
+/// connection waits for room before it reads more), this bounds what one client holds in flight.
+const MAX_CHUNK_BYTES: usize = 1 << 20;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -40,6 +44,10 @@ pub struct TxChunk {
 pub struct TxReceiver {
     listener: TcpListener,
     max_tx_size: usize,
+    /// The port is open to anyone: connections beyond this are closed as they are accepted.
+    max_connections: usize,
+    /// A client silent this long is disconnected, freeing its slot.
+    idle_timeout: Duration,
     tx_batch_maker: mpsc::Sender<TxChunk>,
 }
 
@@ -48,6 +56,8 @@ impl TxReceiver {
     pub async fn spawn(
         address: SocketAddr,
         max_tx_size: usize,
+        max_connections: usize,
+        idle_timeout: Duration,
         tx_batch_maker: mpsc::Sender<TxChunk>,
     ) -> io::Result<(SocketAddr, JoinHandle<()>)> {
         let listener = TcpListener::bind(address).await?;
@@ -55,27 +65,43 @@ impl TxReceiver {
         let receiver = TxReceiver {
             listener,
             max_tx_size,
+            max_connections,
+            idle_timeout,
             tx_batch_maker,
         };
         Ok((local, tokio::spawn(receiver.run())))
     }
 
     async fn run(self) {
+        // Connection tasks live in this set: counted for the cap, and ended with this task.
+        let mut connections = JoinSet::new();
+        let mut refused: u64 = 0;
         loop {
-            match self.listener.accept().await {
-                Ok((socket, peer)) => {
-                    debug!("transactions connection from {peer}");
-                    tokio::spawn(serve(
-                        socket,
-                        peer,
-                        self.max_tx_size,
-                        self.tx_batch_maker.clone(),
-                    ));
-                }
-                Err(e) => {
-                    warn!("failed to accept a transactions connection: {e}");
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
-                }
+            tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok((socket, peer)) => {
+                        if connections.len() >= self.max_connections {
+                            refused += 1;
+                            if refused.is_power_of_two() {
+                                warn!(%peer, refused, "too many transactions connections; closing new ones");
+                            }
+                            continue;
+                        }
+                        debug!("transactions connection from {peer}");
+                        connections.spawn(serve(
+                            socket,
+                            peer,
+                            self.max_tx_size,
+                            self.idle_timeout,
+                            self.tx_batch_maker.clone(),
+                        ));
+                    }
+                    Err(e) => {
+                        warn!("failed to accept a transactions connection: {e}");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    }
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
             if self.tx_batch_maker.is_closed() {
                 return;
@@ -90,11 +116,16 @@ async fn serve(
     socket: TcpStream,
     peer: SocketAddr,
     max_tx_size: usize,
+    idle_timeout: Duration,
     tx_batch_maker: mpsc::Sender<TxChunk>,
 ) {
     let mut frames = FramedRead::with_capacity(socket, codec(max_tx_size), READ_BUFFER);
     loop {
-        let first = match frames.next().await {
+        let Ok(next) = tokio::time::timeout(idle_timeout, frames.next()).await else {
+            debug!("closing idle transactions connection from {peer}");
+            return;
+        };
+        let first = match next {
             Some(Ok(frame)) => frame.freeze(),
             Some(Err(e)) => {
                 warn!("closing transactions connection from {peer}: {e}");
@@ -103,14 +134,18 @@ async fn serve(
             None => return,
         };
         let received_ms = now_ms();
+        let mut bytes = first.len();
         let mut chunk = Vec::with_capacity(64);
         chunk.push(first);
         let mut end = None;
         // Take what is already readable without waiting: `now_or_never` yields `None` as soon as
         // the next frame would need the socket to become readable again.
-        while chunk.len() < MAX_CHUNK_TXS {
+        while chunk.len() < MAX_CHUNK_TXS && bytes < MAX_CHUNK_BYTES {
             match frames.next().now_or_never() {
-                Some(Some(Ok(frame))) => chunk.push(frame.freeze()),
+                Some(Some(Ok(frame))) => {
+                    bytes += frame.len();
+                    chunk.push(frame.freeze());
+                }
                 Some(Some(Err(e))) => {
                     end = Some(Some(e));
                     break;
@@ -151,9 +186,15 @@ mod tests {
     #[tokio::test]
     async fn forwards_every_transaction_and_drops_oversized_frames() {
         let (tx, mut rx) = mpsc::channel(16);
-        let (address, _handle) = TxReceiver::spawn("127.0.0.1:0".parse().expect("addr"), 64, tx)
-            .await
-            .expect("bind");
+        let (address, _handle) = TxReceiver::spawn(
+            "127.0.0.1:0".parse().expect("addr"),
+            64,
+            16,
+            Duration::from_secs(60),
+            tx,
+        )
+        .await
+        .expect("bind");
         let socket = TcpStream::connect(address).await.expect("connect");
         let mut client = FramedWrite::new(socket, codec(1024));
         for i in 0..500u32 {
@@ -189,5 +230,71 @@ mod tests {
         .expect("closed in time");
         assert!(matches!(read, Ok(0) | Err(_)));
         assert!(rx.try_recv().is_err());
+    }
+
+    /// Issue 12 item 5: the clients' port is open to anyone, so connections are capped; a
+    /// connection over the cap is closed at once, and a slot frees when a client leaves or
+    /// stays silent past the idle timeout.
+    #[tokio::test]
+    async fn byzantine_connection_flood_is_capped_and_idle_clients_leave() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let (address, _handle) = TxReceiver::spawn(
+            "127.0.0.1:0".parse().expect("addr"),
+            64,
+            2,
+            Duration::from_millis(300),
+            tx,
+        )
+        .await
+        .expect("bind");
+        let mut clients = Vec::new();
+        for i in 0..2u8 {
+            let socket = TcpStream::connect(address).await.expect("connect");
+            let mut client = FramedWrite::new(socket, codec(1024));
+            client.send(Bytes::from(vec![i])).await.expect("send");
+            let chunk = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("served in time");
+            assert_eq!(chunk.map(|c| c.txs), Some(vec![Bytes::from(vec![i])]));
+            clients.push(client);
+        }
+        // The third is closed without being served.
+        let mut third = TcpStream::connect(address).await.expect("connect");
+        let mut buf = [0u8; 1];
+        let read = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio::io::AsyncReadExt::read(&mut third, &mut buf),
+        )
+        .await
+        .expect("closed in time");
+        assert!(matches!(read, Ok(0) | Err(_)));
+        // The silent clients are closed after the idle timeout...
+        for client in clients {
+            let mut socket = client.into_inner();
+            let read = tokio::time::timeout(
+                Duration::from_secs(10),
+                tokio::io::AsyncReadExt::read(&mut socket, &mut buf),
+            )
+            .await
+            .expect("idle client closed in time");
+            assert!(matches!(read, Ok(0) | Err(_)));
+        }
+        // ...which frees their slots.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let socket = TcpStream::connect(address).await.expect("connect");
+                let mut client = FramedWrite::new(socket, codec(1024));
+                if client.send(Bytes::from_static(b"z")).await.is_ok() {
+                    if let Ok(Some(chunk)) =
+                        tokio::time::timeout(Duration::from_millis(200), rx.recv()).await
+                    {
+                        assert_eq!(chunk.txs, vec![Bytes::from_static(b"z")]);
+                        return;
+                    }
+                }
+            }
+        })
+        .await
+        .expect("a new client is served once the idle ones left");
     }
 }

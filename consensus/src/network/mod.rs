@@ -12,6 +12,7 @@
 
 mod codec;
 mod error;
+pub mod handshake;
 mod receiver;
 mod reliable_sender;
 mod simple_sender;
@@ -19,7 +20,9 @@ mod transport;
 
 pub use codec::{codec, Writer, DEFAULT_MAX_FRAME_SIZE};
 pub use error::HandlerError;
-pub use receiver::{MessageHandler, Receiver};
+pub use receiver::{
+    MessageHandler, Receiver, ReceiverConfig, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
 pub use reliable_sender::{CancelHandler, ReliableSender, DEFAULT_RELIABLE_CAPACITY};
 pub use simple_sender::{SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY};
 

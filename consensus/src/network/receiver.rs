@@ -2,10 +2,14 @@
 
 use super::codec::{codec, Writer};
 use super::error::HandlerError;
+use super::handshake::{self, Gate};
 use bytes::Bytes;
+use crypto::PublicKey;
 use futures::{FutureExt, SinkExt, StreamExt};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
@@ -15,6 +19,12 @@ use tracing::{debug, warn};
 /// After a failed `accept` (typically out of file descriptors), wait this long before the next
 /// attempt instead of spinning.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// Connections served at once unless configured otherwise (see `Parameters::max_connections`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+/// Silence after which a connection is closed unless configured otherwise.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Processes the frames of every connection a [`Receiver`] accepts.
 pub trait MessageHandler: Clone + Send + Sync + 'static {
@@ -28,6 +38,53 @@ pub trait MessageHandler: Clone + Send + Sync + 'static {
         writer: &mut Writer,
         message: Bytes,
     ) -> impl Future<Output = Result<(), HandlerError>> + Send;
+
+    /// The handler for one connection whose peer proved it holds `peer`'s committee key (only
+    /// on a receiver with a [`Gate`]). Handlers that account per member override it.
+    fn for_peer(&self, _peer: PublicKey) -> Self {
+        self.clone()
+    }
+}
+
+/// What a receiver accepts.
+#[derive(Clone)]
+pub struct ReceiverConfig {
+    /// A longer frame closes its connection.
+    pub max_frame_size: usize,
+    /// Connections served at once; further ones are closed as they are accepted, so a flood of
+    /// connections costs a bounded number of tasks and buffers.
+    pub max_connections: usize,
+    /// A connection silent for this long is closed (its slot is freed).
+    pub idle_timeout: Duration,
+    /// `Some`: a connection's frames are read only after its peer proved a committee key
+    /// ([`handshake`]); `None`: open to anyone (the clients' port, tests).
+    pub gate: Option<Gate>,
+}
+
+impl ReceiverConfig {
+    /// Open to anyone, with the default connection limits.
+    pub fn open(max_frame_size: usize) -> Self {
+        ReceiverConfig {
+            max_frame_size,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            gate: None,
+        }
+    }
+
+    /// Only for committee members that pass the handshake.
+    pub fn gated(max_frame_size: usize, gate: Gate) -> Self {
+        ReceiverConfig {
+            gate: Some(gate),
+            ..Self::open(max_frame_size)
+        }
+    }
+
+    /// At most a quarter of the slots may wait on a handshake: strangers that open connections
+    /// and say nothing can then delay, but never lock out, members reconnecting.
+    fn max_handshaking(&self) -> usize {
+        (self.max_connections / 4).max(1)
+    }
 }
 
 /// A TCP server: one task accepts connections, one task per connection reads frames.
@@ -37,29 +94,65 @@ impl Receiver {
     /// Binds `address` (port 0 picks a free port), spawns the accept loop and returns the bound
     /// address with the accept loop's handle. Aborting that handle also closes every connection
     /// it accepted. A frame longer than `max_frame_size`, or bytes that are not a frame, close
-    /// that connection with a warning; the receiver keeps accepting.
+    /// that connection with a warning; the receiver keeps accepting. Open to anyone, with the
+    /// default limits: see [`Receiver::spawn_with`].
     pub async fn spawn<H: MessageHandler>(
         address: SocketAddr,
         max_frame_size: usize,
         handler: H,
     ) -> std::io::Result<(SocketAddr, JoinHandle<()>)> {
+        Self::spawn_with(address, ReceiverConfig::open(max_frame_size), handler).await
+    }
+
+    /// As [`Receiver::spawn`], with the limits and the gate of `config`.
+    pub async fn spawn_with<H: MessageHandler>(
+        address: SocketAddr,
+        config: ReceiverConfig,
+        handler: H,
+    ) -> std::io::Result<(SocketAddr, JoinHandle<()>)> {
         let listener = TcpListener::bind(address).await?;
         let local = listener.local_addr()?;
         debug!(address = %local, "listening");
-        let handle = tokio::spawn(accept_loop(listener, max_frame_size, handler));
+        let handle = tokio::spawn(accept_loop(listener, config, handler));
         Ok((local, handle))
     }
 }
 
-async fn accept_loop<H: MessageHandler>(listener: TcpListener, max_frame_size: usize, handler: H) {
+/// Counts a connection among those still in the handshake until dropped.
+struct Handshaking(Arc<AtomicUsize>);
+
+impl Drop for Handshaking {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn accept_loop<H: MessageHandler>(listener: TcpListener, config: ReceiverConfig, handler: H) {
     // Connections live in a JoinSet owned by this task, so they end when it is aborted.
     let mut connections = JoinSet::new();
+    let handshaking = Arc::new(AtomicUsize::new(0));
+    let mut refused: u64 = 0;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
+                    let full = connections.len() >= config.max_connections
+                        || (config.gate.is_some()
+                            && handshaking.load(Ordering::Relaxed) >= config.max_handshaking());
+                    if full {
+                        // Dropping the socket closes it; logged sparingly, as a flood would.
+                        refused += 1;
+                        if refused.is_power_of_two() {
+                            warn!(%peer, refused, "connection limit reached; closing new connections");
+                        }
+                        continue;
+                    }
                     debug!(%peer, "accepted connection");
-                    connections.spawn(serve(socket, peer, max_frame_size, handler.clone()));
+                    let guard = config.gate.as_ref().map(|_| {
+                        handshaking.fetch_add(1, Ordering::Relaxed);
+                        Handshaking(handshaking.clone())
+                    });
+                    connections.spawn(serve(socket, peer, config.clone(), handler.clone(), guard));
                 }
                 Err(error) => {
                     warn!(%error, "failed to accept a connection");
@@ -78,15 +171,31 @@ async fn accept_loop<H: MessageHandler>(listener: TcpListener, max_frame_size: u
 }
 
 async fn serve<H: MessageHandler>(
-    socket: TcpStream,
+    mut socket: TcpStream,
     peer: SocketAddr,
-    max_frame_size: usize,
+    config: ReceiverConfig,
     handler: H,
+    handshaking: Option<Handshaking>,
 ) {
     if let Err(error) = socket.set_nodelay(true) {
         debug!(%peer, %error, "failed to set TCP_NODELAY");
     }
-    let (mut writer, mut reader) = Framed::new(socket, codec(max_frame_size)).split();
+    let handler = match &config.gate {
+        None => handler,
+        Some(gate) => match handshake::accept(&mut socket, gate).await {
+            Ok(name) => {
+                debug!(%peer, %name, "peer authenticated");
+                handler.for_peer(name)
+            }
+            Err(error) => {
+                // Debug only: a stranger decides how often this happens.
+                debug!(%peer, %error, "handshake failed; closing connection");
+                return;
+            }
+        },
+    };
+    drop(handshaking);
+    let (mut writer, mut reader) = Framed::new(socket, codec(config.max_frame_size)).split();
     loop {
         // Take the next frame if it is already buffered; otherwise push out any replies the
         // handler fed but did not flush, so a burst of requests gets its replies in one write.
@@ -97,7 +206,13 @@ async fn serve<H: MessageHandler>(
                     debug!(%peer, %error, "failed to write replies; closing connection");
                     return;
                 }
-                reader.next().await
+                match tokio::time::timeout(config.idle_timeout, reader.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        debug!(%peer, "idle connection; closing it");
+                        return;
+                    }
+                }
             }
         };
         match next {
@@ -289,5 +404,108 @@ pub(crate) mod tests {
         assert_eq!(&request(&mut client, b"hi").await[..], b"ack:hi");
         handle.abort();
         assert_closed(client.into_inner()).await;
+    }
+
+    async fn start_with(config: ReceiverConfig) -> (SocketAddr, mpsc::UnboundedReceiver<Bytes>) {
+        let (handler, rx) = TestHandler::new();
+        let address = "127.0.0.1:0".parse().expect("address");
+        let (address, _handle) = Receiver::spawn_with(address, config, handler)
+            .await
+            .expect("bind");
+        (address, rx)
+    }
+
+    /// Issue 12 item 5: on a gated port only members that prove their key are read; a stranger
+    /// (raw frames, or a full handshake with a key outside the committee) is closed unread.
+    #[tokio::test]
+    async fn byzantine_gated_receiver_reads_members_only() {
+        use crate::network::handshake::{self, Credentials, Gate, Purpose};
+        use crate::network::ReliableSender;
+        use crypto::KeyPair;
+        let members: Vec<_> = (0..4).map(KeyPair::from_seed).collect();
+        let gate = Gate::new(
+            members[0].name,
+            Purpose::Mempool,
+            members.iter().map(|k| k.name),
+        );
+        let (address, mut received) = start_with(ReceiverConfig::gated(64, gate)).await;
+
+        let mut raw = client(address).await;
+        raw.send(Bytes::from_static(b"raw")).await.expect("send");
+        assert_closed(raw.into_inner()).await;
+
+        let stranger = KeyPair::from_seed(42);
+        let mut stream = TcpStream::connect(address).await.expect("connect");
+        let credentials = Credentials::new(stranger.name, stranger.secret, Purpose::Mempool);
+        assert!(handshake::dial(&mut stream, &credentials).await.is_err());
+        assert_closed(stream).await;
+
+        let credentials =
+            Credentials::new(members[2].name, members[2].secret.clone(), Purpose::Mempool);
+        let mut sender = ReliableSender::authenticated(8, 64, credentials);
+        let ack = timeout(
+            DEADLINE,
+            sender.send(address, Bytes::from_static(b"member")).await,
+        )
+        .await
+        .expect("acked in time")
+        .expect("acked");
+        assert_eq!(&ack[..], b"ack:member");
+        // Only the member's frame was ever dispatched.
+        let got = timeout(DEADLINE, received.recv()).await.expect("in time");
+        assert_eq!(got.as_deref(), Some(&b"member"[..]));
+        assert!(received.try_recv().is_err());
+    }
+
+    /// Issue 12 item 5: connections over the cap are closed at once; a slot frees when a
+    /// connection ends.
+    #[tokio::test]
+    async fn byzantine_connection_flood_is_capped() {
+        let config = ReceiverConfig {
+            max_connections: 2,
+            ..ReceiverConfig::open(64)
+        };
+        let (address, _received) = start_with(config).await;
+        let mut first = client(address).await;
+        assert_eq!(&request(&mut first, b"1").await[..], b"ack:1");
+        let mut second = client(address).await;
+        assert_eq!(&request(&mut second, b"2").await[..], b"ack:2");
+        let third = TcpStream::connect(address).await.expect("connect");
+        assert_closed(third).await;
+        drop(first);
+        // The slot frees once the server notices the close: retry within a deadline.
+        timeout(DEADLINE, async {
+            loop {
+                let mut next = client(address).await;
+                if next.send(Bytes::from_static(b"3")).await.is_ok() {
+                    if let Ok(Some(Ok(reply))) =
+                        timeout(Duration::from_millis(200), next.next()).await
+                    {
+                        assert_eq!(&reply[..], b"ack:3");
+                        return;
+                    }
+                }
+            }
+        })
+        .await
+        .expect("a slot frees when a connection ends");
+        assert_eq!(&request(&mut second, b"still").await[..], b"ack:still");
+    }
+
+    /// Issue 12 item 5: a connection that stays silent past the idle timeout is closed, so
+    /// idle (or half-sent) connections cannot hold slots forever.
+    #[tokio::test]
+    async fn byzantine_idle_connection_is_closed() {
+        let config = ReceiverConfig {
+            idle_timeout: Duration::from_millis(200),
+            ..ReceiverConfig::open(64)
+        };
+        let (address, _received) = start_with(config).await;
+        let mut idle = client(address).await;
+        assert_eq!(&request(&mut idle, b"hi").await[..], b"ack:hi");
+        // Half a frame, then silence.
+        let mut stream = idle.into_inner();
+        stream.write_all(&10u32.to_be_bytes()).await.expect("write");
+        assert_closed(stream).await;
     }
 }

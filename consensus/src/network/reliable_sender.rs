@@ -5,6 +5,7 @@
 //! messages in FIFO order, and rewrites everything still unacknowledged after a reconnection.
 
 use super::codec::{codec, DEFAULT_MAX_FRAME_SIZE};
+use super::handshake::Credentials;
 use super::transport::{connect, FrameWriter};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -51,6 +52,8 @@ struct Inner {
     capacity: usize,
     max_frame_size: usize,
     shutdown: CancellationToken,
+    /// Proven on every connection when set (the committee's ports require it).
+    credentials: Option<Arc<Credentials>>,
 }
 
 impl Drop for Inner {
@@ -78,12 +81,26 @@ impl ReliableSender {
     /// Keeps at most `capacity` unacknowledged messages per peer and refuses messages longer
     /// than `max_frame_size` (the peers' receivers would reject them anyway).
     pub fn with_config(capacity: usize, max_frame_size: usize) -> Self {
+        Self::build(capacity, max_frame_size, None)
+    }
+
+    /// As [`ReliableSender::with_config`], proving `credentials` on every connection it opens.
+    pub fn authenticated(capacity: usize, max_frame_size: usize, credentials: Credentials) -> Self {
+        Self::build(capacity, max_frame_size, Some(Arc::new(credentials)))
+    }
+
+    fn build(
+        capacity: usize,
+        max_frame_size: usize,
+        credentials: Option<Arc<Credentials>>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 peers: Mutex::new(HashMap::new()),
                 capacity: capacity.max(1),
                 max_frame_size,
                 shutdown: CancellationToken::new(),
+                credentials,
             }),
         }
     }
@@ -142,6 +159,7 @@ impl ReliableSender {
                     address,
                     self.inner.capacity,
                     self.inner.max_frame_size,
+                    self.inner.credentials.clone(),
                 ));
                 let task = peer.clone();
                 let shutdown = self.inner.shutdown.clone();
@@ -176,6 +194,7 @@ struct Peer {
     address: SocketAddr,
     capacity: usize,
     max_frame_size: usize,
+    credentials: Option<Arc<Credentials>>,
     state: Mutex<State>,
     /// Wakes the connection task: new messages, or room in the in-flight window.
     wake: Notify,
@@ -198,11 +217,17 @@ struct State {
 }
 
 impl Peer {
-    fn new(address: SocketAddr, capacity: usize, max_frame_size: usize) -> Self {
+    fn new(
+        address: SocketAddr,
+        capacity: usize,
+        max_frame_size: usize,
+        credentials: Option<Arc<Credentials>>,
+    ) -> Self {
         Self {
             address,
             capacity,
             max_frame_size,
+            credentials,
             state: Mutex::new(State::default()),
             wake: Notify::new(),
         }
@@ -239,7 +264,7 @@ impl Peer {
         let mut backoff = Backoff::new();
         loop {
             self.wait_for_work().await;
-            match connect(self.address).await {
+            match connect(self.address, self.credentials.as_deref()).await {
                 Ok(stream) => {
                     debug!(peer = %self.address, "connected");
                     let error = self.serve(stream).await;

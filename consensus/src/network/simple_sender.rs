@@ -1,6 +1,7 @@
 //! A best-effort sender: never waits for a peer, drops what it cannot deliver.
 
 use super::codec::DEFAULT_MAX_FRAME_SIZE;
+use super::handshake::Credentials;
 use super::transport::{connect, FrameWriter};
 use bytes::Bytes;
 use rand::seq::SliceRandom;
@@ -36,6 +37,8 @@ struct Inner {
     queue_capacity: usize,
     max_frame_size: usize,
     dropped: Arc<AtomicU64>,
+    /// Proven on every connection when set (the committee's ports require it).
+    credentials: Option<Arc<Credentials>>,
 }
 
 impl Default for SimpleSender {
@@ -52,12 +55,30 @@ impl SimpleSender {
     /// Queues at most `queue_capacity` messages per peer and refuses messages longer than
     /// `max_frame_size` (the peers' receivers would reject them anyway).
     pub fn with_config(queue_capacity: usize, max_frame_size: usize) -> Self {
+        Self::build(queue_capacity, max_frame_size, None)
+    }
+
+    /// As [`SimpleSender::with_config`], proving `credentials` on every connection it opens.
+    pub fn authenticated(
+        queue_capacity: usize,
+        max_frame_size: usize,
+        credentials: Credentials,
+    ) -> Self {
+        Self::build(queue_capacity, max_frame_size, Some(Arc::new(credentials)))
+    }
+
+    fn build(
+        queue_capacity: usize,
+        max_frame_size: usize,
+        credentials: Option<Arc<Credentials>>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 peers: Mutex::new(HashMap::new()),
                 queue_capacity: queue_capacity.max(1),
                 max_frame_size,
                 dropped: Arc::new(AtomicU64::new(0)),
+                credentials,
             }),
         }
     }
@@ -124,13 +145,23 @@ impl SimpleSender {
 
     fn spawn_connection(&self, address: SocketAddr) -> mpsc::Sender<Bytes> {
         let (queue, messages) = mpsc::channel(self.inner.queue_capacity);
-        tokio::spawn(run(address, messages, self.inner.dropped.clone()));
+        tokio::spawn(run(
+            address,
+            messages,
+            self.inner.dropped.clone(),
+            self.inner.credentials.clone(),
+        ));
         queue
     }
 }
 
 /// Delivers queued messages to one peer until every handle to the queue is dropped.
-async fn run(address: SocketAddr, mut messages: mpsc::Receiver<Bytes>, dropped: Arc<AtomicU64>) {
+async fn run(
+    address: SocketAddr,
+    mut messages: mpsc::Receiver<Bytes>,
+    dropped: Arc<AtomicU64>,
+    credentials: Option<Arc<Credentials>>,
+) {
     let mut connection: Option<Connection> = None;
     let mut burst = Vec::with_capacity(MAX_BURST);
     while messages.recv_many(&mut burst, MAX_BURST).await > 0 {
@@ -138,7 +169,7 @@ async fn run(address: SocketAddr, mut messages: mpsc::Receiver<Bytes>, dropped: 
             connection = None;
         }
         if connection.is_none() {
-            match connect(address).await {
+            match connect(address, credentials.as_deref()).await {
                 Ok(stream) => connection = Some(Connection::new(stream)),
                 Err(error) => {
                     debug!(peer = %address, %error, lost = burst.len(), "failed to connect; dropping messages");

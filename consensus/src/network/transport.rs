@@ -1,12 +1,14 @@
 //! What both senders share: opening a connection and writing frames without copying payloads.
 
 use super::codec::LENGTH_PREFIX;
+use super::handshake::{self, Credentials, HandshakeError};
 use bytes::Bytes;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tracing::warn;
 
 /// A connection attempt to an unreachable host can hang for minutes at the TCP level; give up
 /// sooner so the caller's backoff and drop policies take over.
@@ -16,12 +18,29 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_IO_SLICES: usize = 512;
 
 /// Opens a connection with Nagle's algorithm off: votes and acks are small and latency-bound,
-/// and senders already coalesce bursts into one write themselves.
-pub(crate) async fn connect(address: SocketAddr) -> io::Result<TcpStream> {
-    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address))
+/// and senders already coalesce bursts into one write themselves. With `credentials`, proves
+/// them to the acceptor ([`handshake`]) before returning, so frames written afterwards are read.
+pub(crate) async fn connect(
+    address: SocketAddr,
+    credentials: Option<&Credentials>,
+) -> io::Result<TcpStream> {
+    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connection attempt timed out"))??;
     stream.set_nodelay(true)?;
+    if let Some(credentials) = credentials {
+        handshake::dial(&mut stream, credentials)
+            .await
+            .map_err(|error| match error {
+                HandshakeError::Io(error) => error,
+                // Refusals mean a misconfigured committee or port: worth a warning, and the
+                // caller's backoff keeps them rare.
+                other => {
+                    warn!(peer = %address, error = %other, "handshake refused");
+                    io::Error::new(io::ErrorKind::PermissionDenied, other.to_string())
+                }
+            })?;
+    }
     Ok(stream)
 }
 

@@ -101,6 +101,7 @@ impl TestNode {
                     let mempool = Arc::new(MempoolMetrics::default());
                     Mempool::spawn(
                         keys.name,
+                        keys.secret.clone(),
                         committee.clone(),
                         parameters.clone(),
                         store.clone(),

@@ -1,0 +1,271 @@
+//! Proof of a committee key when a connection opens, on the ports only members may use.
+//!
+//! ```text
+//! acceptor -> dialer : purpose (1) | acceptor key (32) | challenge (32, fresh random)
+//! dialer -> acceptor : dialer key (32) | signature (64) over
+//!                      DOMAIN | purpose | challenge | acceptor key | dialer key
+//! acceptor -> dialer : ACCEPTED (1), once the key is a member's and the signature checks
+//! ```
+//! Frames flow only after that. The challenge makes a recorded answer useless on a later
+//! connection; the purpose byte makes an answer for the mempool port useless on the consensus
+//! port (and a dialer that reached the wrong port fails loudly); both keys tie the answer to this
+//! pair. It costs one signature (dialer) and one verification (acceptor) per connection, never
+//! per message. There is no encryption nor channel binding: someone on the path can still relay
+//! an authenticated connection, as they could relay its bytes anyway; what this stops is a
+//! stranger opening a connection of its own and storing or asking for anything.
+
+use crypto::{PublicKey, SecretKey, Signature};
+use rand::RngCore;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// A dialer or an acceptor that has not finished the handshake by then is cut off, so a stranger
+/// cannot hold a connection slot open by saying nothing.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Separates handshake signatures from every other signature a committee key makes (votes,
+/// blocks, timeouts sign digests of other shapes, but the prefix makes it explicit).
+const DOMAIN: &[u8] = b"hotmove/handshake/v1";
+
+const KEY_LEN: usize = 32;
+const CHALLENGE_LEN: usize = 32;
+const SIGNATURE_LEN: usize = 64;
+const HELLO_LEN: usize = 1 + KEY_LEN + CHALLENGE_LEN;
+const ANSWER_LEN: usize = KEY_LEN + SIGNATURE_LEN;
+const ACCEPTED: u8 = 0xA5;
+
+/// Which port a connection is for; part of the signed message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    Consensus = 1,
+    Mempool = 2,
+}
+
+impl Purpose {
+    fn from_byte(byte: u8) -> Option<Self> {
+        match byte {
+            1 => Some(Purpose::Consensus),
+            2 => Some(Purpose::Mempool),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    #[error("handshake i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("handshake not finished within {0:?}")]
+    Timeout(Duration),
+    #[error("the acceptor serves purpose byte {0}, not {1:?}")]
+    WrongPurpose(u8, Purpose),
+    #[error("{0} is not a committee member")]
+    NotAMember(PublicKey),
+    #[error("invalid handshake signature from {0}")]
+    BadSignature(PublicKey),
+    #[error("the acceptor refused the handshake")]
+    Refused,
+}
+
+/// What a dialer proves: possession of a committee key, for one purpose.
+#[derive(Clone)]
+pub struct Credentials {
+    pub name: PublicKey,
+    secret: SecretKey,
+    pub purpose: Purpose,
+}
+
+impl Credentials {
+    pub fn new(name: PublicKey, secret: SecretKey, purpose: Purpose) -> Self {
+        Credentials {
+            name,
+            secret,
+            purpose,
+        }
+    }
+}
+
+/// Whom an acceptor lets in: the committee's keys, for one purpose.
+#[derive(Clone)]
+pub struct Gate {
+    pub name: PublicKey,
+    pub purpose: Purpose,
+    members: Arc<HashSet<PublicKey>>,
+}
+
+impl Gate {
+    pub fn new(
+        name: PublicKey,
+        purpose: Purpose,
+        members: impl IntoIterator<Item = PublicKey>,
+    ) -> Self {
+        Gate {
+            name,
+            purpose,
+            members: Arc::new(members.into_iter().collect()),
+        }
+    }
+}
+
+fn signed_message(
+    purpose: Purpose,
+    challenge: &[u8; CHALLENGE_LEN],
+    acceptor: &PublicKey,
+    dialer: &PublicKey,
+) -> Vec<u8> {
+    let mut message = Vec::with_capacity(DOMAIN.len() + 1 + CHALLENGE_LEN + 2 * KEY_LEN);
+    message.extend_from_slice(DOMAIN);
+    message.push(purpose as u8);
+    message.extend_from_slice(challenge);
+    message.extend_from_slice(&acceptor.0);
+    message.extend_from_slice(&dialer.0);
+    message
+}
+
+async fn bounded<T>(
+    work: impl std::future::Future<Output = Result<T, HandshakeError>>,
+) -> Result<T, HandshakeError> {
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, work)
+        .await
+        .map_err(|_| HandshakeError::Timeout(HANDSHAKE_TIMEOUT))?
+}
+
+/// The acceptor's side: returns the dialer's key once it proved it is a member. On an error the
+/// caller closes the connection without reading anything else from it.
+pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    gate: &Gate,
+) -> Result<PublicKey, HandshakeError> {
+    bounded(async {
+        let mut challenge = [0u8; CHALLENGE_LEN];
+        // `thread_rng` is a CSPRNG seeded from the OS; a challenge must be unpredictable.
+        rand::thread_rng().fill_bytes(&mut challenge);
+        let mut hello = [0u8; HELLO_LEN];
+        hello[0] = gate.purpose as u8;
+        hello[1..1 + KEY_LEN].copy_from_slice(&gate.name.0);
+        hello[1 + KEY_LEN..].copy_from_slice(&challenge);
+        stream.write_all(&hello).await?;
+
+        let mut answer = [0u8; ANSWER_LEN];
+        stream.read_exact(&mut answer).await?;
+        let mut key = [0u8; KEY_LEN];
+        key.copy_from_slice(&answer[..KEY_LEN]);
+        let dialer = PublicKey(key);
+        // Membership first: a stranger costs no signature verification.
+        if !gate.members.contains(&dialer) {
+            return Err(HandshakeError::NotAMember(dialer));
+        }
+        let mut signature = [0u8; SIGNATURE_LEN];
+        signature.copy_from_slice(&answer[KEY_LEN..]);
+        let message = signed_message(gate.purpose, &challenge, &gate.name, &dialer);
+        Signature::from_bytes(&signature)
+            .verify_bytes(&message, &dialer)
+            .map_err(|_| HandshakeError::BadSignature(dialer))?;
+        stream.write_all(&[ACCEPTED]).await?;
+        Ok(dialer)
+    })
+    .await
+}
+
+/// The dialer's side: proves `credentials` to the acceptor and waits for its verdict.
+pub async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    credentials: &Credentials,
+) -> Result<(), HandshakeError> {
+    bounded(async {
+        let mut hello = [0u8; HELLO_LEN];
+        stream.read_exact(&mut hello).await?;
+        if Purpose::from_byte(hello[0]) != Some(credentials.purpose) {
+            return Err(HandshakeError::WrongPurpose(hello[0], credentials.purpose));
+        }
+        let mut key = [0u8; KEY_LEN];
+        key.copy_from_slice(&hello[1..1 + KEY_LEN]);
+        let acceptor = PublicKey(key);
+        let mut challenge = [0u8; CHALLENGE_LEN];
+        challenge.copy_from_slice(&hello[1 + KEY_LEN..]);
+        let message = signed_message(
+            credentials.purpose,
+            &challenge,
+            &acceptor,
+            &credentials.name,
+        );
+        let signature = Signature::sign_bytes(&message, &credentials.secret);
+        let mut answer = [0u8; ANSWER_LEN];
+        answer[..KEY_LEN].copy_from_slice(&credentials.name.0);
+        answer[KEY_LEN..].copy_from_slice(&signature.to_bytes());
+        stream.write_all(&answer).await?;
+        let mut verdict = [0u8; 1];
+        match stream.read_exact(&mut verdict).await {
+            Ok(_) if verdict[0] == ACCEPTED => Ok(()),
+            Ok(_) => Err(HandshakeError::Refused),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(HandshakeError::Refused),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crypto::KeyPair;
+
+    fn gate(purpose: Purpose) -> (Gate, Vec<KeyPair>) {
+        let keys: Vec<_> = (0..4).map(KeyPair::from_seed).collect();
+        (
+            Gate::new(keys[0].name, purpose, keys.iter().map(|k| k.name)),
+            keys,
+        )
+    }
+
+    async fn run(
+        gate: Gate,
+        credentials: Credentials,
+    ) -> (
+        Result<PublicKey, HandshakeError>,
+        Result<(), HandshakeError>,
+    ) {
+        let (mut a, mut b) = tokio::io::duplex(1024);
+        // The acceptor drops its end on failure, as the receiver does, so the dialer sees EOF.
+        let acceptor = async move { accept(&mut a, &gate).await };
+        let dialer = async move { dial(&mut b, &credentials).await };
+        tokio::join!(acceptor, dialer)
+    }
+
+    #[tokio::test]
+    async fn a_member_gets_in_and_is_named() {
+        let (gate, keys) = gate(Purpose::Mempool);
+        let credentials = Credentials::new(keys[2].name, keys[2].secret.clone(), Purpose::Mempool);
+        let (accepted, dialed) = run(gate, credentials).await;
+        assert_eq!(accepted.expect("accepted"), keys[2].name);
+        dialed.expect("dialer told it is in");
+    }
+
+    #[tokio::test]
+    async fn byzantine_stranger_and_forged_keys_are_refused() {
+        let (gate, keys) = gate(Purpose::Consensus);
+        let stranger = KeyPair::from_seed(99);
+        let credentials = Credentials::new(stranger.name, stranger.secret, Purpose::Consensus);
+        let (accepted, _) = run(gate.clone(), credentials).await;
+        assert!(matches!(accepted, Err(HandshakeError::NotAMember(_))));
+
+        // Claiming a member's key without its secret.
+        let credentials =
+            Credentials::new(keys[1].name, keys[3].secret.clone(), Purpose::Consensus);
+        let (accepted, _) = run(gate, credentials).await;
+        assert!(matches!(accepted, Err(HandshakeError::BadSignature(_))));
+    }
+
+    #[tokio::test]
+    async fn the_wrong_port_is_refused_by_both_sides() {
+        let (gate, keys) = gate(Purpose::Consensus);
+        let credentials = Credentials::new(keys[1].name, keys[1].secret.clone(), Purpose::Mempool);
+        let (_, dialed) = run(gate, credentials).await;
+        assert!(matches!(
+            dialed,
+            Err(HandshakeError::WrongPurpose(1, Purpose::Mempool))
+        ));
+    }
+}
