@@ -23,7 +23,10 @@ fn frames(chunk: usize, stream: &[u8]) -> usize {
         assert!(frame.len() <= DEFAULT_MAX_FRAME_SIZE);
         payload += frame.len();
         count += 1;
-        assert!(payload + count * PREFIX <= stream.len(), "a frame from nowhere");
+        assert!(
+            payload + count * PREFIX <= stream.len(),
+            "a frame from nowhere"
+        );
     };
     for piece in stream.chunks(chunk) {
         buffer.extend_from_slice(piece);
