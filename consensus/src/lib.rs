@@ -4,12 +4,15 @@
 //! bounded channel (see [`Consensus::spawn`]). The mempool ([`mempool::Mempool::spawn`]) and the
 //! consensus core are started side by side by the node, joined by a [`MempoolLink`].
 
+mod bounded;
 pub mod config;
 pub mod hotstuff;
 pub mod mempool;
 pub mod metered;
 pub mod network;
 pub mod store;
+#[cfg(test)]
+mod test_alloc;
 
 pub use config::{Committee, Parameters, Round, Stake};
 pub use hotstuff::{

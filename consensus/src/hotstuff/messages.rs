@@ -79,6 +79,7 @@ fn check_quorum<'a>(
 pub struct QC {
     pub hash: Digest,
     pub round: Round,
+    #[serde(deserialize_with = "crate::bounded::vec")]
     pub votes: Vec<(PublicKey, Signature)>,
 }
 
@@ -116,6 +117,7 @@ pub struct TC {
     /// that the highest round the signers report is a round that really was certified.
     pub high_qc: QC,
     /// Each signer with its signature and the round of the highest QC it knew.
+    #[serde(deserialize_with = "crate::bounded::vec")]
     pub votes: Vec<(PublicKey, Signature, Round)>,
 }
 
@@ -189,6 +191,7 @@ pub struct Block {
     pub author: PublicKey,
     pub round: Round,
     /// Digests of mempool batches; the batches themselves travel through the mempool.
+    #[serde(deserialize_with = "crate::bounded::vec")]
     pub payload: Vec<Digest>,
     pub signature: Signature,
 }

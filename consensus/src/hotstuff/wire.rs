@@ -53,4 +53,40 @@ mod tests {
         trailing.push(0);
         assert!(decode(&trailing).is_err());
     }
+
+    /// The fields of a block up to and including the payload's length, with a genesis QC, no TC.
+    fn block_claiming_payload(length: u64) -> Vec<u8> {
+        let mut bytes = vec![0u8; 32 + 8 + 8 + 1 + 32 + 8];
+        bytes.extend_from_slice(&length.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn announced_lengths_do_not_drive_allocation() {
+        use crate::test_alloc::peak_during;
+        // A block whose QC claims 2^60 votes and one whose payload claims 2^60 digests, both
+        // ending right there: a few dozen bytes must not cost a megabyte.
+        let mut votes = vec![0u8; 32 + 8];
+        votes.extend_from_slice(&(1u64 << 60).to_le_bytes());
+        for block in [votes, block_claiming_payload(1 << 60)] {
+            let (decoded, peak) = peak_during(|| decode_block(&block));
+            assert!(decoded.is_err());
+            assert!(peak < 4096, "{} bytes held {peak} bytes", block.len());
+            let mut propose = 0u32.to_le_bytes().to_vec();
+            propose.extend_from_slice(&block);
+            let (decoded, peak) = peak_during(|| decode(&propose));
+            assert!(decoded.is_err());
+            assert!(peak < 4096, "{} bytes held {peak} bytes", propose.len());
+        }
+    }
+
+    #[test]
+    fn long_payloads_still_decode() {
+        let block = Block {
+            payload: (0..1000u32).map(|i| Digest::of(&i.to_le_bytes())).collect(),
+            ..Block::default()
+        };
+        let bytes = encode_block(&block).expect("encode");
+        assert!(decode_block(&bytes).expect("decode") == block);
+    }
 }

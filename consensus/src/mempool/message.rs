@@ -8,8 +8,10 @@
 //! A batch is not bincode-encoded: its body is the batch itself, so receiving one is a slice of
 //! the frame and sending one reuses the sealed buffer.
 
+use bincode::Options;
 use bytes::{BufMut, Bytes, BytesMut};
 use crypto::{Digest, PublicKey};
+use serde::Deserialize;
 use thiserror::Error;
 
 /// The reply to a stored batch: the sender's quorum waiter counts it.
@@ -45,8 +47,11 @@ impl MempoolMessage {
         match tag {
             BATCH_TAG => Ok(MempoolMessage::Batch(frame.slice(1..))),
             BATCH_REQUEST_TAG => {
-                let (digests, requestor) = bincode::deserialize(&frame[1..])?;
-                Ok(MempoolMessage::BatchRequest(digests, requestor))
+                let request: Request = request_options().deserialize(&frame[1..])?;
+                Ok(MempoolMessage::BatchRequest(
+                    request.digests,
+                    request.requestor,
+                ))
             }
             other => Err(MessageError::UnknownTag(other)),
         }
@@ -68,6 +73,22 @@ impl MempoolMessage {
             .unwrap_or_else(|e| unreachable!("bincode into a Vec failed: {e}"));
         Bytes::from(frame)
     }
+}
+
+/// The body of a batch request as it is decoded: the same bytes as the `(digests, requestor)`
+/// tuple `encode_request` writes, without trusting the announced number of digests.
+#[derive(Deserialize)]
+struct Request {
+    #[serde(deserialize_with = "crate::bounded::vec")]
+    digests: Vec<Digest>,
+    requestor: PublicKey,
+}
+
+/// What `bincode::serialize` writes (fixed-width integers), read strictly: nothing may follow.
+fn request_options() -> impl Options {
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .reject_trailing_bytes()
 }
 
 #[cfg(test)]
@@ -99,6 +120,28 @@ mod tests {
         assert!(matches!(
             MempoolMessage::decode(Bytes::from_static(&[9, 1])),
             Err(MessageError::UnknownTag(9))
+        ));
+    }
+
+    #[test]
+    fn announced_length_does_not_drive_allocation() {
+        // Nine bytes claiming 2^60 digests must not cost a megabyte.
+        let mut frame = vec![BATCH_REQUEST_TAG];
+        frame.extend_from_slice(&(1u64 << 60).to_le_bytes());
+        let (decoded, peak) =
+            crate::test_alloc::peak_during(|| MempoolMessage::decode(Bytes::from(frame)));
+        assert!(decoded.is_err());
+        assert!(peak < 4096, "9 bytes held {peak} bytes");
+    }
+
+    #[test]
+    fn request_with_trailing_bytes_is_rejected() {
+        let name = crypto::KeyPair::from_seed(1).name;
+        let mut frame = MempoolMessage::encode_request(&[Digest::of(b"a")], &name).to_vec();
+        frame.push(0);
+        assert!(matches!(
+            MempoolMessage::decode(Bytes::from(frame)),
+            Err(MessageError::Request(_))
         ));
     }
 }
