@@ -457,6 +457,11 @@ impl Core {
         if timeout.round < self.round {
             return Ok(());
         }
+        timeout.check_structure(&self.committee)?;
+        // Its high QC first, even if the timeout itself is out of the window: a node restarted
+        // at round 1 learns the survivors' round this way, or it would drop their timeouts for
+        // ever while they ignore its own as stale (DiemBFT v4 processes every certificate).
+        let qc_checked = self.advance_by_qc(&timeout.high_qc).await?;
         self.check_window(timeout.round)?;
         if self
             .aggregator
@@ -464,8 +469,11 @@ impl Core {
         {
             return Err(AggregatorError::AuthorityReuse(timeout.author).into());
         }
-        timeout.verify(&self.committee)?;
-        self.process_qc(&timeout.high_qc).await;
+        timeout.verify_signature()?;
+        // The TC we may build carries the highest QC of its timeouts: each must be genuine.
+        if !qc_checked && timeout.high_qc != self.high_qc {
+            timeout.high_qc.verify(&self.committee)?;
+        }
         if let Some(tc) = self.aggregator.add_timeout(timeout)? {
             debug!("assembled {:?}", tc);
             self.advance_round(tc.round).await;
@@ -502,16 +510,51 @@ impl Core {
             ))
             .into());
         }
-        block.verify(&self.committee)?;
-        self.process_qc(&block.qc).await;
-        if let Some(tc) = &block.tc {
-            self.update_high_qc(&tc.high_qc);
-            self.advance_round(tc.round).await;
-        }
-        // Checked after the block's certificates moved us: an honest block is then at most in
-        // our round, while a far-future one would be stored until we get there.
+        block.check_structure(&self.committee)?;
+        // The block's certificates move us first, whoever relays them (each proves itself), and
+        // before the window is checked: an honest block is then at most in our round, while a
+        // far-future one would be stored until we get there. The block's own signature is
+        // checked only once it fits, so an out-of-window block costs at most the check of
+        // certificates above ours, and a replay of one we are past costs none.
+        let qc_checked = self.advance_by_qc(&block.qc).await?;
+        let tc_checked = match &block.tc {
+            Some(tc) => self.advance_by_tc(tc).await?,
+            None => false,
+        };
         self.check_window(block.round)?;
+        block.verify_signature()?;
+        // Certificates not above ours were not checked yet; the vote rule reads both.
+        if !qc_checked && block.qc != self.high_qc {
+            block.qc.verify(&self.committee)?;
+        }
+        if let Some(tc) = block.tc.as_ref().filter(|_| !tc_checked) {
+            tc.verify(&self.committee)?;
+        }
         self.process_block(&block).await
+    }
+
+    /// Verifies and processes `qc` if it is above our high QC (so it may move our round or our
+    /// high QC); returns whether it did. One that is not costs nothing: we are past it.
+    async fn advance_by_qc(&mut self, qc: &QC) -> Result<bool, ConsensusError> {
+        if qc.round <= self.high_qc.round {
+            return Ok(false);
+        }
+        // `QC::verify` checks the round and the quorum of signers before the aggregate signature.
+        qc.verify(&self.committee)?;
+        self.process_qc(qc).await;
+        Ok(true)
+    }
+
+    /// Like `advance_by_qc`, for a TC that would move our round or carries a higher QC.
+    async fn advance_by_tc(&mut self, tc: &TC) -> Result<bool, ConsensusError> {
+        if tc.round < self.round && tc.high_qc.round <= self.high_qc.round {
+            return Ok(false);
+        }
+        tc.verify(&self.committee)?;
+        // Adopt the TC's QC first: a block we propose next must extend it (safety rule 2).
+        self.update_high_qc(&tc.high_qc);
+        self.advance_round(tc.round).await;
+        Ok(true)
     }
 
     /// Rejects a round too far ahead of ours (see `Parameters::max_rounds_ahead`).
@@ -942,5 +985,93 @@ mod tests {
             .handle_vote(vote(Digest::of(b"x"), 1, &honest))
             .await
             .expect("the real vote still counts");
+    }
+
+    /// Rejoin rule 1: a timeout beyond the round window is not stored, but the QC it carries
+    /// still moves the node (DiemBFT v4 processes every certificate it sees). Without this a node
+    /// restarted at round 1 drops the survivors' timeouts for round R > window forever.
+    #[tokio::test]
+    async fn timeout_beyond_the_window_moves_the_node_by_its_qc() {
+        let mut h = harness(Parameters::default());
+        let signers = h.keys[..3].to_vec();
+        let high = qc(Digest::of(b"b299"), 299, &signers);
+        let sender = h.keys[1].clone();
+        h.core
+            .handle_timeout(timeout(300, high.clone(), &sender))
+            .await
+            .expect("the QC moves us to round 300, where the timeout fits");
+        assert_eq!(h.core.round, 300);
+        assert_eq!(h.core.high_qc, high);
+        assert_eq!(h.core.aggregator.rounds(), 1, "the timeout is counted now");
+
+        // Still beyond the window after its QC: the QC counts, the timeout is not stored.
+        let other = h.keys[2].clone();
+        assert!(matches!(
+            h.core
+                .handle_timeout(timeout(1_000, high.clone(), &other))
+                .await,
+            Err(ConsensusError::TooFarAhead { .. })
+        ));
+        assert_eq!(h.core.round, 300);
+        assert_eq!(h.core.aggregator.rounds(), 1);
+
+        // A replay of a certificate we are past costs no signature check (a corrupted one
+        // shows it is not even looked at).
+        let mut replay = high.clone();
+        replay.votes[0].1 = vote(Digest::of(b"other"), 299, &signers[0]).signature;
+        assert!(matches!(
+            h.core.handle_timeout(timeout(1_000, replay, &other)).await,
+            Err(ConsensusError::TooFarAhead { .. })
+        ));
+
+        // A forged QC above ours moves nothing.
+        let mut forged = qc(Digest::of(b"b600"), 600, &signers);
+        forged.votes[0].1 = vote(Digest::of(b"other"), 600, &signers[0]).signature;
+        assert!(h
+            .core
+            .handle_timeout(timeout(601, forged, &other))
+            .await
+            .is_err());
+        assert_eq!(h.core.round, 300);
+        assert_eq!(h.core.high_qc, high);
+    }
+
+    /// Rejoin rule 1 for blocks: a block beyond the window after its certificates moved us is
+    /// rejected before its own signature is checked, but its (valid) QC still counts: a QC
+    /// proves itself whoever relays it.
+    #[tokio::test]
+    async fn block_beyond_the_window_moves_the_node_before_its_signature_is_checked() {
+        let mut h = harness(Parameters::default());
+        let high = qc(Digest::of(b"b299"), 299, &h.keys[..3]);
+        let mut block = signed_block(high.clone(), None, 1_000, vec![], h.leader(1_000));
+        block.signature = h.block(None, 1, vec![]).signature;
+        assert!(matches!(
+            h.core.handle_proposal(block).await,
+            Err(ConsensusError::TooFarAhead { .. })
+        ));
+        assert_eq!(h.core.round, 300);
+        assert_eq!(h.core.high_qc, high);
+    }
+
+    /// Rejoin rule 1 for TC messages: a TC far ahead moves the round, and its QC the high QC.
+    #[tokio::test]
+    async fn tc_far_ahead_moves_the_node() {
+        let mut h = harness(Parameters::default());
+        let high = qc(Digest::of(b"b299"), 299, &h.keys[..3]);
+        let tc = TC {
+            round: 500,
+            high_qc: high.clone(),
+            votes: h.keys[..3]
+                .iter()
+                .map(|k| (k.name, timeout(500, high.clone(), k).signature, 299))
+                .collect(),
+        };
+        h.core.handle_tc(tc.clone()).await.expect("valid TC");
+        assert_eq!(h.core.round, 501);
+        assert_eq!(h.core.high_qc, high);
+        // A replay is stale: nothing to verify.
+        let mut replay = tc;
+        replay.votes[0].1 = replay.votes[1].1;
+        assert!(h.core.handle_tc(replay).await.is_ok());
     }
 }
