@@ -14,12 +14,12 @@ use super::safety::{self, SafetyRules};
 use super::synchronizer::{SyncError, Synchronizer};
 use super::timer::Timer;
 use super::wire;
-use crate::config::{Committee, Parameters, Round};
+use crate::config::{Committee, Parameters, Round, Stake};
 use crate::mempool::ConsensusMempoolMessage;
 use crate::network::{CancelHandler, ReliableSender};
 use crate::store::{Store, StoreError};
 use crypto::{Digest, Hash, PublicKey, SignatureService};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -102,6 +102,10 @@ pub struct Core {
     /// An honest leader proposes once per round, however many certificates reach it.
     last_proposed_round: Round,
     high_qc: QC,
+    /// Per member, the highest round above ours (and within the window) it sent us a valid
+    /// timeout for: what timeout joining counts (see `join_timeouts`). One entry per member
+    /// at most, whatever the rounds; the timeouts themselves are in the aggregator.
+    timeout_rounds: HashMap<PublicKey, Round>,
     timer: Timer,
     network: ReliableSender,
     cancel_handlers: BTreeMap<Round, Vec<CancelHandler>>,
@@ -200,6 +204,7 @@ impl Core {
             last_committed_round: 0,
             last_committed: Block::genesis().qc.hash,
             high_qc: QC::genesis(),
+            timeout_rounds: HashMap::new(),
             network: ReliableSender::new(),
             cancel_handlers: BTreeMap::new(),
             buffer: PayloadBuffer::default(),
@@ -336,6 +341,8 @@ impl Core {
         self.metrics.round.store(self.round, Ordering::Relaxed);
         debug!("moved to round {}", self.round);
         self.aggregator.cleanup(round);
+        let current = self.round;
+        self.timeout_rounds.retain(|_, r| *r > current);
         // A proposal held back for an earlier round is moot.
         self.pending_proposal = None;
         let keep = self
@@ -474,6 +481,7 @@ impl Core {
         if !qc_checked && timeout.high_qc != self.high_qc {
             timeout.high_qc.verify(&self.committee)?;
         }
+        let (author, round) = (timeout.author, timeout.round);
         if let Some(tc) = self.aggregator.add_timeout(timeout)? {
             debug!("assembled {:?}", tc);
             self.advance_round(tc.round).await;
@@ -481,8 +489,51 @@ impl Core {
             if self.name == self.committee.leader(self.round) {
                 self.try_propose(Some(tc)).await;
             }
+            return Ok(());
         }
-        Ok(())
+        self.join_timeouts(author, round).await
+    }
+
+    /// Timeout joining (Bracha-style amplification, as in DiemBFT v4 / Jolteon): once members
+    /// with f+1 stake sent valid timeouts for rounds at or above r > ours, at least one honest
+    /// member got to r, so we move to r and time out of it too. Without it, nodes stuck in
+    /// different rounds (a restarted node whose high QC leaves it below the survivors, who can
+    /// form no TC without it) each wait for a TC of their own round that never comes. A single
+    /// (maybe Byzantine) member cannot move us; only a verified timeout within the window gets
+    /// here, and each member holds one entry, its highest.
+    async fn join_timeouts(
+        &mut self,
+        author: PublicKey,
+        round: Round,
+    ) -> Result<(), ConsensusError> {
+        if round <= self.round {
+            return Ok(());
+        }
+        let highest = self.timeout_rounds.entry(author).or_insert(round);
+        *highest = (*highest).max(round);
+        let mut rounds: Vec<(Round, Stake)> = self
+            .timeout_rounds
+            .iter()
+            .map(|(name, r)| (*r, self.committee.stake(name)))
+            .collect();
+        rounds.sort_unstable_by_key(|(r, _)| std::cmp::Reverse(*r));
+        let threshold = self.committee.validity_threshold();
+        let mut stake: Stake = 0;
+        let Some(join) = rounds.into_iter().find_map(|(r, s)| {
+            stake += s;
+            (stake >= threshold).then_some(r)
+        }) else {
+            return Ok(());
+        };
+        if join <= self.round {
+            return Ok(());
+        }
+        debug!("joining the timeouts of round {join}");
+        // `advance_round(r)` enters round r + 1.
+        self.advance_round(join - 1).await;
+        // Boxed: a timeout of our own comes back through `handle_timeout`, which got us here
+        // (once, as it is of our round now, so the recursion ends there).
+        Box::pin(self.local_timeout_round()).await
     }
 
     async fn handle_tc(&mut self, tc: TC) -> Result<(), ConsensusError> {
@@ -1073,5 +1124,54 @@ mod tests {
         let mut replay = tc;
         replay.votes[0].1 = replay.votes[1].1;
         assert!(h.core.handle_tc(replay).await.is_ok());
+    }
+
+    /// Rejoin rule 2 (Bracha-style amplification): timeouts of a higher round from f+1 distinct
+    /// members (so at least one honest member is there) make the node join that round and time
+    /// out of it too; one member alone (maybe Byzantine) moves nothing.
+    #[tokio::test]
+    async fn f_plus_one_timeouts_of_a_higher_round_make_the_node_join_it() {
+        let mut h = harness(Parameters::default());
+        let (a, b) = (h.keys[1].clone(), h.keys[2].clone());
+        h.core
+            .handle_timeout(timeout(5, QC::genesis(), &a))
+            .await
+            .expect("valid");
+        assert_eq!(h.core.round, 1, "one member may be Byzantine");
+        h.core
+            .handle_timeout(timeout(5, QC::genesis(), &b))
+            .await
+            .expect("valid");
+        // We joined round 5 and timed out of it: with the two others that is a quorum, so the
+        // TC of round 5 formed and moved us to round 6.
+        assert_eq!(h.core.metrics.timeouts.load(Ordering::Relaxed), 1);
+        assert_eq!(h.core.round, 6);
+        // Having timed out of round 5, we never vote in it.
+        let late = signed_block(
+            qc(Digest::of(b"b4"), 4, &h.keys[..3]),
+            None,
+            5,
+            vec![],
+            h.leader(5),
+        );
+        assert!(!h.core.safety.vote(&late));
+    }
+
+    /// Rejoin rule 2's state is bounded: one Byzantine member timing out of every round ahead
+    /// moves nothing, and leaves one pending timeout, not one per round.
+    #[tokio::test]
+    async fn byzantine_timeouts_of_one_member_do_not_make_the_node_join() {
+        let mut h = harness(Parameters::default());
+        let byzantine = h.keys[3].clone();
+        for round in 2..=100 {
+            let _ = h
+                .core
+                .handle_timeout(timeout(round, QC::genesis(), &byzantine))
+                .await;
+        }
+        assert_eq!(h.core.round, 1);
+        assert_eq!(h.core.metrics.timeouts.load(Ordering::Relaxed), 0);
+        assert_eq!(h.core.timeout_rounds.len(), 1);
+        assert_eq!(h.core.timeout_rounds.get(&byzantine.name), Some(&100));
     }
 }
