@@ -14,7 +14,7 @@ use super::safety::{self, SafetyRules};
 use super::synchronizer::{SyncError, Synchronizer};
 use super::timer::Timer;
 use super::wire;
-use crate::config::{Committee, Parameters, Round};
+use crate::config::{Committee, Parameters, Round, Stake};
 use crate::mempool::ConsensusMempoolMessage;
 use crate::network::handshake::Credentials;
 use crate::network::{
@@ -23,7 +23,7 @@ use crate::network::{
 };
 use crate::store::{Store, StoreError};
 use crypto::{Digest, Hash, PublicKey, SignatureService};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -106,6 +106,10 @@ pub struct Core {
     /// An honest leader proposes once per round, however many certificates reach it.
     last_proposed_round: Round,
     high_qc: QC,
+    /// Per member, the highest round above ours (and within the window) it sent us a valid
+    /// timeout for: what timeout joining counts (see `join_timeouts`). One entry per member
+    /// at most, whatever the rounds; the timeouts themselves are in the aggregator.
+    timeout_rounds: HashMap<PublicKey, Round>,
     timer: Timer,
     network: ReliableSender,
     cancel_handlers: BTreeMap<Round, Vec<CancelHandler>>,
@@ -213,6 +217,7 @@ impl Core {
             last_committed_round: 0,
             last_committed: Block::genesis().qc.hash,
             high_qc: QC::genesis(),
+            timeout_rounds: HashMap::new(),
             network: ReliableSender::authenticated(
                 DEFAULT_RELIABLE_CAPACITY,
                 max_frame_size,
@@ -353,6 +358,8 @@ impl Core {
         self.metrics.round.store(self.round, Ordering::Relaxed);
         debug!("moved to round {}", self.round);
         self.aggregator.cleanup(round);
+        let current = self.round;
+        self.timeout_rounds.retain(|_, r| *r > current);
         // A proposal held back for an earlier round is moot.
         self.pending_proposal = None;
         let keep = self
@@ -474,6 +481,11 @@ impl Core {
         if timeout.round < self.round {
             return Ok(());
         }
+        timeout.check_structure(&self.committee)?;
+        // Its high QC first, even if the timeout itself is out of the window: a node restarted
+        // at round 1 learns the survivors' round this way, or it would drop their timeouts for
+        // ever while they ignore its own as stale (DiemBFT v4 processes every certificate).
+        let qc_checked = self.advance_by_qc(&timeout.high_qc).await?;
         self.check_window(timeout.round)?;
         if self
             .aggregator
@@ -481,8 +493,12 @@ impl Core {
         {
             return Err(AggregatorError::AuthorityReuse(timeout.author).into());
         }
-        timeout.verify(&self.committee)?;
-        self.process_qc(&timeout.high_qc).await;
+        timeout.verify_signature()?;
+        // The TC we may build carries the highest QC of its timeouts: each must be genuine.
+        if !qc_checked && timeout.high_qc != self.high_qc {
+            timeout.high_qc.verify(&self.committee)?;
+        }
+        let (author, round) = (timeout.author, timeout.round);
         if let Some(tc) = self.aggregator.add_timeout(timeout)? {
             debug!("assembled {:?}", tc);
             self.advance_round(tc.round).await;
@@ -490,8 +506,51 @@ impl Core {
             if self.name == self.committee.leader(self.round) {
                 self.try_propose(Some(tc)).await;
             }
+            return Ok(());
         }
-        Ok(())
+        self.join_timeouts(author, round).await
+    }
+
+    /// Timeout joining (Bracha-style amplification, as in DiemBFT v4 / Jolteon): once members
+    /// with f+1 stake sent valid timeouts for rounds at or above r > ours, at least one honest
+    /// member got to r, so we move to r and time out of it too. Without it, nodes stuck in
+    /// different rounds (a restarted node whose high QC leaves it below the survivors, who can
+    /// form no TC without it) each wait for a TC of their own round that never comes. A single
+    /// (maybe Byzantine) member cannot move us; only a verified timeout within the window gets
+    /// here, and each member holds one entry, its highest.
+    async fn join_timeouts(
+        &mut self,
+        author: PublicKey,
+        round: Round,
+    ) -> Result<(), ConsensusError> {
+        if round <= self.round {
+            return Ok(());
+        }
+        let highest = self.timeout_rounds.entry(author).or_insert(round);
+        *highest = (*highest).max(round);
+        let mut rounds: Vec<(Round, Stake)> = self
+            .timeout_rounds
+            .iter()
+            .map(|(name, r)| (*r, self.committee.stake(name)))
+            .collect();
+        rounds.sort_unstable_by_key(|(r, _)| std::cmp::Reverse(*r));
+        let threshold = self.committee.validity_threshold();
+        let mut stake: Stake = 0;
+        let Some(join) = rounds.into_iter().find_map(|(r, s)| {
+            stake += s;
+            (stake >= threshold).then_some(r)
+        }) else {
+            return Ok(());
+        };
+        if join <= self.round {
+            return Ok(());
+        }
+        debug!("joining the timeouts of round {join}");
+        // `advance_round(r)` enters round r + 1.
+        self.advance_round(join - 1).await;
+        // Boxed: a timeout of our own comes back through `handle_timeout`, which got us here
+        // (once, as it is of our round now, so the recursion ends there).
+        Box::pin(self.local_timeout_round()).await
     }
 
     async fn handle_tc(&mut self, tc: TC) -> Result<(), ConsensusError> {
@@ -519,16 +578,51 @@ impl Core {
             ))
             .into());
         }
-        block.verify(&self.committee)?;
-        self.process_qc(&block.qc).await;
-        if let Some(tc) = &block.tc {
-            self.update_high_qc(&tc.high_qc);
-            self.advance_round(tc.round).await;
-        }
-        // Checked after the block's certificates moved us: an honest block is then at most in
-        // our round, while a far-future one would be stored until we get there.
+        block.check_structure(&self.committee)?;
+        // The block's certificates move us first, whoever relays them (each proves itself), and
+        // before the window is checked: an honest block is then at most in our round, while a
+        // far-future one would be stored until we get there. The block's own signature is
+        // checked only once it fits, so an out-of-window block costs at most the check of
+        // certificates above ours, and a replay of one we are past costs none.
+        let qc_checked = self.advance_by_qc(&block.qc).await?;
+        let tc_checked = match &block.tc {
+            Some(tc) => self.advance_by_tc(tc).await?,
+            None => false,
+        };
         self.check_window(block.round)?;
+        block.verify_signature()?;
+        // Certificates not above ours were not checked yet; the vote rule reads both.
+        if !qc_checked && block.qc != self.high_qc {
+            block.qc.verify(&self.committee)?;
+        }
+        if let Some(tc) = block.tc.as_ref().filter(|_| !tc_checked) {
+            tc.verify(&self.committee)?;
+        }
         self.process_block(&block).await
+    }
+
+    /// Verifies and processes `qc` if it is above our high QC (so it may move our round or our
+    /// high QC); returns whether it did. One that is not costs nothing: we are past it.
+    async fn advance_by_qc(&mut self, qc: &QC) -> Result<bool, ConsensusError> {
+        if qc.round <= self.high_qc.round {
+            return Ok(false);
+        }
+        // `QC::verify` checks the round and the quorum of signers before the aggregate signature.
+        qc.verify(&self.committee)?;
+        self.process_qc(qc).await;
+        Ok(true)
+    }
+
+    /// Like `advance_by_qc`, for a TC that would move our round or carries a higher QC.
+    async fn advance_by_tc(&mut self, tc: &TC) -> Result<bool, ConsensusError> {
+        if tc.round < self.round && tc.high_qc.round <= self.high_qc.round {
+            return Ok(false);
+        }
+        tc.verify(&self.committee)?;
+        // Adopt the TC's QC first: a block we propose next must extend it (safety rule 2).
+        self.update_high_qc(&tc.high_qc);
+        self.advance_round(tc.round).await;
+        Ok(true)
     }
 
     /// Rejects a round too far ahead of ours (see `Parameters::max_rounds_ahead`).
@@ -971,5 +1065,142 @@ mod tests {
             .handle_vote(vote(Digest::of(b"x"), 1, &honest))
             .await
             .expect("the real vote still counts");
+    }
+
+    /// Rejoin rule 1: a timeout beyond the round window is not stored, but the QC it carries
+    /// still moves the node (DiemBFT v4 processes every certificate it sees). Without this a node
+    /// restarted at round 1 drops the survivors' timeouts for round R > window forever.
+    #[tokio::test]
+    async fn timeout_beyond_the_window_moves_the_node_by_its_qc() {
+        let mut h = harness(Parameters::default());
+        let signers = h.keys[..3].to_vec();
+        let high = qc(Digest::of(b"b299"), 299, &signers);
+        let sender = h.keys[1].clone();
+        h.core
+            .handle_timeout(timeout(300, high.clone(), &sender))
+            .await
+            .expect("the QC moves us to round 300, where the timeout fits");
+        assert_eq!(h.core.round, 300);
+        assert_eq!(h.core.high_qc, high);
+        assert_eq!(h.core.aggregator.rounds(), 1, "the timeout is counted now");
+
+        // Still beyond the window after its QC: the QC counts, the timeout is not stored.
+        let other = h.keys[2].clone();
+        assert!(matches!(
+            h.core
+                .handle_timeout(timeout(1_000, high.clone(), &other))
+                .await,
+            Err(ConsensusError::TooFarAhead { .. })
+        ));
+        assert_eq!(h.core.round, 300);
+        assert_eq!(h.core.aggregator.rounds(), 1);
+
+        // A replay of a certificate we are past costs no signature check (a corrupted one
+        // shows it is not even looked at).
+        let mut replay = high.clone();
+        replay.votes[0].1 = vote(Digest::of(b"other"), 299, &signers[0]).signature;
+        assert!(matches!(
+            h.core.handle_timeout(timeout(1_000, replay, &other)).await,
+            Err(ConsensusError::TooFarAhead { .. })
+        ));
+
+        // A forged QC above ours moves nothing.
+        let mut forged = qc(Digest::of(b"b600"), 600, &signers);
+        forged.votes[0].1 = vote(Digest::of(b"other"), 600, &signers[0]).signature;
+        assert!(h
+            .core
+            .handle_timeout(timeout(601, forged, &other))
+            .await
+            .is_err());
+        assert_eq!(h.core.round, 300);
+        assert_eq!(h.core.high_qc, high);
+    }
+
+    /// Rejoin rule 1 for blocks: a block beyond the window after its certificates moved us is
+    /// rejected before its own signature is checked, but its (valid) QC still counts: a QC
+    /// proves itself whoever relays it.
+    #[tokio::test]
+    async fn block_beyond_the_window_moves_the_node_before_its_signature_is_checked() {
+        let mut h = harness(Parameters::default());
+        let high = qc(Digest::of(b"b299"), 299, &h.keys[..3]);
+        let mut block = signed_block(high.clone(), None, 1_000, vec![], h.leader(1_000));
+        block.signature = h.block(None, 1, vec![]).signature;
+        assert!(matches!(
+            h.core.handle_proposal(block).await,
+            Err(ConsensusError::TooFarAhead { .. })
+        ));
+        assert_eq!(h.core.round, 300);
+        assert_eq!(h.core.high_qc, high);
+    }
+
+    /// Rejoin rule 1 for TC messages: a TC far ahead moves the round, and its QC the high QC.
+    #[tokio::test]
+    async fn tc_far_ahead_moves_the_node() {
+        let mut h = harness(Parameters::default());
+        let high = qc(Digest::of(b"b299"), 299, &h.keys[..3]);
+        let tc = TC {
+            round: 500,
+            high_qc: high.clone(),
+            votes: h.keys[..3]
+                .iter()
+                .map(|k| (k.name, timeout(500, high.clone(), k).signature, 299))
+                .collect(),
+        };
+        h.core.handle_tc(tc.clone()).await.expect("valid TC");
+        assert_eq!(h.core.round, 501);
+        assert_eq!(h.core.high_qc, high);
+        // A replay is stale: nothing to verify.
+        let mut replay = tc;
+        replay.votes[0].1 = replay.votes[1].1;
+        assert!(h.core.handle_tc(replay).await.is_ok());
+    }
+
+    /// Rejoin rule 2 (Bracha-style amplification): timeouts of a higher round from f+1 distinct
+    /// members (so at least one honest member is there) make the node join that round and time
+    /// out of it too; one member alone (maybe Byzantine) moves nothing.
+    #[tokio::test]
+    async fn f_plus_one_timeouts_of_a_higher_round_make_the_node_join_it() {
+        let mut h = harness(Parameters::default());
+        let (a, b) = (h.keys[1].clone(), h.keys[2].clone());
+        h.core
+            .handle_timeout(timeout(5, QC::genesis(), &a))
+            .await
+            .expect("valid");
+        assert_eq!(h.core.round, 1, "one member may be Byzantine");
+        h.core
+            .handle_timeout(timeout(5, QC::genesis(), &b))
+            .await
+            .expect("valid");
+        // We joined round 5 and timed out of it: with the two others that is a quorum, so the
+        // TC of round 5 formed and moved us to round 6.
+        assert_eq!(h.core.metrics.timeouts.load(Ordering::Relaxed), 1);
+        assert_eq!(h.core.round, 6);
+        // Having timed out of round 5, we never vote in it.
+        let late = signed_block(
+            qc(Digest::of(b"b4"), 4, &h.keys[..3]),
+            None,
+            5,
+            vec![],
+            h.leader(5),
+        );
+        assert!(!h.core.safety.vote(&late));
+    }
+
+    /// Rejoin rule 2's state is bounded: one Byzantine member timing out of every round ahead
+    /// moves nothing, and leaves one pending timeout, not one per round.
+    #[tokio::test]
+    async fn byzantine_timeouts_of_one_member_do_not_make_the_node_join() {
+        let mut h = harness(Parameters::default());
+        let byzantine = h.keys[3].clone();
+        for round in 2..=100 {
+            let _ = h
+                .core
+                .handle_timeout(timeout(round, QC::genesis(), &byzantine))
+                .await;
+        }
+        assert_eq!(h.core.round, 1);
+        assert_eq!(h.core.metrics.timeouts.load(Ordering::Relaxed), 0);
+        assert_eq!(h.core.timeout_rounds.len(), 1);
+        assert_eq!(h.core.timeout_rounds.get(&byzantine.name), Some(&100));
     }
 }

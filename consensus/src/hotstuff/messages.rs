@@ -226,6 +226,17 @@ impl Block {
     }
 
     pub fn verify(&self, committee: &Committee) -> Result<(), MessageError> {
+        self.check_structure(committee)?;
+        self.verify_signature()?;
+        self.qc.verify(committee)?;
+        if let Some(tc) = &self.tc {
+            tc.verify(committee)?;
+        }
+        Ok(())
+    }
+
+    /// The checks that cost no cryptography, run before any signature is looked at.
+    pub fn check_structure(&self, committee: &Committee) -> Result<(), MessageError> {
         check_round(self.round)?;
         if committee.stake(&self.author) == 0 {
             return Err(MessageError::UnknownAuthority(self.author));
@@ -250,14 +261,15 @@ impl Block {
                 )));
             }
         }
+        Ok(())
+    }
+
+    /// The author's signature alone; the certificates inside are checked on their own (the core
+    /// skips the ones it already holds).
+    pub fn verify_signature(&self) -> Result<(), MessageError> {
         self.signature
             .verify(&self.digest(), &self.author)
-            .map_err(|_| MessageError::InvalidSignature)?;
-        self.qc.verify(committee)?;
-        if let Some(tc) = &self.tc {
-            tc.verify(committee)?;
-        }
-        Ok(())
+            .map_err(|_| MessageError::InvalidSignature)
     }
 }
 
@@ -356,6 +368,13 @@ impl Timeout {
     }
 
     pub fn verify(&self, committee: &Committee) -> Result<(), MessageError> {
+        self.check_structure(committee)?;
+        self.verify_signature()?;
+        self.high_qc.verify(committee)
+    }
+
+    /// The checks that cost no cryptography, run before any signature is looked at.
+    pub fn check_structure(&self, committee: &Committee) -> Result<(), MessageError> {
         check_round(self.round)?;
         if committee.stake(&self.author) == 0 {
             return Err(MessageError::UnknownAuthority(self.author));
@@ -367,13 +386,18 @@ impl Timeout {
                 self.round, self.high_qc.round
             )));
         }
+        Ok(())
+    }
+
+    /// The signer's signature alone; the high QC is checked on its own (the core skips it when
+    /// it already holds that QC).
+    pub fn verify_signature(&self) -> Result<(), MessageError> {
         self.signature
             .verify(
                 &timeout_digest(self.round, self.high_qc.round),
                 &self.author,
             )
-            .map_err(|_| MessageError::InvalidSignature)?;
-        self.high_qc.verify(committee)
+            .map_err(|_| MessageError::InvalidSignature)
     }
 }
 
