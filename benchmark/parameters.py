@@ -27,6 +27,10 @@ POSITIVE = frozenset(
         "max_block_digests",
         "channel_capacity",
         "max_rounds_ahead",
+        "max_uncommitted_batches_per_author",
+        "max_connections",
+        "idle_timeout_ms",
+        "max_pending_sync_blocks",
     }
 )
 
@@ -51,6 +55,11 @@ class NodeParameters:
     max_frame_size: int | None = None
     channel_capacity: int | None = None
     max_backlog_per_sender: int | None = None
+    max_request_digests: int | None = None
+    max_uncommitted_batches_per_author: int | None = None
+    max_connections: int | None = None
+    idle_timeout_ms: int | None = None
+    max_pending_sync_blocks: int | None = None
 
     def __post_init__(self) -> None:
         for name, value in self.to_json().items():
