@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
 fn keys(n: u64) -> Vec<KeyPair> {
     (0..n).map(|i| KeyPair::from_seed(300 + i)).collect()
@@ -99,8 +99,7 @@ enum Attack {
 struct StandIn {
     armed: Arc<AtomicBool>,
     attacks: Arc<AtomicUsize>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _actor: Background,
 }
 
 struct StandInLoop {
@@ -122,79 +121,61 @@ impl StandIn {
     fn spawn(keys: KeyPair, committee: Committee, attack: Attack) -> Self {
         let armed = Arc::new(AtomicBool::new(false));
         let attacks = Arc::new(AtomicUsize::new(0));
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn({
+        let actor = Background::spawn("the stand-in", {
             let (armed, attacks) = (armed.clone(), attacks.clone());
-            move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("runtime");
-                runtime.block_on(async move {
-                    let me = committee.authority(&keys.name).expect("member").clone();
-                    let (tx, mut rx) = mpsc::unbounded_channel();
-                    // Honest nodes prove their keys on connect: the stand-in's ports take part in
-                    // the handshake as any member's do.
-                    let members: Vec<PublicKey> = committee.authorities.keys().copied().collect();
-                    let name = keys.name;
-                    let gated = |purpose| {
-                        ReceiverConfig::gated(1 << 23, Gate::new(name, purpose, members.clone()))
-                    };
-                    Receiver::spawn_with(
-                        me.consensus_address,
-                        gated(Purpose::Consensus),
-                        ConsensusPort { tx },
-                    )
+            move |ready| async move {
+                let me = committee.authority(&keys.name).expect("member").clone();
+                let (tx, mut rx) = mpsc::unbounded_channel();
+                // Honest nodes prove their keys on connect: the stand-in's ports take part in
+                // the handshake as any member's do.
+                let members: Vec<PublicKey> = committee.authorities.keys().copied().collect();
+                let name = keys.name;
+                let gated = |purpose| {
+                    ReceiverConfig::gated(1 << 23, Gate::new(name, purpose, members.clone()))
+                };
+                Receiver::spawn_with(
+                    me.consensus_address,
+                    gated(Purpose::Consensus),
+                    ConsensusPort { tx },
+                )
+                .await
+                .expect("consensus port");
+                Receiver::spawn_with(me.mempool_address, gated(Purpose::Mempool), MempoolPort)
                     .await
-                    .expect("consensus port");
-                    Receiver::spawn_with(me.mempool_address, gated(Purpose::Mempool), MempoolPort)
-                        .await
-                        .expect("mempool port");
-                    let honest = committee
-                        .authorities
-                        .keys()
-                        .filter(|k| **k != keys.name)
-                        .copied()
-                        .collect();
-                    let network = ReliableSender::authenticated(
-                        DEFAULT_RELIABLE_CAPACITY,
-                        1 << 23,
-                        Credentials::new(keys.name, keys.secret.clone(), Purpose::Consensus),
-                    );
-                    let mut actor = StandInLoop {
-                        service: SignatureService::new(keys.secret.clone()),
-                        keys,
-                        committee,
-                        network,
-                        honest,
-                        attack,
-                        armed,
-                        attacks,
-                        votes: HashMap::new(),
-                        handlers: Vec::new(),
-                    };
-                    ready_tx.send(()).expect("test waits");
-                    tokio::select! {
-                        _ = stop_rx => {}
-                        () = async {
-                            while let Some(message) = rx.recv().await {
-                                actor.handle(message).await;
-                            }
-                        } => {}
-                    }
-                });
-                runtime.shutdown_background();
+                    .expect("mempool port");
+                let honest = committee
+                    .authorities
+                    .keys()
+                    .filter(|k| **k != keys.name)
+                    .copied()
+                    .collect();
+                let network = ReliableSender::authenticated(
+                    DEFAULT_RELIABLE_CAPACITY,
+                    1 << 23,
+                    Credentials::new(keys.name, keys.secret.clone(), Purpose::Consensus),
+                );
+                let mut actor = StandInLoop {
+                    service: SignatureService::new(keys.secret.clone()),
+                    keys,
+                    committee,
+                    network,
+                    honest,
+                    attack,
+                    armed,
+                    attacks,
+                    votes: HashMap::new(),
+                    handlers: Vec::new(),
+                };
+                ready.send(()).expect("test waits");
+                while let Some(message) = rx.recv().await {
+                    actor.handle(message).await;
+                }
             }
         });
-        ready_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("stand-in started");
         StandIn {
             armed,
             attacks,
-            stop: Some(stop_tx),
-            thread: Some(thread),
+            _actor: actor,
         }
     }
 
@@ -204,17 +185,6 @@ impl StandIn {
 
     fn attacks(&self) -> usize {
         self.attacks.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for StandIn {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 
@@ -447,56 +417,31 @@ fn byzantine_reproposed_and_repeated_batches_are_rejected() {
 /// network partition would make them fail.
 struct Partition {
     cut: watch::Sender<bool>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _proxies: Background,
 }
 
 impl Partition {
     /// `routes`: (listen port, target address).
     fn spawn(routes: Vec<(u16, SocketAddr)>) -> Self {
         let (cut, cut_rx) = watch::channel(false);
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async move {
-                for (port, target) in routes {
-                    let listener = TcpListener::bind(("127.0.0.1", port))
-                        .await
-                        .expect("proxy port");
-                    tokio::spawn(proxy(listener, target, cut_rx.clone()));
-                }
-                ready_tx.send(()).expect("test waits");
-                let _ = stop_rx.await;
-            });
-            runtime.shutdown_background();
+        let proxies = Background::spawn("the proxies", move |ready| async move {
+            for (port, target) in routes {
+                let listener = TcpListener::bind(("127.0.0.1", port))
+                    .await
+                    .expect("proxy port");
+                tokio::spawn(proxy(listener, target, cut_rx.clone()));
+            }
+            ready.send(()).expect("test waits");
+            std::future::pending::<()>().await;
         });
-        ready_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("proxies started");
         Partition {
             cut,
-            stop: Some(stop_tx),
-            thread: Some(thread),
+            _proxies: proxies,
         }
     }
 
     fn set(&self, cut: bool) {
         let _ = self.cut.send(cut);
-    }
-}
-
-impl Drop for Partition {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

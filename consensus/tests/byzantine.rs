@@ -21,10 +21,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 
 fn keys(n: u64) -> Vec<KeyPair> {
@@ -44,56 +43,28 @@ struct Attacks {
 }
 
 struct ByzantineStandIn {
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    _actor: Background,
     attacks: Arc<Attacks>,
 }
 
 impl ByzantineStandIn {
     fn spawn(keys: KeyPair, committee: Committee) -> Self {
         let attacks = Arc::new(Attacks::default());
-        let (stop_tx, stop_rx) = oneshot::channel();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn({
+        let actor = Background::spawn("the stand-in", {
             let attacks = attacks.clone();
-            move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("runtime");
-                runtime.block_on(async move {
-                    let address = committee
-                        .authority(&keys.name)
-                        .expect("member")
-                        .consensus_address;
-                    let listener = TcpListener::bind(address).await.expect("bind");
-                    ready_tx.send(()).expect("test waits");
-                    tokio::select! {
-                        () = attack(keys, committee, listener, attacks) => {},
-                        _ = stop_rx => {},
-                    }
-                });
-                runtime.shutdown_background();
+            move |ready| async move {
+                let address = committee
+                    .authority(&keys.name)
+                    .expect("member")
+                    .consensus_address;
+                let listener = TcpListener::bind(address).await.expect("bind");
+                ready.send(()).expect("test waits");
+                attack(keys, committee, listener, attacks).await;
             }
         });
-        ready_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("stand-in listens");
         ByzantineStandIn {
-            stop: Some(stop_tx),
-            thread: Some(thread),
+            _actor: actor,
             attacks,
-        }
-    }
-}
-
-impl Drop for ByzantineStandIn {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
         }
     }
 }

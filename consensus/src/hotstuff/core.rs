@@ -908,21 +908,27 @@ mod tests {
         assert!(h.core.handle_proposal(fits).await.is_ok());
     }
 
-    /// Issue 12 item 6: blocks far below the committed round are deleted, not kept forever.
-    #[tokio::test]
-    async fn blocks_below_the_gc_window_are_pruned() {
-        let parameters = Parameters {
+    /// A core with a GC window of 10 rounds and `gc_retention_ms`, fed a chain of 100 blocks
+    /// (rounds 1 to 100, so 98 commits).
+    async fn committed_chain(gc_retention_ms: u64) -> (Harness, Vec<Block>) {
+        let mut h = harness(Parameters {
             gc_depth: 10,
-            // Rounds alone decide here; the time half of the window has its own test.
-            gc_retention_ms: 0,
+            gc_retention_ms,
             ..Parameters::default()
-        };
-        let mut h = harness(parameters);
+        });
         let chain = h.chain(None, 1, 100);
         for block in &chain {
             h.core.handle_proposal(block.clone()).await.expect("valid");
         }
         assert_eq!(h.committed().last(), Some(&98));
+        (h, chain)
+    }
+
+    /// Issue 12 item 6: blocks far below the committed round are deleted, not kept forever.
+    #[tokio::test]
+    async fn blocks_below_the_gc_window_are_pruned() {
+        // Rounds alone decide here; the time half of the window has its own test.
+        let (mut h, chain) = committed_chain(0).await;
         let blocks = h.core.store.blocks();
         // Kept: the last committed block, `gc_depth` rounds below it, and the two uncommitted.
         let kept = blocks.len();
@@ -939,17 +945,7 @@ mod tests {
     /// lagged more than `gc_depth` rounds but came back within the time can still fetch both.
     #[tokio::test]
     async fn blocks_within_the_retention_time_are_kept() {
-        let parameters = Parameters {
-            gc_depth: 10,
-            gc_retention_ms: 60_000,
-            ..Parameters::default()
-        };
-        let mut h = harness(parameters);
-        let chain = h.chain(None, 1, 100);
-        for block in &chain {
-            h.core.handle_proposal(block.clone()).await.expect("valid");
-        }
-        assert_eq!(h.committed().last(), Some(&98));
+        let (h, chain) = committed_chain(60_000).await;
         let blocks = h.core.store.blocks();
         assert!(blocks.contains(&chain[0].digest()).expect("read"));
         assert_eq!(blocks.len(), 100);

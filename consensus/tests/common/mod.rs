@@ -58,6 +58,56 @@ pub fn committee(keys: &[KeyPair]) -> Committee {
     }
 }
 
+/// A test actor (a Byzantine stand-in, a set of proxies) on a runtime of its own thread. `run`
+/// signals `ready` once it is set up; dropping the actor stops it, its sockets closing with the
+/// runtime.
+pub struct Background {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Background {
+    pub fn spawn<F, Fut>(what: &'static str, run: F) -> Self
+    where
+        F: FnOnce(std::sync::mpsc::Sender<()>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                tokio::select! {
+                    () = run(ready_tx) => {},
+                    _ = stop_rx => {},
+                }
+            });
+            runtime.shutdown_background();
+        });
+        if ready_rx.recv_timeout(Duration::from_secs(10)).is_err() {
+            panic!("{what} did not start");
+        }
+        Background {
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 pub fn test_parameters() -> Parameters {
     Parameters {
         timeout_delay: 500,
