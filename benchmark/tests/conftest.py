@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from io import StringIO
 from pathlib import Path
 
 import pytest
+
+from benchmark.local import build
 
 from .sshhosts import SshHosts, skip_reason, ssh_hosts
 
@@ -34,3 +38,14 @@ def local_ssh_hosts() -> Iterator[SshHosts]:
         pytest.skip(f"local SSH hosts unavailable: {reason}")
     with ssh_hosts() as hosts:
         yield hosts
+
+
+@pytest.fixture(scope="session")
+def release_binaries() -> Path:
+    """The `node` and `client` the e2e runs use: `$HOTMOVE_E2E_BINARIES` when set (binaries built
+    already), else the harness's own build of this checkout, so no run tests stale binaries."""
+    given = os.environ.get("HOTMOVE_E2E_BINARIES")
+    if given:
+        return Path(given)
+    build(REPO_ROOT, StringIO())
+    return REPO_ROOT / "target" / "release"

@@ -1,14 +1,13 @@
 """Fault schedules on the real binaries (marked `e2e`): each test runs `fab local` with faults and
 asserts on what the nodes committed and executed (the saved timeline and audit), never on timing.
 
-The binaries are taken as they are (no build): `$HOTMOVE_BINARIES`, else target/release.
+The binaries come from the `release_binaries` fixture (conftest.py).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,15 +20,11 @@ from .sshhosts import COMMITTEE_PORTS, free_port
 
 pytestmark = pytest.mark.e2e
 
-BINARIES = Path(os.environ.get("HOTMOVE_BINARIES", REPO_ROOT / "target" / "release"))
 
-
-def fab_local(tmp_path: Path, *flags: str) -> tuple[dict[str, Any], str]:
+def fab_local(binaries: Path, tmp_path: Path, *flags: str) -> tuple[dict[str, Any], str]:
     """Run `fab local` with `flags`; the saved result and the printed output."""
-    if not (BINARIES / "node").is_file():
-        pytest.skip(f"no node binary in {BINARIES} (set HOTMOVE_BINARIES)")
     command = [
-        sys.executable, "-m", "fabric", "local", *flags, "--no-build", f"--binaries={BINARIES}",
+        sys.executable, "-m", "fabric", "local", *flags, "--no-build", f"--binaries={binaries}",
         f"--base-port={free_port(COMMITTEE_PORTS)}", f"--logs={tmp_path / 'logs'}",
         f"--results={tmp_path / 'results'}",
     ]  # fmt: skip
@@ -73,8 +68,10 @@ def check_agreement(result: dict[str, Any]) -> None:
     assert {"state digests agree", "total supply conserved"} <= names
 
 
-def test_one_of_four_down_from_the_start(tmp_path: Path) -> None:
-    result, _ = fab_local(tmp_path, "--mode=hotcrypto", "--faults=1", "--rate=3000", "--duration=6")
+def test_one_of_four_down_from_the_start(release_binaries: Path, tmp_path: Path) -> None:
+    result, _ = fab_local(
+        release_binaries, tmp_path, "--mode=hotcrypto", "--faults=1", "--rate=3000", "--duration=6"
+    )
     assert sorted(result["commits_timeline"]["nodes"]) == ["0", "1", "2"]
     for node in range(3):
         # Every fourth round's leader is down (a timeout each time), yet commits go on.
@@ -83,9 +80,15 @@ def test_one_of_four_down_from_the_start(tmp_path: Path) -> None:
     check_agreement(result)
 
 
-def test_two_of_seven_down_from_the_start(tmp_path: Path) -> None:
+def test_two_of_seven_down_from_the_start(release_binaries: Path, tmp_path: Path) -> None:
     result, _ = fab_local(
-        tmp_path, "--mode=hotcrypto", "--nodes=7", "--faults=2", "--rate=1500", "--duration=6"
+        release_binaries,
+        tmp_path,
+        "--mode=hotcrypto",
+        "--nodes=7",
+        "--faults=2",
+        "--rate=1500",
+        "--duration=6",
     )
     assert len(result["commits_timeline"]["nodes"]) == 5
     for node in range(5):
@@ -94,9 +97,14 @@ def test_two_of_seven_down_from_the_start(tmp_path: Path) -> None:
     check_agreement(result)
 
 
-def test_crash_and_restart_in_hotcrypto(tmp_path: Path) -> None:
+def test_crash_and_restart_in_hotcrypto(release_binaries: Path, tmp_path: Path) -> None:
     result, output = fab_local(
-        tmp_path, "--mode=hotcrypto", "--rate=3000", "--duration=14", "--crash=1@4:8"
+        release_binaries,
+        tmp_path,
+        "--mode=hotcrypto",
+        "--rate=3000",
+        "--duration=14",
+        "--crash=1@4:8",
     )
     kinds = [(e["kind"], e["node"]) for e in result["faults"]["events"]]
     assert kinds == [("crash", 1), ("restart", 1)]
@@ -112,9 +120,14 @@ def test_crash_and_restart_in_hotcrypto(tmp_path: Path) -> None:
     print("catch-up:", catch_up, "| node-1:", accounting["detail"])
 
 
-def test_leader_killed_every_five_seconds(tmp_path: Path) -> None:
+def test_leader_killed_every_five_seconds(release_binaries: Path, tmp_path: Path) -> None:
     result, output = fab_local(
-        tmp_path, "--mode=hotcrypto", "--rate=3000", "--duration=20", "--kill-leader-every=5"
+        release_binaries,
+        tmp_path,
+        "--mode=hotcrypto",
+        "--rate=3000",
+        "--duration=20",
+        "--kill-leader-every=5",
     )
     crashes = [e for e in result["faults"]["events"] if e["kind"] == "crash"]
     assert len(crashes) >= 3
@@ -128,9 +141,9 @@ def test_leader_killed_every_five_seconds(tmp_path: Path) -> None:
     print(output[output.find(" + FAULTS") :])
 
 
-def test_more_than_f_down_then_back(tmp_path: Path) -> None:
+def test_more_than_f_down_then_back(release_binaries: Path, tmp_path: Path) -> None:
     result, output = fab_local(
-        tmp_path, "--mode=hotcrypto", "--rate=2000", "--duration=30",
+        release_binaries, tmp_path, "--mode=hotcrypto", "--rate=2000", "--duration=30",
         "--crash=2@4:9", "--crash=3@4:9",
     )  # fmt: skip
     print(output[output.find(" + FAULTS") :])
