@@ -11,6 +11,7 @@ second) for the next line of any live node and kills the leader of the round it 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,9 @@ class FaultInjector:
     live_nodes: int  # nodes 0..live_nodes-1 were booted
     out: TextIO
     clock: Callable[[], float] = time.time
+    # The run's length: a leader kill due at or after it is not made (there would be no run
+    # left to show whether commits resume, and the nodes are being stopped).
+    duration: float = math.inf
     log: FaultLog = field(default_factory=FaultLog)
     down: set[int] = field(default_factory=set)
     pending: list[_Pending] = field(default_factory=list)
@@ -100,8 +104,9 @@ class FaultInjector:
             else:
                 self._restart(event.node, event.cause)
         if self.next_leader_kill is not None and now >= self.next_leader_kill:
+            if self.next_leader_kill < self.duration:
+                self.leader_kill_armed_ms = self.clock() * 1000.0
             self.next_leader_kill += self.schedule.kill_leader_every or 0.0
-            self.leader_kill_armed_ms = self.clock() * 1000.0
         if self.leader_kill_armed_ms is not None:
             self._kill_leader(self.leader_kill_armed_ms)
 

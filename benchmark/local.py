@@ -241,7 +241,12 @@ class LocalBench:
         ]
         control = LocalNodeControl(processes, nodes)
         faults = FaultInjector(
-            self.fault_schedule, control, committee_names(files.committee_file), live, self.out
+            self.fault_schedule,
+            control,
+            committee_names(files.committee_file),
+            live,
+            self.out,
+            duration=bench.duration,
         )
         faults.start()
         try:

@@ -499,6 +499,7 @@ class RemoteBench:
             committee_names(files.committee_file),
             bench.live_nodes,
             self.out,
+            duration=bench.duration,
         )
         try:
             self.start(files, bench)

@@ -31,11 +31,23 @@ class FakeNodes:
         return self.round_ if self.round_written_at * 1000.0 >= since_ms else None
 
 
-def run(crashes: list[str], period: str | None, until: float, step: float = 0.25) -> FakeNodes:
+def run(
+    crashes: list[str],
+    period: str | None,
+    until: float,
+    step: float = 0.25,
+    duration: float = 1000.0,
+) -> FakeNodes:
     now = [0.0]
     nodes = FakeNodes(now)
     injector = FaultInjector(
-        schedule_from_flags(crashes, period), nodes, NAMES, 4, StringIO(), clock=lambda: now[0]
+        schedule_from_flags(crashes, period),
+        nodes,
+        NAMES,
+        4,
+        StringIO(),
+        clock=lambda: now[0],
+        duration=duration,
     )
     injector.start()
     while now[0] < until:
@@ -59,6 +71,15 @@ def test_the_leader_of_a_fresh_round_is_killed_and_restarted_half_a_period_later
     # Due at 2.5 s; the next line comes at 3 s with round 10: its leader is killed then.
     assert kill == ("kill", leader_index(NAMES, 10), 3.0)
     assert restart == ("restart", kill[1], 4.25)
+
+
+def test_no_leader_kill_is_due_at_the_end_of_the_run() -> None:
+    # Kills due at 5, 10, 15 and 20 s in a 20 s run whose clients overrun a little: the one
+    # due at 20 s would leave no time to see commits resume.
+    nodes = run([], "5", 22.0, duration=20.0)
+    kills = [t for action, _, t in nodes.actions if action == "kill"]
+    assert len(kills) == 3
+    assert max(kills) < 20.0
 
 
 def test_expected_deaths() -> None:

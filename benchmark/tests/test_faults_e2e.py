@@ -17,6 +17,7 @@ import pytest
 
 from .conftest import REPO_ROOT
 from .sshhosts import COMMITTEE_PORTS, free_port
+from .test_parameters import rust_defaults
 
 pytestmark = pytest.mark.e2e
 
@@ -120,7 +121,24 @@ def test_crash_and_restart_in_hotcrypto(release_binaries: Path, tmp_path: Path) 
     print("catch-up:", catch_up, "| node-1:", accounting["detail"])
 
 
+def first_line_after(result: dict[str, Any], node: int, t: float) -> dict[str, Any] | None:
+    return next((p for p in points(result, node) if p["t"] >= t), None)
+
+
+def up_at(events: list[dict[str, Any]], t: float, nodes: int) -> set[int]:
+    """The nodes up just after time t (events at t included)."""
+    up = set(range(nodes))
+    for event in sorted(events, key=lambda e: e["t"]):
+        if event["t"] > t:
+            break
+        (up.discard if event["kind"] == "crash" else up.add)(event["node"])
+    return up
+
+
 def test_leader_killed_every_five_seconds(release_binaries: Path, tmp_path: Path) -> None:
+    # 20 s, not the issue's 60 s: a node restarted after the peers pruned the chain's start
+    # (gc_retention_ms, 30 s) cannot rejoin until state sync from a snapshot exists (issue 13),
+    # and with one node killed and one stranded, no quorum is left.
     result, output = fab_local(
         release_binaries,
         tmp_path,
@@ -129,16 +147,25 @@ def test_leader_killed_every_five_seconds(release_binaries: Path, tmp_path: Path
         "--duration=20",
         "--kill-leader-every=5",
     )
-    crashes = [e for e in result["faults"]["events"] if e["kind"] == "crash"]
-    assert len(crashes) >= 3
-    assert all(e["cause"] == "leader" and e["round"] is not None for e in crashes)
-    end = max(p["t"] for node in result["commits_timeline"]["nodes"].values() for p in node)
-    for crash in crashes:
-        others = [n for n in range(4) if n != crash["node"]]
-        # Commits resume after every kill: some other node commits more blocks later on.
-        assert any(blocks_at(result, n, end) > blocks_at(result, n, crash["t"]) for n in others)
-    check_agreement(result)
     print(output[output.find(" + FAULTS") :])
+    events = result["faults"]["events"]
+    crashes = [e for e in events if e["kind"] == "crash"]
+    # Due at 5, 10 and 15 s; none at the end of the run (no time left to see commits resume).
+    assert len(crashes) == 3
+    assert all(e["cause"] == "leader" and e["round"] is not None for e in crashes)
+    timeout = rust_defaults()["timeout_delay"] / 1000.0
+    for crash in crashes:
+        # Commits resume within two timeouts: a node up at the kill writes a line at most two
+        # timeouts and one line interval (lines come each second) after the kill, and it counts
+        # more blocks than the node's last line before the kill.
+        deadline = crash["t"] + 2 * timeout + 1.0
+        resumed = []
+        for node in up_at(events, crash["t"], 4):
+            line = first_line_after(result, node, deadline - 1.0)
+            if line is not None and line["t"] <= deadline + 0.1:
+                resumed.append(line["committed_blocks"] > blocks_at(result, node, crash["t"]))
+        assert any(resumed), (crash, deadline)
+    check_agreement(result)
 
 
 def test_more_than_f_down_then_back(release_binaries: Path, tmp_path: Path) -> None:
