@@ -22,8 +22,10 @@ def node_command(
     bench: BenchParameters,
     prometheus: str | None = None,
     profile: str | None = None,
+    store: str | None = None,
 ) -> list[str]:
-    """`profile`: the directory the node writes its flame graph and folded stacks to on exit."""
+    """`profile`: the directory the node writes its flame graph and folded stacks to on exit.
+    `store`: the file of the node's durable store (`bench.store`); None keeps it in memory."""
     command = [
         binary,
         "run",
@@ -41,6 +43,8 @@ def node_command(
         command += ["--verifier-threads", str(bench.verifier_threads)]
     if bench.executor_delay_us is not None:
         command += ["--executor-delay-us", str(bench.executor_delay_us)]
+    if store is not None:
+        command += ["--store", store]
     return command + _prometheus(prometheus) + _profile(profile)
 
 

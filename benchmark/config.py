@@ -49,6 +49,9 @@ class BenchParameters:
     # Test only (a flag of `node run`): the executor busy-spins this many µs per transaction, so
     # it becomes the bottleneck on purpose (the injected-bottleneck tests). None: no delay.
     executor_delay_us: int | None = None
+    # Every node keeps blocks, batches and its safety state in a durable store (`node run
+    # --store`) instead of memory; a node restarted by the fault schedule resumes from it.
+    store: bool = False
     accounts: int = 10_000
     balance: int = 1_000_000_000
     invalid_share: float = 0.0

@@ -96,7 +96,7 @@ def _field_types() -> dict[str, type]:
         kind = hint
         if isinstance(hint, types.UnionType):
             kind = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-        if kind in (int, float, str):
+        if kind in (int, float, str, bool):
             converted[name] = kind
     return converted
 
@@ -104,6 +104,12 @@ def _field_types() -> dict[str, type]:
 def _convert(flag: str, value: object, kind: type) -> Any:  # noqa: ANN401 - int, float or str
     if kind is str or not isinstance(value, str):
         return value
+    if kind is bool:
+        if value.lower() in ("true", "yes", "on", "1"):
+            return True
+        if value.lower() in ("false", "no", "off", "0"):
+            return False
+        raise FlagError(f"{flag_name(flag)} must be true or false, got {value!r}")
     try:
         return kind(value)
     except ValueError as error:

@@ -272,6 +272,8 @@ class LocalBench:
             bench=bench,
             prometheus=endpoints.nodes[index].listen if endpoints else None,
             profile=self._profile_dir(log_dir, f"node-{index}"),
+            # In the run's log directory: a restart (fault schedule) reopens the same file.
+            store=str(log_dir / f"store-node-{index}.redb") if bench.store else None,
         )
 
     def _run_movevm(self, bench: BenchParameters, processes: ProcessSet, log_dir: Path) -> None:

@@ -375,6 +375,7 @@ class RemoteBench:
                 prometheus=endpoints.nodes[index].listen if endpoints else None,
                 # Relative to the run directory, the processes' working directory.
                 profile=f"logs/profile-node-{index}" if self.profile else None,
+                store=f"store-node-{index}.redb" if bench.store else None,
             )
             self.node_scripts[index] = bash(
                 background_script(f"node-{index}", command, append=True)

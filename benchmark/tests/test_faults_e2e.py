@@ -125,6 +125,29 @@ def first_line_after(result: dict[str, Any], node: int, t: float) -> dict[str, A
     return next((p for p in points(result, node) if p["t"] >= t), None)
 
 
+def test_crash_and_restart_on_a_durable_store(release_binaries: Path, tmp_path: Path) -> None:
+    result, output = fab_local(
+        release_binaries,
+        tmp_path,
+        "--mode=hotcrypto",
+        "--rate=3000",
+        "--duration=14",
+        "--store",
+        "--crash=1@4:8",
+    )
+    print(output[output.find(" + FAULTS") :])
+    assert result["config"]["store"] is True
+    check_agreement(result)
+    # The restarted node read back what it had: its safety state (so it cannot vote twice in
+    # the round it crashed in) ...
+    [log] = (tmp_path / "logs").glob("*/node-1.log")
+    assert "resuming from the stored safety state" in log.read_text()
+    # ... and it caught up: it executed what the others executed.
+    [catch_up] = result["commits_timeline"]["catch_ups"]
+    assert catch_up["node"] == 1
+    assert final(result, 1, "executed") == max(final(result, n, "executed") for n in (0, 2, 3))
+
+
 def up_at(events: list[dict[str, Any]], t: float, nodes: int) -> set[int]:
     """The nodes up just after time t (events at t included)."""
     up = set(range(nodes))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmark.commands import node_command
 from benchmark.config import REMOTE_DEFAULTS, BenchParameters, ConfigError
 from benchmark.flags import (
     FlagError,
@@ -81,3 +82,16 @@ def test_help_shows_the_default_from_where_it_is_defined() -> None:
 def test_faults_are_checked_against_the_committee_given() -> None:
     [point] = sweep_from_flags({"nodes": "7", "faults": "2"})
     assert (point.nodes, point.faults) == (7, 2)
+
+
+def test_store_switches_every_node_to_its_own_file() -> None:
+    bench = bench_from_flags({"store": True})
+    assert bench.store
+    assert not BenchParameters().store
+    assert bench_from_flags({"store": "off"}).store is False
+    with pytest.raises(FlagError, match="--store must be true or false"):
+        bench_from_flags({"store": "maybe"})
+    files = {"keys": "k.json", "committee": "c.json", "parameters": "p.json", "genesis": None}
+    on = node_command("node", bench=bench, store="store-node-0.redb", **files)
+    assert on[on.index("--store") + 1] == "store-node-0.redb"
+    assert "--store" not in node_command("node", bench=BenchParameters(), **files)

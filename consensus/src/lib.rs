@@ -6,6 +6,7 @@
 
 mod bounded;
 pub mod config;
+pub mod disk;
 pub mod hotstuff;
 pub mod mempool;
 pub mod metered;

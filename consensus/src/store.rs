@@ -7,11 +7,11 @@
 //! and the payload check hold a `Table<Batches>`, the core's block code a `Table<Blocks>`, and
 //! the compiler keeps them apart.
 //!
-//! The columns are laid out as a disk-backed store (RocksDB column families, or a pure-Rust KV
-//! with one tree per column) would lay them out, and storage goes through the [`Backend`] trait:
-//! such a store can slot in behind the same `Store`/`Table` API (issue 13). [`MemoryBackend`] is
-//! the implementation used today. Every operation that touches the backend returns a
-//! `Result`, because a disk can fail even though memory cannot.
+//! Storage goes through the [`Backend`] trait, with two implementations behind the same
+//! `Store`/`Table` API: [`MemoryBackend`] (the default) and the durable
+//! [`DiskBackend`](crate::disk::DiskBackend), one redb table per column (`Store::open`). Every
+//! operation that touches the backend returns a `Result`, because a disk can fail even though
+//! memory cannot.
 //!
 //! Besides plain reads and writes a table offers `notify_read`: a future that resolves once a key
 //! is written, which is how the core waits for a missing batch or ancestor without polling. The
@@ -31,6 +31,8 @@ pub enum StoreError {
     Backend { column: Column, message: String },
     #[error("the store stopped tracking the key")]
     Closed,
+    #[error("cannot open the store at {path}: {message}")]
+    Open { path: String, message: String },
 }
 
 /// The namespaces of the store. Keys of different columns never collide.
@@ -79,6 +81,8 @@ pub trait Backend: Send + Sync + 'static {
     fn contains(&self, column: Column, key: &[u8]) -> Result<bool, StoreError> {
         self.get(column, key).map(|v| v.is_some())
     }
+    /// Every entry of `column` (what a node restarted on a durable store reads back).
+    fn scan(&self, column: Column) -> Result<Vec<(Bytes, Bytes)>, StoreError>;
     /// Number of keys in `column` (approximate is fine: it feeds metrics and tests).
     fn len(&self, column: Column) -> usize;
 }
@@ -120,6 +124,13 @@ impl Backend for MemoryBackend {
         Ok(lock(&self.columns[column.index()]).contains_key(key))
     }
 
+    fn scan(&self, column: Column) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        Ok(lock(&self.columns[column.index()])
+            .iter()
+            .map(|(k, v)| (Bytes::copy_from_slice(k), v.clone()))
+            .collect())
+    }
+
     fn len(&self, column: Column) -> usize {
         lock(&self.columns[column.index()]).len()
     }
@@ -151,6 +162,11 @@ impl Store {
     /// An in-memory store (the default: a disk write per batch is a visible cost here).
     pub fn new() -> Self {
         Self::with_backend(MemoryBackend::default())
+    }
+
+    /// A durable store in the file at `path` (created if absent), as `node run --store` uses.
+    pub fn open(path: &std::path::Path) -> Result<Self, StoreError> {
+        Ok(Self::with_backend(crate::disk::DiskBackend::open(path)?))
     }
 
     pub fn with_backend(backend: impl Backend) -> Self {
@@ -274,6 +290,16 @@ impl<C: ColumnKind> Table<C> {
             waiters.retain(|w| !w.is_closed());
             !waiters.is_empty()
         });
+    }
+
+    /// Every entry of the column; keys that are not digests (none are written) are skipped.
+    pub fn scan(&self) -> Result<Vec<(Digest, Bytes)>, StoreError> {
+        Ok(self
+            .backend()
+            .scan(C::COLUMN)?
+            .into_iter()
+            .filter_map(|(key, value)| Some((Digest(key.as_ref().try_into().ok()?), value)))
+            .collect())
     }
 
     pub fn len(&self) -> usize {

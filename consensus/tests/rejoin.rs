@@ -7,10 +7,10 @@
 //! high QC moves a node forward even when the timeout itself is out of the window, and f+1
 //! timeouts of a higher round make a node join that round (see `Core::handle_timeout`).
 //!
-//! The restarted nodes here have lost their safety state (last voted round): without a durable
-//! store a restarted node may vote a second time in a round it voted in before the crash. That is
-//! harmless in this test (the other nodes are honest and no quorum can form while it is down), but
-//! it is why the harness restarts nodes only once they keep that state in a store.
+//! The restarted nodes here run on fresh in-memory stores, so they have lost their safety state
+//! (last voted round, high QC) and may vote a second time in a round they voted in before the
+//! crash. That is harmless in this test (the other nodes are honest and no quorum can form while
+//! they are down); `node run --store` keeps that state (see `hotstuff/safety_state.rs`).
 
 mod common;
 

@@ -53,6 +53,11 @@ pub struct RunArgs {
     /// DIR/profile.folded.
     #[arg(long, value_name = "DIR")]
     pub profile: Option<PathBuf>,
+    /// Keep blocks, batches and the safety state (last voted round, high QC) in a durable store
+    /// at PATH (one file, created if absent) instead of memory. A node restarted on its store
+    /// never votes twice in a round.
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
     /// Test knob: the executor busy-spins this many microseconds per transaction.
     #[arg(long, default_value_t = 0, hide = true)]
     pub executor_delay_us: u64,
@@ -123,7 +128,12 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     let profiler = args.profile.as_deref().map(Profiler::start).transpose()?;
     let name = keys.name;
     let capacity = parameters.channel_capacity;
-    let store = Store::new();
+    let store = match &args.store {
+        Some(path) => {
+            Store::open(path).with_context(|| format!("opening --store {}", path.display()))?
+        }
+        None => Store::new(),
+    };
 
     // Mempool and consensus, side by side: batch digests go up, sync requests come down.
     let (tx_digests, rx_digests) = mpsc::channel(capacity);

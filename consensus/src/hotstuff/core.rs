@@ -11,6 +11,7 @@ use super::metrics::ConsensusMetrics;
 use super::payload::{PayloadError, PayloadWaiter};
 use super::proposer::PayloadBuffer;
 use super::safety::{self, SafetyRules};
+use super::safety_state::{SafetyState, SafetyStateError, SafetyStore};
 use super::synchronizer::{SyncError, Synchronizer};
 use super::timer::Timer;
 use super::wire;
@@ -53,6 +54,8 @@ pub enum ConsensusError {
     ChannelClosed,
     #[error("message of round {round} is too far ahead of round {current}")]
     TooFarAhead { round: Round, current: Round },
+    #[error(transparent)]
+    SafetyState(#[from] SafetyStateError),
     #[error(transparent)]
     Fatal(#[from] FatalError),
 }
@@ -98,6 +101,8 @@ pub struct Core {
 
     round: Round,
     safety: SafetyRules,
+    /// Where `safety`, `last_proposed_round` and `high_qc` are kept across restarts.
+    safety_store: SafetyStore,
     last_committed_round: Round,
     last_committed: Digest,
     /// Our vote of the current round, re-broadcast if the round times out (see
@@ -150,7 +155,7 @@ impl Core {
         signature_service: SignatureService,
         channels: CoreChannels,
         metrics: Arc<ConsensusMetrics>,
-    ) {
+    ) -> Result<(), ConsensusError> {
         let core = Self::new(
             name,
             committee,
@@ -159,11 +164,13 @@ impl Core {
             signature_service,
             channels,
             metrics,
-        );
+        )?;
         tokio::spawn(core.run());
+        Ok(())
     }
 
-    /// Builds the core without running it (its helpers do start); tests drive it directly.
+    /// Builds the core without running it (its helpers do start); tests drive it directly. On a
+    /// store that holds a safety state (a restart on a durable store) the core resumes from it.
     fn new(
         name: PublicKey,
         committee: Committee,
@@ -172,7 +179,31 @@ impl Core {
         signature_service: SignatureService,
         channels: CoreChannels,
         metrics: Arc<ConsensusMetrics>,
-    ) -> Self {
+    ) -> Result<Self, ConsensusError> {
+        let mut safety_store = SafetyStore::new(store.safety());
+        let resumed = safety_store.load()?;
+        if let Some(state) = &resumed {
+            info!(
+                "resuming from the stored safety state: last voted round {}, last proposed \
+                 round {}, high QC of round {}",
+                state.last_voted_round, state.last_proposed_round, state.high_qc.round
+            );
+        }
+        let resumed = resumed.unwrap_or_default();
+        // Blocks a durable store kept from before a restart: tracked like our own, so they are
+        // pruned once they leave the GC window instead of staying on disk for ever.
+        let mut stored_blocks: BTreeMap<Round, Vec<Digest>> = BTreeMap::new();
+        let mut undecodable = Vec::new();
+        for (digest, bytes) in store.blocks().scan()? {
+            match wire::decode_block(&bytes) {
+                Ok(block) => stored_blocks.entry(block.round).or_default().push(digest),
+                Err(e) => {
+                    warn!("stored block {digest} does not decode ({e}); deleting it");
+                    undecodable.push(digest);
+                }
+            }
+        }
+        store.blocks().remove(&undecodable)?;
         let synchronizer = Synchronizer::spawn(
             name,
             committee.clone(),
@@ -193,7 +224,7 @@ impl Core {
             channels.tx_loopback,
             GcWindow::new(&parameters),
         );
-        Core {
+        Ok(Core {
             name,
             aggregator: Aggregator::new(committee.clone()),
             committee,
@@ -210,13 +241,14 @@ impl Core {
             tx_mempool: channels.tx_mempool,
             tx_fatal: channels.tx_fatal,
             metrics,
-            round: 1,
-            safety: SafetyRules::default(),
+            round: resumed.resume_round(),
+            safety: SafetyRules::resume(resumed.last_voted_round),
+            safety_store,
             last_vote: None,
-            last_proposed_round: 0,
+            last_proposed_round: resumed.last_proposed_round,
             last_committed_round: 0,
             last_committed: Block::genesis().qc.hash,
-            high_qc: QC::genesis(),
+            high_qc: resumed.high_qc,
             timeout_rounds: HashMap::new(),
             network: ReliableSender::authenticated(
                 DEFAULT_RELIABLE_CAPACITY,
@@ -226,12 +258,22 @@ impl Core {
             cancel_handlers: BTreeMap::new(),
             buffer: PayloadBuffer::default(),
             own_blocks: VecDeque::new(),
-            stored_blocks: BTreeMap::new(),
+            stored_blocks,
             commit_times: VecDeque::new(),
             aged_commit_round: 0,
             pending_proposal: None,
             proposal_deadline: Box::pin(sleep(Duration::ZERO)),
-        }
+        })
+    }
+
+    /// Writes what must survive a crash (see `safety_state.rs`); called before a vote, timeout
+    /// or proposal leaves the node, which must not leave if this fails.
+    fn persist_safety(&mut self) -> Result<(), SafetyStateError> {
+        self.safety_store.save(SafetyState {
+            last_voted_round: self.safety.last_voted_round(),
+            last_proposed_round: self.last_proposed_round,
+            high_qc: self.high_qc.clone(),
+        })
     }
 
     async fn run(mut self) {
@@ -323,6 +365,7 @@ impl Core {
         warn!("timeout in round {}", self.round);
         self.metrics.timeouts.fetch_add(1, Ordering::Relaxed);
         self.safety.timed_out(self.round);
+        self.persist_safety()?;
         // Votes go to the next leader only. If that leader is down, the block we voted for
         // would never be certified and its batches would wait for a later proposal of the same
         // node, which with round-robin leaders lands before the dead leader again: that node
@@ -428,6 +471,7 @@ impl Core {
             return Ok(());
         }
         self.last_proposed_round = self.round;
+        self.persist_safety()?;
         let payload = self
             .buffer
             .take(self.round, self.parameters.max_block_digests);
@@ -451,6 +495,11 @@ impl Core {
 
     async fn make_vote(&mut self, block: &Block) -> Option<Vote> {
         if !self.safety.vote(block) {
+            return None;
+        }
+        if let Err(e) = self.persist_safety() {
+            // Not voting is always safe; a vote the node could forget is not.
+            error!("not voting in round {}: {e}", block.round);
             return None;
         }
         Some(Vote::new(block, self.name, &self.signature_service).await)
@@ -794,6 +843,11 @@ mod tests {
     }
 
     fn harness(parameters: Parameters) -> Harness {
+        harness_on(Store::new(), parameters)
+    }
+
+    /// A harness over `store`: a second one over the same store is the node restarted on it.
+    fn harness_on(store: Store, parameters: Parameters) -> Harness {
         let keys = keys(4);
         let (tx_message, rx_message) = mpsc::channel(1_000);
         let (tx_loopback, rx_loopback) = mpsc::channel(1_000);
@@ -805,7 +859,7 @@ mod tests {
             keys[0].name,
             committee(&keys),
             parameters,
-            Store::new(),
+            store,
             SignatureService::new(keys[0].secret.clone()),
             CoreChannels {
                 rx_message,
@@ -822,7 +876,8 @@ mod tests {
                 ),
             },
             Arc::new(ConsensusMetrics::default()),
-        );
+        )
+        .expect("core starts");
         Harness {
             core,
             rx_fatal,
@@ -1198,5 +1253,150 @@ mod tests {
         assert_eq!(h.core.metrics.timeouts.load(Ordering::Relaxed), 0);
         assert_eq!(h.core.timeout_rounds.len(), 1);
         assert_eq!(h.core.timeout_rounds.get(&byzantine.name), Some(&100));
+    }
+
+    /// Issue 13: a replica restarted mid-round on its store never votes twice in that round. An
+    /// equivocating leader's second block of round 1 gets no vote after the restart, while a
+    /// replica that lost its state (a fresh store) would vote for it.
+    #[tokio::test]
+    async fn a_restarted_core_never_votes_twice_in_a_round() {
+        let store = Store::new();
+        let mut h = harness_on(store.clone(), Parameters::default());
+        let first = h.block(None, 1, vec![]);
+        h.core.handle_proposal(first).await.expect("valid");
+        assert_eq!(h.core.last_vote.as_ref().map(|v| v.round), Some(1));
+
+        let batch = Digest::of(b"batch");
+        let equivocation = h.block(None, 1, vec![batch]);
+        drop(h);
+        let mut restarted = harness_on(store.clone(), Parameters::default());
+        store
+            .batches()
+            .write(batch, bytes::Bytes::from_static(b"batch"))
+            .expect("write");
+        assert_eq!(restarted.core.round, 1);
+        restarted
+            .core
+            .handle_proposal(equivocation.clone())
+            .await
+            .expect("valid");
+        assert!(restarted.core.last_vote.is_none(), "voted twice in round 1");
+
+        let forgetful = Store::new();
+        forgetful
+            .batches()
+            .write(batch, bytes::Bytes::from_static(b"batch"))
+            .expect("write");
+        let mut fresh = harness_on(forgetful, Parameters::default());
+        fresh
+            .core
+            .handle_proposal(equivocation)
+            .await
+            .expect("valid");
+        assert!(fresh.core.last_vote.is_some());
+    }
+
+    /// A replica that timed out of a round and restarts does not vote in it either, and resumes
+    /// with the high QC it reported (the TC safety argument counts on it).
+    #[tokio::test]
+    async fn a_restarted_core_keeps_its_timeouts_and_high_qc() {
+        let store = Store::new();
+        let mut h = harness_on(store.clone(), Parameters::default());
+        let chain = h.chain(None, 1, 2);
+        // Round 1 times out before its block arrives.
+        h.core.local_timeout_round().await.expect("timeout");
+        drop(h);
+        let mut restarted = harness_on(store, Parameters::default());
+        assert_eq!(restarted.core.round, 1);
+        restarted
+            .core
+            .handle_proposal(chain[0].clone())
+            .await
+            .expect("valid");
+        assert!(
+            restarted.core.last_vote.is_none(),
+            "voted in a round it timed out of"
+        );
+
+        // Round 2's block carries the QC of round 1; the replica times out of round 2.
+        restarted
+            .core
+            .handle_proposal(chain[1].clone())
+            .await
+            .expect("valid");
+        restarted.core.local_timeout_round().await.expect("timeout");
+        let high_qc = restarted.core.high_qc.clone();
+        assert_eq!(high_qc.round, 1);
+        let store = restarted.core.store.clone();
+        drop(restarted);
+        let again = harness_on(store, Parameters::default());
+        assert_eq!(again.core.round, 2);
+        assert!(again.core.high_qc == high_qc);
+    }
+
+    /// A leader restarted after proposing does not propose a second block in the round.
+    #[tokio::test]
+    async fn a_restarted_leader_does_not_propose_twice() {
+        let store = Store::new();
+        let mut h = harness_on(store.clone(), Parameters::default());
+        // Find a round this core leads and get there.
+        let own = (1..10)
+            .find(|r| h.core.committee.leader(*r) == h.keys[0].name)
+            .expect("leads a round");
+        if own > 1 {
+            for block in h.chain(None, 1, own - 1) {
+                h.core.handle_proposal(block).await.expect("valid");
+            }
+        }
+        h.core.round = own;
+        h.core.propose(None).await.expect("proposed");
+        assert_eq!(h.core.own_blocks.len(), 1);
+        drop(h);
+        let mut restarted = harness_on(store, Parameters::default());
+        restarted.core.round = own;
+        restarted.core.propose(None).await.expect("no error");
+        assert!(
+            restarted.core.own_blocks.is_empty(),
+            "proposed twice in round {own}"
+        );
+    }
+
+    /// Blocks a durable store kept across a restart are pruned like the ones stored in this life.
+    #[tokio::test]
+    async fn blocks_from_before_a_restart_are_pruned_too() {
+        let store = Store::new();
+        let parameters = Parameters {
+            gc_depth: 10,
+            gc_retention_ms: 0,
+            ..Parameters::default()
+        };
+        // The first life keeps every block (its retention time has not passed)...
+        let mut h = harness_on(
+            store.clone(),
+            Parameters {
+                gc_retention_ms: 60_000,
+                ..parameters.clone()
+            },
+        );
+        let chain = h.chain(None, 1, 30);
+        for block in &chain {
+            h.core.handle_proposal(block.clone()).await.expect("valid");
+        }
+        assert_eq!(store.blocks().len(), 30);
+        drop(h);
+        // ...the second one knows them without having stored them.
+        let mut restarted = harness_on(store.clone(), parameters);
+        // A restarted node replays from genesis: it commits the stored chain again, then
+        // prunes below the window, old blocks included.
+        let more = restarted.chain(Some(&chain[29]), 31, 60);
+        for block in more {
+            restarted.core.handle_proposal(block).await.expect("valid");
+        }
+        assert!(!store.blocks().contains(&chain[0].digest()).expect("read"));
+        assert!(
+            store.blocks().len() <= 10 + 3,
+            "{} blocks",
+            store.blocks().len()
+        );
     }
 }

@@ -10,6 +10,7 @@ mod metrics;
 mod payload;
 mod proposer;
 mod safety;
+mod safety_state;
 mod synchronizer;
 mod timer;
 pub mod wire;
@@ -141,7 +142,8 @@ impl Consensus {
                 credentials,
             },
             metrics.clone(),
-        );
+        )
+        .map_err(|e| io::Error::other(format!("consensus cannot start: {e}")))?;
         Ok(ConsensusHandle {
             metrics,
             fatal: rx_fatal,

@@ -27,6 +27,15 @@ pub struct SafetyRules {
 }
 
 impl SafetyRules {
+    /// The rules of a replica that last voted (or timed out) in `last_voted_round`.
+    pub fn resume(last_voted_round: Round) -> Self {
+        SafetyRules { last_voted_round }
+    }
+
+    pub fn last_voted_round(&self) -> Round {
+        self.last_voted_round
+    }
+
     /// Rule 1, second half: after timing out of `round`, never vote in it.
     pub fn timed_out(&mut self, round: Round) {
         self.last_voted_round = self.last_voted_round.max(round);
