@@ -121,6 +121,7 @@ def progress_path(mode: str) -> tuple[str, ...]:
 class CommitsPoint:
     t: float  # seconds from the start of the clients
     life: int
+    round: float | None  # the node's consensus round
     committed_blocks: float | None
     committed_txs: float | None
     executed: float | None
@@ -153,6 +154,7 @@ def _commits_point(record: Record, life: int, start_ms: float) -> CommitsPoint:
     return CommitsPoint(
         t=round((float(record["time_ms"]) - start_ms) / 1000.0, 3),
         life=life,
+        round=number(record, ("consensus", "round")),
         committed_blocks=number(record, ("consensus", "committed_blocks")),
         committed_txs=number(record, ("consensus", "committed_txs")),
         executed=number(record, ("stages", "executor", "executed")),
