@@ -38,8 +38,12 @@ DEFAULT_BASE_PORT = 4000
 LOOPBACK = "127.0.0.1"
 # Nodes have this long to open their transaction ports.
 STARTUP_TIMEOUT = 30.0
-# Clients may run this long beyond --duration (waiting for the nodes, final METRICS line).
+# Clients may run this long beyond --duration (waiting for the nodes, final METRICS line),
+# counted from their first METRICS line: crypto clients sign their whole load before sending,
+# which on a busy machine took 40 s for 1.3 M transactions.
 EXIT_MARGIN = 30.0
+# How long a client may take to start sending (signing included).
+LOAD_START_TIMEOUT = 600.0
 POLL_INTERVAL = 0.1
 
 
@@ -292,7 +296,8 @@ class LocalBench:
         """Wait for `finishing` to exit on their own while `watched` must keep running, except
         where `faults` killed a node (process i of either list belongs to node i)."""
         progress = Progress(self.out, float(bench.duration), logs)
-        deadline = time.monotonic() + bench.duration + EXIT_MARGIN
+        start_deadline = time.monotonic() + LOAD_START_TIMEOUT
+        deadline: float | None = None
         try:
             while any(p.running() for p in finishing) or (
                 faults is not None and faults.holds_run(bench.duration)
@@ -307,7 +312,17 @@ class LocalBench:
                         continue
                     if process.returncode not in (None, 0):
                         raise _failure(process, f"failed with code {process.returncode}")
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if deadline is None and all(
+                    progress.has_reported(p.log_path) or not p.running() for p in finishing
+                ):
+                    deadline = now + bench.duration + EXIT_MARGIN
+                if deadline is None and now > start_deadline:
+                    late = next(
+                        (p for p in finishing if not progress.has_reported(p.log_path)), finishing[0]
+                    )
+                    raise _failure(late, f"sent nothing within {LOAD_START_TIMEOUT:.0f} s")
+                if deadline is not None and now > deadline:
                     late = next(p for p in finishing if p.running())
                     raise _failure(late, f"still running {EXIT_MARGIN:.0f} s after its duration")
                 progress.tick()
