@@ -98,6 +98,29 @@ def wait_for_ports(addresses: list[str], processes: list[ManagedProcess], timeou
 
 
 @dataclass
+class ExitDeadline:
+    """When processes that run for `duration` must have exited: `EXIT_MARGIN` after the duration
+    counted from the moment all of them sent (their first METRICS line), and they have
+    `LOAD_START_TIMEOUT` to get there."""
+
+    duration: float
+    start_by: float = field(default_factory=lambda: time.monotonic() + LOAD_START_TIMEOUT)
+    end_by: float | None = None
+
+    def check(self, processes: list[ManagedProcess], progress: Progress) -> None:
+        now = time.monotonic()
+        if self.end_by is None:
+            silent = [p for p in processes if p.running() and not progress.has_reported(p.log_path)]
+            if not silent:
+                self.end_by = now + self.duration + EXIT_MARGIN
+            elif now > self.start_by:
+                raise _failure(silent[0], f"sent nothing within {LOAD_START_TIMEOUT:.0f} s")
+        elif now > self.end_by:
+            late = next((p for p in processes if p.running()), processes[0])
+            raise _failure(late, f"still running {EXIT_MARGIN:.0f} s after its duration")
+
+
+@dataclass
 class LocalBench:
     """Runs benchmarks on this machine; one instance serves every point of a sweep."""
 
@@ -296,8 +319,7 @@ class LocalBench:
         """Wait for `finishing` to exit on their own while `watched` must keep running, except
         where `faults` killed a node (process i of either list belongs to node i)."""
         progress = Progress(self.out, float(bench.duration), logs)
-        start_deadline = time.monotonic() + LOAD_START_TIMEOUT
-        deadline: float | None = None
+        deadline = ExitDeadline(float(bench.duration))
         try:
             while any(p.running() for p in finishing) or (
                 faults is not None and faults.holds_run(bench.duration)
@@ -312,19 +334,7 @@ class LocalBench:
                         continue
                     if process.returncode not in (None, 0):
                         raise _failure(process, f"failed with code {process.returncode}")
-                now = time.monotonic()
-                if deadline is None and all(
-                    progress.has_reported(p.log_path) or not p.running() for p in finishing
-                ):
-                    deadline = now + bench.duration + EXIT_MARGIN
-                if deadline is None and now > start_deadline:
-                    late = next(
-                        (p for p in finishing if not progress.has_reported(p.log_path)), finishing[0]
-                    )
-                    raise _failure(late, f"sent nothing within {LOAD_START_TIMEOUT:.0f} s")
-                if deadline is not None and now > deadline:
-                    late = next(p for p in finishing if p.running())
-                    raise _failure(late, f"still running {EXIT_MARGIN:.0f} s after its duration")
+                deadline.check(finishing, progress)
                 progress.tick()
                 time.sleep(POLL_INTERVAL)
             progress.tick(force=True)
