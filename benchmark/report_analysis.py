@@ -57,16 +57,22 @@ def resources_section(used: Resources | None) -> list[str]:
 def projection_section(projection: Projection | None) -> list[str]:
     if projection is None:
         return [" + CAPACITY PROJECTION: - (no stage reported its CPU per transaction)"]
+    head = f" + CAPACITY PROJECTION ({projection.cores} cores per node):"
+    head += f" {projection.tps:,.0f} tx/s,"
+    if projection.cpu_bound:
+        top = next(s for s in projection.stages if s.stage == projection.limiting_stage)
+        head += (
+            f" CPU-bound: {projection.cores} cores / {projection.us_per_tx_total:.1f} µs/tx;"
+            f" {top.stage} costs the most ({top.us_per_tx:.1f} µs/tx)"
+        )
+    else:
+        head += f" limited by {projection.limiting_stage} (at its own ceiling, cores to spare)"
     detail = ", ".join(
-        f"{s.stage} {s.us_per_tx:.1f} µs/tx on {s.cores} core{'s' if s.cores > 1 else ''}"
-        f" → {s.tps:,.0f} tx/s"
+        f"{s.stage} {s.us_per_tx:.1f} µs/tx, {s.cores_used:.2f} of at most {s.max_cores}"
+        f" core{'s' if s.max_cores > 1 else ''} (alone {s.tps:,.0f} tx/s)"
         for s in projection.stages
     )
-    return [
-        f" + CAPACITY PROJECTION ({projection.cores} cores per node): {projection.tps:,.0f} tx/s,"
-        f" limited by {projection.limiting_stage}",
-        f"   {detail}",
-    ]
+    return [head, f"   {detail}"]
 
 
 def cost_section(cost: Cost | None) -> list[str]:

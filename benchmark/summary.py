@@ -627,7 +627,9 @@ def summarize(
         hops=hop_latencies(run.clients, run.nodes, window, last_event) if run.nodes else (),
         resources=used,
         projection=project(
-            {r.name: r.us_per_tx for r in stages if r.us_per_tx is not None}, project_cores
+            {r.name: r.us_per_tx for r in stages if r.us_per_tx is not None},
+            project_cores,
+            _verifier_threads(config),
         ),
         cost=None if price is None else cost(float(price), instances, end_to_end.tps),
         timeline=stage_timelines(processes, window.load_start_ms),
@@ -645,6 +647,12 @@ def _local_cores(config: dict[str, Any]) -> int | None:
     """The cores of the machine a local run used (the runner reads them: `os.cpu_count()`)."""
     cores = config.get("cores")
     return int(cores) if isinstance(cores, int | float) and cores > 0 else None
+
+
+def _verifier_threads(config: dict[str, Any]) -> int | None:
+    """The verifier threads the run fixed (`--verifier-threads`), else None (one per core)."""
+    threads = config.get("verifier_threads")
+    return int(threads) if isinstance(threads, int | float) and threads > 0 else None
 
 
 def _hosts(config: dict[str, Any]) -> list[str]:
