@@ -41,6 +41,8 @@ def node_command(
         command += ["--verifier-threads", str(bench.verifier_threads)]
     if bench.executor_delay_us is not None:
         command += ["--executor-delay-us", str(bench.executor_delay_us)]
+    if bench.no_instrumentation:
+        command.append("--no-instrumentation")
     return command + _prometheus(prometheus) + _profile(profile)
 
 

@@ -49,6 +49,9 @@ class BenchParameters:
     # Test only (a flag of `node run`): the executor busy-spins this many µs per transaction, so
     # it becomes the bottleneck on purpose (the injected-bottleneck tests). None: no delay.
     executor_delay_us: int | None = None
+    # Test only (a flag of `node run`): nodes skip the CPU per stage and the hop timestamps of
+    # samples, to measure what they cost. False: the node's default (instrumented).
+    no_instrumentation: bool = False
     accounts: int = 10_000
     balance: int = 1_000_000_000
     invalid_share: float = 0.0

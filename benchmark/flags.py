@@ -96,7 +96,7 @@ def _field_types() -> dict[str, type]:
         kind = hint
         if isinstance(hint, types.UnionType):
             kind = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-        if kind in (int, float, str):
+        if kind in (int, float, str, bool):
             converted[name] = kind
     return converted
 
