@@ -58,21 +58,22 @@ def projection_section(projection: Projection | None) -> list[str]:
     if projection is None:
         return [" + CAPACITY PROJECTION: - (no stage reported its CPU per transaction)"]
     head = f" + CAPACITY PROJECTION ({projection.cores} cores per node):"
-    head += f" {projection.tps:,.0f} tx/s,"
+    head += f" {projection.tps:,.0f} tx/s"
     if projection.cpu_bound:
-        top = next(s for s in projection.stages if s.stage == projection.limiting_stage)
-        head += (
-            f" CPU-bound: {projection.cores} cores / {projection.us_per_tx_total:.1f} µs/tx;"
-            f" {top.stage} costs the most ({top.us_per_tx:.1f} µs/tx)"
-        )
+        head += f", CPU-bound: {projection.cores} cores / {projection.us_per_tx_total:.1f} µs/tx"
+        why = f"the cores limit; {projection.limiting_stage} costs the most CPU per transaction"
     else:
-        head += f" limited by {projection.limiting_stage} (at its own ceiling, cores to spare)"
-    detail = ", ".join(
-        f"{s.stage} {s.us_per_tx:.1f} µs/tx, {s.cores_used:.2f} of at most {s.max_cores}"
-        f" core{'s' if s.max_cores > 1 else ''} (alone {s.tps:,.0f} tx/s)"
+        why = f"limited by {projection.limiting_stage}: at its own ceiling, with cores to spare"
+    lines = [
+        head,
+        f"   {'stage':<12} {'µs/tx':>7} {'cores used':>11} {'of at most':>11} {'alone tx/s':>12}",
+    ]
+    lines += [
+        f"   {s.stage:<12} {s.us_per_tx:>7.1f} {s.cores_used:>11.2f} {s.max_cores:>11}"
+        f" {s.tps:>12,.0f}"
         for s in projection.stages
-    )
-    return [head, f"   {detail}"]
+    ]
+    return [*lines, f"   {why}"]
 
 
 def cost_section(cost: Cost | None) -> list[str]:

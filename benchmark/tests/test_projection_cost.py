@@ -119,11 +119,10 @@ def test_summary_projects_and_prices(tmp_path: Path) -> None:
     assert data["projection"]["bound"] == "cpu"
     assert data["cost"]["tx_per_usd"] == pytest.approx(2_500_000)
     text = render_summary(summary)
-    assert (
-        "CAPACITY PROJECTION (2 cores per node): 3,077 tx/s, CPU-bound: 2 cores / 650.0 µs/tx;"
-        " verifier costs the most (500.0 µs/tx)"
-    ) in text
-    assert "verifier 500.0 µs/tx, 1.54 of at most 2 cores (alone 4,000 tx/s)" in text
+    head = "CAPACITY PROJECTION (2 cores per node): 3,077 tx/s, CPU-bound: 2 cores / 650.0 µs/tx"
+    assert head in text
+    assert "   verifier       500.0        1.54           2        4,000" in text
+    assert "the cores limit; verifier costs the most CPU per transaction" in text
     assert "$0.4000 per million tx, 2,500,000 tx per USD" in text
 
 
@@ -134,4 +133,5 @@ def test_summary_caps_the_pool_at_the_threads_the_run_fixed(tmp_path: Path) -> N
     assert projection is not None
     assert (projection.tps, projection.limiting_stage) == (pytest.approx(2_000), "verifier")
     text = render_summary(summarize(run, config))
-    assert "2,000 tx/s, limited by verifier (at its own ceiling, cores to spare)" in text
+    assert "CAPACITY PROJECTION (4 cores per node): 2,000 tx/s\n" in text
+    assert "limited by verifier: at its own ceiling, with cores to spare" in text
