@@ -223,7 +223,9 @@ fn hotstuff_mode_with_real_processes() {
         let last = lines.last().expect("client metrics");
         assert_eq!(last["final"], true);
         sent += last["sent"].as_u64().expect("sent");
-        assert!(last["process"]["cpu_ms"].as_f64() > Some(0.0), "{last}");
+        // Present, but possibly 0: the kernel charges CPU time in 10 ms ticks, and a client
+        // sending 2,000 small transactions a second for 4 s may use less than one.
+        assert!(last["process"]["cpu_ms"].as_f64() >= Some(0.0), "{last}");
         assert!(last["process"]["rss_bytes"].as_f64() > Some(0.0), "{last}");
         assert!(last["process"]["cores"].as_f64() >= Some(1.0), "{last}");
         for line in &lines {
