@@ -75,6 +75,8 @@ class Projection:
     cpu_tps: float
     us_per_tx_total: float
     stages: tuple[StageCapacity, ...]
+    # How the run measured the costs, when that makes the projection err (see the assumptions).
+    caveat: str | None = None
 
     @property
     def cpu_bound(self) -> bool:

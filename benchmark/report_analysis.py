@@ -73,7 +73,8 @@ def projection_section(projection: Projection | None) -> list[str]:
         f" {s.tps:>12,.0f}"
         for s in projection.stages
     ]
-    return [*lines, f"   {why}"]
+    caveat = [] if projection.caveat is None else [f"   ({projection.caveat})"]
+    return [*lines, f"   {why}", *caveat]
 
 
 def cost_section(cost: Cost | None) -> list[str]:

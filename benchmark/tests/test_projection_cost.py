@@ -135,3 +135,21 @@ def test_summary_caps_the_pool_at_the_threads_the_run_fixed(tmp_path: Path) -> N
     text = render_summary(summarize(run, config))
     assert "CAPACITY PROJECTION (4 cores per node): 2,000 tx/s\n" in text
     assert "limited by verifier: at its own ceiling, with cores to spare" in text
+
+
+def test_a_local_run_of_several_nodes_says_its_costs_include_sharing_the_cores(
+    tmp_path: Path,
+) -> None:
+    run = load_run(write_run(tmp_path / "logs"))
+    base = {"mode": "hotcrypto", "nodes": 2, "project_cores": 2}
+    local = summarize(run, {**base, "where": "local", "cores": 2})
+    assert local.projection is not None
+    caveat = "µs/tx measured with 2 nodes sharing 2 cores include the cost of sharing them"
+    assert local.projection.caveat is not None
+    assert local.projection.caveat.startswith(caveat)
+    assert caveat in render_summary(local)
+    # Remote nodes have machines of their own; without the cores nothing can be said.
+    for config in ({**base, "where": "remote", "cores": 2}, {**base, "where": "local"}):
+        projection = summarize(run, config).projection
+        assert projection is not None
+        assert projection.caveat is None
