@@ -45,6 +45,8 @@ def node_command(
         command += ["--executor-delay-us", str(bench.executor_delay_us)]
     if store is not None:
         command += ["--store", store]
+    if bench.no_instrumentation:
+        command.append("--no-instrumentation")
     return command + _prometheus(prometheus) + _profile(profile)
 
 

@@ -52,6 +52,9 @@ class BenchParameters:
     # Every node keeps blocks, batches and its safety state in a durable store (`node run
     # --store`) instead of memory; a node restarted by the fault schedule resumes from it.
     store: bool = False
+    # Test only (a flag of `node run`): nodes skip the CPU per stage and the hop timestamps of
+    # samples, to measure what they cost. False: the node's default (instrumented).
+    no_instrumentation: bool = False
     accounts: int = 10_000
     balance: int = 1_000_000_000
     invalid_share: float = 0.0

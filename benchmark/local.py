@@ -38,8 +38,12 @@ DEFAULT_BASE_PORT = 4000
 LOOPBACK = "127.0.0.1"
 # Nodes have this long to open their transaction ports.
 STARTUP_TIMEOUT = 30.0
-# Clients may run this long beyond --duration (waiting for the nodes, final METRICS line).
+# Clients may run this long beyond --duration (waiting for the nodes, final METRICS line),
+# counted from their first METRICS line: crypto clients sign their whole load before sending,
+# which on a busy machine took 40 s for 1.3 M transactions.
 EXIT_MARGIN = 30.0
+# How long a client may take to start sending (signing included).
+LOAD_START_TIMEOUT = 600.0
 POLL_INTERVAL = 0.1
 
 
@@ -91,6 +95,29 @@ def wait_for_ports(addresses: list[str], processes: list[ManagedProcess], timeou
         if time.monotonic() > deadline:
             raise _failure(process, f"did not open {address} within {timeout:.0f} s")
         time.sleep(POLL_INTERVAL)
+
+
+@dataclass
+class ExitDeadline:
+    """When processes that run for `duration` must have exited: `EXIT_MARGIN` after the duration
+    counted from the moment all of them sent (their first METRICS line), and they have
+    `LOAD_START_TIMEOUT` to get there."""
+
+    duration: float
+    start_by: float = field(default_factory=lambda: time.monotonic() + LOAD_START_TIMEOUT)
+    end_by: float | None = None
+
+    def check(self, processes: list[ManagedProcess], progress: Progress) -> None:
+        now = time.monotonic()
+        if self.end_by is None:
+            silent = [p for p in processes if p.running() and not progress.has_reported(p.log_path)]
+            if not silent:
+                self.end_by = now + self.duration + EXIT_MARGIN
+            elif now > self.start_by:
+                raise _failure(silent[0], f"sent nothing within {LOAD_START_TIMEOUT:.0f} s")
+        elif now > self.end_by:
+            late = next((p for p in processes if p.running()), processes[0])
+            raise _failure(late, f"still running {EXIT_MARGIN:.0f} s after its duration")
 
 
 @dataclass
@@ -299,7 +326,7 @@ class LocalBench:
         """Wait for `finishing` to exit on their own while `watched` must keep running, except
         where `faults` killed a node (process i of either list belongs to node i)."""
         progress = Progress(self.out, float(bench.duration), logs)
-        deadline = time.monotonic() + bench.duration + EXIT_MARGIN
+        deadline = ExitDeadline(float(bench.duration))
         try:
             while any(p.running() for p in finishing) or (
                 faults is not None and faults.holds_run(bench.duration)
@@ -314,9 +341,7 @@ class LocalBench:
                         continue
                     if process.returncode not in (None, 0):
                         raise _failure(process, f"failed with code {process.returncode}")
-                if time.monotonic() > deadline:
-                    late = next(p for p in finishing if p.running())
-                    raise _failure(late, f"still running {EXIT_MARGIN:.0f} s after its duration")
+                deadline.check(finishing, progress)
                 progress.tick()
                 time.sleep(POLL_INTERVAL)
             progress.tick(force=True)

@@ -69,6 +69,10 @@ class Progress:
             self.out.write(line + "\n")
         self.out.flush()
 
+    def has_reported(self, log: Path) -> bool:
+        """Whether `log` holds a METRICS line yet (it reads what was appended since)."""
+        return any(f.path == log and f.poll() is not None for f in self.followers)
+
     def finish(self) -> None:
         if self.out.isatty():
             self.out.write("\n")

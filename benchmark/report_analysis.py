@@ -57,16 +57,24 @@ def resources_section(used: Resources | None) -> list[str]:
 def projection_section(projection: Projection | None) -> list[str]:
     if projection is None:
         return [" + CAPACITY PROJECTION: - (no stage reported its CPU per transaction)"]
-    detail = ", ".join(
-        f"{s.stage} {s.us_per_tx:.1f} µs/tx on {s.cores} core{'s' if s.cores > 1 else ''}"
-        f" → {s.tps:,.0f} tx/s"
-        for s in projection.stages
-    )
-    return [
-        f" + CAPACITY PROJECTION ({projection.cores} cores per node): {projection.tps:,.0f} tx/s,"
-        f" limited by {projection.limiting_stage}",
-        f"   {detail}",
+    head = f" + CAPACITY PROJECTION ({projection.cores} cores per node):"
+    head += f" {projection.tps:,.0f} tx/s"
+    if projection.cpu_bound:
+        head += f", CPU-bound: {projection.cores} cores / {projection.us_per_tx_total:.1f} µs/tx"
+        why = f"the cores limit; {projection.limiting_stage} costs the most CPU per transaction"
+    else:
+        why = f"limited by {projection.limiting_stage}: at its own ceiling, with cores to spare"
+    lines = [
+        head,
+        f"   {'stage':<12} {'µs/tx':>7} {'cores used':>11} {'of at most':>11} {'alone tx/s':>12}",
     ]
+    lines += [
+        f"   {s.stage:<12} {s.us_per_tx:>7.1f} {s.cores_used:>11.2f} {s.max_cores:>11}"
+        f" {s.tps:>12,.0f}"
+        for s in projection.stages
+    ]
+    caveat = [] if projection.caveat is None else [f"   ({projection.caveat})"]
+    return [*lines, f"   {why}", *caveat]
 
 
 def cost_section(cost: Cost | None) -> list[str]:

@@ -30,7 +30,7 @@ queue maxima and invalid/failed/dropped counts take the worst node.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import pairwise
 from typing import Any
 
@@ -626,8 +626,14 @@ def summarize(
         bottleneck=find_bottleneck(stages, end_to_end, clients_stats, consensus, used.machines),
         hops=hop_latencies(run.clients, run.nodes, window, last_event) if run.nodes else (),
         resources=used,
-        projection=project(
-            {r.name: r.us_per_tx for r in stages if r.us_per_tx is not None}, project_cores
+        projection=_with_caveat(
+            project(
+                {r.name: r.us_per_tx for r in stages if r.us_per_tx is not None},
+                project_cores,
+                _verifier_threads(config),
+            ),
+            config,
+            len(run.nodes),
         ),
         cost=None if price is None else cost(float(price), instances, end_to_end.tps),
         timeline=stage_timelines(processes, window.load_start_ms),
@@ -645,6 +651,26 @@ def _local_cores(config: dict[str, Any]) -> int | None:
     """The cores of the machine a local run used (the runner reads them: `os.cpu_count()`)."""
     cores = config.get("cores")
     return int(cores) if isinstance(cores, int | float) and cores > 0 else None
+
+
+def _with_caveat(
+    projection: Projection | None, config: dict[str, Any], nodes: int
+) -> Projection | None:
+    """Says so when the costs were measured with several nodes on one machine's cores."""
+    cores = _local_cores(config)
+    if projection is None or config.get("where") != "local" or nodes < 2 or cores is None:
+        return projection
+    caveat = (
+        f"µs/tx measured with {nodes} nodes sharing {cores} cores include the cost of sharing"
+        " them: the projection errs low"
+    )
+    return replace(projection, caveat=caveat)
+
+
+def _verifier_threads(config: dict[str, Any]) -> int | None:
+    """The verifier threads the run fixed (`--verifier-threads`), else None (one per core)."""
+    threads = config.get("verifier_threads")
+    return int(threads) if isinstance(threads, int | float) and threads > 0 else None
 
 
 def _hosts(config: dict[str, Any]) -> list[str]:

@@ -1,5 +1,5 @@
 """The flags of the analysis reach the processes and the summary: `--executor-delay-us`,
-`--profile`, `--project-cores`, `--instance-price` (flag or settings)."""
+`--no-instrumentation`, `--profile`, `--project-cores`, `--instance-price` (flag or settings)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,15 @@ def test_executor_delay_and_profile_reach_the_node_command() -> None:
         "--profile",
         "d",
     ]
+
+
+def test_no_instrumentation_reaches_the_node_command_from_its_flag() -> None:
+    [point] = sweep_from_flags({"no_instrumentation": True})
+    assert point.no_instrumentation
+    assert "--no-instrumentation" in _node(point)
+    [default] = sweep_from_flags({"no_instrumentation": None})
+    assert "--no-instrumentation" not in _node(default)
+    assert BenchParameters.from_dict(point.to_dict()).no_instrumentation
 
 
 def test_executor_delay_is_checked() -> None:

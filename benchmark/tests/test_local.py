@@ -170,3 +170,40 @@ def test_the_parameters_file_of_a_run_holds_only_the_flags_given(
     local.run(point)
     [parameters] = (tmp_path / "work").glob("*/parameters.json")
     assert json.loads(parameters.read_text()) == written
+
+
+def _slow_starting_client(tmp_path: Path, standins: Path, delay: str) -> Path:
+    """Binaries whose client waits `delay` (a `sleep` argument) before it starts, as a crypto
+    client signing its load on a busy machine does."""
+    binaries = tmp_path / "bin"
+    binaries.mkdir()
+    shutil.copy(standins / "node", binaries / "node")
+    client = binaries / "client"
+    client.write_text(f'#!/bin/sh\nsleep {delay}\nexec {standins / "client"} "$@"\n')
+    client.chmod(0o755)
+    return binaries
+
+
+def test_the_exit_margin_counts_from_the_first_metrics_line(
+    tmp_path: Path, standins: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Duration and margin (1 + 3 s) end long before the client starts sending (after 8 s): a
+    # deadline counted from the start would fail the run.
+    monkeypatch.setattr("benchmark.local.EXIT_MARGIN", 3.0)
+    local = _local(tmp_path, standins)
+    local.binaries = _slow_starting_client(tmp_path, standins, "8")
+    [summary] = local.run(_bench(mode="hotcrypto", nodes=4, rate=1_000, duration=1, accounts=40))
+    assert summary.processes["clients"] == 4
+    assert _no_stand_in_left(standins)
+
+
+def test_a_client_that_never_sends_fails_the_run(
+    tmp_path: Path, standins: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("benchmark.local.LOAD_START_TIMEOUT", 1.0)
+    local = _local(tmp_path, standins)
+    local.binaries = _slow_starting_client(tmp_path, standins, "600")
+    bench = _bench(mode="hotcrypto", nodes=4, rate=1_000, duration=1, accounts=40)
+    with pytest.raises(BenchError, match=r"client-\d sent nothing within 1 s"):
+        local.run(bench)
+    assert _no_stand_in_left(tmp_path / "bin")

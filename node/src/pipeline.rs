@@ -96,6 +96,9 @@ pub struct StageSettings {
     pub max_backlog_per_sender: usize,
     /// Where sample transactions are reported (a node's METRICS line).
     pub samples: Option<Arc<SampleLog>>,
+    /// Whether the verifier reports the `commit` and `verify` hops of samples (the executor's
+    /// `execute`, the end of the end-to-end latency, is reported whenever `samples` is set).
+    pub hops: bool,
     /// Test knob: the executor busy-spins this long per transaction, so it becomes the
     /// bottleneck on purpose (and its CPU shows).
     pub executor_delay: Duration,
@@ -147,7 +150,7 @@ impl Pipeline {
         let backlog = settings.max_backlog_per_sender;
         let samples = settings.samples;
         let delay = settings.executor_delay;
-        let checker_samples = samples.clone();
+        let checker_samples = if settings.hops { samples.clone() } else { None };
         let executor = match execution {
             Execution::Move => spawn_stage(
                 move || {

@@ -61,6 +61,11 @@ pub struct RunArgs {
     /// Test knob: the executor busy-spins this many microseconds per transaction.
     #[arg(long, default_value_t = 0, hide = true)]
     pub executor_delay_us: u64,
+    /// Test knob, to measure what instrumentation costs: no CPU time per stage (the threads of
+    /// /proc/self/task are not read) and no hop timestamps of samples (receive, seal, quorum,
+    /// commit, verify); the `execute` event, which ends the end-to-end latency, stays.
+    #[arg(long, hide = true)]
+    pub no_instrumentation: bool,
 }
 
 /// The run arguments with the files they name read and checked.
@@ -140,13 +145,18 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     let (tx_mempool, rx_mempool) = mpsc::channel(capacity);
     let mempool = Arc::new(MempoolMetrics::default());
     let samples = Arc::new(SampleLog::default());
-    let sample_hooks = args.mode.sample_detector().map(|detect| {
-        let log = samples.clone();
-        SampleHooks {
-            detect: Arc::new(detect),
-            report: Arc::new(move |id, event, t_ms| log.push(SampleEvent { id, event, t_ms })),
-        }
-    });
+    let instrumented = !args.no_instrumentation;
+    let sample_hooks = args
+        .mode
+        .sample_detector()
+        .filter(|_| instrumented)
+        .map(|detect| {
+            let log = samples.clone();
+            SampleHooks {
+                detect: Arc::new(detect),
+                report: Arc::new(move |id, event, t_ms| log.push(SampleEvent { id, event, t_ms })),
+            }
+        });
     Mempool::spawn(
         name,
         keys.secret.clone(),
@@ -194,12 +204,14 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 channel_capacity: capacity,
                 max_backlog_per_sender: parameters.max_backlog_per_sender,
                 samples: Some(samples),
+                hops: instrumented,
                 executor_delay: Duration::from_micros(args.executor_delay_us),
             },
             &mut registry,
         )
         .context("starting the stages")?;
-    registry.add(ProcessSource::new(args.mode.pipeline().stage_names(), true));
+    registry
+        .add(ProcessSource::new(args.mode.pipeline().stage_names(), true).per_thread(instrumented));
     let registry = Arc::new(registry);
     if let Some(address) = args.prometheus {
         serve_prometheus(address, registry.clone())?;

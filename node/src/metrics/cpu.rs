@@ -154,6 +154,8 @@ fn read_process() -> (Option<u64>, Option<u64>) {
 pub struct ProcessSource {
     stages: Vec<String>,
     consensus: bool,
+    /// Whether to read every thread's CPU time (per stage); off, only the process section.
+    per_thread: bool,
     cores: usize,
     ms_per_tick: f64,
     /// Last ticks seen per thread, by (tid, start): a thread that has ended keeps counting for
@@ -169,12 +171,20 @@ impl ProcessSource {
         ProcessSource {
             stages,
             consensus,
+            per_thread: true,
             cores: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
             ms_per_tick: 1000.0 / ticks_per_second() as f64,
             seen: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Whether to attribute CPU to stages (on by default); off, a snapshot reads only the
+    /// process's own totals, so the cost of reading every thread can be measured.
+    pub fn per_thread(mut self, on: bool) -> Self {
+        self.per_thread = on;
+        self
     }
 
     /// Milliseconds of CPU per stage (in `stages` order) and of the runtime threads.
@@ -210,14 +220,16 @@ impl ProcessSource {
 
 impl Source for ProcessSource {
     fn collect(&self, snapshot: &mut Snapshot) {
-        let (stages, runtime) = self.stage_cpu_ms();
-        for (stage, ms) in self.stages.iter().zip(stages) {
-            snapshot
-                .member("stages", "stage", stage.clone())
-                .counter("cpu_ms", ms);
-        }
-        if self.consensus {
-            snapshot.section("consensus").counter("cpu_ms", runtime);
+        if self.per_thread {
+            let (stages, runtime) = self.stage_cpu_ms();
+            for (stage, ms) in self.stages.iter().zip(stages) {
+                snapshot
+                    .member("stages", "stage", stage.clone())
+                    .counter("cpu_ms", ms);
+            }
+            if self.consensus {
+                snapshot.section("consensus").counter("cpu_ms", runtime);
+            }
         }
         let (ticks, rss) = read_process();
         let mut process = snapshot.section("process");
