@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use consensus::config::read_json;
 use consensus::mempool::{Mempool, MempoolMetrics, SampleHooks};
+use consensus::network::{EmulationSpec, NetEmulation};
 use consensus::{metered, Committee, Consensus, MempoolLink, Parameters, Store};
 use crypto::KeyPair;
 use executor::Genesis;
@@ -53,6 +54,10 @@ pub struct RunArgs {
     /// DIR/profile.folded.
     #[arg(long, value_name = "DIR")]
     pub profile: Option<PathBuf>,
+    /// Emulate the network on the committee's links: per-link latency and partition windows
+    /// (JSON; see `consensus::network::emulation`). Client connections are not affected.
+    #[arg(long, value_name = "FILE")]
+    pub net_emulation: Option<PathBuf>,
     /// Test knob: the executor busy-spins this many microseconds per transaction.
     #[arg(long, default_value_t = 0, hide = true)]
     pub executor_delay_us: u64,
@@ -66,6 +71,8 @@ pub struct NodeConfig {
     pub parameters: Parameters,
     /// Present exactly for the modes that execute.
     pub genesis: Option<Genesis>,
+    /// The checked `--net-emulation` file.
+    pub emulation: Option<EmulationSpec>,
 }
 
 impl NodeConfig {
@@ -92,12 +99,18 @@ impl NodeConfig {
             (Some(_), None) => anyhow::bail!("--mode {} needs --genesis", args.mode.as_str()),
             (Some(_), Some(path)) => Some(Genesis::load(path)?),
         };
+        let emulation = args
+            .net_emulation
+            .as_deref()
+            .map(|path| EmulationSpec::load(path, &committee))
+            .transpose()?;
         Ok(NodeConfig {
             args,
             keys,
             committee,
             parameters,
             genesis,
+            emulation,
         })
     }
 }
@@ -118,12 +131,17 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         committee,
         parameters,
         genesis,
+        emulation,
     } = config;
     // First, so the profile covers the start too.
     let profiler = args.profile.as_deref().map(Profiler::start).transpose()?;
     let name = keys.name;
     let capacity = parameters.channel_capacity;
     let store = Store::new();
+    let emulation = emulation.map(|spec| {
+        info!("network emulation on the committee's links");
+        NetEmulation::start(&spec, &name, &committee)
+    });
 
     // Mempool and consensus, side by side: batch digests go up, sync requests come down.
     let (tx_digests, rx_digests) = mpsc::channel(capacity);
@@ -147,6 +165,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         tx_digests,
         mempool.clone(),
         sample_hooks,
+        emulation.clone(),
     )
     .await
     .context("starting the mempool")?;
@@ -162,6 +181,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
             tx_mempool,
         },
         tx_output,
+        emulation,
     )
     .await
     .context("starting consensus")?;
