@@ -22,8 +22,10 @@ def node_command(
     bench: BenchParameters,
     prometheus: str | None = None,
     profile: str | None = None,
+    net_emulation: str | None = None,
 ) -> list[str]:
-    """`profile`: the directory the node writes its flame graph and folded stacks to on exit."""
+    """`profile`: the directory the node writes its flame graph and folded stacks to on exit;
+    `net_emulation`: the file of the emulated links (net_emulation.py)."""
     command = [
         binary,
         "run",
@@ -41,6 +43,8 @@ def node_command(
         command += ["--verifier-threads", str(bench.verifier_threads)]
     if bench.executor_delay_us is not None:
         command += ["--executor-delay-us", str(bench.executor_delay_us)]
+    if net_emulation is not None:
+        command += ["--net-emulation", net_emulation]
     return command + _prometheus(prometheus) + _profile(profile)
 
 
