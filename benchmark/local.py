@@ -116,6 +116,8 @@ class LocalBench:
     fault_schedule: FaultSchedule = field(default_factory=FaultSchedule)
     # Whether a failed audit fails the run (stand-in binaries make no consistent ledger).
     enforce_audit: bool = True
+    # Seconds from writing the partition windows to the clients' start (net_emulation.py).
+    partition_lead: float = LOCAL_PARTITION_LEAD_S
 
     @property
     def binaries_dir(self) -> Path:
@@ -217,7 +219,7 @@ class LocalBench:
         names = committee_names(files.committee_file)
         # With partitions the clients' start is fixed now: the nodes' windows count from it.
         partitions = self.fault_schedule.partitions
-        start_at = time.time() + LOCAL_PARTITION_LEAD_S if partitions else None
+        start_at = time.time() + self.partition_lead if partitions else None
         emulation = None
         if emulates(bench, partitions):
             start_ms = start_at * 1000.0 if start_at is not None else None
@@ -237,7 +239,7 @@ class LocalBench:
             if late > 0:
                 self.out.write(
                     f"warning: the nodes took {late:.1f} s longer to boot than the"
-                    f" {LOCAL_PARTITION_LEAD_S:g} s allowed; partitions count from the planned"
+                    f" {self.partition_lead:g} s allowed; partitions count from the planned"
                     " start, before the clients'\n"
                 )
             else:

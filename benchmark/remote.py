@@ -227,6 +227,7 @@ class RemoteBench:
         analysis: AnalysisOptions | None = None,
         fault_schedule: FaultSchedule | None = None,
         enforce_audit: bool = True,
+        partition_lead: float = REMOTE_PARTITION_LEAD_S,
     ) -> None:
         if not hosts:
             raise RemoteError("no hosts (are the instances running? see `fab info`)")
@@ -247,6 +248,8 @@ class RemoteBench:
         # Crashes and leader kills during every run (fault_schedule.py); node i's start script.
         self.fault_schedule = fault_schedule or FaultSchedule()
         self.enforce_audit = enforce_audit
+        # Seconds from writing the partition windows to the clients' start (net_emulation.py).
+        self.partition_lead = partition_lead
         self.node_scripts: dict[int, str] = {}
         self.connections = [
             Connection(
@@ -422,7 +425,7 @@ class RemoteBench:
             if late > 0:
                 self.out.write(
                     f"warning: the nodes took {late:.1f} s longer to start than the"
-                    f" {REMOTE_PARTITION_LEAD_S:g} s allowed; partitions count from the planned"
+                    f" {self.partition_lead:g} s allowed; partitions count from the planned"
                     " start, before the clients'\n"
                 )
             else:
@@ -531,7 +534,7 @@ class RemoteBench:
         # With partitions the clients' start is fixed now: the nodes' windows count from it
         # (the hosts' clocks are assumed synchronised, as for the latency hops).
         partitions = self.fault_schedule.partitions
-        clients_at = time.time() + REMOTE_PARTITION_LEAD_S if partitions else None
+        clients_at = time.time() + self.partition_lead if partitions else None
         emulation = None
         if emulates(bench, partitions):
             start_ms = clients_at * 1000.0 if clients_at is not None else None

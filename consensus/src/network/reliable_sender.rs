@@ -364,8 +364,11 @@ impl Peer {
     ) -> io::Result<()> {
         let mut state = link.watch();
         loop {
-            let now = Instant::now();
-            let crossing = (*state.borrow_and_update(), link.outgoing, now);
+            let crossing = Crossing {
+                link: *state.borrow_and_update(),
+                delay: link.outgoing,
+                now: Instant::now(),
+            };
             let (batch, next_due) = self.take_unwritten(Some(crossing));
             if !batch.is_empty() {
                 writer.write_frames(&batch).await?;
@@ -381,12 +384,8 @@ impl Peer {
     }
 
     /// Claims every message not yet written on this connection, within the in-flight window;
-    /// under emulation (`crossing`: the link's state, its latency and the time now) only those
-    /// that may cross the link by now, and says when the next one may.
-    fn take_unwritten(
-        &self,
-        crossing: Option<(LinkState, std::time::Duration, Instant)>,
-    ) -> (Vec<Bytes>, Option<Instant>) {
+    /// under emulation only those that may cross the link by now, and says when the next one may.
+    fn take_unwritten(&self, crossing: Option<Crossing>) -> (Vec<Bytes>, Option<Instant>) {
         let mut state = self.lock();
         let State {
             queue,
@@ -401,10 +400,10 @@ impl Peer {
             if in_flight.len() >= self.capacity {
                 break;
             }
-            if let (Some((link, delay, now)), Some(sent)) = (crossing, pending.sent) {
+            if let (Some(crossing), Some(sent)) = (&crossing, pending.sent) {
                 // Due times never decrease along the queue: the first not due ends the batch.
-                match link.due(sent, delay) {
-                    Some(due) if due <= now => {}
+                match crossing.link.due(sent, crossing.delay) {
+                    Some(due) if due <= crossing.now => {}
                     due => {
                         next_due = due;
                         break;
@@ -488,6 +487,14 @@ impl Peer {
         }
         Ok(())
     }
+}
+
+/// What decides whether a message may be written on an emulated link now.
+struct Crossing {
+    link: LinkState,
+    /// The link's latency towards the peer.
+    delay: Duration,
+    now: Instant,
 }
 
 /// Exponential backoff with jitter, so peers restarting together do not reconnect in lockstep.
