@@ -67,6 +67,8 @@ BENCH_FLAGS = {
     "runs": "how many times to repeat each configuration",
     "invalid_share": "share of transactions with a bad signature (crypto modes)",
     "store": "every node keeps blocks, batches and its safety state on disk (node run --store)",
+    "delay": "one-way latency (ms) the nodes add to every committee link (WAN emulation)",
+    "delay_matrix": "CSV file, N rows of N one-way latencies (ms): row i to column j",
 }
 
 # The fault schedule (benchmark/fault_schedule.py); not bench parameters: no sweep, no default.
@@ -74,6 +76,8 @@ FAULT_FLAGS = {
     "crash": "NODE@T or NODE@T:RESTART_T: SIGKILL node NODE T s after the clients start"
     " (and run it again at RESTART_T); repeatable",
     "kill_leader_every": "every S s kill the leader of the current round, restart it S/2 later",
+    "partition": "NODES@T1-T2 (e.g. 3@5-25 or 1,2@5-25): cut NODES off from the others from T1 to"
+    " T2 s after the clients start; repeatable",
 }
 
 
@@ -103,7 +107,7 @@ def _guard(action: Callable[[], T]) -> T:
 # short flags then end in an empty one (`--=STRING` in --help).
 @task(
     auto_shortflags=False,
-    iterable=["crash"],
+    iterable=["crash", "partition"],
     help={
         **_bench_help(),
         **FAULT_FLAGS,
@@ -134,8 +138,11 @@ def local(
     runs: str | None = None,
     invalid_share: str | None = None,
     store: bool = False,
+    delay: str | None = None,
+    delay_matrix: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
+    partition: list[str] | None = None,
     base_port: int = DEFAULT_BASE_PORT,
     prometheus_port: str | None = None,
     profile: bool = False,
@@ -167,6 +174,8 @@ def local(
                 "runs": runs,
                 "invalid_share": invalid_share,
                 "store": store or None,
+                "delay": delay,
+                "delay_matrix": delay_matrix,
             }
         )
         runner = LocalBench(
@@ -178,7 +187,7 @@ def local(
             prometheus_port=optional_int(prometheus_port, "prometheus_port"),
             profile=profile,
             analysis=_analysis(project_cores, instance_price),
-            fault_schedule=schedule_from_flags(crash, kill_leader_every),
+            fault_schedule=schedule_from_flags(crash, kill_leader_every, partition),
         )
         sweep.run_sweep(points, runner, sys.stdout, before_runs=runner.build if build else None)
 
@@ -286,7 +295,7 @@ def install(c: Context, skip_toolchain: bool = False, settings: str = "settings.
 
 @task(
     auto_shortflags=False,
-    iterable=["crash"],
+    iterable=["crash", "partition"],
     help={
         **_bench_help(REMOTE_DEFAULTS),
         **FAULT_FLAGS,
@@ -316,9 +325,12 @@ def remote(
     runs: str | None = None,
     invalid_share: str | None = None,
     store: bool = False,
+    delay: str | None = None,
+    delay_matrix: str | None = None,
     prometheus_port: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
+    partition: list[str] | None = None,
     profile: bool = False,
     project_cores: str | None = None,
     instance_price: str | None = None,
@@ -346,13 +358,15 @@ def remote(
                 "runs": runs,
                 "invalid_share": invalid_share,
                 "store": store or None,
+                "delay": delay,
+                "delay_matrix": delay_matrix,
             },
             REMOTE_DEFAULTS,
         )
         if points[0].mode == "movevm":
             raise ConfigError("movevm runs in one process: use `fab local --mode=movevm`")
         metrics_port = optional_int(prometheus_port, "prometheus_port")
-        schedule = schedule_from_flags(crash, kill_leader_every)
+        schedule = schedule_from_flags(crash, kill_leader_every, partition)
         with _remote_bench(
             settings,
             metrics_port,

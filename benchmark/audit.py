@@ -23,8 +23,11 @@ starts again from genesis). The checks, each a line of the result:
   some node (`sealed_txs`, summed over nodes and lives) but not committed by this one when the run
   stopped (queued behind consensus, or held by a node that crashed), transactions sent but not
   sealed (at most what the clients sent in their last `QUEUE_WINDOW_S` seconds, or before their
-  node's crash), and for a crashed node what the nodes that ran to the end executed beyond it (it
-  was down). Whatever is left is unexplained and fails; so does executing more than was sent.
+  node's crash), for a crashed node what the nodes that ran to the end executed beyond it (it
+  was down), and for a node cut off by a partition what those nodes executed beyond it (it was
+  still catching up when the run stopped). Whatever is left is unexplained and fails; so does
+  executing more than was sent. A partitioned node is otherwise held to everything a node that
+  ran to the end is: it was up all along, and must end with every sample executed once.
 
 A client whose node crashed dies with its connection and never writes its final line: up to one
 interval of its sends (its rate x 1 s) is unreported, and is allowed as such.
@@ -337,8 +340,14 @@ def _reasons(record: Record, clients: ClientTotals, sealed: float) -> dict[str, 
 
 
 def _check_accounting(
-    report: AuditReport, nodes: list[NodeLives], clients: ClientTotals, mode: str
+    report: AuditReport,
+    nodes: list[NodeLives],
+    clients: ClientTotals,
+    mode: str,
+    partitioned: set[int] | None = None,
 ) -> None:
+    partitioned = partitioned or set()
+
     def done(record: Record) -> float:
         if mode == "hotstuff":
             return number(record, ("consensus", "committed_txs")) or 0.0
@@ -375,6 +384,13 @@ def _check_accounting(
                 ),
                 **reasons,
             }
+        elif node.index in partitioned and reference is not None:
+            reasons = {
+                "behind after its partition (still catching up at the stop)": max(
+                    0.0, reference - count
+                ),
+                **reasons,
+            }
         remaining = max(0.0, gap)
         used = {}
         for reason, amount in reasons.items():
@@ -401,7 +417,7 @@ def audit(run: RunMetrics, faults: FaultLog, mode: str, genesis_total: int | Non
         _check_supply(report, nodes, genesis_total)
     event = "commit" if mode == "hotstuff" else "execute"
     _check_samples(report, nodes, clients, event, sealed_total(nodes))
-    _check_accounting(report, nodes, clients, mode)
+    _check_accounting(report, nodes, clients, mode, faults.partitioned())
     return report
 
 

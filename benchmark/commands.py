@@ -23,9 +23,11 @@ def node_command(
     prometheus: str | None = None,
     profile: str | None = None,
     store: str | None = None,
+    net_emulation: str | None = None,
 ) -> list[str]:
-    """`profile`: the directory the node writes its flame graph and folded stacks to on exit.
-    `store`: the file of the node's durable store (`bench.store`); None keeps it in memory."""
+    """`profile`: the directory the node writes its flame graph and folded stacks to on exit;
+    `store`: the file of the node's durable store (`bench.store`), None keeps it in memory;
+    `net_emulation`: the file of the emulated links (net_emulation.py)."""
     command = [
         binary,
         "run",
@@ -47,6 +49,8 @@ def node_command(
         command += ["--store", store]
     if bench.no_instrumentation:
         command.append("--no-instrumentation")
+    if net_emulation is not None:
+        command += ["--net-emulation", net_emulation]
     return command + _prometheus(prometheus) + _profile(profile)
 
 

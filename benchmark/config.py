@@ -21,6 +21,9 @@ MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove", "movevm")
 NODE_MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove")
 CRYPTO_MODES: tuple[str, ...] = ("hotcrypto", "hotmove")
 
+# The node refuses larger link latencies as unit mistakes (consensus::network::emulation).
+MAX_DELAY_MS = 60_000
+
 # Ports used by one node: consensus, mempool, transactions. Co-located nodes shift by this stride.
 PORTS_PER_NODE = 3
 
@@ -59,6 +62,10 @@ class BenchParameters:
     balance: int = 1_000_000_000
     invalid_share: float = 0.0
     runs: int = 1
+    # Network emulation on the committee's links (net_emulation.py): one-way latency of every
+    # link (ms), or a CSV file of per-link latencies. None: real links, no emulation at all.
+    delay_ms: int | None = None
+    delay_matrix: str | None = None
     node: NodeParameters = field(default_factory=NodeParameters)
 
     def __post_init__(self) -> None:
@@ -83,6 +90,7 @@ class BenchParameters:
                 )
             if self.mode not in CRYPTO_MODES:
                 raise ConfigError(f"executor_delay_us needs an executor: mode {self.mode} has none")
+        self._check_links()
         if not 0.0 <= self.invalid_share <= 1.0:
             raise ConfigError(f"invalid_share must be in [0, 1], got {self.invalid_share}")
         if self.mode in NODE_MODES:
@@ -99,6 +107,19 @@ class BenchParameters:
             raise ConfigError(
                 f"tx_size must be at least 9 bytes in hotstuff mode, got {self.tx_size}"
             )
+
+    def _check_links(self) -> None:
+        if self.delay_ms is not None and not 0 <= self.delay_ms <= MAX_DELAY_MS:
+            raise ConfigError(f"delay must be within 0..{MAX_DELAY_MS} ms, got {self.delay_ms}")
+        if self.delay_ms is not None and self.delay_matrix is not None:
+            raise ConfigError("give --delay or --delay-matrix, not both")
+        if self.emulated_links and self.mode not in NODE_MODES:
+            raise ConfigError(f"--delay and --delay-matrix need nodes; {self.mode} runs none")
+
+    @property
+    def emulated_links(self) -> bool:
+        """Whether the nodes emulate link latencies (partitions are in the fault schedule)."""
+        return self.delay_ms is not None or self.delay_matrix is not None
 
     @property
     def live_nodes(self) -> int:

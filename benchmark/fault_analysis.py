@@ -47,8 +47,9 @@ class FaultAnalysis:
                 outcome = f"did not catch up (reached {catch_up.reached:,.0f})"
             else:
                 outcome = f"caught up after {catch_up.caught_up_after:.1f} s"
+            came_back = "healed" if catch_up.after == "heal" else "restarted"
             lines.append(
-                f"   node-{catch_up.node} restarted at {catch_up.restart_t:.1f} s, others at"
+                f"   node-{catch_up.node} {came_back} at {catch_up.restart_t:.1f} s, others at"
                 f" {catch_up.target:,.0f}: {outcome}"
             )
         if self.faults.events:

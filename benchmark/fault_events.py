@@ -15,15 +15,18 @@ from typing import Any
 FILE_NAME = "faults.json"
 CRASH = "crash"
 RESTART = "restart"
+# A node cut off from the others by an emulated partition, and the partition's end.
+PARTITION = "partition"
+HEAL = "heal"
 
 
 @dataclass(frozen=True)
 class FaultEvent:
-    kind: str  # CRASH or RESTART
+    kind: str  # CRASH, RESTART, PARTITION or HEAL
     node: int
     t: float
     time_ms: float
-    cause: str  # "schedule" (--crash) or "leader" (--kill-leader-every)
+    cause: str  # "schedule" (--crash, --partition) or "leader" (--kill-leader-every)
     round: int | None = None  # the round whose leader was killed
 
     @classmethod
@@ -40,7 +43,8 @@ class FaultEvent:
 
 @dataclass
 class FaultLog:
-    """The schedule asked for, the clients' start, and every crash and restart done."""
+    """The schedule asked for, the clients' start, every crash and restart done, and when each
+    node was cut off and healed (one event per node of a partition)."""
 
     start_ms: float | None = None
     schedule: dict[str, Any] = field(default_factory=dict)
@@ -54,11 +58,19 @@ class FaultLog:
         """Nodes whose last event is a crash: they did not run to the end."""
         last: dict[int, str] = {}
         for event in sorted(self.events, key=lambda e: e.time_ms):
-            last[event.node] = event.kind
+            if event.kind in (CRASH, RESTART):
+                last[event.node] = event.kind
         return {node for node, kind in last.items() if kind == CRASH}
 
     def restarts(self) -> list[FaultEvent]:
         return [e for e in self.events if e.kind == RESTART]
+
+    def heals(self) -> list[FaultEvent]:
+        return [e for e in self.events if e.kind == HEAL]
+
+    def partitioned(self) -> set[int]:
+        """Nodes cut off by a partition at some point of the run."""
+        return {e.node for e in self.events if e.kind == PARTITION}
 
     def to_dict(self) -> dict[str, Any]:
         return {

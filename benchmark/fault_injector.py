@@ -1,4 +1,5 @@
-"""Carries out a fault schedule while a run goes: crashes, restarts, leader kills.
+"""Carries out a fault schedule while a run goes: crashes, restarts, leader kills. Partitions
+are carried out by the nodes (net_emulation.py); the injector records them when they happen.
 
 The injector knows nothing of processes or SSH: a `NodeControl` kills and restarts node i and
 reports the latest round the nodes announced (`consensus.round` of their METRICS lines). The
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
-from .fault_events import CRASH, RESTART, FaultEvent, FaultLog
+from .fault_events import CRASH, HEAL, PARTITION, RESTART, FaultEvent, FaultLog
 from .fault_schedule import FaultSchedule
 from .leader import leader_index
 
@@ -63,15 +64,20 @@ class FaultInjector:
     # Wall clock ms since which a fresh METRICS line is awaited for a due leader kill.
     leader_kill_armed_ms: float | None = None
 
-    def start(self) -> None:
-        """The clients just started: times of the schedule count from now."""
-        self.log.start_ms = self.clock() * 1000.0
+    def start(self, at: float | None = None) -> None:
+        """The clients just started: times of the schedule count from now, or from `at` (wall
+        clock seconds) when the start was fixed in advance (the nodes' partition windows)."""
+        self.log.start_ms = (self.clock() if at is None else at) * 1000.0
         self.log.schedule = self.schedule.to_dict()
         self.log.never_booted = list(range(self.live_nodes, len(self.names)))
         for crash in self.schedule.crashes:
             self.pending.append(_Pending(crash.at, CRASH, crash.node, "schedule"))
             if crash.restart_at is not None:
                 self.pending.append(_Pending(crash.restart_at, RESTART, crash.node, "schedule"))
+        for partition in self.schedule.partitions:
+            for node in partition.nodes:
+                self.pending.append(_Pending(partition.start, PARTITION, node, "schedule"))
+                self.pending.append(_Pending(partition.end, HEAL, node, "schedule"))
         self.pending.sort()
         self.next_leader_kill = self.schedule.kill_leader_every
 
@@ -101,8 +107,11 @@ class FaultInjector:
             event = self.pending.pop(0)
             if event.kind == CRASH:
                 self._crash(event.node, event.cause, None)
-            else:
+            elif event.kind == RESTART:
                 self._restart(event.node, event.cause)
+            else:
+                # The nodes cut and healed at the scheduled moment: record that moment.
+                self._record(event.kind, event.node, event.cause, None, at=event.t)
         if self.next_leader_kill is not None and now >= self.next_leader_kill:
             if self.next_leader_kill < self.duration:
                 self.leader_kill_armed_ms = self.clock() * 1000.0
@@ -139,10 +148,14 @@ class FaultInjector:
         self.down.discard(node)
         self._record(RESTART, node, cause, None)
 
-    def _record(self, kind: str, node: int, cause: str, round_: int | None) -> None:
-        event = FaultEvent(
-            kind, node, round(self.elapsed(), 3), self.clock() * 1000.0, cause, round_
-        )
+    def _record(
+        self, kind: str, node: int, cause: str, round_: int | None, at: float | None = None
+    ) -> None:
+        if at is None or self.log.start_ms is None:
+            t, time_ms = self.elapsed(), self.clock() * 1000.0
+        else:
+            t, time_ms = at, self.log.start_ms + at * 1000.0
+        event = FaultEvent(kind, node, round(t, 3), time_ms, cause, round_)
         self.log.events.append(event)
         what = f" (leader of round {round_})" if round_ is not None else ""
         self.out.write(f"fault: {kind} node-{node} at {event.t:.1f} s{what}\n")

@@ -7,8 +7,11 @@ kills, every S seconds, the node leading the current round and restarts it S/2 s
 restarting keeps at most one node down at a time, so a committee of 4 (f = 1) stays live however
 long the run, and every kill tests a fresh leader change rather than a shrinking committee.
 
+`--partition=NODES@T1-T2` cuts NODES off from the rest of the committee from T1 to T2: the nodes
+do it themselves (net_emulation.py); the injector only records it.
+
 `--faults=N` (nodes never booted) is a bench parameter, not part of this schedule; scheduled
-crashes may not name those nodes.
+crashes and partitions may not name those nodes.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from .config import BenchParameters
 from .errors import HarnessError
+from .net_emulation import Partition, check_partitions, parse_partitions
 
 
 class ScheduleError(HarnessError):
@@ -46,10 +50,11 @@ class FaultSchedule:
     kill_leader_every: float | None = None
     # Seconds after a leader kill at which the leader is restarted (S/2, see the module doc).
     leader_restart_after: float | None = field(default=None)
+    partitions: tuple[Partition, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.crashes and self.kill_leader_every is None
+        return not self.crashes and self.kill_leader_every is None and not self.partitions
 
     def crashed_nodes(self) -> set[int]:
         return {crash.node for crash in self.crashes}
@@ -59,6 +64,7 @@ class FaultSchedule:
             "crashes": [crash.to_dict() for crash in self.crashes],
             "kill_leader_every": self.kill_leader_every,
             "leader_restart_after": self.leader_restart_after,
+            "partitions": [partition.to_dict() for partition in self.partitions],
         }
 
     def check(self, bench: BenchParameters) -> None:
@@ -66,7 +72,10 @@ class FaultSchedule:
         if self.empty:
             return
         if bench.mode == "movevm":
-            raise ScheduleError("--crash and --kill-leader-every need nodes; movevm runs none")
+            raise ScheduleError(
+                "--crash, --kill-leader-every and --partition need nodes; movevm runs none"
+            )
+        check_partitions(self.partitions, bench.live_nodes, bench.duration)
         for crash in self.crashes:
             spec = _spec(crash)
             if crash.node >= bench.live_nodes:
@@ -135,12 +144,17 @@ def parse_period(text: object) -> float | None:
     return value
 
 
-def schedule_from_flags(crash: Sequence[str] | None, kill_leader_every: object) -> FaultSchedule:
-    """The schedule of `fab local` / `fab remote` flags (`--crash` may repeat)."""
+def schedule_from_flags(
+    crash: Sequence[str] | None,
+    kill_leader_every: object,
+    partition: Sequence[str] | None = None,
+) -> FaultSchedule:
+    """The schedule of `fab local` / `fab remote` flags (`--crash`, `--partition` may repeat)."""
     crashes = tuple(sorted((parse_crash(spec) for spec in crash or ()), key=lambda c: c.at))
     period = parse_period(kill_leader_every)
     return FaultSchedule(
         crashes=crashes,
         kill_leader_every=period,
         leader_restart_after=period / 2 if period is not None else None,
+        partitions=parse_partitions(partition),
     )

@@ -20,7 +20,9 @@ from .parameters import NodeParameters
 from .sweep import sweep_points
 
 # Flags named differently from the field they set.
-FIELD_OF_FLAG: Mapping[str, str] = {"batch_delay": "max_batch_delay"}
+FIELD_OF_FLAG: Mapping[str, str] = {"batch_delay": "max_batch_delay", "delay": "delay_ms"}
+# Bench fields whose None means "off" rather than "the node's default".
+OFF_UNLESS_GIVEN = ("delay_ms", "delay_matrix")
 # The flags that take a comma-separated list: together they span the sweep.
 SWEPT = ("nodes", "rate")
 
@@ -40,6 +42,8 @@ def default_text(flag: str, defaults: Mapping[str, Any] | None = None) -> str:
     if field in NodeParameters.names():
         return "default: the node's"
     value = (defaults or {}).get(field, getattr(BenchParameters(), field))
+    if value is None and field in OFF_UNLESS_GIVEN:
+        return "default: none"
     return "default: the node's" if value is None else f"default {value}"
 
 

@@ -28,6 +28,7 @@ from .fault_injector import FaultInjector
 from .fault_schedule import FaultSchedule
 from .leader import committee_names
 from .local_faults import LocalNodeControl
+from .net_emulation import LOCAL_PARTITION_LEAD_S, check_links, emulates, write_node_file
 from .processes import DEFAULT_GRACE, ManagedProcess, ProcessSet, signals_interrupt
 from .profiles import PROFILE_GRACE
 from .progress import Progress
@@ -142,6 +143,8 @@ class LocalBench:
     fault_schedule: FaultSchedule = field(default_factory=FaultSchedule)
     # Whether a failed audit fails the run (stand-in binaries make no consistent ledger).
     enforce_audit: bool = True
+    # Seconds from writing the partition windows to the clients' start (net_emulation.py).
+    partition_lead: float = LOCAL_PARTITION_LEAD_S
 
     @property
     def binaries_dir(self) -> Path:
@@ -182,6 +185,7 @@ class LocalBench:
             endpoints = local_endpoints(self.prometheus_port, bench)
             check_ports(endpoints, ports, self.prometheus_port)
         self.fault_schedule.check(bench)
+        check_links(bench)
 
     def run(self, bench: BenchParameters) -> list[Summary]:
         """Run `bench.runs` times; each run prints and saves its summary."""
@@ -239,16 +243,34 @@ class LocalBench:
         )
         live = bench.live_nodes
         endpoints = self.metrics_endpoints(bench)
+        names = committee_names(files.committee_file)
+        # With partitions the clients' start is fixed now: the nodes' windows count from it.
+        partitions = self.fault_schedule.partitions
+        start_at = time.time() + self.partition_lead if partitions else None
+        emulation = None
+        if emulates(bench, partitions):
+            start_ms = start_at * 1000.0 if start_at is not None else None
+            emulation = write_node_file(config_dir, names, bench, partitions, start_ms)
         nodes = [
             processes.start(
                 f"node-{i}",
-                self._node_command(bench, files, i, log_dir),
+                self._node_command(bench, files, i, log_dir, emulation),
                 log_dir / f"node-{i}.log",
             )
             for i in range(live)
         ]
         addresses = files.committee.transactions_addresses(live)
         wait_for_ports(addresses, nodes, self.startup_timeout)
+        if start_at is not None:
+            late = time.time() - start_at
+            if late > 0:
+                self.out.write(
+                    f"warning: the nodes took {late:.1f} s longer to boot than the"
+                    f" {self.partition_lead:g} s allowed; partitions count from the planned"
+                    " start, before the clients'\n"
+                )
+            else:
+                time.sleep(-late)
         genesis = str(files.genesis_file) if files.genesis_file else None
         clients = [
             processes.start(
@@ -268,14 +290,9 @@ class LocalBench:
         ]
         control = LocalNodeControl(processes, nodes)
         faults = FaultInjector(
-            self.fault_schedule,
-            control,
-            committee_names(files.committee_file),
-            live,
-            self.out,
-            duration=bench.duration,
+            self.fault_schedule, control, names, live, self.out, duration=bench.duration
         )
-        faults.start()
+        faults.start(at=start_at)
         try:
             self._wait(bench, clients, nodes, [p.log_path for p in nodes + clients], faults)
             # Clients are done: stop the nodes so each prints its final METRICS line.
@@ -287,7 +304,12 @@ class LocalBench:
         return str(log_dir / f"profile-{name}") if self.profile else None
 
     def _node_command(
-        self, bench: BenchParameters, files: RunFiles, index: int, log_dir: Path
+        self,
+        bench: BenchParameters,
+        files: RunFiles,
+        index: int,
+        log_dir: Path,
+        emulation: Path | None = None,
     ) -> list[str]:
         endpoints = self.metrics_endpoints(bench)
         return node_command(
@@ -301,6 +323,7 @@ class LocalBench:
             profile=self._profile_dir(log_dir, f"node-{index}"),
             # In the run's log directory: a restart (fault schedule) reopens the same file.
             store=str(log_dir / f"store-node-{index}.redb") if bench.store else None,
+            net_emulation=str(emulation) if emulation is not None else None,
         )
 
     def _run_movevm(self, bench: BenchParameters, processes: ProcessSet, log_dir: Path) -> None:

@@ -3,9 +3,8 @@
 One PNG per saved result that holds a commits timeline (key `commits_timeline`, written by
 `fault_analysis.py`), in `<output>/commits/`: committed blocks (consensus progress) on top,
 executed transactions (`hotstuff`: committed) below; a red line where a node crashed, a green
-one where it restarted. A restarted node's counters start again from zero, which the lines show
-as a drop.
-"""
+one where it restarted, an orange one where a partition cut it off and a blue one at the heal.
+A restarted node's counters start again from zero, which the lines show as a drop."""
 
 from __future__ import annotations
 
@@ -20,7 +19,10 @@ mpl.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # after mpl.use: the backend must be chosen first
 
 from . import results
+from .fault_events import CRASH, HEAL, PARTITION, RESTART
 from .json_path import lookup
+
+EVENT_COLOURS = {CRASH: "tab:red", RESTART: "tab:green", PARTITION: "tab:orange", HEAL: "tab:blue"}
 
 
 def _with_gaps(
@@ -55,7 +57,7 @@ def _draw(result: dict[str, Any], path: Path) -> Path:
         top.plot(times, blocks, marker=".", label=f"node-{node}")
         bottom.plot(times, counts, marker=".", label=f"node-{node}")
     for event in events:
-        colour = "tab:red" if event["kind"] == "crash" else "tab:green"
+        colour = EVENT_COLOURS.get(str(event["kind"]), "tab:gray")
         for axes in (top, bottom):
             axes.axvline(event["t"], color=colour, linestyle="--", linewidth=1)
         top.annotate(

@@ -37,6 +37,7 @@ from .fault_injector import FaultInjector
 from .fault_schedule import FaultSchedule
 from .leader import committee_names
 from .metrics import MalformedLineError, Record, parse_line
+from .net_emulation import REMOTE_PARTITION_LEAD_S, check_links, emulates, write_node_file
 from .processes import DEFAULT_GRACE
 from .profiles import PROFILE_GRACE
 from .progress import describe
@@ -226,6 +227,7 @@ class RemoteBench:
         analysis: AnalysisOptions | None = None,
         fault_schedule: FaultSchedule | None = None,
         enforce_audit: bool = True,
+        partition_lead: float = REMOTE_PARTITION_LEAD_S,
     ) -> None:
         if not hosts:
             raise RemoteError("no hosts (are the instances running? see `fab info`)")
@@ -246,6 +248,8 @@ class RemoteBench:
         # Crashes and leader kills during every run (fault_schedule.py); node i's start script.
         self.fault_schedule = fault_schedule or FaultSchedule()
         self.enforce_audit = enforce_audit
+        # Seconds from writing the partition windows to the clients' start (net_emulation.py).
+        self.partition_lead = partition_lead
         self.node_scripts: dict[int, str] = {}
         self.connections = [
             Connection(
@@ -357,8 +361,29 @@ class RemoteBench:
         hosts = [host.address for host in self.hosts[: bench.nodes]]
         return remote_endpoints(self.prometheus_port, bench, hosts)
 
-    def start(self, files: RunFiles, bench: BenchParameters) -> None:
-        """Start the live nodes, then their clients (which wait for every live node)."""
+    def put_everywhere(self, path: Path, count: int) -> None:
+        """Copy `path` into the run directory of the first `count` hosts."""
+
+        def put(index: int) -> None:
+            try:
+                self.connections[index].put(str(path), f"{BENCH_DIR}/{path.name}")
+            except Exception as error:
+                raise RemoteError(
+                    f"{self.hosts[index]}: upload of {path} failed: {error}"
+                ) from error
+
+        self._each(range(count), put)
+
+    def start(
+        self,
+        files: RunFiles,
+        bench: BenchParameters,
+        emulation: Path | None = None,
+        clients_at: float | None = None,
+    ) -> None:
+        """Start the live nodes, then their clients (which wait for every live node); the nodes
+        read `emulation` (uploaded already) if given, the clients start at `clients_at` (wall
+        clock) if given."""
         live = bench.live_nodes
         addresses = files.committee.transactions_addresses(live)
         genesis = files.genesis_file.name if files.genesis_file else None
@@ -376,6 +401,7 @@ class RemoteBench:
                 # Relative to the run directory, the processes' working directory.
                 profile=f"logs/profile-node-{index}" if self.profile else None,
                 store=f"store-node-{index}.redb" if bench.store else None,
+                net_emulation=emulation.name if emulation is not None else None,
             )
             self.node_scripts[index] = bash(
                 background_script(f"node-{index}", command, append=True)
@@ -395,6 +421,16 @@ class RemoteBench:
             self._run(index, bash(background_script(f"client-{index}", command)))
 
         self._each(range(live), start_node)
+        if clients_at is not None:
+            late = time.time() - clients_at
+            if late > 0:
+                self.out.write(
+                    f"warning: the nodes took {late:.1f} s longer to start than the"
+                    f" {self.partition_lead:g} s allowed; partitions count from the planned"
+                    " start, before the clients'\n"
+                )
+            else:
+                time.sleep(-late)
         self._each(range(live), start_client)
 
     def status(self, count: int) -> list[HostStatus]:
@@ -493,18 +529,28 @@ class RemoteBench:
         if endpoints is not None:
             self.out.write(endpoints.describe())
         self.upload(files, bench.nodes)
+        names = committee_names(files.committee_file)
         control = RemoteNodeControl(self._run, BENCH_DIR, self.node_scripts)
         faults = FaultInjector(
             self.fault_schedule,
             control,
-            committee_names(files.committee_file),
+            names,
             bench.live_nodes,
             self.out,
             duration=bench.duration,
         )
+        # With partitions the clients' start is fixed now: the nodes' windows count from it
+        # (the hosts' clocks are assumed synchronised, as for the latency hops).
+        partitions = self.fault_schedule.partitions
+        clients_at = time.time() + self.partition_lead if partitions else None
+        emulation = None
+        if emulates(bench, partitions):
+            start_ms = clients_at * 1000.0 if clients_at is not None else None
+            emulation = write_node_file(files.directory, names, bench, partitions, start_ms)
+            self.put_everywhere(emulation, bench.live_nodes)
         try:
-            self.start(files, bench)
-            faults.start()
+            self.start(files, bench, emulation, clients_at)
+            faults.start(at=clients_at)
             self.wait(bench, faults)
             # Clients are done: stop the nodes so each prints its final METRICS line.
             self.stop(bench.live_nodes)
@@ -537,6 +583,7 @@ class RemoteBench:
                 f"{bench.nodes} nodes need {bench.nodes} hosts, have {len(self.hosts)}"
             )
         self.fault_schedule.check(bench)
+        check_links(bench)
         endpoints = self.metrics_endpoints(bench)
         if endpoints is not None and self.prometheus_port is not None:
             hosts = [host.address for host in self.hosts[: bench.nodes]]

@@ -66,6 +66,10 @@ def _config(summary: Summary) -> list[str]:
         if summary.mode != "hotstuff":
             threads = config.get("verifier_threads")
             lines.append(f"   Verifier threads: {threads if threads else 'node default'}")
+        if config.get("delay_ms") is not None:
+            lines.append(f"   Emulated links: {config['delay_ms']} ms one way")
+        elif config.get("delay_matrix") is not None:
+            lines.append(f"   Emulated links: latencies of {config['delay_matrix']}")
     lines += [
         f"   Duration: {config.get('duration', '-')} s "
         f"(steady window {summary.window.seconds:.1f} s after warm-up)",

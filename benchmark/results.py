@@ -25,6 +25,9 @@ KEY_FIELDS: tuple[str, ...] = (
     "batch_size",
     "max_batch_delay",
     "verifier_threads",
+    # Emulated links: a run with added latency is another point than one without.
+    "delay_ms",
+    "delay_matrix",
 )
 
 Result = dict[str, Any]

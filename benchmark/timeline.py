@@ -129,11 +129,15 @@ class CommitsPoint:
 
 @dataclass(frozen=True)
 class CatchUp:
+    """How long a node took to reach what the others had when it came back: restarted after a
+    crash, or healed after a partition (`after`). `restart_t` is when it came back."""
+
     node: int
     restart_t: float
-    target: float  # the others' count when it restarted
-    caught_up_after: float | None  # seconds after the restart; None: did not catch up
-    reached: float  # the highest count it reported after the restart
+    target: float  # the others' count when it came back
+    caught_up_after: float | None  # seconds after it came back; None: did not catch up
+    reached: float  # the highest count it reported after it came back
+    after: str = "restart"  # "restart" or "heal"
 
 
 @dataclass
@@ -186,7 +190,8 @@ def build_commits_timeline(run: RunMetrics, faults: FaultLog, mode: str) -> Comm
         ]
     path = progress_path(mode)
     by_index = {node.index: node for node in nodes}
-    for event in faults.restarts():
+    comebacks = sorted(faults.restarts() + faults.heals(), key=lambda e: e.time_ms)
+    for event in comebacks:
         node = by_index.get(event.node)
         if node is None:
             continue
@@ -201,5 +206,7 @@ def build_commits_timeline(run: RunMetrics, faults: FaultLog, mode: str) -> Comm
             reached = max(reached, value)
             if caught is None and value >= target:
                 caught = round((float(record["time_ms"]) - event.time_ms) / 1000.0, 3)
-        timeline.catch_ups.append(CatchUp(event.node, event.t, target, caught, reached))
+        timeline.catch_ups.append(
+            CatchUp(event.node, event.t, target, caught, reached, after=event.kind)
+        )
     return timeline

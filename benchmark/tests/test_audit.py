@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmark.audit import audit, render_audit
-from benchmark.fault_events import CRASH, RESTART, FaultEvent, FaultLog
+from benchmark.fault_events import CRASH, HEAL, PARTITION, RESTART, FaultEvent, FaultLog
 from benchmark.metrics import ProcessMetrics, Record, RunMetrics
 from benchmark.timeline import build_commits_timeline
 
@@ -215,3 +215,48 @@ def test_hotstuff_checks_commits() -> None:
 
 def failed_names_hotstuff(run: RunMetrics) -> list[str]:
     return [c.name for c in audit(run, FaultLog(start_ms=T0), "hotstuff", None).failures]
+
+
+def partitioned_run(healed_in_time: bool) -> tuple[RunMetrics, FaultLog]:
+    """Node 1 is cut off from 1.5 s to 3.5 s: it executes nothing meanwhile, then catches up
+    (or is still behind at the stop)."""
+    run = healthy_run()
+    executed = [2_000, 2_000, 2_000, 8_000, 10_000] if healed_in_time else [2_000] * 3 + [4_000] * 2
+    node = run.nodes[1]
+    for record, count in zip(node.records, executed, strict=True):
+        stages = record["stages"]
+        stages["verifier"]["items"] = count
+        stages["executor"].update(
+            items=count, executed=count, state_executed=count, state_digest=f"d{count}"
+        )
+        record["consensus"]["committed_txs"] = count
+        record["consensus"]["sealed_txs"] = count / 2
+        record["samples"] = []
+    seen = SAMPLES if healed_in_time else SAMPLES[:2]
+    node.records[-1]["samples"] = [{"id": s, "event": "execute", "t_ms": 0} for s in seen]
+    faults = FaultLog(
+        start_ms=T0,
+        events=[
+            FaultEvent(PARTITION, 1, 1.5, T0 + 1500, "schedule"),
+            FaultEvent(HEAL, 1, 3.5, T0 + 3500, "schedule"),
+        ],
+    )
+    return run, faults
+
+
+def test_a_partitioned_node_that_caught_up_passes_and_its_catch_up_is_timed() -> None:
+    run, faults = partitioned_run(healed_in_time=True)
+    report = audit(run, faults, "hotcrypto", SUPPLY)
+    assert report.ok, render_audit(report)
+    [catch_up] = build_commits_timeline(run, faults, "hotcrypto").catch_ups
+    assert catch_up.after == "heal"
+    # At the heal node 0 had executed 6,000 (its line at 3 s); node 1 had 8,000 at 4 s.
+    assert (catch_up.target, catch_up.caught_up_after) == (6_000, 0.5)
+
+
+def test_a_partitioned_node_still_behind_at_the_stop_is_explained() -> None:
+    run, faults = partitioned_run(healed_in_time=False)
+    report = audit(run, faults, "hotcrypto", SUPPLY)
+    assert report.ok, render_audit(report)
+    accounting = next(c for c in report.checks if c.name == "node-1 accounting")
+    assert "behind after its partition" in accounting.detail

@@ -99,3 +99,33 @@ def test_expected_deaths() -> None:
     assert injector.ever_crashed(1)  # its client died with the connection
     assert injector.holds_run(10)
     assert not injector.holds_run(2)
+
+
+def test_partitions_are_recorded_at_their_scheduled_times_per_node() -> None:
+    now = [100.0]
+    nodes = FakeNodes(now)
+    injector = FaultInjector(
+        schedule_from_flags([], None, ["1,2@1-3"]),
+        nodes,
+        NAMES,
+        4,
+        StringIO(),
+        clock=lambda: now[0],
+    )
+    # The clients' start was fixed in advance (the nodes' windows count from it).
+    injector.start(at=99.5)
+    for t in (100.9, 101.7, 103.4):  # ticks come late; the nodes acted on time
+        now[0] = t
+        injector.tick()
+    events = [(e.kind, e.node, e.t, e.time_ms) for e in injector.log.events]
+    assert events == [
+        ("partition", 1, 1.0, 100_500.0),
+        ("partition", 2, 1.0, 100_500.0),
+        ("heal", 1, 3.0, 102_500.0),
+        ("heal", 2, 3.0, 102_500.0),
+    ]
+    # The injector kills nothing for a partition, and nobody is expected down.
+    assert nodes.actions == []
+    assert not injector.is_expected_down(1)
+    assert injector.log.partitioned() == {1, 2}
+    assert injector.log.down_at_end() == set()

@@ -232,3 +232,39 @@ def test_more_than_f_down_then_back(release_binaries: Path, tmp_path: Path) -> N
     # the run lasts 21 s after the restart.
     resumed = all(blocks_at(result, n, end) > blocks_at(result, n, back) for n in (0, 1))
     assert resumed, "commits did not resume after more than f nodes came back"
+
+
+def test_a_partitioned_node_catches_up_after_the_heal(
+    release_binaries: Path, tmp_path: Path
+) -> None:
+    result, output = fab_local(
+        release_binaries, tmp_path, "--mode=hotcrypto", "--rate=3000", "--duration=24",
+        "--partition=3@5-13",
+    )  # fmt: skip
+    print(output[output.find(" + FAULTS") :])
+    events = [(e["kind"], e["node"], e["t"]) for e in result["faults"]["events"]]
+    assert events == [("partition", 3, 5.0), ("heal", 3, 13.0)]
+    # Cut off, node 3 commits nothing (a line a second after the cut may still count blocks
+    # certified before it) while the others go on.
+    assert blocks_at(result, 3, 12.5) == blocks_at(result, 3, 6.5)
+    for node in (0, 1, 2):
+        assert blocks_at(result, node, 12.5) > blocks_at(result, node, 6.5)
+    # After the heal it reaches what the others had executed at the heal, and keeps up.
+    [catch_up] = result["commits_timeline"]["catch_ups"]
+    assert (catch_up["node"], catch_up["after"]) == (3, "heal")
+    assert catch_up["caught_up_after"] is not None, catch_up
+    end = max(p["t"] for p in points(result, 0))
+    assert blocks_at(result, 3, end) > blocks_at(result, 3, 13.0)
+    check_agreement(result)
+
+
+def test_fifty_ms_on_every_link(release_binaries: Path, tmp_path: Path) -> None:
+    result, _ = fab_local(
+        release_binaries, tmp_path, "--mode=hotcrypto", "--rate=3000", "--duration=10",
+        "--delay=50",
+    )  # fmt: skip
+    assert result["config"]["delay_ms"] == 50
+    for node in range(4):
+        assert commit_steps(result, node) >= 2
+        assert final(result, node, "executed") > 0
+    check_agreement(result)

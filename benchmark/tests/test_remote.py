@@ -287,3 +287,32 @@ def test_remote_crash_and_restart(local_ssh_hosts: SshHosts, remote_bench: Remot
     restart_ms = faults.events[1].time_ms
     assert any(r["time_ms"] < faults.events[0].time_ms for r in node.records)
     assert any(r["time_ms"] > restart_ms for r in node.records)
+
+
+def test_remote_partition_and_delay(remote_bench: RemoteBench) -> None:
+    """Every node gets the emulation file (uploaded with the run) and the flag; the partition's
+    events count from the clients' start, fixed before the nodes booted."""
+    remote_bench.fault_schedule = schedule_from_flags(None, None, ["2@1-2.5"])
+    remote_bench.partition_lead = 3.0
+    try:
+        [summary] = remote_bench.run(
+            BenchParameters(mode="hotcrypto", nodes=3, rate=1_500, duration=4, accounts=60,
+                            delay_ms=40)
+        )  # fmt: skip
+    finally:
+        remote_bench.fault_schedule = schedule_from_flags(None, None)
+    log_dir = Path(summary.config["logs"])
+    faults = FaultLog.load(log_dir)
+    assert [(e.kind, e.node, e.t) for e in faults.events] == [
+        ("partition", 2, 1.0),
+        ("heal", 2, 2.5),
+    ]
+    assert summary.config["delay_ms"] == 40
+    for node in range(3):
+        log = (log_dir / f"node-{node}.log").read_text()
+        line = next(x for x in log.splitlines() if x.startswith("network emulation: "))
+        emulation = json.loads(line.removeprefix("network emulation: "))
+        assert emulation["default_delay_ms"] == 40
+        [window] = emulation["partitions"]
+        assert window["end_unix_ms"] - window["start_unix_ms"] == 1_500
+        assert window["start_unix_ms"] == round(faults.start_ms + 1_000)

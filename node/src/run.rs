@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use consensus::config::read_json;
 use consensus::mempool::{Mempool, MempoolMetrics, SampleHooks};
+use consensus::network::{EmulationSpec, NetEmulation};
 use consensus::{metered, Committee, Consensus, MempoolLink, Parameters, Store};
 use crypto::KeyPair;
 use executor::Genesis;
@@ -58,6 +59,10 @@ pub struct RunArgs {
     /// never votes twice in a round.
     #[arg(long, value_name = "PATH")]
     pub store: Option<PathBuf>,
+    /// Emulate the network on the committee's links: per-link latency and partition windows
+    /// (JSON; see `consensus::network::emulation`). Client connections are not affected.
+    #[arg(long, value_name = "FILE")]
+    pub net_emulation: Option<PathBuf>,
     /// Test knob: the executor busy-spins this many microseconds per transaction.
     #[arg(long, default_value_t = 0, hide = true)]
     pub executor_delay_us: u64,
@@ -76,6 +81,8 @@ pub struct NodeConfig {
     pub parameters: Parameters,
     /// Present exactly for the modes that execute.
     pub genesis: Option<Genesis>,
+    /// The checked `--net-emulation` file.
+    pub emulation: Option<EmulationSpec>,
 }
 
 impl NodeConfig {
@@ -102,12 +109,18 @@ impl NodeConfig {
             (Some(_), None) => anyhow::bail!("--mode {} needs --genesis", args.mode.as_str()),
             (Some(_), Some(path)) => Some(Genesis::load(path)?),
         };
+        let emulation = args
+            .net_emulation
+            .as_deref()
+            .map(|path| EmulationSpec::load(path, &committee))
+            .transpose()?;
         Ok(NodeConfig {
             args,
             keys,
             committee,
             parameters,
             genesis,
+            emulation,
         })
     }
 }
@@ -128,6 +141,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         committee,
         parameters,
         genesis,
+        emulation,
     } = config;
     // First, so the profile covers the start too.
     let profiler = args.profile.as_deref().map(Profiler::start).transpose()?;
@@ -139,6 +153,10 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         }
         None => Store::new(),
     };
+    let emulation = emulation.map(|spec| {
+        info!("network emulation on the committee's links");
+        NetEmulation::start(&spec, &name, &committee)
+    });
 
     // Mempool and consensus, side by side: batch digests go up, sync requests come down.
     let (tx_digests, rx_digests) = mpsc::channel(capacity);
@@ -167,6 +185,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         tx_digests,
         mempool.clone(),
         sample_hooks,
+        emulation.clone(),
     )
     .await
     .context("starting the mempool")?;
@@ -182,6 +201,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
             tx_mempool,
         },
         tx_output,
+        emulation,
     )
     .await
     .context("starting consensus")?;

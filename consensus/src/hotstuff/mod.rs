@@ -25,7 +25,8 @@ use crate::mempool::ConsensusMempoolMessage;
 use crate::metered::MeteredSender;
 use crate::network::handshake::{Credentials, Gate, Purpose};
 use crate::network::{
-    listen_address, Receiver, ReceiverConfig, SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY,
+    listen_address, NetEmulation, Receiver, ReceiverConfig, SimpleSender,
+    DEFAULT_SIMPLE_QUEUE_CAPACITY,
 };
 use crate::store::Store;
 use crypto::{Digest, PublicKey, SecretKey, SignatureService};
@@ -58,7 +59,9 @@ pub struct Consensus;
 impl Consensus {
     /// Starts the HotStuff core of authority `name` over the batches of its mempool (`mempool`);
     /// returns once its port is bound. Committed batches leave, in commit order, through
-    /// `tx_output`.
+    /// `tx_output`. With `emulation`, links to the other members follow its latencies and
+    /// partitions.
+    #[allow(clippy::too_many_arguments)]
     pub async fn spawn(
         name: PublicKey,
         secret: SecretKey,
@@ -67,6 +70,7 @@ impl Consensus {
         store: Store,
         mempool: MempoolLink,
         tx_output: MeteredSender<CommittedBatch>,
+        emulation: Option<Arc<NetEmulation>>,
     ) -> io::Result<ConsensusHandle> {
         let authority = committee.authority(&name).cloned().ok_or_else(|| {
             io::Error::new(
@@ -91,7 +95,8 @@ impl Consensus {
             name,
             Purpose::Consensus,
             committee.authorities.keys().copied(),
-        );
+        )
+        .emulating(emulation.clone());
         Receiver::spawn_with(
             listen_address(authority.consensus_address),
             ReceiverConfig {
@@ -106,7 +111,8 @@ impl Consensus {
             },
         )
         .await?;
-        let credentials = Credentials::new(name, secret.clone(), Purpose::Consensus);
+        let credentials =
+            Credentials::new(name, secret.clone(), Purpose::Consensus).emulating(emulation);
 
         helper::Helper::spawn(
             committee.clone(),

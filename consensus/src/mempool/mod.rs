@@ -29,7 +29,7 @@ pub use tx_receiver::MAX_TRANSACTION_SIZE;
 use crate::config::{Committee, Parameters, Round};
 use crate::network::handshake::{Credentials, Gate, Purpose};
 use crate::network::{
-    listen_address, Receiver, ReceiverConfig, ReliableSender, SimpleSender,
+    listen_address, NetEmulation, Receiver, ReceiverConfig, ReliableSender, SimpleSender,
     DEFAULT_SIMPLE_QUEUE_CAPACITY,
 };
 use crate::store::Store;
@@ -93,7 +93,8 @@ impl Mempool {
     /// behind NAT, as on cloud hosts, is not an address of this machine).
     ///
     /// The mempool port admits committee members only, each proving its key (`secret` proves
-    /// ours to the others).
+    /// ours to the others). With `emulation`, links to the other members follow its latencies
+    /// and partitions (the transactions port never does).
     #[allow(clippy::too_many_arguments)]
     pub async fn spawn(
         name: PublicKey,
@@ -105,6 +106,7 @@ impl Mempool {
         tx_consensus: mpsc::Sender<Digest>,
         metrics: Arc<MempoolMetrics>,
         samples: Option<SampleHooks>,
+        emulation: Option<Arc<NetEmulation>>,
     ) -> io::Result<()> {
         let authority = committee.authority(&name).cloned().ok_or_else(|| {
             io::Error::new(
@@ -141,7 +143,8 @@ impl Mempool {
             name,
             Purpose::Mempool,
             committee.authorities.keys().copied(),
-        );
+        )
+        .emulating(emulation.clone());
         let config = ReceiverConfig {
             max_connections: parameters.max_connections,
             idle_timeout,
@@ -155,7 +158,7 @@ impl Mempool {
             return Err(e);
         }
 
-        let credentials = Credentials::new(name, secret, Purpose::Mempool);
+        let credentials = Credentials::new(name, secret, Purpose::Mempool).emulating(emulation);
         let peers = committee
             .others(&name, |a| a.mempool_address)
             .into_iter()

@@ -71,6 +71,7 @@ async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<N
             tx_digests,
             metrics.clone(),
             None,
+            None,
         )
         .await
         .expect("mempool starts");
@@ -192,6 +193,7 @@ async fn refuses_to_start_for_a_stranger() {
         rx,
         tx,
         Arc::new(MempoolMetrics::default()),
+        None,
         None,
     )
     .await;

@@ -14,6 +14,7 @@
 //! an authenticated connection, as they could relay its bytes anyway; what this stops is a
 //! stranger opening a connection of its own and storing or asking for anything.
 
+use super::emulation::NetEmulation;
 use crypto::{PublicKey, SecretKey, Signature};
 use rand::RngCore;
 use std::collections::HashSet;
@@ -69,12 +70,15 @@ pub enum HandshakeError {
     Refused,
 }
 
-/// What a dialer proves: possession of a committee key, for one purpose.
+/// What a dialer proves: possession of a committee key, for one purpose. Only committee links
+/// carry credentials, so they also carry the link conditions a node emulates, if any: every
+/// committee sender gets them with its credentials, and client connections never do.
 #[derive(Clone)]
 pub struct Credentials {
     pub name: PublicKey,
     secret: SecretKey,
     pub purpose: Purpose,
+    pub(crate) emulation: Option<Arc<NetEmulation>>,
 }
 
 impl Credentials {
@@ -83,16 +87,25 @@ impl Credentials {
             name,
             secret,
             purpose,
+            emulation: None,
         }
+    }
+
+    /// Connections made with these credentials follow `emulation`'s links (none: real links).
+    pub fn emulating(mut self, emulation: Option<Arc<NetEmulation>>) -> Self {
+        self.emulation = emulation;
+        self
     }
 }
 
-/// Whom an acceptor lets in: the committee's keys, for one purpose.
+/// Whom an acceptor lets in: the committee's keys, for one purpose; and, under emulation, the
+/// links whose cuts its connections honour.
 #[derive(Clone)]
 pub struct Gate {
     pub name: PublicKey,
     pub purpose: Purpose,
     members: Arc<HashSet<PublicKey>>,
+    pub(crate) emulation: Option<Arc<NetEmulation>>,
 }
 
 impl Gate {
@@ -105,7 +118,14 @@ impl Gate {
             name,
             purpose,
             members: Arc::new(members.into_iter().collect()),
+            emulation: None,
         }
+    }
+
+    /// Frames from a peer are read only while `emulation`'s link to it is open.
+    pub fn emulating(mut self, emulation: Option<Arc<NetEmulation>>) -> Self {
+        self.emulation = emulation;
+        self
     }
 }
 

@@ -7,19 +7,28 @@
 //! - [`ReliableSender`] keeps every message until the peer acknowledges it (one reply frame per
 //!   message) and retransmits across reconnections.
 //!
+//! Under emulation ([`emulation`]) every committee link gets a latency and may be cut: the
+//! senders hold frames in a delay queue per link, receivers stop reading from a peer cut off.
+//!
 //! Payloads stay `Bytes` from the caller to the socket and from the socket to the handler:
 //! senders write frames straight from the caller's buffers, many per syscall.
 
 mod codec;
+pub mod emulation;
 mod error;
 pub mod handshake;
+pub mod link;
+#[cfg(test)]
+mod link_tests;
 mod receiver;
 mod reliable_sender;
 mod simple_sender;
 mod transport;
 
 pub use codec::{codec, Writer, DEFAULT_MAX_FRAME_SIZE};
+pub use emulation::{EmulationError, EmulationSpec, NetEmulation};
 pub use error::HandlerError;
+pub use link::{Link, LinkState};
 pub use receiver::{
     MessageHandler, Receiver, ReceiverConfig, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };

@@ -180,11 +180,13 @@ async fn serve<H: MessageHandler>(
     if let Err(error) = socket.set_nodelay(true) {
         debug!(%peer, %error, "failed to set TCP_NODELAY");
     }
+    let mut link = None;
     let handler = match &config.gate {
         None => handler,
         Some(gate) => match handshake::accept(&mut socket, gate).await {
             Ok(name) => {
                 debug!(%peer, %name, "peer authenticated");
+                link = gate.emulation.as_ref().and_then(|e| e.link_of(&name));
                 handler.for_peer(name)
             }
             Err(error) => {
@@ -217,6 +219,12 @@ async fn serve<H: MessageHandler>(
         };
         match next {
             Some(Ok(frame)) => {
+                if let Some(link) = &link {
+                    // Emulated partition: nothing is accepted across a cut. The frame waits for
+                    // the heal and we read no further meanwhile, so the peer's writes stall as
+                    // over a dead path.
+                    link.wait_open().await;
+                }
                 if let Err(error) = handler.dispatch(&mut writer, frame.freeze()).await {
                     warn!(%peer, %error, "handler failed; closing connection");
                     return;

@@ -3,12 +3,16 @@
 //! Each peer gets a buffer shared between the callers and one connection task. Callers only
 //! append to it (never wait); the task writes what is new, matches the peer's reply frames to
 //! messages in FIFO order, and rewrites everything still unacknowledged after a reconnection.
+//! Under emulation a message is written only once its link's latency has passed since it was
+//! sent (and never while the link is cut), and acks are taken the link's return latency after
+//! they arrive; unacknowledged messages wait within the same bounded buffer.
 
 use super::codec::{codec, DEFAULT_MAX_FRAME_SIZE};
 use super::handshake::Credentials;
+use super::link::{sleep_until_due, DelayLine, Link, LinkState};
 use super::transport::{connect, FrameWriter};
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use std::collections::{HashMap, VecDeque};
@@ -19,6 +23,7 @@ use std::time::Duration;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
+use tokio::time::Instant;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -181,6 +186,8 @@ struct Pending {
     seq: u64,
     data: Bytes,
     reply: oneshot::Sender<Bytes>,
+    /// When `send` was called; stamped only under emulation (the link's latency counts from it).
+    sent: Option<Instant>,
 }
 
 impl Pending {
@@ -195,6 +202,8 @@ struct Peer {
     capacity: usize,
     max_frame_size: usize,
     credentials: Option<Arc<Credentials>>,
+    /// The emulated link to this peer, if any.
+    link: Option<Arc<Link>>,
     state: Mutex<State>,
     /// Wakes the connection task: new messages, or room in the in-flight window.
     wake: Notify,
@@ -223,11 +232,16 @@ impl Peer {
         max_frame_size: usize,
         credentials: Option<Arc<Credentials>>,
     ) -> Self {
+        let link = credentials
+            .as_ref()
+            .and_then(|c| c.emulation.as_ref())
+            .and_then(|e| e.link_to(&address));
         Self {
             address,
             capacity,
             max_frame_size,
             credentials,
+            link,
             state: Mutex::new(State::default()),
             wake: Notify::new(),
         }
@@ -254,7 +268,13 @@ impl Peer {
         }
         let seq = state.next_seq;
         state.next_seq += 1;
-        state.queue.push_back(Pending { seq, data, reply });
+        let sent = self.link.as_ref().map(|_| Instant::now());
+        state.queue.push_back(Pending {
+            seq,
+            data,
+            reply,
+            sent,
+        });
         drop(state);
         self.wake.notify_one();
     }
@@ -308,16 +328,26 @@ impl Peer {
         let mut reader = FramedRead::new(read, codec(self.max_frame_size));
         // Writing and reading acks run concurrently: a peer blocked on writing acks we do not
         // read would stop reading our messages.
+        let (written, read) = match &self.link {
+            None => (
+                self.write_loop(&mut writer).left_future(),
+                self.read_loop(&mut reader).left_future(),
+            ),
+            Some(link) => (
+                self.write_loop_emulated(&mut writer, link).right_future(),
+                self.read_loop_emulated(&mut reader, link).right_future(),
+            ),
+        };
         tokio::select! {
-            result = self.write_loop(&mut writer) => result.err(),
-            result = self.read_loop(&mut reader) => result.err(),
+            result = written => result.err(),
+            result = read => result.err(),
         }
         .unwrap_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "closed by peer"))
     }
 
     async fn write_loop(&self, writer: &mut FrameWriter<OwnedWriteHalf>) -> io::Result<()> {
         loop {
-            let batch = self.take_unwritten();
+            let (batch, _) = self.take_unwritten(None);
             if batch.is_empty() {
                 self.wake.notified().await;
             } else {
@@ -326,8 +356,36 @@ impl Peer {
         }
     }
 
-    /// Claims every message not yet written on this connection, within the in-flight window.
-    fn take_unwritten(&self) -> Vec<Bytes> {
+    /// As `write_loop`, writing each message only once it may cross the link.
+    async fn write_loop_emulated(
+        &self,
+        writer: &mut FrameWriter<OwnedWriteHalf>,
+        link: &Link,
+    ) -> io::Result<()> {
+        let mut state = link.watch();
+        loop {
+            let crossing = Crossing {
+                link: *state.borrow_and_update(),
+                delay: link.outgoing,
+                now: Instant::now(),
+            };
+            let (batch, next_due) = self.take_unwritten(Some(crossing));
+            if !batch.is_empty() {
+                writer.write_frames(&batch).await?;
+                continue;
+            }
+            tokio::select! {
+                () = self.wake.notified() => {}
+                () = sleep_until_due(next_due) => {}
+                // The link (which owns the sender) outlives this connection: this never errs.
+                _ = state.changed() => {}
+            }
+        }
+    }
+
+    /// Claims every message not yet written on this connection, within the in-flight window;
+    /// under emulation only those that may cross the link by now, and says when the next one may.
+    fn take_unwritten(&self, crossing: Option<Crossing>) -> (Vec<Bytes>, Option<Instant>) {
         let mut state = self.lock();
         let State {
             queue,
@@ -337,9 +395,20 @@ impl Peer {
         } = &mut *state;
         let start = queue.partition_point(|pending| pending.seq < *cursor);
         let mut batch = Vec::new();
+        let mut next_due = None;
         for pending in queue.range(start..) {
             if in_flight.len() >= self.capacity {
                 break;
+            }
+            if let (Some(crossing), Some(sent)) = (&crossing, pending.sent) {
+                // Due times never decrease along the queue: the first not due ends the batch.
+                match crossing.link.due(sent, crossing.delay) {
+                    Some(due) if due <= crossing.now => {}
+                    due => {
+                        next_due = due;
+                        break;
+                    }
+                }
             }
             *cursor = pending.seq + 1;
             if !pending.cancelled() {
@@ -347,7 +416,7 @@ impl Peer {
                 batch.push(pending.data.clone());
             }
         }
-        batch
+        (batch, next_due)
     }
 
     /// Matches reply frames to in-flight messages. Returns `Ok` at end of stream.
@@ -359,6 +428,34 @@ impl Peer {
             self.acknowledge(frame?.freeze())?;
         }
         Ok(())
+    }
+
+    /// As `read_loop`, taking each reply the link's return latency after it arrived, and none
+    /// while the link is cut.
+    async fn read_loop_emulated(
+        &self,
+        reader: &mut FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+        link: &Link,
+    ) -> io::Result<()> {
+        let mut acks = DelayLine::new(link.incoming);
+        let mut state = link.watch();
+        let mut due = Vec::new();
+        loop {
+            let next_due = acks.next_due(&state.borrow_and_update());
+            tokio::select! {
+                frame = reader.next() => match frame {
+                    Some(frame) => acks.push(Instant::now(), frame?.freeze()),
+                    None => return Ok(()),
+                },
+                () = sleep_until_due(next_due) => {}
+                // The link (which owns the sender) outlives this connection: this never errs.
+                _ = state.changed() => {}
+            }
+            acks.pop_due(&link.state(), Instant::now(), usize::MAX, &mut due);
+            for ack in due.drain(..) {
+                self.acknowledge(ack)?;
+            }
+        }
     }
 
     fn acknowledge(&self, ack: Bytes) -> io::Result<()> {
@@ -390,6 +487,14 @@ impl Peer {
         }
         Ok(())
     }
+}
+
+/// What decides whether a message may be written on an emulated link now.
+struct Crossing {
+    link: LinkState,
+    /// The link's latency towards the peer.
+    delay: Duration,
+    now: Instant,
 }
 
 /// Exponential backoff with jitter, so peers restarting together do not reconnect in lockstep.

@@ -2,6 +2,7 @@
 
 use super::codec::DEFAULT_MAX_FRAME_SIZE;
 use super::handshake::Credentials;
+use super::link::{sleep_until_due, DelayLine, Link};
 use super::transport::{connect, FrameWriter};
 use bytes::Bytes;
 use rand::seq::SliceRandom;
@@ -13,6 +14,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tracing::{debug, warn};
 
 /// Messages queued per peer by default; more are dropped until the connection catches up.
@@ -33,12 +35,34 @@ pub struct SimpleSender {
 }
 
 struct Inner {
-    peers: Mutex<HashMap<SocketAddr, mpsc::Sender<Bytes>>>,
+    peers: Mutex<HashMap<SocketAddr, mpsc::Sender<Outgoing>>>,
     queue_capacity: usize,
     max_frame_size: usize,
     dropped: Arc<AtomicU64>,
     /// Proven on every connection when set (the committee's ports require it).
     credentials: Option<Arc<Credentials>>,
+}
+
+/// A queued message; `sent` is stamped only under emulation (its delay counts from it).
+struct Outgoing {
+    data: Bytes,
+    sent: Option<Instant>,
+}
+
+impl Inner {
+    fn emulated(&self) -> bool {
+        self.credentials
+            .as_ref()
+            .is_some_and(|c| c.emulation.is_some())
+    }
+
+    /// The emulated link to `address`, if this sender emulates one.
+    fn link_to(&self, address: &SocketAddr) -> Option<Arc<Link>> {
+        self.credentials
+            .as_ref()
+            .and_then(|c| c.emulation.as_ref())
+            .and_then(|e| e.link_to(address))
+    }
 }
 
 impl Default for SimpleSender {
@@ -100,6 +124,10 @@ impl SimpleSender {
             self.inner.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        let message = Outgoing {
+            data,
+            sent: self.inner.emulated().then(Instant::now),
+        };
         let mut peers = self
             .inner
             .peers
@@ -108,7 +136,7 @@ impl SimpleSender {
         let queue = peers
             .entry(address)
             .or_insert_with(|| self.spawn_connection(address));
-        let data = match queue.try_send(data) {
+        let message = match queue.try_send(message) {
             Ok(()) => return,
             Err(TrySendError::Full(_)) => {
                 self.inner.dropped.fetch_add(1, Ordering::Relaxed);
@@ -116,10 +144,10 @@ impl SimpleSender {
                 return;
             }
             // The connection task is gone (it only ends if its runtime shuts down): replace it.
-            Err(TrySendError::Closed(data)) => data,
+            Err(TrySendError::Closed(message)) => message,
         };
         let queue = self.spawn_connection(address);
-        if queue.try_send(data).is_err() {
+        if queue.try_send(message).is_err() {
             self.inner.dropped.fetch_add(1, Ordering::Relaxed);
         }
         peers.insert(address, queue);
@@ -143,50 +171,107 @@ impl SimpleSender {
         self.broadcast(addresses, data).await;
     }
 
-    fn spawn_connection(&self, address: SocketAddr) -> mpsc::Sender<Bytes> {
+    fn spawn_connection(&self, address: SocketAddr) -> mpsc::Sender<Outgoing> {
         let (queue, messages) = mpsc::channel(self.inner.queue_capacity);
-        tokio::spawn(run(
+        let peer = PeerConnection {
             address,
-            messages,
-            self.inner.dropped.clone(),
-            self.inner.credentials.clone(),
-        ));
+            connection: None,
+            dropped: self.inner.dropped.clone(),
+            credentials: self.inner.credentials.clone(),
+        };
+        match self.inner.link_to(&address) {
+            None => tokio::spawn(peer.run(messages)),
+            Some(link) => {
+                tokio::spawn(peer.run_emulated(messages, link, self.inner.queue_capacity))
+            }
+        };
         queue
     }
 }
 
 /// Delivers queued messages to one peer until every handle to the queue is dropped.
-async fn run(
+struct PeerConnection {
     address: SocketAddr,
-    mut messages: mpsc::Receiver<Bytes>,
+    connection: Option<Connection>,
     dropped: Arc<AtomicU64>,
     credentials: Option<Arc<Credentials>>,
-) {
-    let mut connection: Option<Connection> = None;
-    let mut burst = Vec::with_capacity(MAX_BURST);
-    while messages.recv_many(&mut burst, MAX_BURST).await > 0 {
-        if connection.as_ref().is_some_and(Connection::is_closed) {
-            connection = None;
+}
+
+impl PeerConnection {
+    async fn run(mut self, mut messages: mpsc::Receiver<Outgoing>) {
+        let mut burst = Vec::with_capacity(MAX_BURST);
+        let mut frames = Vec::with_capacity(MAX_BURST);
+        while messages.recv_many(&mut burst, MAX_BURST).await > 0 {
+            frames.extend(burst.drain(..).map(|message| message.data));
+            self.deliver(&frames).await;
+            frames.clear();
         }
-        if connection.is_none() {
-            match connect(address, credentials.as_deref()).await {
-                Ok(stream) => connection = Some(Connection::new(stream)),
+    }
+
+    /// As `run`, over an emulated link: each message waits in the link's delay queue until it
+    /// may cross (at most `capacity` wait there; beyond, the queue fills and messages are
+    /// dropped as when a real connection stalls). Other peers have their own task: a slow or
+    /// cut link holds no one else.
+    async fn run_emulated(
+        mut self,
+        mut messages: mpsc::Receiver<Outgoing>,
+        link: Arc<Link>,
+        capacity: usize,
+    ) {
+        let mut line = DelayLine::new(link.outgoing);
+        let mut state = link.watch();
+        let mut burst = Vec::with_capacity(MAX_BURST);
+        let mut frames = Vec::with_capacity(MAX_BURST);
+        let mut open = true;
+        while open || !line.is_empty() {
+            let due = line.next_due(&state.borrow_and_update());
+            tokio::select! {
+                received = messages.recv_many(&mut burst, MAX_BURST.min(capacity - line.len())),
+                    if open && line.len() < capacity =>
+                {
+                    open = received > 0;
+                    for message in burst.drain(..) {
+                        line.push(message.sent.unwrap_or_else(Instant::now), message.data);
+                    }
+                }
+                () = sleep_until_due(due) => {}
+                // The link (which owns the sender) outlives this task: this never errs.
+                _ = state.changed() => {}
+            }
+            line.pop_due(&link.state(), Instant::now(), MAX_BURST, &mut frames);
+            if !frames.is_empty() {
+                self.deliver(&frames).await;
+                frames.clear();
+            }
+        }
+    }
+
+    /// Writes `frames` on the connection, opening one if needed; drops them (counted) if that
+    /// fails.
+    async fn deliver(&mut self, frames: &[Bytes]) {
+        let address = self.address;
+        if self.connection.as_ref().is_some_and(Connection::is_closed) {
+            self.connection = None;
+        }
+        if self.connection.is_none() {
+            match connect(address, self.credentials.as_deref()).await {
+                Ok(stream) => self.connection = Some(Connection::new(stream)),
                 Err(error) => {
-                    debug!(peer = %address, %error, lost = burst.len(), "failed to connect; dropping messages");
-                    dropped.fetch_add(burst.len() as u64, Ordering::Relaxed);
-                    burst.clear();
-                    continue;
+                    debug!(peer = %address, %error, lost = frames.len(), "failed to connect; dropping messages");
+                    self.dropped
+                        .fetch_add(frames.len() as u64, Ordering::Relaxed);
+                    return;
                 }
             }
         }
-        if let Some(open) = connection.as_mut() {
-            if let Err(error) = open.writer.write_frames(&burst).await {
-                debug!(peer = %address, %error, lost = burst.len(), "failed to send; dropping messages");
-                dropped.fetch_add(burst.len() as u64, Ordering::Relaxed);
-                connection = None;
+        if let Some(open) = self.connection.as_mut() {
+            if let Err(error) = open.writer.write_frames(frames).await {
+                debug!(peer = %address, %error, lost = frames.len(), "failed to send; dropping messages");
+                self.dropped
+                    .fetch_add(frames.len() as u64, Ordering::Relaxed);
+                self.connection = None;
             }
         }
-        burst.clear();
     }
 }
 

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use consensus::config::Authority;
 use consensus::mempool::{Mempool, MempoolMetrics};
 use consensus::metered;
+use consensus::network::NetEmulation;
 use consensus::{Committee, Consensus, ConsensusHandle, MempoolLink, Parameters, Store};
 use crypto::{Digest, KeyPair};
 use futures::SinkExt;
@@ -130,6 +131,16 @@ pub struct TestNode {
 
 impl TestNode {
     pub fn spawn(keys: KeyPair, committee: Committee, parameters: Parameters) -> Self {
+        Self::spawn_emulated(keys, committee, parameters, None)
+    }
+
+    /// A node whose committee links follow `emulation` (latencies, cuts the test sets).
+    pub fn spawn_emulated(
+        keys: KeyPair,
+        committee: Committee,
+        parameters: Parameters,
+        emulation: Option<Arc<NetEmulation>>,
+    ) -> Self {
         let committed = Arc::new(Mutex::new(Vec::new()));
         let (kill_tx, kill_rx) = oneshot::channel::<()>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -159,6 +170,7 @@ impl TestNode {
                         tx_digests,
                         mempool.clone(),
                         None,
+                        emulation.clone(),
                     )
                     .await
                     .expect("mempool starts");
@@ -173,6 +185,7 @@ impl TestNode {
                             tx_mempool,
                         },
                         tx,
+                        emulation,
                     )
                     .await
                     .expect("consensus starts");

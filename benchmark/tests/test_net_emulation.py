@@ -1,0 +1,159 @@
+"""`--partition`, `--delay` and `--delay-matrix`: parsing, checks, and the file the nodes read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmark.commands import node_command
+from benchmark.config import BenchParameters, ConfigError
+from benchmark.fault_schedule import schedule_from_flags
+from benchmark.flags import bench_from_flags
+from benchmark.net_emulation import (
+    EmulationError,
+    Partition,
+    emulates,
+    node_file,
+    parse_partition,
+    read_delay_matrix,
+    write_node_file,
+)
+
+NAMES = ["aa", "bb", "cc", "dd"]
+
+
+def test_partition_specs() -> None:
+    assert parse_partition("3@5-25") == Partition((3,), 5.0, 25.0)
+    assert parse_partition(" 2, 1 @ 4.5 - 8 ") == Partition((1, 2), 4.5, 8.0)
+    assert parse_partition("1,2@5-25").spec == "1,2@5-25"
+
+
+@pytest.mark.parametrize("spec", ["", "3", "@5-25", "3@5", "3@-25", "a@5-25", "3@5-x", "3@5:25"])
+def test_bad_partition_specs_name_the_flag(spec: str) -> None:
+    with pytest.raises(EmulationError, match="--partition"):
+        parse_partition(spec)
+
+
+def test_the_heal_must_follow_the_cut() -> None:
+    with pytest.raises(EmulationError, match=r"--partition='3@9-4'.*after"):
+        parse_partition("3@9-4")
+
+
+def test_partitions_join_the_fault_schedule_sorted() -> None:
+    schedule = schedule_from_flags([], None, ["2@9-12", "3@5-25"])
+    assert [p.start for p in schedule.partitions] == [5.0, 9.0]
+    assert not schedule.empty
+    assert schedule.to_dict()["partitions"][0] == {"nodes": [3], "start": 5.0, "end": 25.0}
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        ("4@5-25", "not a booted node"),
+        ("3@5-25", "not a booted node"),  # node 3 never booted with --faults=1
+        ("0,1,2@5-25", "every node"),
+        ("1@30-35", "not within"),
+    ],
+)
+def test_partitions_must_fit_the_run(spec: str, match: str) -> None:
+    bench = BenchParameters(nodes=4, faults=1, duration=30)
+    with pytest.raises(EmulationError, match=match):
+        schedule_from_flags([], None, [spec]).check(bench)
+
+
+def test_delay_flags_set_bench_fields() -> None:
+    bench = bench_from_flags({"delay": "50"})
+    assert bench.delay_ms == 50
+    assert bench.emulated_links
+    assert bench.to_dict()["delay_ms"] == 50
+    assert not BenchParameters().emulated_links
+    assert bench_from_flags({"delay_matrix": "m.csv"}).delay_matrix == "m.csv"
+
+
+@pytest.mark.parametrize(
+    ("flags", "match"),
+    [
+        ({"delay": "-1"}, "within"),
+        ({"delay": "60001"}, "within"),
+        ({"delay": "50", "delay_matrix": "m.csv"}, "not both"),
+        ({"delay": "50", "mode": "movevm"}, "need nodes"),
+    ],
+)
+def test_bad_delay_flags(flags: dict[str, object], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        bench_from_flags(flags)
+
+
+def write_matrix(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "matrix.csv"
+    path.write_text(text)
+    return path
+
+
+def test_delay_matrix_rows_are_from_columns_are_to(tmp_path: Path) -> None:
+    path = write_matrix(tmp_path, "# one-way ms\n0, 10, 20\n\n11,0,30\n21,31,0\n")
+    matrix = read_delay_matrix(path, 3)
+    assert (matrix[0][1], matrix[1][0], matrix[2][1]) == (10, 11, 31)
+    data = node_file(NAMES[:3], delay_ms=None, matrix=matrix, partitions=(), start_ms=None)
+    assert data == {
+        "default_delay_ms": 0,
+        "delays_ms": {
+            "aa": {"bb": 10, "cc": 20},
+            "bb": {"aa": 11, "cc": 30},
+            "cc": {"aa": 21, "bb": 31},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("0,1\n1,0\n", "2 rows for 3 nodes"),
+        ("0,1,2\n1,0\n2,1,0\n", "row 1 has 2 values"),
+        ("0,1,2\n1,0,x\n2,1,0\n", "row 1"),
+        ("0,1,2\n1,0,-5\n2,1,0\n", "not within"),
+    ],
+)
+def test_bad_delay_matrices(tmp_path: Path, text: str, match: str) -> None:
+    with pytest.raises(EmulationError, match=match):
+        read_delay_matrix(write_matrix(tmp_path, text), 3)
+
+
+def test_a_missing_matrix_is_named(tmp_path: Path) -> None:
+    with pytest.raises(EmulationError, match="cannot read"):
+        read_delay_matrix(tmp_path / "nope.csv", 3)
+
+
+def test_partition_windows_count_from_the_clients_start(tmp_path: Path) -> None:
+    partitions = (Partition((3,), 5.0, 25.0), Partition((1, 2), 30.0, 32.5))
+    bench = BenchParameters(delay_ms=50)
+    path = write_node_file(tmp_path, NAMES, bench, partitions, start_ms=1_000_000.0)
+    assert json.loads(path.read_text()) == {
+        "default_delay_ms": 50,
+        "partitions": [
+            {"nodes": ["dd"], "start_unix_ms": 1_005_000, "end_unix_ms": 1_025_000},
+            {"nodes": ["bb", "cc"], "start_unix_ms": 1_030_000, "end_unix_ms": 1_032_500},
+        ],
+    }
+
+
+def test_only_emulated_runs_give_the_nodes_a_file() -> None:
+    assert not emulates(BenchParameters(), ())
+    assert emulates(BenchParameters(delay_ms=0), ())
+    assert emulates(BenchParameters(), (Partition((1,), 1.0, 2.0),))
+    plain = node_command(
+        "node", keys="k", committee="c", parameters="p", genesis=None, bench=BenchParameters()
+    )
+    assert "--net-emulation" not in plain
+    emulated = node_command(
+        "node",
+        keys="k",
+        committee="c",
+        parameters="p",
+        genesis=None,
+        bench=BenchParameters(),
+        net_emulation="net-emulation.json",
+    )
+    assert emulated[-2:] == ["--net-emulation", "net-emulation.json"]
