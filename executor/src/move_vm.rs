@@ -157,18 +157,22 @@ impl MoveExecutor {
     }
 
     fn fail_reason(&self, error: &VMError, sender: &Address) -> FailReason {
-        match (error.major_status(), error.sub_status()) {
-            (StatusCode::ABORTED, Some(EINSUFFICIENT_BALANCE)) => FailReason::InsufficientBalance,
-            // `transfer` borrows the sender's coin first: if that one exists, the destination's
-            // is the one missing.
-            (StatusCode::MISSING_DATA, _) if self.balance(sender).is_none() => {
-                FailReason::UnknownSender
-            }
-            (StatusCode::MISSING_DATA, _) => FailReason::UnknownDestination,
-            (StatusCode::ARITHMETIC_ERROR, _) => FailReason::Overflow,
-            (status, Some(code)) => FailReason::Vm(format!("{status:?}({code})")),
-            (status, None) => FailReason::Vm(format!("{status:?}")),
-        }
+        transfer_fail_reason(error, self.balance(sender).is_some())
+    }
+}
+
+/// Why the transfer script failed, from the VM's error (both VMs run the same script).
+pub(crate) fn transfer_fail_reason(error: &VMError, sender_has_coin: bool) -> FailReason {
+    match (error.major_status(), error.sub_status()) {
+        (StatusCode::ABORTED, Some(EINSUFFICIENT_BALANCE)) => FailReason::InsufficientBalance,
+        // `transfer` borrows the sender's coin first: if that one exists, the destination's
+        // is the one missing.
+        (StatusCode::MISSING_DATA, _) if !sender_has_coin => FailReason::UnknownSender,
+        (StatusCode::MISSING_DATA, _) => FailReason::UnknownDestination,
+        (StatusCode::ARITHMETIC_ERROR, _) => FailReason::Overflow,
+        (StatusCode::OUT_OF_GAS, _) => FailReason::OutOfGas,
+        (status, Some(code)) => FailReason::Vm(format!("{status:?}({code})")),
+        (status, None) => FailReason::Vm(format!("{status:?}")),
     }
 }
 
@@ -207,24 +211,24 @@ impl Executor for MoveExecutor {
     }
 }
 
-fn move_address(address: &Address) -> AccountAddress {
+pub(crate) fn move_address(address: &Address) -> AccountAddress {
     AccountAddress::new(address.0)
 }
 
 /// A `Coin { value: u64 }` resource is its one field, BCS-encoded: 8 bytes little endian.
-fn decode_coin(bytes: &[u8]) -> Option<u64> {
+pub(crate) fn decode_coin(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.try_into().ok()?))
 }
 
 /// Start-up errors are rare and fatal: give everything the VM says.
-fn describe(error: &VMError) -> String {
+pub(crate) fn describe(error: &VMError) -> String {
     format!("{error:?}")
 }
 
-type NativeEntry = (AccountAddress, Identifier, Identifier, NativeFunction);
+pub(crate) type NativeEntry = (AccountAddress, Identifier, Identifier, NativeFunction);
 
 /// The native of `0x1::Coin`: `borrow_address(&signer): &address`.
-fn natives() -> Result<Vec<NativeEntry>, MoveError> {
+pub(crate) fn natives() -> Result<Vec<NativeEntry>, MoveError> {
     let borrow_address: NativeFunction = Arc::new(native_borrow_address);
     Ok(vec![(
         AccountAddress::ONE,
@@ -234,7 +238,7 @@ fn natives() -> Result<Vec<NativeEntry>, MoveError> {
     )])
 }
 
-fn identifier(name: &str) -> Result<Identifier, MoveError> {
+pub(crate) fn identifier(name: &str) -> Result<Identifier, MoveError> {
     Identifier::new(name).map_err(|e| MoveError::Identifier(e.to_string()))
 }
 
