@@ -65,6 +65,7 @@ BENCH_FLAGS = {
     "accounts": "genesis accounts (movevm: accounts of the run)",
     "runs": "how many times to repeat each configuration",
     "invalid_share": "share of transactions with a bad signature (crypto modes)",
+    "vm": "bare | adapter: the Move VM alone or behind Diem's adapter (hotmove, movevm)",
 }
 
 # The fault schedule (benchmark/fault_schedule.py); not bench parameters: no sweep, no default.
@@ -130,6 +131,7 @@ def local(
     accounts: str | None = None,
     runs: str | None = None,
     invalid_share: str | None = None,
+    vm: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
     base_port: int = DEFAULT_BASE_PORT,
@@ -161,6 +163,7 @@ def local(
                 "accounts": accounts,
                 "runs": runs,
                 "invalid_share": invalid_share,
+                "vm": vm,
             }
         )
         runner = LocalBench(
@@ -308,6 +311,7 @@ def remote(
     accounts: str | None = None,
     runs: str | None = None,
     invalid_share: str | None = None,
+    vm: str | None = None,
     prometheus_port: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
@@ -336,6 +340,7 @@ def remote(
                 "accounts": accounts,
                 "runs": runs,
                 "invalid_share": invalid_share,
+                "vm": vm,
             },
             REMOTE_DEFAULTS,
         )

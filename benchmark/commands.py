@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .config import CRYPTO_MODES, BenchParameters
+from .config import CRYPTO_MODES, MOVE_MODES, BenchParameters
 
 
 def node_command(
@@ -37,6 +37,8 @@ def node_command(
     if genesis is not None:
         command += ["--genesis", genesis]
     command += ["--mode", bench.mode]
+    if bench.mode in MOVE_MODES:
+        command += ["--vm", bench.vm]
     if bench.mode in CRYPTO_MODES and bench.verifier_threads is not None:
         command += ["--verifier-threads", str(bench.verifier_threads)]
     if bench.executor_delay_us is not None:
@@ -97,6 +99,8 @@ def movevm_command(
         str(bench.duration),
         "--accounts",
         str(bench.accounts),
+        "--vm",
+        bench.vm,
     ]
     # The node's channel capacity, when set, sizes the generator->executor channel as it would a
     # node's channels; otherwise the client keeps its own default.

@@ -20,6 +20,9 @@ from .parameters import NodeParameters
 MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove", "movevm")
 NODE_MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove")
 CRYPTO_MODES: tuple[str, ...] = ("hotcrypto", "hotmove")
+# The modes that run the Move VM, and what can run it there (`--vm`).
+MOVE_MODES: tuple[str, ...] = ("hotmove", "movevm")
+VMS: tuple[str, ...] = ("bare", "adapter")
 
 # Ports used by one node: consensus, mempool, transactions. Co-located nodes shift by this stride.
 PORTS_PER_NODE = 3
@@ -52,6 +55,8 @@ class BenchParameters:
     accounts: int = 10_000
     balance: int = 1_000_000_000
     invalid_share: float = 0.0
+    # What runs Move transactions (hotmove, movevm): the bare VM or the VM behind Diem's adapter.
+    vm: str = "bare"
     runs: int = 1
     node: NodeParameters = field(default_factory=NodeParameters)
 
@@ -77,6 +82,7 @@ class BenchParameters:
                 )
             if self.mode not in CRYPTO_MODES:
                 raise ConfigError(f"executor_delay_us needs an executor: mode {self.mode} has none")
+        self._check_vm()
         if not 0.0 <= self.invalid_share <= 1.0:
             raise ConfigError(f"invalid_share must be in [0, 1], got {self.invalid_share}")
         if self.mode in NODE_MODES:
@@ -93,6 +99,12 @@ class BenchParameters:
             raise ConfigError(
                 f"tx_size must be at least 9 bytes in hotstuff mode, got {self.tx_size}"
             )
+
+    def _check_vm(self) -> None:
+        if self.vm not in VMS:
+            raise ConfigError(f"unknown vm {self.vm!r}; expected one of {', '.join(VMS)}")
+        if self.vm != "bare" and self.mode not in MOVE_MODES:
+            raise ConfigError(f"vm {self.vm} needs the Move VM: mode {self.mode} has none")
 
     @property
     def live_nodes(self) -> int:

@@ -9,7 +9,7 @@ mod signed;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use node::Mode;
+use node::{Mode, Vm};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -39,6 +39,10 @@ pub struct Cli {
     size: usize,
     #[arg(long, value_enum)]
     mode: Mode,
+    /// `--mode movevm`: what runs the Move transactions, the bare VM or the VM behind Diem's
+    /// adapter (nodes take `node run --vm`; the transactions are the same).
+    #[arg(long, value_enum, default_value_t = Vm::Bare)]
+    vm: Vm,
     /// Genesis accounts file (hotcrypto, hotmove).
     #[arg(long)]
     genesis: Option<PathBuf>,
@@ -86,6 +90,9 @@ fn run() -> Result<()> {
     }
     if !(0.0..=1.0).contains(&cli.invalid_share) {
         bail!("--invalid-share must be between 0 and 1");
+    }
+    if cli.vm != Vm::Bare && cli.mode != Mode::Movevm {
+        bail!("--vm is for --mode movevm (nodes take `node run --vm`)");
     }
     if cli.profile.is_some() && cli.mode != Mode::Movevm {
         bail!("--profile is for --mode movevm (nodes take `node run --profile`)");

@@ -18,6 +18,7 @@ pub fn run(cli: &Cli) -> Result<()> {
             channel_capacity: cli.channel_capacity,
             prometheus: cli.prometheus,
             profile: cli.profile.clone(),
+            vm: cli.vm,
         },
         &stop,
     )

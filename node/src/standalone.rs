@@ -5,7 +5,7 @@
 //! blocked on a full channel means the stages behind it are saturated.
 
 use crate::metrics::{serve_prometheus, ProcessSource, Registry};
-use crate::pipeline::{Mode, StageSettings};
+use crate::pipeline::{Mode, StageSettings, Vm};
 use crate::profile::Profiler;
 use crate::stage::StageMetrics;
 use anyhow::{Context, Result};
@@ -43,6 +43,8 @@ pub struct StandaloneSettings {
     pub prometheus: Option<SocketAddr>,
     /// Where `--profile` writes its flame graph and folded stacks.
     pub profile: Option<PathBuf>,
+    /// What runs the Move transactions.
+    pub vm: Vm,
 }
 
 /// Runs until the duration is over or `stop` is set, printing a METRICS line every second and
@@ -77,6 +79,7 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
                 max_backlog_per_sender: MAX_BACKLOG,
                 samples: None,
                 executor_delay: Duration::ZERO,
+                vm: settings.vm,
             },
             &mut registry,
         )
@@ -225,6 +228,12 @@ mod tests {
 
     #[test]
     fn every_generated_transaction_is_decoded_then_executed() {
+        for vm in [Vm::Bare, Vm::Adapter] {
+            every_generated_transaction_is_decoded_then_executed_by(vm);
+        }
+    }
+
+    fn every_generated_transaction_is_decoded_then_executed_by(vm: Vm) {
         let stop = AtomicBool::new(false);
         let registry = run_movevm(
             StandaloneSettings {
@@ -233,6 +242,7 @@ mod tests {
                 channel_capacity: 1_000,
                 prometheus: None,
                 profile: None,
+                vm,
             },
             &stop,
         )
@@ -257,10 +267,21 @@ mod tests {
             line["channels"]["generator->decoder"]["sent"],
             line["channels"]["decoder->executor"]["sent"]
         );
+        // Balances plus fees: the adapter's fees left the accounts but not the system.
         assert_eq!(
             line["stages"]["executor"]["total_supply"],
             (8 * u128::from(BALANCE)).to_string()
         );
+        let fees: u64 = line["stages"]["executor"]["fees_collected"]
+            .as_str()
+            .and_then(|f| f.parse().ok())
+            .unwrap_or_else(|| panic!("no fees_collected in {line}"));
+        let gas = line["stages"]["executor"]["gas_used"].as_u64().unwrap_or(0);
+        match vm {
+            Vm::Bare => assert_eq!((fees, gas), (0, 0), "{line}"),
+            // Every transfer pays for its gas at the default price of one coin per unit.
+            Vm::Adapter => assert!(fees == gas && fees >= generated, "{line}"),
+        }
     }
 
     #[test]
@@ -297,6 +318,7 @@ mod tests {
                     max_backlog_per_sender: MAX_BACKLOG,
                     samples: None,
                     executor_delay: Duration::ZERO,
+                    vm: Vm::Bare,
                 },
                 &mut registry,
             )
