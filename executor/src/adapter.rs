@@ -103,6 +103,9 @@ pub struct AdapterExecutor {
     gas_used: u64,
 }
 
+// `VMError` is large, and it is what every call into the VM returns; these helpers pass it on as
+// the VM gave it (boxing it would add an allocation to every failed transaction for nothing).
+#[allow(clippy::result_large_err)]
 impl AdapterExecutor {
     pub fn from_genesis(genesis: &Genesis, gas: GasParameters) -> Result<Self, MoveError> {
         Self::new(
