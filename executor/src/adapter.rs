@@ -21,7 +21,8 @@ use crate::genesis::Genesis;
 use crate::move_compile::CompiledMove;
 use crate::move_storage::InMemoryStorage;
 use crate::move_vm::{
-    decode_coin, describe, identifier, move_address, natives, transfer_fail_reason, MoveError,
+    decode_coin, describe, identifier, move_address, natives, transfer_fail_reason, Call,
+    EntryFunction, MoveError,
 };
 use crate::transaction::{Address, Payload, Transaction, ADDRESS_LEN};
 use bytes::Bytes;
@@ -95,6 +96,7 @@ pub struct AdapterExecutor {
     transfer_script: Bytes,
     coin_tag: StructTag,
     account: AccountFunctions,
+    entry: EntryFunction,
     gas: GasParameters,
     /// The meter's limit in internal units: `max_gas` of `gas`, or finer in tests.
     meter_limit: u64,
@@ -189,6 +191,7 @@ impl AdapterExecutor {
             transfer_script: Bytes::from_static(&compiled.transfer_script),
             coin_tag,
             account,
+            entry: EntryFunction::transfer()?,
             gas,
             meter_limit: gas.max_gas.saturating_mul(INTERNAL_UNITS_PER_GAS),
             metered: true,
@@ -217,7 +220,7 @@ impl AdapterExecutor {
         Some(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?))
     }
 
-    fn run(&mut self, tx: &Transaction, destination: &Address, amount: u64) -> Outcome {
+    fn run(&mut self, call: Call, tx: &Transaction, destination: &Address, amount: u64) -> Outcome {
         let mut session = self.vm.new_session(&self.storage);
         if let Err(error) = self.prologue(&mut session, tx) {
             return Outcome::Rejected(reject_reason(&error));
@@ -227,17 +230,13 @@ impl AdapterExecutor {
             .charge(intrinsic_gas(tx.encoded_len()))
             .map_err(|e| e.finish(Location::Undefined))
             .and_then(|()| {
+                let sender = &tx.sender;
                 if self.metered {
-                    self.payload(&mut session, &tx.sender, destination, amount, &mut meter)
+                    self.payload(&mut session, call, sender, destination, amount, &mut meter)
                 } else {
                     let mut unmetered = UnmeteredGasMeter;
-                    self.payload(
-                        &mut session,
-                        &tx.sender,
-                        destination,
-                        amount,
-                        &mut unmetered,
-                    )
+                    let meter = &mut unmetered;
+                    self.payload(&mut session, call, sender, destination, amount, meter)
                 }
             });
         let gas_used = meter.used();
@@ -324,20 +323,25 @@ impl AdapterExecutor {
     fn payload(
         &self,
         session: &mut Session<'_, '_, InMemoryStorage>,
+        call: Call,
         sender: &Address,
         destination: &Address,
         amount: u64,
         meter: &mut impl GasMeter,
     ) -> Result<(), VMError> {
         let amount = amount.to_le_bytes();
-        session
-            .execute_script(
-                &self.transfer_script[..],
+        let args = vec![&sender.0[..], &destination.0, &amount];
+        match call {
+            Call::Script => session.execute_script(&self.transfer_script[..], vec![], args, meter),
+            Call::Entry => session.execute_entry_function(
+                &self.entry.module,
+                &self.entry.function,
                 vec![],
-                vec![&sender.0[..], &destination.0, &amount],
+                args,
                 meter,
-            )
-            .map(|_| ())
+            ),
+        }
+        .map(|_| ())
     }
 
     #[inline(never)]
@@ -392,8 +396,12 @@ impl Executor for AdapterExecutor {
                 if script[..] != self.transfer_script[..] {
                     return Outcome::Rejected(RejectReason::ScriptNotAllowed);
                 }
-                self.run(tx, destination, *amount)
+                self.run(Call::Script, tx, destination, *amount)
             }
+            Payload::MoveEntry {
+                destination,
+                amount,
+            } => self.run(Call::Entry, tx, destination, *amount),
             Payload::Native { .. } => Outcome::Rejected(RejectReason::WrongPayload),
         }
     }
@@ -667,6 +675,27 @@ mod tests {
                 ledger.executor().sequence_number(address)
             );
         }
+    }
+
+    #[test]
+    fn an_entry_function_call_runs_under_the_same_prologue_gas_and_epilogue() {
+        let gas = GasParameters::default();
+        let mut f = fixture(&[BALANCE, BALANCE], gas);
+        let mut tx = f.transfer(0, 0, 1, 5);
+        tx.payload = Payload::MoveEntry {
+            destination: f.addresses[1],
+            amount: 5,
+        };
+        assert_eq!(f.ex.execute(&tx), Outcome::Executed);
+        let fee = f.ex.gas_used();
+        assert!(fee > 1, "the payload is metered: {fee}");
+        assert_eq!(f.balance(0), BALANCE - 5 - fee);
+        assert_eq!(f.balance(1), BALANCE + 5);
+        assert_eq!(f.sequence_number(0), 1);
+        assert_eq!(
+            f.ex.execute(&tx),
+            Outcome::Rejected(RejectReason::SequenceNumberTooOld)
+        );
     }
 
     #[test]

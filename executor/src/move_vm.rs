@@ -48,6 +48,30 @@ pub struct MoveExecutor {
     storage: InMemoryStorage,
     transfer_script: Bytes,
     coin_tag: StructTag,
+    entry: EntryFunction,
+}
+
+/// How a Move transfer enters the VM: the transfer script, or the entry function
+/// `Coin::transfer_entry` (`--payload=entry`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    Script,
+    Entry,
+}
+
+/// `0x1::Coin::transfer_entry`, resolved once.
+pub(crate) struct EntryFunction {
+    pub(crate) module: ModuleId,
+    pub(crate) function: Identifier,
+}
+
+impl EntryFunction {
+    pub(crate) fn transfer() -> Result<Self, MoveError> {
+        Ok(EntryFunction {
+            module: ModuleId::new(AccountAddress::ONE, identifier("Coin")?),
+            function: identifier("transfer_entry")?,
+        })
+    }
 }
 
 impl MoveExecutor {
@@ -121,6 +145,7 @@ impl MoveExecutor {
             storage,
             transfer_script: Bytes::from_static(&compiled.transfer_script),
             coin_tag,
+            entry: EntryFunction::transfer()?,
         })
     }
 
@@ -133,18 +158,34 @@ impl MoveExecutor {
         &self.storage
     }
 
-    fn transfer(&mut self, sender: &Address, destination: &Address, amount: u64) -> Outcome {
+    fn transfer(
+        &mut self,
+        call: Call,
+        sender: &Address,
+        destination: &Address,
+        amount: u64,
+    ) -> Outcome {
         // The arguments in the layout the VM deserializes: a signer and an address are their
         // raw bytes, a u64 is little endian (a test pins this to `MoveValue` serialization).
         let amount = amount.to_le_bytes();
         let args: Vec<&[u8]> = vec![&sender.0, &destination.0, &amount];
         let mut session = self.vm.new_session(&self.storage);
-        if let Err(error) = session.execute_script(
-            &self.transfer_script[..],
-            vec![],
-            args,
-            &mut UnmeteredGasMeter,
-        ) {
+        let result = match call {
+            Call::Script => session.execute_script(
+                &self.transfer_script[..],
+                vec![],
+                args,
+                &mut UnmeteredGasMeter,
+            ),
+            Call::Entry => session.execute_entry_function(
+                &self.entry.module,
+                &self.entry.function,
+                vec![],
+                args,
+                &mut UnmeteredGasMeter,
+            ),
+        };
+        if let Err(error) = result {
             return Outcome::Failed(self.fail_reason(&error, sender));
         }
         match session.finish() {
@@ -187,8 +228,12 @@ impl Executor for MoveExecutor {
                 if script[..] != self.transfer_script[..] {
                     return Outcome::Failed(FailReason::ScriptNotAllowed);
                 }
-                self.transfer(&tx.sender, destination, *amount)
+                self.transfer(Call::Script, &tx.sender, destination, *amount)
             }
+            Payload::MoveEntry {
+                destination,
+                amount,
+            } => self.transfer(Call::Entry, &tx.sender, destination, *amount),
             Payload::Native { .. } => Outcome::Failed(FailReason::WrongPayload),
         }
     }
@@ -324,6 +369,31 @@ mod tests {
         assert_eq!(ex.execute(&transfer(&ex, &a, aa, 7)), Outcome::Executed);
         assert_eq!(ex.balance(&aa), Some(7));
         let _ = b;
+    }
+
+    #[test]
+    fn the_entry_function_transfers_like_the_script() {
+        let (a, aa) = account(1);
+        let (_, ba) = account(2);
+        let mut ex = MoveExecutor::new([(aa, 10), (ba, u64::MAX - 5)]).expect("genesis");
+        let entry = |amount| {
+            Transaction::unsigned(
+                a.name,
+                0,
+                Payload::MoveEntry {
+                    destination: ba,
+                    amount,
+                },
+            )
+        };
+        assert_eq!(ex.execute(&entry(3)), Outcome::Executed);
+        assert_eq!(ex.balance(&aa), Some(7));
+        assert_eq!(ex.balance(&ba), Some(u64::MAX - 2));
+        assert_eq!(
+            ex.execute(&entry(8)),
+            Outcome::Failed(FailReason::InsufficientBalance)
+        );
+        assert_eq!(ex.execute(&entry(7)), Outcome::Failed(FailReason::Overflow));
     }
 
     #[test]
