@@ -66,6 +66,7 @@ BENCH_FLAGS = {
     "runs": "how many times to repeat each configuration",
     "invalid_share": "share of transactions with a bad signature (crypto modes)",
     "vm": "bare | adapter: the Move VM alone or behind Diem's adapter (hotmove, movevm)",
+    "payload": "script | entry: Move transfers as a script or an entry function (hotmove, movevm)",
 }
 
 # The fault schedule (benchmark/fault_schedule.py); not bench parameters: no sweep, no default.
@@ -132,6 +133,7 @@ def local(
     runs: str | None = None,
     invalid_share: str | None = None,
     vm: str | None = None,
+    payload: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
     base_port: int = DEFAULT_BASE_PORT,
@@ -164,6 +166,7 @@ def local(
                 "runs": runs,
                 "invalid_share": invalid_share,
                 "vm": vm,
+                "payload": payload,
             }
         )
         runner = LocalBench(
@@ -312,6 +315,7 @@ def remote(
     runs: str | None = None,
     invalid_share: str | None = None,
     vm: str | None = None,
+    payload: str | None = None,
     prometheus_port: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
@@ -341,6 +345,7 @@ def remote(
                 "runs": runs,
                 "invalid_share": invalid_share,
                 "vm": vm,
+                "payload": payload,
             },
             REMOTE_DEFAULTS,
         )

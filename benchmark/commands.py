@@ -83,6 +83,8 @@ def client_command(
         command += ["--genesis", genesis]
         if bench.invalid_share > 0:
             command += ["--invalid-share", str(bench.invalid_share)]
+    if bench.mode in MOVE_MODES:
+        command += ["--payload", bench.payload]
     return command + _prometheus(prometheus)
 
 
@@ -101,6 +103,8 @@ def movevm_command(
         str(bench.accounts),
         "--vm",
         bench.vm,
+        "--payload",
+        bench.payload,
     ]
     # The node's channel capacity, when set, sizes the generator->executor channel as it would a
     # node's channels; otherwise the client keeps its own default.

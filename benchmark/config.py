@@ -23,6 +23,7 @@ CRYPTO_MODES: tuple[str, ...] = ("hotcrypto", "hotmove")
 # The modes that run the Move VM, and what can run it there (`--vm`).
 MOVE_MODES: tuple[str, ...] = ("hotmove", "movevm")
 VMS: tuple[str, ...] = ("bare", "adapter")
+PAYLOADS: tuple[str, ...] = ("script", "entry")
 
 # Ports used by one node: consensus, mempool, transactions. Co-located nodes shift by this stride.
 PORTS_PER_NODE = 3
@@ -57,6 +58,8 @@ class BenchParameters:
     invalid_share: float = 0.0
     # What runs Move transactions (hotmove, movevm): the bare VM or the VM behind Diem's adapter.
     vm: str = "bare"
+    # How Move transfers enter the VM (hotmove, movevm): the transfer script or an entry function.
+    payload: str = "script"
     runs: int = 1
     node: NodeParameters = field(default_factory=NodeParameters)
 
@@ -105,6 +108,14 @@ class BenchParameters:
             raise ConfigError(f"unknown vm {self.vm!r}; expected one of {', '.join(VMS)}")
         if self.vm != "bare" and self.mode not in MOVE_MODES:
             raise ConfigError(f"vm {self.vm} needs the Move VM: mode {self.mode} has none")
+        if self.payload not in PAYLOADS:
+            raise ConfigError(
+                f"unknown payload {self.payload!r}; expected one of {', '.join(PAYLOADS)}"
+            )
+        if self.payload != "script" and self.mode not in MOVE_MODES:
+            raise ConfigError(
+                f"payload {self.payload} needs the Move VM: mode {self.mode} has none"
+            )
 
     @property
     def live_nodes(self) -> int:

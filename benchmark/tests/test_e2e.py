@@ -34,8 +34,14 @@ RUNS = {
     "movevm": ["--duration=3"],
     # The Move VM behind the Diem-style adapter: the audit (run by `fab local`, failing it on a
     # bad check) holds every node's balances plus fees to the genesis supply and compares digests.
-    "hotmove-adapter": ["--nodes=4", "--rate=4000", "--duration=5", "--vm=adapter"],
-    "movevm-adapter": ["--duration=3", "--vm=adapter"],
+    "hotmove-adapter": [
+        "--nodes=4",
+        "--rate=4000",
+        "--duration=5",
+        "--vm=adapter",
+        "--payload=entry",
+    ],
+    "movevm-adapter": ["--duration=3", "--vm=adapter", "--payload=entry"],
 }
 STAGES = {
     "hotstuff": ["consensus"],

@@ -19,6 +19,7 @@ pub fn run(cli: &Cli) -> Result<()> {
             prometheus: cli.prometheus,
             profile: cli.profile.clone(),
             vm: cli.vm,
+            payload: cli.payload,
         },
         &stop,
     )

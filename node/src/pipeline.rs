@@ -12,13 +12,14 @@ use crate::metrics::{ChannelSource, Registry, SampleEvent, SampleLog};
 use crate::stage::{spawn_stage, StageMetrics};
 use crate::verifier::{Signatures, VerifierStage};
 use anyhow::{Context, Result};
+use bytes::Bytes;
 use clap::ValueEnum;
 use consensus::metered::{self, MeteredReceiver};
 use consensus::CommittedBatch;
 use crypto::ParallelVerifier;
 use executor::{
-    opaque_sample_id, signed_sample_id, AdapterExecutor, GasParameters, Genesis, MoveExecutor,
-    NativeExecutor,
+    opaque_sample_id, signed_sample_id, AdapterExecutor, Address, GasParameters, Genesis,
+    MoveExecutor, NativeExecutor, Payload,
 };
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -55,6 +56,40 @@ impl Vm {
         match self {
             Vm::Bare => "bare",
             Vm::Adapter => "adapter",
+        }
+    }
+}
+
+/// How a Move transfer enters the VM (`--payload`): the compiled transfer script every
+/// transaction carries (the VM hashes it on every call to find it in its cache), or a call of
+/// the entry function `Coin::transfer_entry`, as chains call entry functions today.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum PayloadKind {
+    #[default]
+    Script,
+    Entry,
+}
+
+impl PayloadKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PayloadKind::Script => "script",
+            PayloadKind::Entry => "entry",
+        }
+    }
+
+    /// A transfer of `amount` to `destination` of this kind; `script` is the transfer script.
+    pub fn transfer(&self, script: &Bytes, destination: Address, amount: u64) -> Payload {
+        match self {
+            PayloadKind::Script => Payload::Move {
+                script: script.clone(),
+                destination,
+                amount,
+            },
+            PayloadKind::Entry => Payload::MoveEntry {
+                destination,
+                amount,
+            },
         }
     }
 }

@@ -5,7 +5,7 @@
 //! blocked on a full channel means the stages behind it are saturated.
 
 use crate::metrics::{serve_prometheus, ProcessSource, Registry};
-use crate::pipeline::{Mode, StageSettings, Vm};
+use crate::pipeline::{Mode, PayloadKind, StageSettings, Vm};
 use crate::profile::Profiler;
 use crate::stage::StageMetrics;
 use anyhow::{Context, Result};
@@ -14,7 +14,7 @@ use consensus::mempool::batch::{now_ms, BatchBuilder};
 use consensus::metered::{self, MeteredSender};
 use consensus::CommittedBatch;
 use crypto::PublicKey;
-use executor::{Address, Genesis, MoveExecutor, Payload, Transaction};
+use executor::{Address, Genesis, MoveExecutor, Transaction};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,6 +45,8 @@ pub struct StandaloneSettings {
     pub profile: Option<PathBuf>,
     /// What runs the Move transactions.
     pub vm: Vm,
+    /// How the transfers enter the VM.
+    pub payload: PayloadKind,
 }
 
 /// Runs until the duration is over or `stop` is set, printing a METRICS line every second and
@@ -60,7 +62,7 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
         .transpose()?;
     let genesis = Genesis::generate(settings.accounts, BALANCE, GENESIS_SEED);
     let script = MoveExecutor::transfer_script().context("compiling the transfer script")?;
-    let generator = Generator::new(&genesis, script);
+    let generator = Generator::new(&genesis, script, settings.payload);
     let capacity = settings.channel_capacity.div_ceil(BATCH).max(1);
 
     let mut registry = Registry::new("movevm", "movevm", Mode::Movevm.as_str());
@@ -145,11 +147,12 @@ struct Generator {
     senders: Vec<(PublicKey, Address)>,
     nonces: Vec<u64>,
     script: Bytes,
+    payload: PayloadKind,
     next: usize,
 }
 
 impl Generator {
-    fn new(genesis: &Genesis, script: Bytes) -> Self {
+    fn new(genesis: &Genesis, script: Bytes, payload: PayloadKind) -> Self {
         let senders: Vec<(PublicKey, Address)> = genesis
             .accounts
             .iter()
@@ -159,6 +162,7 @@ impl Generator {
             nonces: vec![0; senders.len()],
             senders,
             script,
+            payload,
             next: 0,
         }
     }
@@ -172,11 +176,7 @@ impl Generator {
             let tx = Transaction::unsigned(
                 self.senders[from].0,
                 self.nonces[from],
-                Payload::Move {
-                    script: self.script.clone(),
-                    destination: self.senders[to].1,
-                    amount: 1,
-                },
+                self.payload.transfer(&self.script, self.senders[to].1, 1),
             );
             encoded.clear();
             encoded.extend_from_slice(&tx.encode());
@@ -229,11 +229,13 @@ mod tests {
     #[test]
     fn every_generated_transaction_is_decoded_then_executed() {
         for vm in [Vm::Bare, Vm::Adapter] {
-            every_generated_transaction_is_decoded_then_executed_by(vm);
+            for payload in [PayloadKind::Script, PayloadKind::Entry] {
+                every_generated_transaction_is_decoded_then_executed_by(vm, payload);
+            }
         }
     }
 
-    fn every_generated_transaction_is_decoded_then_executed_by(vm: Vm) {
+    fn every_generated_transaction_is_decoded_then_executed_by(vm: Vm, payload: PayloadKind) {
         let stop = AtomicBool::new(false);
         let registry = run_movevm(
             StandaloneSettings {
@@ -243,6 +245,7 @@ mod tests {
                 prometheus: None,
                 profile: None,
                 vm,
+                payload,
             },
             &stop,
         )
@@ -290,7 +293,7 @@ mod tests {
         // tell, and the executor must never see it.
         let genesis = Genesis::generate(4, BALANCE, GENESIS_SEED);
         let script = MoveExecutor::transfer_script().expect("script");
-        let mut generator = Generator::new(&genesis, script);
+        let mut generator = Generator::new(&genesis, script, PayloadKind::Script);
         let mut builder = BatchBuilder::with_capacity(BATCH * 256);
         let good = generator.batch(&mut builder);
         let mut txs: Vec<Bytes> = good.batch.transactions().collect();
