@@ -69,6 +69,8 @@ BENCH_FLAGS = {
     "store": "every node keeps blocks, batches and its safety state on disk (node run --store)",
     "delay": "one-way latency (ms) the nodes add to every committee link (WAN emulation)",
     "delay_matrix": "CSV file, N rows of N one-way latencies (ms): row i to column j",
+    "vm": "bare | adapter: the Move VM alone or behind Diem's adapter (hotmove, movevm)",
+    "payload": "script | entry: Move transfers as a script or an entry function (hotmove, movevm)",
 }
 
 # The fault schedule (benchmark/fault_schedule.py); not bench parameters: no sweep, no default.
@@ -140,6 +142,8 @@ def local(
     store: bool = False,
     delay: str | None = None,
     delay_matrix: str | None = None,
+    vm: str | None = None,
+    payload: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
     partition: list[str] | None = None,
@@ -176,6 +180,8 @@ def local(
                 "store": store or None,
                 "delay": delay,
                 "delay_matrix": delay_matrix,
+                "vm": vm,
+                "payload": payload,
             }
         )
         runner = LocalBench(
@@ -327,6 +333,8 @@ def remote(
     store: bool = False,
     delay: str | None = None,
     delay_matrix: str | None = None,
+    vm: str | None = None,
+    payload: str | None = None,
     prometheus_port: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
@@ -360,6 +368,8 @@ def remote(
                 "store": store or None,
                 "delay": delay,
                 "delay_matrix": delay_matrix,
+                "vm": vm,
+                "payload": payload,
             },
             REMOTE_DEFAULTS,
         )

@@ -7,7 +7,8 @@ starts again from genesis). The checks, each a line of the result:
 - state digests: wherever two nodes (or two lives) report the same `state_executed`, their
   `state_digest` is the same. The number of heights compared is reported; none is not a failure
   by itself (the report says so).
-- total supply: every `total_supply` a node reports equals the genesis total (accounts x balance).
+- total supply: every `total_supply` a node reports (balances plus the fees the adapter collected)
+  equals the genesis total (accounts x balance).
 - samples: within one life a node executes (`hotstuff`: commits) a sample at most once; a node
   that ran to the end without a crash executes every sample the clients sent, except samples that
   may still have been queued when the run stopped (sent in the last `QUEUE_WINDOW_S` seconds, or

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .config import CRYPTO_MODES, BenchParameters
+from .config import CRYPTO_MODES, MOVE_MODES, BenchParameters
 
 
 def node_command(
@@ -41,6 +41,8 @@ def node_command(
     if genesis is not None:
         command += ["--genesis", genesis]
     command += ["--mode", bench.mode]
+    if bench.mode in MOVE_MODES:
+        command += ["--vm", bench.vm]
     if bench.mode in CRYPTO_MODES and bench.verifier_threads is not None:
         command += ["--verifier-threads", str(bench.verifier_threads)]
     if bench.executor_delay_us is not None:
@@ -91,6 +93,8 @@ def client_command(
         command += ["--genesis", genesis]
         if bench.invalid_share > 0:
             command += ["--invalid-share", str(bench.invalid_share)]
+    if bench.mode in MOVE_MODES:
+        command += ["--payload", bench.payload]
     return command + _prometheus(prometheus)
 
 
@@ -107,6 +111,10 @@ def movevm_command(
         str(bench.duration),
         "--accounts",
         str(bench.accounts),
+        "--vm",
+        bench.vm,
+        "--payload",
+        bench.payload,
     ]
     # The node's channel capacity, when set, sizes the generator->executor channel as it would a
     # node's channels; otherwise the client keeps its own default.

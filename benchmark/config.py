@@ -20,6 +20,10 @@ from .parameters import NodeParameters
 MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove", "movevm")
 NODE_MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove")
 CRYPTO_MODES: tuple[str, ...] = ("hotcrypto", "hotmove")
+# The modes that run the Move VM, and what can run it there (`--vm`).
+MOVE_MODES: tuple[str, ...] = ("hotmove", "movevm")
+VMS: tuple[str, ...] = ("bare", "adapter")
+PAYLOADS: tuple[str, ...] = ("script", "entry")
 
 # The node refuses larger link latencies as unit mistakes (consensus::network::emulation).
 MAX_DELAY_MS = 60_000
@@ -61,6 +65,10 @@ class BenchParameters:
     accounts: int = 10_000
     balance: int = 1_000_000_000
     invalid_share: float = 0.0
+    # What runs Move transactions (hotmove, movevm): the bare VM or the VM behind Diem's adapter.
+    vm: str = "bare"
+    # How Move transfers enter the VM (hotmove, movevm): the transfer script or an entry function.
+    payload: str = "script"
     runs: int = 1
     # Network emulation on the committee's links (net_emulation.py): one-way latency of every
     # link (ms), or a CSV file of per-link latencies. None: real links, no emulation at all.
@@ -91,6 +99,7 @@ class BenchParameters:
             if self.mode not in CRYPTO_MODES:
                 raise ConfigError(f"executor_delay_us needs an executor: mode {self.mode} has none")
         self._check_links()
+        self._check_vm()
         if not 0.0 <= self.invalid_share <= 1.0:
             raise ConfigError(f"invalid_share must be in [0, 1], got {self.invalid_share}")
         if self.mode in NODE_MODES:
@@ -120,6 +129,20 @@ class BenchParameters:
     def emulated_links(self) -> bool:
         """Whether the nodes emulate link latencies (partitions are in the fault schedule)."""
         return self.delay_ms is not None or self.delay_matrix is not None
+
+    def _check_vm(self) -> None:
+        if self.vm not in VMS:
+            raise ConfigError(f"unknown vm {self.vm!r}; expected one of {', '.join(VMS)}")
+        if self.vm != "bare" and self.mode not in MOVE_MODES:
+            raise ConfigError(f"vm {self.vm} needs the Move VM: mode {self.mode} has none")
+        if self.payload not in PAYLOADS:
+            raise ConfigError(
+                f"unknown payload {self.payload!r}; expected one of {', '.join(PAYLOADS)}"
+            )
+        if self.payload != "script" and self.mode not in MOVE_MODES:
+            raise ConfigError(
+                f"payload {self.payload} needs the Move VM: mode {self.mode} has none"
+            )
 
     @property
     def live_nodes(self) -> int:

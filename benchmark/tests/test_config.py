@@ -97,6 +97,10 @@ def test_saved_bench_settings_name_only_the_node_parameters_set() -> None:
         {"invalid_share": 1.5},
         {"verifier_threads": 0},
         {"mode": "hotstuff", "tx_size": 8},
+        {"mode": "movevm", "vm": "diem"},
+        {"mode": "hotcrypto", "vm": "adapter"},
+        {"mode": "movevm", "payload": "module"},
+        {"mode": "hotcrypto", "payload": "entry"},
     ],
 )
 def test_bench_parameters_are_validated(kwargs: dict[str, object]) -> None:
@@ -178,8 +182,20 @@ def test_node_and_client_command_lines() -> None:
     assert "--genesis" not in command
 
     assert movevm_command("client", BenchParameters(mode="movevm", duration=3, accounts=9)) == [
-        "client", "--mode", "movevm", "--duration", "3", "--accounts", "9",
+        "client", "--mode", "movevm", "--duration", "3", "--accounts", "9", "--vm", "bare",
+        "--payload", "script",
     ]  # fmt: skip
+    adapter = BenchParameters(mode="movevm", vm="adapter", payload="entry")
+    assert movevm_command("client", adapter)[-4:] == ["--vm", "adapter", "--payload", "entry"]
+    hotmove = BenchParameters(mode="hotmove", vm="adapter", payload="entry")
+    node = node_command("n", keys="k", committee="c", parameters="p", genesis="g", bench=hotmove)
+    assert node[-4:] == ["--mode", "hotmove", "--vm", "adapter"]
+    # The transactions are the same under both VMs: the client is told how to send them, the
+    # node what runs them.
+    client = client_command("c", bench=hotmove, target="a", nodes=["a"], index=0, genesis="g")
+    assert "--vm" not in client
+    assert client[-2:] == ["--payload", "entry"]
+    assert "--payload" not in node
     sized = BenchParameters(mode="movevm", node=NodeParameters(channel_capacity=50))
     assert movevm_command("client", sized)[-2:] == ["--channel-capacity", "50"]
 

@@ -9,7 +9,7 @@ mod signed;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use node::Mode;
+use node::{Mode, PayloadKind, Vm};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -39,6 +39,14 @@ pub struct Cli {
     size: usize,
     #[arg(long, value_enum)]
     mode: Mode,
+    /// `--mode movevm`: what runs the Move transactions, the bare VM or the VM behind Diem's
+    /// adapter (nodes take `node run --vm`; the transactions are the same).
+    #[arg(long, value_enum, default_value_t = Vm::Bare)]
+    vm: Vm,
+    /// `--mode hotmove|movevm`: Move transfers as the transfer script or as an entry function
+    /// call (`Coin::transfer_entry`).
+    #[arg(long, value_enum, default_value_t = PayloadKind::Script)]
+    payload: PayloadKind,
     /// Genesis accounts file (hotcrypto, hotmove).
     #[arg(long)]
     genesis: Option<PathBuf>,
@@ -87,6 +95,12 @@ fn run() -> Result<()> {
     if !(0.0..=1.0).contains(&cli.invalid_share) {
         bail!("--invalid-share must be between 0 and 1");
     }
+    if cli.vm != Vm::Bare && cli.mode != Mode::Movevm {
+        bail!("--vm is for --mode movevm (nodes take `node run --vm`)");
+    }
+    if cli.payload != PayloadKind::Script && !matches!(cli.mode, Mode::Hotmove | Mode::Movevm) {
+        bail!("--payload is for the Move modes (hotmove, movevm)");
+    }
     if cli.profile.is_some() && cli.mode != Mode::Movevm {
         bail!("--profile is for --mode movevm (nodes take `node run --profile`)");
     }
@@ -126,7 +140,7 @@ fn run() -> Result<()> {
                 clients: cli.clients as usize,
                 count,
                 invalid_share: cli.invalid_share,
-                move_script: cli.mode == Mode::Hotmove,
+                move_payload: (cli.mode == Mode::Hotmove).then_some(cli.payload),
             })?;
             tracing::info!(
                 "signed {} transactions in {:.1} s",

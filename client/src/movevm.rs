@@ -18,6 +18,8 @@ pub fn run(cli: &Cli) -> Result<()> {
             channel_capacity: cli.channel_capacity,
             prometheus: cli.prometheus,
             profile: cli.profile.clone(),
+            vm: cli.vm,
+            payload: cli.payload,
         },
         &stop,
     )

@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use crypto::{KeyPair, Signature};
 use executor::{Address, Genesis, MoveExecutor, Payload, Transaction};
+use node::PayloadKind;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -25,8 +26,8 @@ pub struct SignedConfig<'a> {
     pub clients: usize,
     pub count: usize,
     pub invalid_share: f64,
-    /// Move transactions carry the compiled transfer script.
-    pub move_script: bool,
+    /// Move transactions (hotmove), as the transfer script or an entry function call.
+    pub move_payload: Option<PayloadKind>,
 }
 
 impl SignedSource {
@@ -47,11 +48,7 @@ impl SignedSource {
                 accounts.len()
             );
         }
-        let script = if config.move_script {
-            Some(MoveExecutor::transfer_script().context("compiling the transfer script")?)
-        } else {
-            None
-        };
+        let script = MoveExecutor::transfer_script().context("compiling the transfer script")?;
         let destinations: Vec<Address> = accounts
             .iter()
             .map(|k| Address::from_public_key(&k.name))
@@ -63,12 +60,8 @@ impl SignedSource {
                 let sender = &accounts[k % n];
                 let destination = destinations[(k + 1) % n];
                 let nonce = (k / n) as u64;
-                let payload = match &script {
-                    Some(script) => Payload::Move {
-                        script: script.clone(),
-                        destination,
-                        amount: 1,
-                    },
+                let payload = match config.move_payload {
+                    Some(kind) => kind.transfer(&script, destination, 1),
                     None => Payload::Native {
                         destination,
                         amount: 1,

@@ -1,11 +1,13 @@
 //! Single-thread costs of the executor stage: a native transfer, a Move transfer (new session,
-//! execute the script, finish, apply), both through the ledger as a node runs them, and the
-//! transaction codec.
+//! execute the script, finish, apply), both through the ledger as a node runs them, the same
+//! Move transfer under each VM (`bare`, `adapter`, and the adapter without its gas meter, which
+//! tells what metering costs) and each payload kind (script, entry function), and the codec.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use crypto::KeyPair;
 use executor::{
-    Address, Executor, Genesis, Ledger, MoveExecutor, NativeExecutor, Payload, Transaction,
+    AdapterExecutor, Address, Executor, GasParameters, Genesis, Ledger, MoveExecutor,
+    NativeExecutor, Payload, Transaction,
 };
 
 /// The allocator the node and client binaries use, so these figures are the stage's.
@@ -137,6 +139,56 @@ fn move_transfer(c: &mut Criterion) {
     group.finish();
 }
 
+/// The Move transfer under each VM, side by side in one group per payload kind (the transfer
+/// script, or the entry function `Coin::transfer_entry`).
+fn vm_transfer(c: &mut Criterion) {
+    let genesis = Genesis::generate(2, BALANCE, 0);
+    let script = MoveExecutor::transfer_script().expect("script");
+    for kind in ["script", "entry"] {
+        let mut group = c.benchmark_group(format!("vm_transfer_{kind}"));
+        group.throughput(Throughput::Elements(1));
+        let adapter = || AdapterExecutor::from_genesis(&genesis, GasParameters::default());
+        let executors: Vec<(&str, Box<dyn Executor>)> = vec![
+            (
+                "bare",
+                Box::new(MoveExecutor::from_genesis(&genesis).expect("genesis")),
+            ),
+            ("adapter", Box::new(adapter().expect("genesis"))),
+            (
+                "adapter_unmetered",
+                Box::new(adapter().expect("genesis").without_gas_metering()),
+            ),
+        ];
+        for (name, mut executor) in executors {
+            let mut pair = PingPong::new(&genesis);
+            group.bench_function(name, |b| {
+                b.iter_batched(
+                    || {
+                        pair.next(|destination| match kind {
+                            "script" => Payload::Move {
+                                script: script.clone(),
+                                destination,
+                                amount: 1,
+                            },
+                            _ => Payload::MoveEntry {
+                                destination,
+                                amount: 1,
+                            },
+                        })
+                    },
+                    |tx| {
+                        let outcome = executor.execute(&tx);
+                        assert!(outcome.is_executed(), "{outcome:?}");
+                        outcome
+                    },
+                    BatchSize::SmallInput,
+                )
+            });
+        }
+        group.finish();
+    }
+}
+
 fn codec(c: &mut Criterion) {
     let genesis = Genesis::generate(2, BALANCE, 0);
     let keys = genesis.accounts[0].keypair().expect("secret");
@@ -184,5 +236,5 @@ fn codec(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, native_transfer, move_transfer, codec);
+criterion_group!(benches, native_transfer, move_transfer, vm_transfer, codec);
 criterion_main!(benches);

@@ -17,11 +17,12 @@ use crypto::{PublicKey, Signature};
 pub(crate) const SIGNATURE_LEN: usize = 64;
 const NATIVE_TAG: u32 = 0;
 const MOVE_TAG: u32 = 1;
+const MOVE_ENTRY_TAG: u32 = 2;
 
 /// Bytes of every field but the signature.
 pub(crate) fn fields_len(tx: &Transaction) -> usize {
     let payload = match &tx.payload {
-        Payload::Native { .. } => 4 + ADDRESS_LEN + 8,
+        Payload::Native { .. } | Payload::MoveEntry { .. } => 4 + ADDRESS_LEN + 8,
         Payload::Move { script, .. } => 4 + 8 + script.len() + ADDRESS_LEN + 8,
     };
     ADDRESS_LEN + 32 + 8 + payload
@@ -49,6 +50,14 @@ pub(crate) fn write_fields(tx: &Transaction, out: &mut Vec<u8>) {
             out.extend_from_slice(&MOVE_TAG.to_le_bytes());
             out.extend_from_slice(&(script.len() as u64).to_le_bytes());
             out.extend_from_slice(script);
+            out.extend_from_slice(&destination.0);
+            out.extend_from_slice(&amount.to_le_bytes());
+        }
+        Payload::MoveEntry {
+            destination,
+            amount,
+        } => {
+            out.extend_from_slice(&MOVE_ENTRY_TAG.to_le_bytes());
             out.extend_from_slice(&destination.0);
             out.extend_from_slice(&amount.to_le_bytes());
         }
@@ -85,6 +94,10 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Transaction, TxError> {
                 amount: reader.u64()?,
             }
         }
+        MOVE_ENTRY_TAG => Payload::MoveEntry {
+            destination: Address(reader.array()?),
+            amount: reader.u64()?,
+        },
         tag => return Err(malformed(format!("unknown payload variant {tag}"))),
     };
     let signature = Signature::from_bytes(&reader.array()?);
@@ -182,6 +195,14 @@ mod tests {
         Transaction::sign(kp, nonce, payload)
     }
 
+    fn entry(kp: &KeyPair, nonce: u64) -> Transaction {
+        let payload = Payload::MoveEntry {
+            destination: destination(),
+            amount: 42,
+        };
+        Transaction::sign(kp, nonce, payload)
+    }
+
     #[test]
     fn round_trip_and_sizes() {
         let kp = KeyPair::from_seed(1);
@@ -197,12 +218,19 @@ mod tests {
         assert!((250..=330).contains(&bytes.len()), "{}", bytes.len());
         assert_eq!(Transaction::decode(&bytes), Ok(tx.clone()));
         assert!(tx.verify().is_ok());
+
+        // An entry function call is as small as a native transfer.
+        let tx = entry(&kp, 9);
+        let bytes = tx.encode();
+        assert_eq!(bytes.len(), native(&kp, 9).encode().len());
+        assert_eq!(Transaction::decode(&bytes), Ok(tx.clone()));
+        assert!(tx.verify().is_ok());
     }
 
     #[test]
     fn layout_is_bincode() {
         let kp = KeyPair::from_seed(2);
-        for tx in [native(&kp, 1), moving(&kp, u64::MAX)] {
+        for tx in [native(&kp, 1), moving(&kp, u64::MAX), entry(&kp, 3)] {
             let via_serde = bincode_options().serialize(&tx).expect("serialize");
             assert_eq!(tx.encode(), via_serde);
             assert_eq!(by_bincode(&via_serde), Some(tx.clone()));
@@ -247,7 +275,7 @@ mod tests {
         /// agree on every one (random bytes alone rarely get past the variant tag).
         #[test]
         fn mutated_encodings_decode_like_bincode(
-            is_move in any::<bool>(),
+            kind in 0..3u8,
             nonce in any::<u64>(),
             position in any::<prop::sample::Index>(),
             value in any::<u8>(),
@@ -255,7 +283,11 @@ mod tests {
             extra in proptest::collection::vec(any::<u8>(), 0..3),
         ) {
             let kp = KeyPair::from_seed(4);
-            let tx = if is_move { moving(&kp, nonce) } else { native(&kp, nonce) };
+            let tx = match kind {
+                0 => native(&kp, nonce),
+                1 => moving(&kp, nonce),
+                _ => entry(&kp, nonce),
+            };
             let mut bytes = tx.encode();
             let at = position.index(bytes.len());
             bytes[at] = value;

@@ -17,6 +17,9 @@ pub enum FailReason {
     /// A Move transaction whose script is not the transfer script. Executing arbitrary scripts
     /// without gas metering would let one transaction stall the executor forever.
     ScriptNotAllowed,
+    /// The adapter's gas meter ran out: the payload's effects are discarded, the fee for all
+    /// the gas is charged and the sequence number consumed.
+    OutOfGas,
     /// Any other Move VM error (status code name).
     Vm(String),
 }
@@ -30,7 +33,45 @@ impl FailReason {
             FailReason::Overflow => "overflow",
             FailReason::WrongPayload => "wrong_payload",
             FailReason::ScriptNotAllowed => "script_not_allowed",
+            FailReason::OutOfGas => "out_of_gas",
             FailReason::Vm(status) => status,
+        }
+    }
+}
+
+/// Why the adapter's prologue discarded a transaction: it did not run, paid nothing and did not
+/// consume its sequence number (Diem's "discarded" status).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The sequence number was already used.
+    SequenceNumberTooOld,
+    /// The sequence number is ahead of the account's.
+    SequenceNumberTooNew,
+    /// The public key does not hash to the account's authentication key.
+    BadAuthenticationKey,
+    /// The balance does not cover max gas × gas price.
+    CantPayGasDeposit,
+    /// The sender has no `Account` resource.
+    NoAccount,
+    /// The script is not one the adapter runs (Diem: an unknown script is discarded).
+    ScriptNotAllowed,
+    /// A native transfer sent to the adapter.
+    WrongPayload,
+    /// The prologue failed some other way (a bug; counted so it shows).
+    PrologueError,
+}
+
+impl RejectReason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RejectReason::SequenceNumberTooOld => "sequence_number_too_old",
+            RejectReason::SequenceNumberTooNew => "sequence_number_too_new",
+            RejectReason::BadAuthenticationKey => "bad_authentication_key",
+            RejectReason::CantPayGasDeposit => "cant_pay_gas_deposit",
+            RejectReason::NoAccount => "no_account",
+            RejectReason::ScriptNotAllowed => "script_not_allowed",
+            RejectReason::WrongPayload => "wrong_payload",
+            RejectReason::PrologueError => "prologue_error",
         }
     }
 }
@@ -38,7 +79,10 @@ impl FailReason {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Executed,
+    /// Ran and failed: the nonce is consumed (and, under the adapter, the fee charged).
     Failed(FailReason),
+    /// Did not run: the nonce is not consumed (the adapter's prologue only).
+    Rejected(RejectReason),
 }
 
 impl Outcome {
@@ -58,6 +102,17 @@ pub trait Executor {
     /// A digest of every balance in address order; equal states give equal digests whatever
     /// the executor.
     fn state_digest(&self) -> Digest;
+
+    /// Fees collected so far (the adapter's fee account): the money that left the accounts
+    /// without reaching another account, so balances plus fees stay the genesis supply.
+    fn fees_collected(&self) -> u64 {
+        0
+    }
+
+    /// Gas units used so far, all transactions together (zero without a gas meter).
+    fn gas_used(&self) -> u64 {
+        0
+    }
 }
 
 /// The state digest both executors use: SHA-256 over `address || balance (u64 LE)` for every

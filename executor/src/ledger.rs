@@ -4,8 +4,17 @@
 //! fetched late), so a nonce above the sender's next one waits in that sender's bounded backlog
 //! until the gap closes; a nonce below it is a replay and is dropped. A failed transaction (say,
 //! insufficient balance) still consumes its nonce, so the sender's later transactions can run.
+//!
+//! Under the adapter (`--vm=adapter`) the authority on sequence numbers is the `Account` resource
+//! in Move, and the ledger's next nonce is its mirror: both advance exactly when a transaction
+//! runs (executed or failed: the epilogue consumes the sequence number), and neither advances
+//! when the prologue rejects one ([`Outcome::Rejected`]: counted as a drop by its reason, and
+//! the sender's later transactions wait in the backlog as for any gap). So the backlog keeps
+//! ordering each sender's transactions, and the prologue sees exactly the nonce it expects; a
+//! replay never reaches it (the ledger drops it as stale first), which the prologue would
+//! reject anyway.
 
-use crate::executor::{Executor, Outcome};
+use crate::executor::{Executor, Outcome, RejectReason};
 use crate::genesis::Genesis;
 #[cfg(test)]
 use crate::transaction::SAMPLE_PERIOD;
@@ -28,15 +37,25 @@ pub enum DropReason {
     UnknownAccount,
     /// The public key is not the sender account's key.
     BadAddress,
+    /// The adapter's prologue discarded it.
+    Rejected(RejectReason),
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 5] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::StaleNonce,
         DropReason::BacklogFull,
         DropReason::Duplicate,
         DropReason::UnknownAccount,
         DropReason::BadAddress,
+        DropReason::Rejected(RejectReason::SequenceNumberTooOld),
+        DropReason::Rejected(RejectReason::SequenceNumberTooNew),
+        DropReason::Rejected(RejectReason::BadAuthenticationKey),
+        DropReason::Rejected(RejectReason::CantPayGasDeposit),
+        DropReason::Rejected(RejectReason::NoAccount),
+        DropReason::Rejected(RejectReason::PrologueError),
+        DropReason::Rejected(RejectReason::ScriptNotAllowed),
+        DropReason::Rejected(RejectReason::WrongPayload),
     ];
 
     /// The key used in METRICS `dropped_by_reason`.
@@ -47,6 +66,7 @@ impl DropReason {
             DropReason::Duplicate => "duplicate",
             DropReason::UnknownAccount => "unknown_account",
             DropReason::BadAddress => "bad_address",
+            DropReason::Rejected(reason) => reason.as_str(),
         }
     }
 }
@@ -59,6 +79,14 @@ pub struct DropCounts {
     pub duplicate: u64,
     pub unknown_account: u64,
     pub bad_address: u64,
+    pub sequence_number_too_old: u64,
+    pub sequence_number_too_new: u64,
+    pub bad_authentication_key: u64,
+    pub cant_pay_gas_deposit: u64,
+    pub no_account: u64,
+    pub prologue_error: u64,
+    pub script_not_allowed: u64,
+    pub wrong_payload: u64,
 }
 
 impl DropCounts {
@@ -69,25 +97,26 @@ impl DropCounts {
             DropReason::Duplicate => &mut self.duplicate,
             DropReason::UnknownAccount => &mut self.unknown_account,
             DropReason::BadAddress => &mut self.bad_address,
+            DropReason::Rejected(reason) => match reason {
+                RejectReason::SequenceNumberTooOld => &mut self.sequence_number_too_old,
+                RejectReason::SequenceNumberTooNew => &mut self.sequence_number_too_new,
+                RejectReason::BadAuthenticationKey => &mut self.bad_authentication_key,
+                RejectReason::CantPayGasDeposit => &mut self.cant_pay_gas_deposit,
+                RejectReason::NoAccount => &mut self.no_account,
+                RejectReason::PrologueError => &mut self.prologue_error,
+                RejectReason::ScriptNotAllowed => &mut self.script_not_allowed,
+                RejectReason::WrongPayload => &mut self.wrong_payload,
+            },
         }
     }
 
     pub fn get(&self, reason: DropReason) -> u64 {
-        match reason {
-            DropReason::StaleNonce => self.stale_nonce,
-            DropReason::BacklogFull => self.backlog_full,
-            DropReason::Duplicate => self.duplicate,
-            DropReason::UnknownAccount => self.unknown_account,
-            DropReason::BadAddress => self.bad_address,
-        }
+        let mut copy = *self;
+        *copy.slot(reason)
     }
 
     pub fn total(&self) -> u64 {
-        self.stale_nonce
-            + self.backlog_full
-            + self.duplicate
-            + self.unknown_account
-            + self.bad_address
+        DropReason::ALL.iter().map(|r| self.get(*r)).sum()
     }
 }
 
@@ -133,6 +162,8 @@ pub struct Ledger<E> {
     senders: FxHashMap<Address, SenderState>,
     max_backlog_per_sender: usize,
     stats: LedgerStats,
+    /// Failed transactions by [`FailReason::as_str`](crate::FailReason::as_str).
+    failed_by_reason: BTreeMap<String, u64>,
 }
 
 impl<E: Executor> Ledger<E> {
@@ -159,6 +190,7 @@ impl<E: Executor> Ledger<E> {
             senders,
             max_backlog_per_sender,
             stats: LedgerStats::default(),
+            failed_by_reason: BTreeMap::new(),
         }
     }
 
@@ -215,19 +247,46 @@ impl<E: Executor> Ledger<E> {
             return Ok(());
         }
 
-        run(&mut self.executor, &mut self.stats, &tx, done);
-        // Saturating: reaching 2^64 nonces is out of reach, and wrapping would allow replays.
-        state.next_nonce = state.next_nonce.saturating_add(1);
-        while let Some(entry) = state.backlog.first_entry() {
-            if *entry.key() != state.next_nonce {
-                break;
+        let mut next = tx;
+        loop {
+            let outcome = self.executor.execute(&next);
+            match outcome {
+                Outcome::Rejected(reason) => {
+                    // Not run: the nonce stays, and what waits behind it keeps waiting.
+                    *self.stats.dropped.slot(DropReason::Rejected(reason)) += 1;
+                    return Ok(());
+                }
+                Outcome::Executed => self.stats.executed += 1,
+                Outcome::Failed(ref reason) => {
+                    self.stats.failed += 1;
+                    match self.failed_by_reason.get_mut(reason.as_str()) {
+                        Some(count) => *count += 1,
+                        None => {
+                            self.failed_by_reason.insert(reason.as_str().to_string(), 1);
+                        }
+                    }
+                }
             }
-            let next = entry.remove();
-            self.stats.backlog -= 1;
-            run(&mut self.executor, &mut self.stats, &next, done);
+            done.push(Completed {
+                sender: next.sender,
+                nonce: next.nonce,
+                outcome,
+            });
+            // Saturating: reaching 2^64 nonces is out of reach, and wrapping would allow replays.
             state.next_nonce = state.next_nonce.saturating_add(1);
+            match state.backlog.first_entry() {
+                Some(entry) if *entry.key() == state.next_nonce => {
+                    next = entry.remove();
+                    self.stats.backlog -= 1;
+                }
+                _ => return Ok(()),
+            }
         }
-        Ok(())
+    }
+
+    /// Failed transactions by reason (`FailReason::as_str`), for METRICS `failed_by_reason`.
+    pub fn failed_by_reason(&self) -> &BTreeMap<String, u64> {
+        &self.failed_by_reason
     }
 
     pub fn stats(&self) -> &LedgerStats {
@@ -250,25 +309,6 @@ impl<E: Executor> Ledger<E> {
     pub fn next_nonce(&self, address: &Address) -> Option<u64> {
         self.senders.get(address).map(|s| s.next_nonce)
     }
-}
-
-fn run<E: Executor>(
-    executor: &mut E,
-    stats: &mut LedgerStats,
-    tx: &Transaction,
-    done: &mut Vec<Completed>,
-) {
-    let outcome = executor.execute(tx);
-    if outcome.is_executed() {
-        stats.executed += 1;
-    } else {
-        stats.failed += 1;
-    }
-    done.push(Completed {
-        sender: tx.sender,
-        nonce: tx.nonce,
-        outcome,
-    });
 }
 
 #[cfg(test)]
@@ -409,8 +449,10 @@ mod tests {
         assert_eq!(f.ledger.apply(impostor), Err(DropReason::BadAddress));
 
         let dropped = f.ledger.stats().dropped;
+        // Every reason the ledger itself drops for once; no prologue ran (native executor).
         for reason in DropReason::ALL {
-            assert_eq!(dropped.get(reason), 1, "{}", reason.as_str());
+            let expected = u64::from(!matches!(reason, DropReason::Rejected(_)));
+            assert_eq!(dropped.get(reason), expected, "{}", reason.as_str());
         }
         assert_eq!(dropped.total(), 5);
         let json = serde_json::to_value(dropped).expect("json");

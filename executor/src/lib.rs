@@ -5,8 +5,10 @@
 //! stages that drive it (decoding, verification, execution) live in the `node` crate, which the
 //! standalone `movevm` run shares.
 
+mod adapter;
 mod codec;
 mod executor;
+mod gas;
 mod genesis;
 mod ledger;
 mod move_compile;
@@ -16,7 +18,9 @@ mod native;
 mod opaque;
 mod transaction;
 
-pub use executor::{digest_balances, Executor, FailReason, Outcome};
+pub use adapter::{AdapterExecutor, GasParameters, FEE_ACCOUNT};
+pub use executor::{digest_balances, Executor, FailReason, Outcome, RejectReason};
+pub use gas::{intrinsic_gas, Meter as GasMeter, INTERNAL_UNITS_PER_GAS};
 pub use genesis::{Genesis, GenesisAccount, GenesisError};
 pub use ledger::{Completed, DropCounts, DropReason, Ledger, LedgerStats};
 pub use move_compile::{CompiledMove, MoveCompileError};

@@ -19,6 +19,7 @@ use thiserror::Error;
 
 const COIN_SOURCE: &str = include_str!("../move/Coin.move");
 const TRANSFER_SOURCE: &str = include_str!("../move/transfer.move");
+const ACCOUNT_SOURCE: &str = include_str!("../move/Account.move");
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum MoveCompileError {
@@ -30,10 +31,12 @@ pub enum MoveCompileError {
     UnexpectedUnits(String),
 }
 
-/// The bytecode of the coin: its module and the transfer script every Move transaction carries.
+/// The bytecode of the coin: its module and the transfer script every Move transaction carries,
+/// and the adapter's account module (published only under `--vm=adapter`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompiledMove {
     pub coin_module: Vec<u8>,
+    pub account_module: Vec<u8>,
     pub transfer_script: Vec<u8>,
 }
 
@@ -85,6 +88,7 @@ fn compile() -> Result<CompiledMove, MoveCompileError> {
     let targets = vec![
         dir.write("Coin.move", COIN_SOURCE)?,
         dir.write("transfer.move", TRANSFER_SOURCE)?,
+        dir.write("Account.move", ACCOUNT_SOURCE)?,
     ];
     let (files, result) = Compiler::from_files(
         targets,
@@ -112,9 +116,13 @@ fn compile() -> Result<CompiledMove, MoveCompileError> {
             CompiledUnitEnum::Script(_) => scripts.push(bytes),
         }
     }
-    let coin = modules
-        .remove("Coin")
-        .ok_or_else(|| MoveCompileError::UnexpectedUnits("module Coin is missing".into()))?;
+    let mut take = |name: &str| {
+        modules
+            .remove(name)
+            .ok_or_else(|| MoveCompileError::UnexpectedUnits(format!("module {name} is missing")))
+    };
+    let coin = take("Coin")?;
+    let account = take("Account")?;
     if !modules.is_empty() || scripts.len() != 1 {
         return Err(MoveCompileError::UnexpectedUnits(format!(
             "extra modules {:?}, {} scripts",
@@ -124,6 +132,7 @@ fn compile() -> Result<CompiledMove, MoveCompileError> {
     }
     Ok(CompiledMove {
         coin_module: coin,
+        account_module: account,
         transfer_script: scripts.remove(0),
     })
 }

@@ -48,6 +48,30 @@ pub struct MoveExecutor {
     storage: InMemoryStorage,
     transfer_script: Bytes,
     coin_tag: StructTag,
+    entry: EntryFunction,
+}
+
+/// How a Move transfer enters the VM: the transfer script, or the entry function
+/// `Coin::transfer_entry` (`--payload=entry`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    Script,
+    Entry,
+}
+
+/// `0x1::Coin::transfer_entry`, resolved once.
+pub(crate) struct EntryFunction {
+    pub(crate) module: ModuleId,
+    pub(crate) function: Identifier,
+}
+
+impl EntryFunction {
+    pub(crate) fn transfer() -> Result<Self, MoveError> {
+        Ok(EntryFunction {
+            module: ModuleId::new(AccountAddress::ONE, identifier("Coin")?),
+            function: identifier("transfer_entry")?,
+        })
+    }
 }
 
 impl MoveExecutor {
@@ -121,6 +145,7 @@ impl MoveExecutor {
             storage,
             transfer_script: Bytes::from_static(&compiled.transfer_script),
             coin_tag,
+            entry: EntryFunction::transfer()?,
         })
     }
 
@@ -133,18 +158,34 @@ impl MoveExecutor {
         &self.storage
     }
 
-    fn transfer(&mut self, sender: &Address, destination: &Address, amount: u64) -> Outcome {
+    fn transfer(
+        &mut self,
+        call: Call,
+        sender: &Address,
+        destination: &Address,
+        amount: u64,
+    ) -> Outcome {
         // The arguments in the layout the VM deserializes: a signer and an address are their
         // raw bytes, a u64 is little endian (a test pins this to `MoveValue` serialization).
         let amount = amount.to_le_bytes();
         let args: Vec<&[u8]> = vec![&sender.0, &destination.0, &amount];
         let mut session = self.vm.new_session(&self.storage);
-        if let Err(error) = session.execute_script(
-            &self.transfer_script[..],
-            vec![],
-            args,
-            &mut UnmeteredGasMeter,
-        ) {
+        let result = match call {
+            Call::Script => session.execute_script(
+                &self.transfer_script[..],
+                vec![],
+                args,
+                &mut UnmeteredGasMeter,
+            ),
+            Call::Entry => session.execute_entry_function(
+                &self.entry.module,
+                &self.entry.function,
+                vec![],
+                args,
+                &mut UnmeteredGasMeter,
+            ),
+        };
+        if let Err(error) = result {
             return Outcome::Failed(self.fail_reason(&error, sender));
         }
         match session.finish() {
@@ -157,18 +198,22 @@ impl MoveExecutor {
     }
 
     fn fail_reason(&self, error: &VMError, sender: &Address) -> FailReason {
-        match (error.major_status(), error.sub_status()) {
-            (StatusCode::ABORTED, Some(EINSUFFICIENT_BALANCE)) => FailReason::InsufficientBalance,
-            // `transfer` borrows the sender's coin first: if that one exists, the destination's
-            // is the one missing.
-            (StatusCode::MISSING_DATA, _) if self.balance(sender).is_none() => {
-                FailReason::UnknownSender
-            }
-            (StatusCode::MISSING_DATA, _) => FailReason::UnknownDestination,
-            (StatusCode::ARITHMETIC_ERROR, _) => FailReason::Overflow,
-            (status, Some(code)) => FailReason::Vm(format!("{status:?}({code})")),
-            (status, None) => FailReason::Vm(format!("{status:?}")),
-        }
+        transfer_fail_reason(error, self.balance(sender).is_some())
+    }
+}
+
+/// Why the transfer script failed, from the VM's error (both VMs run the same script).
+pub(crate) fn transfer_fail_reason(error: &VMError, sender_has_coin: bool) -> FailReason {
+    match (error.major_status(), error.sub_status()) {
+        (StatusCode::ABORTED, Some(EINSUFFICIENT_BALANCE)) => FailReason::InsufficientBalance,
+        // `transfer` borrows the sender's coin first: if that one exists, the destination's
+        // is the one missing.
+        (StatusCode::MISSING_DATA, _) if !sender_has_coin => FailReason::UnknownSender,
+        (StatusCode::MISSING_DATA, _) => FailReason::UnknownDestination,
+        (StatusCode::ARITHMETIC_ERROR, _) => FailReason::Overflow,
+        (StatusCode::OUT_OF_GAS, _) => FailReason::OutOfGas,
+        (status, Some(code)) => FailReason::Vm(format!("{status:?}({code})")),
+        (status, None) => FailReason::Vm(format!("{status:?}")),
     }
 }
 
@@ -183,8 +228,12 @@ impl Executor for MoveExecutor {
                 if script[..] != self.transfer_script[..] {
                     return Outcome::Failed(FailReason::ScriptNotAllowed);
                 }
-                self.transfer(&tx.sender, destination, *amount)
+                self.transfer(Call::Script, &tx.sender, destination, *amount)
             }
+            Payload::MoveEntry {
+                destination,
+                amount,
+            } => self.transfer(Call::Entry, &tx.sender, destination, *amount),
             Payload::Native { .. } => Outcome::Failed(FailReason::WrongPayload),
         }
     }
@@ -207,24 +256,24 @@ impl Executor for MoveExecutor {
     }
 }
 
-fn move_address(address: &Address) -> AccountAddress {
+pub(crate) fn move_address(address: &Address) -> AccountAddress {
     AccountAddress::new(address.0)
 }
 
 /// A `Coin { value: u64 }` resource is its one field, BCS-encoded: 8 bytes little endian.
-fn decode_coin(bytes: &[u8]) -> Option<u64> {
+pub(crate) fn decode_coin(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.try_into().ok()?))
 }
 
 /// Start-up errors are rare and fatal: give everything the VM says.
-fn describe(error: &VMError) -> String {
+pub(crate) fn describe(error: &VMError) -> String {
     format!("{error:?}")
 }
 
-type NativeEntry = (AccountAddress, Identifier, Identifier, NativeFunction);
+pub(crate) type NativeEntry = (AccountAddress, Identifier, Identifier, NativeFunction);
 
 /// The native of `0x1::Coin`: `borrow_address(&signer): &address`.
-fn natives() -> Result<Vec<NativeEntry>, MoveError> {
+pub(crate) fn natives() -> Result<Vec<NativeEntry>, MoveError> {
     let borrow_address: NativeFunction = Arc::new(native_borrow_address);
     Ok(vec![(
         AccountAddress::ONE,
@@ -234,7 +283,7 @@ fn natives() -> Result<Vec<NativeEntry>, MoveError> {
     )])
 }
 
-fn identifier(name: &str) -> Result<Identifier, MoveError> {
+pub(crate) fn identifier(name: &str) -> Result<Identifier, MoveError> {
     Identifier::new(name).map_err(|e| MoveError::Identifier(e.to_string()))
 }
 
@@ -320,6 +369,31 @@ mod tests {
         assert_eq!(ex.execute(&transfer(&ex, &a, aa, 7)), Outcome::Executed);
         assert_eq!(ex.balance(&aa), Some(7));
         let _ = b;
+    }
+
+    #[test]
+    fn the_entry_function_transfers_like_the_script() {
+        let (a, aa) = account(1);
+        let (_, ba) = account(2);
+        let mut ex = MoveExecutor::new([(aa, 10), (ba, u64::MAX - 5)]).expect("genesis");
+        let entry = |amount| {
+            Transaction::unsigned(
+                a.name,
+                0,
+                Payload::MoveEntry {
+                    destination: ba,
+                    amount,
+                },
+            )
+        };
+        assert_eq!(ex.execute(&entry(3)), Outcome::Executed);
+        assert_eq!(ex.balance(&aa), Some(7));
+        assert_eq!(ex.balance(&ba), Some(u64::MAX - 2));
+        assert_eq!(
+            ex.execute(&entry(8)),
+            Outcome::Failed(FailReason::InsufficientBalance)
+        );
+        assert_eq!(ex.execute(&entry(7)), Outcome::Failed(FailReason::Overflow));
     }
 
     #[test]

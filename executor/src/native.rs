@@ -75,7 +75,9 @@ impl Executor for NativeExecutor {
                 destination,
                 amount,
             } => self.transfer(tx.sender, *destination, *amount),
-            Payload::Move { .. } => Outcome::Failed(FailReason::WrongPayload),
+            Payload::Move { .. } | Payload::MoveEntry { .. } => {
+                Outcome::Failed(FailReason::WrongPayload)
+            }
         }
     }
 

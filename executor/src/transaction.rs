@@ -4,8 +4,9 @@
 //! Wire layout (bincode, fixed-width integers, little endian), in field order:
 //! `sender[16] public_key[32] nonce:u64 payload signature[64]` where `payload` is a `u32` variant
 //! tag followed by `destination[16] amount:u64` (native, tag 0) or
-//! `script_len:u64 script destination[16] amount:u64` (Move, tag 1). A native transfer is
-//! 148 bytes; a Move transfer adds the length prefix and the compiled script.
+//! `script_len:u64 script destination[16] amount:u64` (Move, tag 1) or `destination[16]
+//! amount:u64` (Move entry function, tag 2). A native transfer is 148 bytes, and so is an entry
+//! function call; a Move script transfer adds the length prefix and the compiled script.
 //!
 //! The signature covers [`SIGNING_DOMAIN`] followed by every other field in the same layout, so
 //! the signed message is the domain tag plus the encoding minus its last 64 bytes.
@@ -84,18 +85,28 @@ pub enum Payload {
         destination: Address,
         amount: u64,
     },
+    /// The same transfer through the entry function `Coin::transfer_entry` instead of a script
+    /// (`--payload=entry`): no script bytes travel, and the VM neither hashes nor loads one.
+    MoveEntry {
+        destination: Address,
+        amount: u64,
+    },
 }
 
 impl Payload {
     pub fn destination(&self) -> Address {
         match self {
-            Payload::Native { destination, .. } | Payload::Move { destination, .. } => *destination,
+            Payload::Native { destination, .. }
+            | Payload::Move { destination, .. }
+            | Payload::MoveEntry { destination, .. } => *destination,
         }
     }
 
     pub fn amount(&self) -> u64 {
         match self {
-            Payload::Native { amount, .. } | Payload::Move { amount, .. } => *amount,
+            Payload::Native { amount, .. }
+            | Payload::Move { amount, .. }
+            | Payload::MoveEntry { amount, .. } => *amount,
         }
     }
 }
@@ -116,6 +127,10 @@ impl fmt::Debug for Payload {
                 "Move({amount} -> {destination}, script {} bytes)",
                 script.len()
             ),
+            Payload::MoveEntry {
+                destination,
+                amount,
+            } => write!(f, "MoveEntry({amount} -> {destination})"),
         }
     }
 }

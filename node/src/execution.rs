@@ -114,14 +114,36 @@ impl<E: Executor> Stage for ExecutorStage<E> {
             "state_executed",
             Value::Gauge((stats.executed + stats.failed) as f64),
         );
+        let failed_by_reason = self
+            .ledger
+            .failed_by_reason()
+            .iter()
+            .map(|(reason, count)| (reason.clone(), *count as f64))
+            .collect();
+        metrics.set(
+            "failed_by_reason",
+            Value::Counts {
+                label: "reason",
+                counts: failed_by_reason,
+            },
+        );
+        // The money in the system: every account's balance plus the fees the adapter collected
+        // (zero under the bare VM), which no transaction may change.
+        let fees = self.ledger.executor().fees_collected();
         let supply: u128 = self
             .accounts
             .iter()
             .filter_map(|a| self.ledger.balance(a))
             .map(u128::from)
-            .sum();
+            .sum::<u128>()
+            + u128::from(fees);
         // Text: a u128 does not fit a JSON number the harness could read exactly.
         metrics.set("total_supply", Value::Text(supply.to_string()));
+        metrics.set("fees_collected", Value::Text(fees.to_string()));
+        metrics.set(
+            "gas_used",
+            Value::Counter(self.ledger.executor().gas_used() as f64),
+        );
     }
 }
 

@@ -17,4 +17,4 @@ pub mod stage;
 pub mod standalone;
 pub mod verifier;
 
-pub use pipeline::Mode;
+pub use pipeline::{Mode, PayloadKind, Vm};

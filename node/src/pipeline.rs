@@ -12,11 +12,15 @@ use crate::metrics::{ChannelSource, Registry, SampleEvent, SampleLog};
 use crate::stage::{spawn_stage, StageMetrics};
 use crate::verifier::{Signatures, VerifierStage};
 use anyhow::{Context, Result};
+use bytes::Bytes;
 use clap::ValueEnum;
 use consensus::metered::{self, MeteredReceiver};
 use consensus::CommittedBatch;
 use crypto::ParallelVerifier;
-use executor::{opaque_sample_id, signed_sample_id, Genesis, MoveExecutor, NativeExecutor};
+use executor::{
+    opaque_sample_id, signed_sample_id, AdapterExecutor, Address, GasParameters, Genesis,
+    MoveExecutor, NativeExecutor, Payload,
+};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -34,6 +38,60 @@ pub enum Mode {
     Hotmove,
     /// The Move VM alone, fed by a generator in one process (`client --mode movevm`).
     Movevm,
+}
+
+/// What runs the Move VM (`--vm`): the bare VM, or the VM behind a Diem-style adapter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Vm {
+    /// A session per transaction running the script, unmetered; the nonce lives in the ledger.
+    #[default]
+    Bare,
+    /// Diem's adapter: an `Account` resource in Move, a prologue and an epilogue around the
+    /// script, gas metered with Diem's schedule, fees.
+    Adapter,
+}
+
+impl Vm {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Vm::Bare => "bare",
+            Vm::Adapter => "adapter",
+        }
+    }
+}
+
+/// How a Move transfer enters the VM (`--payload`): the compiled transfer script every
+/// transaction carries (the VM hashes it on every call to find it in its cache), or a call of
+/// the entry function `Coin::transfer_entry`, as chains call entry functions today.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum PayloadKind {
+    #[default]
+    Script,
+    Entry,
+}
+
+impl PayloadKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PayloadKind::Script => "script",
+            PayloadKind::Entry => "entry",
+        }
+    }
+
+    /// A transfer of `amount` to `destination` of this kind; `script` is the transfer script.
+    pub fn transfer(&self, script: &Bytes, destination: Address, amount: u64) -> Payload {
+        match self {
+            PayloadKind::Script => Payload::Move {
+                script: script.clone(),
+                destination,
+                amount,
+            },
+            PayloadKind::Entry => Payload::MoveEntry {
+                destination,
+                amount,
+            },
+        }
+    }
 }
 
 /// How transactions are executed.
@@ -102,6 +160,8 @@ pub struct StageSettings {
     /// Test knob: the executor busy-spins this long per transaction, so it becomes the
     /// bottleneck on purpose (and its CPU shows).
     pub executor_delay: Duration,
+    /// What runs Move transactions (modes that execute Move).
+    pub vm: Vm,
 }
 
 impl Pipeline {
@@ -151,8 +211,18 @@ impl Pipeline {
         let samples = settings.samples;
         let delay = settings.executor_delay;
         let checker_samples = if settings.hops { samples.clone() } else { None };
-        let executor = match execution {
-            Execution::Move => spawn_stage(
+        let executor = match (execution, settings.vm) {
+            (Execution::Move, Vm::Adapter) => spawn_stage(
+                move || {
+                    let vm = AdapterExecutor::from_genesis(&genesis, GasParameters::default())
+                        .context("starting the Move adapter")?;
+                    Ok(ExecutorStage::new(vm, &genesis, backlog, samples).with_delay(delay))
+                },
+                rx_checked,
+                None,
+                executor_metrics.clone(),
+            ),
+            (Execution::Move, Vm::Bare) => spawn_stage(
                 move || {
                     let vm = MoveExecutor::from_genesis(&genesis)
                         .context("starting the Move executor")?;
@@ -162,7 +232,7 @@ impl Pipeline {
                 None,
                 executor_metrics.clone(),
             ),
-            Execution::Native => spawn_stage(
+            (Execution::Native, _) => spawn_stage(
                 move || {
                     let native = NativeExecutor::from_genesis(&genesis)
                         .context("starting the native executor")?;

@@ -6,7 +6,7 @@ use crate::metrics::cpu::CONSENSUS_THREADS;
 use crate::metrics::{
     serve_prometheus, ConsensusSource, ProcessSource, Registry, SampleEvent, SampleLog,
 };
-use crate::pipeline::{Mode, StageSettings};
+use crate::pipeline::{Mode, StageSettings, Vm};
 use crate::profile::Profiler;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -44,6 +44,9 @@ pub struct RunArgs {
     pub genesis: Option<PathBuf>,
     #[arg(long, value_enum)]
     pub mode: Mode,
+    /// What runs Move transactions (`hotmove`): the bare VM or the VM behind Diem's adapter.
+    #[arg(long, value_enum, default_value_t = Vm::Bare)]
+    pub vm: Vm,
     /// Signature-verifier threads (default: all cores).
     #[arg(long)]
     pub verifier_threads: Option<usize>,
@@ -226,6 +229,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 samples: Some(samples),
                 hops: instrumented,
                 executor_delay: Duration::from_micros(args.executor_delay_us),
+                vm: args.vm,
             },
             &mut registry,
         )
@@ -236,7 +240,12 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     if let Some(address) = args.prometheus {
         serve_prometheus(address, registry.clone())?;
     }
-    info!("node {} running in {} mode", name, args.mode.as_str());
+    info!(
+        "node {} running in {} mode ({} VM)",
+        name,
+        args.mode.as_str(),
+        args.vm.as_str()
+    );
 
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;

@@ -5,7 +5,7 @@
 //! blocked on a full channel means the stages behind it are saturated.
 
 use crate::metrics::{serve_prometheus, ProcessSource, Registry};
-use crate::pipeline::{Mode, StageSettings};
+use crate::pipeline::{Mode, PayloadKind, StageSettings, Vm};
 use crate::profile::Profiler;
 use crate::stage::StageMetrics;
 use anyhow::{Context, Result};
@@ -14,7 +14,7 @@ use consensus::mempool::batch::{now_ms, BatchBuilder};
 use consensus::metered::{self, MeteredSender};
 use consensus::CommittedBatch;
 use crypto::PublicKey;
-use executor::{Address, Genesis, MoveExecutor, Payload, Transaction};
+use executor::{Address, Genesis, MoveExecutor, Transaction};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +43,10 @@ pub struct StandaloneSettings {
     pub prometheus: Option<SocketAddr>,
     /// Where `--profile` writes its flame graph and folded stacks.
     pub profile: Option<PathBuf>,
+    /// What runs the Move transactions.
+    pub vm: Vm,
+    /// How the transfers enter the VM.
+    pub payload: PayloadKind,
 }
 
 /// Runs until the duration is over or `stop` is set, printing a METRICS line every second and
@@ -58,7 +62,7 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
         .transpose()?;
     let genesis = Genesis::generate(settings.accounts, BALANCE, GENESIS_SEED);
     let script = MoveExecutor::transfer_script().context("compiling the transfer script")?;
-    let generator = Generator::new(&genesis, script);
+    let generator = Generator::new(&genesis, script, settings.payload);
     let capacity = settings.channel_capacity.div_ceil(BATCH).max(1);
 
     let mut registry = Registry::new("movevm", "movevm", Mode::Movevm.as_str());
@@ -78,6 +82,7 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
                 samples: None,
                 hops: false,
                 executor_delay: Duration::ZERO,
+                vm: settings.vm,
             },
             &mut registry,
         )
@@ -143,11 +148,12 @@ struct Generator {
     senders: Vec<(PublicKey, Address)>,
     nonces: Vec<u64>,
     script: Bytes,
+    payload: PayloadKind,
     next: usize,
 }
 
 impl Generator {
-    fn new(genesis: &Genesis, script: Bytes) -> Self {
+    fn new(genesis: &Genesis, script: Bytes, payload: PayloadKind) -> Self {
         let senders: Vec<(PublicKey, Address)> = genesis
             .accounts
             .iter()
@@ -157,6 +163,7 @@ impl Generator {
             nonces: vec![0; senders.len()],
             senders,
             script,
+            payload,
             next: 0,
         }
     }
@@ -170,11 +177,7 @@ impl Generator {
             let tx = Transaction::unsigned(
                 self.senders[from].0,
                 self.nonces[from],
-                Payload::Move {
-                    script: self.script.clone(),
-                    destination: self.senders[to].1,
-                    amount: 1,
-                },
+                self.payload.transfer(&self.script, self.senders[to].1, 1),
             );
             encoded.clear();
             encoded.extend_from_slice(&tx.encode());
@@ -226,6 +229,14 @@ mod tests {
 
     #[test]
     fn every_generated_transaction_is_decoded_then_executed() {
+        for vm in [Vm::Bare, Vm::Adapter] {
+            for payload in [PayloadKind::Script, PayloadKind::Entry] {
+                every_generated_transaction_is_decoded_then_executed_by(vm, payload);
+            }
+        }
+    }
+
+    fn every_generated_transaction_is_decoded_then_executed_by(vm: Vm, payload: PayloadKind) {
         let stop = AtomicBool::new(false);
         let registry = run_movevm(
             StandaloneSettings {
@@ -234,6 +245,8 @@ mod tests {
                 channel_capacity: 1_000,
                 prometheus: None,
                 profile: None,
+                vm,
+                payload,
             },
             &stop,
         )
@@ -258,10 +271,21 @@ mod tests {
             line["channels"]["generator->decoder"]["sent"],
             line["channels"]["decoder->executor"]["sent"]
         );
+        // Balances plus fees: the adapter's fees left the accounts but not the system.
         assert_eq!(
             line["stages"]["executor"]["total_supply"],
             (8 * u128::from(BALANCE)).to_string()
         );
+        let fees: u64 = line["stages"]["executor"]["fees_collected"]
+            .as_str()
+            .and_then(|f| f.parse().ok())
+            .unwrap_or_else(|| panic!("no fees_collected in {line}"));
+        let gas = line["stages"]["executor"]["gas_used"].as_u64().unwrap_or(0);
+        match vm {
+            Vm::Bare => assert_eq!((fees, gas), (0, 0), "{line}"),
+            // Every transfer pays for its gas at the default price of one coin per unit.
+            Vm::Adapter => assert!(fees == gas && fees >= generated, "{line}"),
+        }
     }
 
     #[test]
@@ -270,7 +294,7 @@ mod tests {
         // tell, and the executor must never see it.
         let genesis = Genesis::generate(4, BALANCE, GENESIS_SEED);
         let script = MoveExecutor::transfer_script().expect("script");
-        let mut generator = Generator::new(&genesis, script);
+        let mut generator = Generator::new(&genesis, script, PayloadKind::Script);
         let mut builder = BatchBuilder::with_capacity(BATCH * 256);
         let good = generator.batch(&mut builder);
         let mut txs: Vec<Bytes> = good.batch.transactions().collect();
@@ -299,6 +323,7 @@ mod tests {
                     samples: None,
                     hops: false,
                     executor_delay: Duration::ZERO,
+                    vm: Vm::Bare,
                 },
                 &mut registry,
             )
