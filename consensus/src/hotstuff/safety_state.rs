@@ -11,6 +11,7 @@
 //! when it starts. On the in-memory store the record dies with the process, like everything else.
 
 use super::messages::QC;
+use super::wire::options;
 use crate::config::Round;
 use crate::store::{Safety, StoreError, Table};
 use bincode::Options;
@@ -44,13 +45,6 @@ impl SafetyState {
     pub fn resume_round(&self) -> Round {
         self.last_voted_round.max(self.high_qc.round + 1).max(1)
     }
-}
-
-fn options() -> impl Options {
-    bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .with_limit(super::wire::MAX_MESSAGE_SIZE)
-        .reject_trailing_bytes()
 }
 
 /// The record's place in the store (the column holds nothing else).

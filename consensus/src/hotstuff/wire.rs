@@ -8,7 +8,8 @@ use bytes::Bytes;
 /// Upper bound on a decoded consensus message; blocks carry digests, not batches.
 pub const MAX_MESSAGE_SIZE: u64 = 4 * 1024 * 1024;
 
-fn options() -> impl Options {
+/// The encoding every consensus value uses, on the wire and in the store.
+pub(crate) fn options() -> impl Options {
     bincode::DefaultOptions::new()
         .with_fixint_encoding()
         .with_limit(MAX_MESSAGE_SIZE)
