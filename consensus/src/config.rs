@@ -187,6 +187,10 @@ pub struct Parameters {
     /// block brings them back). Every parked block is a signed proposal, but a Byzantine leader
     /// can sign any number of them for its rounds.
     pub max_pending_sync_blocks: usize,
+    /// The application checkpoints its state after the first committed block of every this many
+    /// rounds; a node more than `gc_depth` rounds behind adopts a checkpoint that f+1 members
+    /// report (state sync). Below `gc_depth`, so peers still hold the blocks after a checkpoint.
+    pub checkpoint_rounds: Round,
 }
 
 impl Default for Parameters {
@@ -209,6 +213,7 @@ impl Default for Parameters {
             max_connections: 512,
             idle_timeout_ms: 60_000,
             max_pending_sync_blocks: 1_000,
+            checkpoint_rounds: 20,
         }
     }
 }
@@ -246,6 +251,13 @@ impl Parameters {
                  and max_pending_sync_blocks must be > 0"
                     .into(),
             );
+        }
+        if self.checkpoint_rounds == 0 || self.checkpoint_rounds >= self.gc_depth {
+            return Err(format!(
+                "checkpoint_rounds ({}) must be > 0 and below gc_depth ({}): peers must still \
+                 hold the blocks that follow a checkpoint",
+                self.checkpoint_rounds, self.gc_depth
+            ));
         }
         // A node must be able to ask for every batch of one block in one request.
         if self.max_request_digests < self.max_block_digests {

@@ -17,7 +17,8 @@ mod test_alloc;
 
 pub use config::{Committee, Parameters, Round, Stake};
 pub use hotstuff::{
-    CommittedBatch, Consensus, ConsensusHandle, ConsensusMetrics, FatalError, MempoolLink,
+    Checkpoint, CheckpointPolicy, CheckpointSlot, CommittedBatch, Consensus, ConsensusHandle,
+    ConsensusMetrics, FatalError, MempoolLink, StateSyncLink,
 };
 pub use mempool::batch::Batch;
 pub use store::Store;

@@ -20,6 +20,7 @@ use crate::gas::{intrinsic_gas, Meter, INTERNAL_UNITS_PER_GAS};
 use crate::genesis::Genesis;
 use crate::move_compile::CompiledMove;
 use crate::move_storage::InMemoryStorage;
+use crate::snapshot::{self, SnapshotError};
 use crate::move_vm::{
     decode_coin, describe, identifier, move_address, natives, transfer_fail_reason, Call,
     EntryFunction, MoveError,
@@ -429,6 +430,18 @@ impl Executor for AdapterExecutor {
 
     fn gas_used(&self) -> u64 {
         self.gas_used
+    }
+
+    /// The Move storage (accounts, coins, the fee account) and the gas counter.
+    fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
+        snapshot::encode(&(self.storage.snapshot()?, self.gas_used))
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<(), SnapshotError> {
+        let (storage, gas_used): (Vec<u8>, u64) = snapshot::decode(bytes)?;
+        self.storage.restore(&storage)?;
+        self.gas_used = gas_used;
+        Ok(())
     }
 }
 

@@ -1,6 +1,7 @@
 //! What every executor offers the ledger: run one already-sequenced transaction, read a balance,
 //! and digest the whole state so replicas (and the two executors) can be compared.
 
+use crate::snapshot::SnapshotError;
 use crate::transaction::{Address, Transaction};
 use crypto::Digest;
 
@@ -113,6 +114,13 @@ pub trait Executor {
     fn gas_used(&self) -> u64 {
         0
     }
+
+    /// The whole state as bytes, equal on every node with an equal state (see `snapshot.rs`);
+    /// what an executor built from the same genesis takes back with [`Executor::restore`].
+    fn snapshot(&self) -> Result<Vec<u8>, SnapshotError>;
+
+    /// Replaces the state with a snapshot's. On an error the state is unchanged.
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), SnapshotError>;
 }
 
 /// The state digest both executors use: SHA-256 over `address || balance (u64 LE)` for every

@@ -15,13 +15,14 @@
 //! reject anyway.
 
 use crate::executor::{Executor, Outcome, RejectReason};
+use crate::snapshot::{self, SnapshotError};
 use crate::genesis::Genesis;
 #[cfg(test)]
 use crate::transaction::SAMPLE_PERIOD;
 use crate::transaction::{is_sample_nonce, sample_id, Address, Transaction};
 use crypto::{Digest, PublicKey};
 use rustc_hash::FxHashMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Why a transaction was discarded without running (its nonce is not consumed).
@@ -72,7 +73,7 @@ impl DropReason {
 }
 
 /// Dropped transactions by reason; serializes to the METRICS `dropped_by_reason` object.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DropCounts {
     pub stale_nonce: u64,
     pub backlog_full: u64,
@@ -155,6 +156,20 @@ struct SenderState {
     public_key: PublicKey,
     next_nonce: u64,
     backlog: BTreeMap<u64, Transaction>,
+}
+
+/// A ledger's state in a snapshot (see `snapshot.rs`): senders in address order, each backlog in
+/// nonce order, the counters (so executed counts, and the audit's heights, continue where the
+/// checkpoint's makers were) and the executor's own snapshot.
+#[derive(Serialize, Deserialize)]
+struct LedgerSnapshot {
+    /// Senders with a nonce above zero or a backlog; every other sender is as at genesis.
+    senders: Vec<(Address, u64, Vec<Transaction>)>,
+    executed: u64,
+    failed: u64,
+    dropped: DropCounts,
+    failed_by_reason: BTreeMap<String, u64>,
+    executor: Vec<u8>,
 }
 
 pub struct Ledger<E> {
@@ -303,6 +318,62 @@ impl<E: Executor> Ledger<E> {
 
     pub fn balance(&self, address: &Address) -> Option<u64> {
         self.executor.balance(address)
+    }
+
+    /// The whole state: sequencing, counters and the executor's state.
+    pub fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
+        let mut senders: Vec<(Address, u64, Vec<Transaction>)> = self
+            .senders
+            .iter()
+            .filter(|(_, s)| s.next_nonce > 0 || !s.backlog.is_empty())
+            .map(|(address, s)| (*address, s.next_nonce, s.backlog.values().cloned().collect()))
+            .collect();
+        senders.sort_unstable_by_key(|(address, _, _)| *address);
+        snapshot::encode(&LedgerSnapshot {
+            senders,
+            executed: self.stats.executed,
+            failed: self.stats.failed,
+            dropped: self.stats.dropped,
+            failed_by_reason: self.failed_by_reason.clone(),
+            executor: self.executor.snapshot()?,
+        })
+    }
+
+    /// Replaces the whole state with a snapshot's, taken by a ledger of the same genesis. On an
+    /// error nothing changed.
+    pub fn restore(&mut self, bytes: &[u8]) -> Result<(), SnapshotError> {
+        let snapshot: LedgerSnapshot = snapshot::decode(bytes)?;
+        for (address, _, backlog) in &snapshot.senders {
+            let Some(state) = self.senders.get(address) else {
+                return Err(SnapshotError::UnknownAccount(*address));
+            };
+            if backlog.iter().any(|tx| tx.public_key != state.public_key) {
+                return Err(SnapshotError::Mismatch(format!(
+                    "a backlogged transaction of {address:?} is not signed by its key"
+                )));
+            }
+        }
+        self.executor.restore(&snapshot.executor)?;
+        for state in self.senders.values_mut() {
+            state.next_nonce = 0;
+            state.backlog.clear();
+        }
+        let mut backlog = 0;
+        for (address, next_nonce, txs) in snapshot.senders {
+            if let Some(state) = self.senders.get_mut(&address) {
+                state.next_nonce = next_nonce;
+                backlog += txs.len() as u64;
+                state.backlog = txs.into_iter().map(|tx| (tx.nonce, tx)).collect();
+            }
+        }
+        self.stats = LedgerStats {
+            executed: snapshot.executed,
+            failed: snapshot.failed,
+            dropped: snapshot.dropped,
+            backlog,
+        };
+        self.failed_by_reason = snapshot.failed_by_reason;
+        Ok(())
     }
 
     /// The nonce `address` must use next, if it is a known account.
@@ -484,5 +555,71 @@ mod tests {
                 format!("{prefix}:{}", phase + SAMPLE_PERIOD)
             ]
         );
+    }
+
+    /// A ledger restored from another's snapshot is that ledger: same digest, counters and
+    /// backlog, and the same outcomes for whatever comes next.
+    #[test]
+    fn a_restored_ledger_continues_as_the_one_it_was_taken_from() {
+        let mut f = fixture(100, 10);
+        for tx in [
+            f.tx(0, 0, 1, 5),
+            f.tx(0, 2, 1, 5),
+            f.tx(1, 0, 2, 500),
+            f.tx(2, 0, 0, 7),
+        ] {
+            let _ = f.ledger.apply(tx);
+        }
+        let snapshot = f.ledger.snapshot().expect("encodes");
+        let mut g = fixture(100, 10);
+        g.ledger.apply(g.tx(1, 0, 0, 1)).expect("diverges first");
+        g.ledger.restore(&snapshot).expect("restores");
+        assert_eq!(g.ledger.snapshot().expect("encodes"), snapshot);
+        assert_eq!(g.ledger.stats(), f.ledger.stats());
+        assert_eq!(g.ledger.stats().backlog, 1);
+        assert_eq!(g.ledger.state_digest(), f.ledger.state_digest());
+        // Nonce 1 releases the backlogged nonce 2 on both.
+        let next = f.tx(0, 1, 2, 1);
+        assert_eq!(
+            g.ledger.apply(next.clone()).expect("apply"),
+            f.ledger.apply(next).expect("apply")
+        );
+        assert_eq!(g.ledger.state_digest(), f.ledger.state_digest());
+        assert_eq!(g.ledger.stats().executed, 5);
+    }
+
+    #[test]
+    fn a_damaged_snapshot_is_an_error_and_changes_nothing() {
+        let mut f = fixture(100, 10);
+        f.ledger.apply(f.tx(0, 0, 1, 5)).expect("apply");
+        let snapshot = f.ledger.snapshot().expect("encodes");
+        let mut g = fixture(100, 10);
+        let before = g.ledger.snapshot().expect("encodes");
+        assert!(g.ledger.restore(&snapshot[..snapshot.len() - 3]).is_err());
+        assert!(g.ledger.restore(b"garbage").is_err());
+        // A snapshot of another genesis names accounts this one does not have.
+        let other = Genesis::generate(3, 100, 1);
+        let mut stranger = Ledger::from_genesis(
+            NativeExecutor::from_genesis(&other).expect("genesis"),
+            &other,
+            10,
+        );
+        let key = other.accounts[0].keypair().expect("secret");
+        let to = other.accounts[1].address();
+        stranger
+            .apply(Transaction::unsigned(
+                key.name,
+                0,
+                Payload::Native {
+                    destination: to,
+                    amount: 1,
+                },
+            ))
+            .expect("apply");
+        assert!(matches!(
+            g.ledger.restore(&stranger.snapshot().expect("encodes")),
+            Err(SnapshotError::UnknownAccount(_))
+        ));
+        assert_eq!(g.ledger.snapshot().expect("encodes"), before);
     }
 }

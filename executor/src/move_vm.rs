@@ -6,6 +6,7 @@ use crate::executor::{digest_balances, Executor, FailReason, Outcome};
 use crate::genesis::Genesis;
 use crate::move_compile::{CompiledMove, MoveCompileError};
 use crate::move_storage::InMemoryStorage;
+use crate::snapshot::SnapshotError;
 use crate::transaction::{Address, Payload, Transaction};
 use bytes::Bytes;
 use crypto::Digest;
@@ -242,6 +243,14 @@ impl Executor for MoveExecutor {
         self.storage
             .resource(&move_address(address), &self.coin_tag)
             .and_then(decode_coin)
+    }
+
+    fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
+        self.storage.snapshot()
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), SnapshotError> {
+        self.storage.restore(snapshot)
     }
 
     fn state_digest(&self) -> Digest {

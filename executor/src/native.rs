@@ -2,6 +2,7 @@
 //! the checks of `move/Coin.move` in the same order so both executors agree on every outcome.
 
 use crate::executor::{digest_balances, Executor, FailReason, Outcome};
+use crate::snapshot::{self, SnapshotError};
 use crate::genesis::Genesis;
 use crate::transaction::{Address, Payload, Transaction};
 use crypto::Digest;
@@ -83,6 +84,34 @@ impl Executor for NativeExecutor {
 
     fn balance(&self, address: &Address) -> Option<u64> {
         self.balances.get(address).copied()
+    }
+
+    /// Every balance, in address order.
+    fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
+        let mut balances: Vec<(Address, u64)> =
+            self.balances.iter().map(|(a, b)| (*a, *b)).collect();
+        balances.sort_unstable_by_key(|(address, _)| *address);
+        snapshot::encode(&balances)
+    }
+
+    /// Accounts are fixed at genesis: a snapshot must name exactly this node's.
+    fn restore(&mut self, bytes: &[u8]) -> Result<(), SnapshotError> {
+        let balances: Vec<(Address, u64)> = snapshot::decode(bytes)?;
+        if balances.len() != self.balances.len() {
+            return Err(SnapshotError::Mismatch(format!(
+                "{} accounts, genesis has {}",
+                balances.len(),
+                self.balances.len()
+            )));
+        }
+        if let Some((unknown, _)) = balances
+            .iter()
+            .find(|(address, _)| !self.balances.contains_key(address))
+        {
+            return Err(SnapshotError::UnknownAccount(*unknown));
+        }
+        self.balances = balances.into_iter().collect();
+        Ok(())
     }
 
     fn state_digest(&self) -> Digest {

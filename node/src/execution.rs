@@ -1,13 +1,16 @@
 //! The executor stage: one thread that sequences verified transactions by sender nonce and runs
 //! them (native transfers or the Move VM), reporting what ran and a digest of the state.
 
+use crate::checkpointing::Checkpointing;
 use crate::metrics::{now_ms, SampleEvent, SampleLog, Value};
+use consensus::Checkpoint;
 use crate::stage::{Stage, StageMetrics};
 use crate::verifier::VerifiedBatch;
 use executor::{Address, Completed, DropReason, Executor, Genesis, Ledger};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::{error, info};
 
 /// How often, at most, the state digest (and total supply) is recomputed. Both walk every
 /// account, which at 10,000 accounts costs milliseconds: done after every batch, it took more CPU
@@ -24,6 +27,9 @@ pub struct ExecutorStage<E> {
     done: Vec<Completed>,
     /// Busy-spun per transaction (the `--executor-delay-us` test knob); zero in real runs.
     delay: Duration,
+    /// Checkpoints for state sync (a node's executor; none in standalone `movevm`).
+    checkpointing: Option<Checkpointing>,
+    restore_failures: u64,
 }
 
 impl<E: Executor> ExecutorStage<E> {
@@ -39,6 +45,49 @@ impl<E: Executor> ExecutorStage<E> {
             samples,
             done: Vec::new(),
             delay: Duration::ZERO,
+            checkpointing: None,
+            restore_failures: 0,
+        }
+    }
+
+    /// Takes part in state sync: checkpoints the state, and restores an adopted checkpoint.
+    pub fn with_checkpointing(mut self, checkpointing: Option<Checkpointing>) -> Self {
+        self.checkpointing = checkpointing;
+        self
+    }
+
+    /// Replaces the state with a checkpoint's that consensus adopted from peers. The executed
+    /// count comes with it, so this node's counts (and the audit's heights) line up with the
+    /// peers' from here on.
+    fn restore(&mut self, checkpoint: &Checkpoint, metrics: &StageMetrics) {
+        match self.ledger.restore(&checkpoint.state) {
+            Ok(()) => {
+                let stats = self.ledger.stats();
+                let height = stats.executed + stats.failed;
+                info!(
+                    "restored the state after round {} from a checkpoint ({} bytes): {height} \
+                     transactions executed by then",
+                    checkpoint.round,
+                    checkpoint.state.len()
+                );
+                metrics.set("restored_round", Value::Gauge(checkpoint.round as f64));
+                metrics.set("restored_height", Value::Gauge(height as f64));
+                self.publish_counters(metrics);
+            }
+            // f+1 members reported these bytes, so at least one honest member made them: a
+            // failure means this node's genesis or version differs from theirs. The state is
+            // left as it was, and the audit's digest check will show the divergence.
+            Err(e) => {
+                error!(
+                    "cannot restore the checkpoint of round {}: {e}",
+                    checkpoint.round
+                );
+                self.restore_failures += 1;
+                metrics.set(
+                    "restore_failures",
+                    Value::Counter(self.restore_failures as f64),
+                );
+            }
         }
     }
 
@@ -65,6 +114,18 @@ impl<E: Executor> Stage for ExecutorStage<E> {
     type Output = ();
 
     fn process(&mut self, batch: VerifiedBatch, metrics: &StageMetrics) -> Option<()> {
+        let restore = self
+            .checkpointing
+            .as_mut()
+            .and_then(Checkpointing::pending_restore);
+        if let Some(checkpoint) = restore {
+            self.restore(&checkpoint, metrics);
+        }
+        if let Some(checkpointing) = &self.checkpointing {
+            if checkpointing.skips(&batch.position) {
+                return None;
+            }
+        }
         for tx in batch.txs {
             if !self.delay.is_zero() {
                 spin(self.delay);
@@ -83,6 +144,10 @@ impl<E: Executor> Stage for ExecutorStage<E> {
             }
         }
         self.publish_counters(metrics);
+        if let Some(checkpointing) = &mut self.checkpointing {
+            let ledger = &self.ledger;
+            checkpointing.applied(&batch.position, || ledger.snapshot());
+        }
         None
     }
 

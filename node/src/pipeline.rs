@@ -7,6 +7,7 @@
 //! input ══► commit sink                                      (no execution: hotstuff)
 //! ```
 
+use crate::checkpointing::{Checkpointing, Position};
 use crate::execution::ExecutorStage;
 use crate::metrics::{ChannelSource, Registry, SampleEvent, SampleLog};
 use crate::stage::{spawn_stage, StageMetrics};
@@ -21,6 +22,7 @@ use executor::{
     opaque_sample_id, signed_sample_id, AdapterExecutor, Address, GasParameters, Genesis,
     MoveExecutor, NativeExecutor, Payload,
 };
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -162,6 +164,8 @@ pub struct StageSettings {
     pub executor_delay: Duration,
     /// What runs Move transactions (modes that execute Move).
     pub vm: Vm,
+    /// State sync, for the last stage (a node; none in standalone `movevm`).
+    pub checkpointing: Option<Checkpointing>,
 }
 
 impl Pipeline {
@@ -193,7 +197,11 @@ impl Pipeline {
                 name: format!("{source}->sink"),
                 metrics: input_metrics,
             });
-            return Ok(vec![spawn_commit_sink(input, settings.samples)?]);
+            return Ok(vec![spawn_commit_sink(
+                input,
+                settings.samples,
+                settings.checkpointing,
+            )?]);
         };
         let genesis = settings
             .genesis
@@ -210,13 +218,16 @@ impl Pipeline {
         let backlog = settings.max_backlog_per_sender;
         let samples = settings.samples;
         let delay = settings.executor_delay;
+        let checkpointing = settings.checkpointing;
         let checker_samples = if settings.hops { samples.clone() } else { None };
         let executor = match (execution, settings.vm) {
             (Execution::Move, Vm::Adapter) => spawn_stage(
                 move || {
                     let vm = AdapterExecutor::from_genesis(&genesis, GasParameters::default())
                         .context("starting the Move adapter")?;
-                    Ok(ExecutorStage::new(vm, &genesis, backlog, samples).with_delay(delay))
+                    Ok(ExecutorStage::new(vm, &genesis, backlog, samples)
+                        .with_delay(delay)
+                        .with_checkpointing(checkpointing))
                 },
                 rx_checked,
                 None,
@@ -226,7 +237,9 @@ impl Pipeline {
                 move || {
                     let vm = MoveExecutor::from_genesis(&genesis)
                         .context("starting the Move executor")?;
-                    Ok(ExecutorStage::new(vm, &genesis, backlog, samples).with_delay(delay))
+                    Ok(ExecutorStage::new(vm, &genesis, backlog, samples)
+                        .with_delay(delay)
+                        .with_checkpointing(checkpointing))
                 },
                 rx_checked,
                 None,
@@ -236,7 +249,9 @@ impl Pipeline {
                 move || {
                     let native = NativeExecutor::from_genesis(&genesis)
                         .context("starting the native executor")?;
-                    Ok(ExecutorStage::new(native, &genesis, backlog, samples).with_delay(delay))
+                    Ok(ExecutorStage::new(native, &genesis, backlog, samples)
+                        .with_delay(delay)
+                        .with_checkpointing(checkpointing))
                 },
                 rx_checked,
                 None,
@@ -267,15 +282,31 @@ impl Pipeline {
 }
 
 /// The end of the pipeline in `hotstuff` mode: transactions are opaque, so committed batches are
-/// only scanned for sample transactions (format in `executor::opaque`).
+/// only scanned for sample transactions (format in `executor::opaque`). There is no state, but
+/// consensus still checkpoints (empty states at the policy's blocks), so a restarted node can
+/// adopt a root past what its peers have deleted.
 fn spawn_commit_sink(
     mut input: MeteredReceiver<CommittedBatch>,
     samples: Option<Arc<SampleLog>>,
+    mut checkpointing: Option<Checkpointing>,
 ) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("sink".into())
         .spawn(move || {
             while let Some(committed) = input.blocking_recv() {
+                if let Some(checkpointing) = &mut checkpointing {
+                    let position = Position {
+                        round: committed.round,
+                        block: committed.block,
+                        last_of_block: committed.last_of_block,
+                    };
+                    // Nothing to restore but the position.
+                    let _ = checkpointing.pending_restore();
+                    if checkpointing.skips(&position) {
+                        continue;
+                    }
+                    checkpointing.applied(&position, || Ok::<_, Infallible>(Vec::new()));
+                }
                 let Some(samples) = &samples else { continue };
                 let t_ms = committed.committed_at_ms;
                 for tx in committed.batch.transactions() {

@@ -2,6 +2,7 @@
 //! side by side, the stages its mode keeps below them, the METRICS line and the optional
 //! Prometheus endpoint, and ends the process on SIGINT/SIGTERM after a final line.
 
+use crate::checkpointing::Checkpointing;
 use crate::metrics::cpu::CONSENSUS_THREADS;
 use crate::metrics::{
     serve_prometheus, ConsensusSource, ProcessSource, Registry, SampleEvent, SampleLog,
@@ -13,7 +14,9 @@ use clap::Args;
 use consensus::config::read_json;
 use consensus::mempool::{Mempool, MempoolMetrics, SampleHooks};
 use consensus::network::{EmulationSpec, NetEmulation};
-use consensus::{metered, Committee, Consensus, MempoolLink, Parameters, Store};
+use consensus::{
+    metered, Committee, Consensus, MempoolLink, Parameters, StateSyncLink, Store,
+};
 use crypto::KeyPair;
 use executor::Genesis;
 use std::net::SocketAddr;
@@ -193,6 +196,9 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     .await
     .context("starting the mempool")?;
     let (tx_output, rx_output, output_metrics) = metered::channel(capacity);
+    // State sync: the last stage checkpoints and restores, consensus serves and adopts.
+    let (state_sync, rx_restore) = StateSyncLink::new();
+    let checkpointing = Checkpointing::new(&state_sync, rx_restore, parameters.checkpoint_rounds);
     let consensus = Consensus::spawn(
         name,
         keys.secret,
@@ -204,6 +210,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
             tx_mempool,
         },
         tx_output,
+        state_sync,
         emulation,
     )
     .await
@@ -230,6 +237,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 hops: instrumented,
                 executor_delay: Duration::from_micros(args.executor_delay_us),
                 vm: args.vm,
+                checkpointing: Some(checkpointing),
             },
             &mut registry,
         )

@@ -83,6 +83,7 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
                 hops: false,
                 executor_delay: Duration::ZERO,
                 vm: settings.vm,
+                checkpointing: None,
             },
             &mut registry,
         )
@@ -186,8 +187,11 @@ impl Generator {
             self.next = to;
         }
         let batch = builder.seal(now_ms(), builder.payload_len());
+        // No consensus, so no blocks and no checkpoints.
         CommittedBatch {
             round: 0,
+            block: Default::default(),
+            last_of_block: false,
             batch,
             committed_at_ms: now_ms(),
         }
@@ -305,6 +309,8 @@ mod tests {
         builder.push(&cut[..cut.len() / 2]);
         let batch = CommittedBatch {
             round: 0,
+            block: Default::default(),
+            last_of_block: false,
             batch: builder.seal(0, 0),
             committed_at_ms: 0,
         };
@@ -324,6 +330,7 @@ mod tests {
                     hops: false,
                     executor_delay: Duration::ZERO,
                     vm: Vm::Bare,
+                    checkpointing: None,
                 },
                 &mut registry,
             )

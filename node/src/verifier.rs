@@ -3,6 +3,7 @@
 //! commit order, to the executor stage. In standalone `movevm` it runs with signature checks
 //! off, as the decoder in front of the same executor stage.
 
+use crate::checkpointing::Position;
 use crate::metrics::{now_ms, SampleEvent, SampleLog, Value};
 use crate::stage::{Counted, Stage, StageMetrics};
 use consensus::CommittedBatch;
@@ -11,9 +12,11 @@ use executor::Transaction;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// The valid transactions of one committed batch.
+/// The valid transactions of one committed batch, and where the batch sits in the committed
+/// sequence.
 pub struct VerifiedBatch {
     pub txs: Vec<Transaction>,
+    pub position: Position,
 }
 
 impl Counted for VerifiedBatch {
@@ -127,6 +130,13 @@ impl Stage for VerifierStage {
             // Not "threads": busy_ms is wall-clock time of the stage, not a sum over its pool.
             metrics.set("pool_threads", Value::Gauge(verifier.threads() as f64));
         }
-        Some(VerifiedBatch { txs })
+        Some(VerifiedBatch {
+            txs,
+            position: Position {
+                round: committed.round,
+                block: committed.block,
+                last_of_block: committed.last_of_block,
+            },
+        })
     }
 }

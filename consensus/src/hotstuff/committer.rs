@@ -20,6 +20,11 @@ use tracing::{info, warn};
 #[derive(Clone, Debug)]
 pub struct CommittedBatch {
     pub round: Round,
+    /// The block that committed it.
+    pub block: Digest,
+    /// Whether it is the last batch of its block this committer delivers: once it is executed,
+    /// the application's state is the state after the block (what a checkpoint captures).
+    pub last_of_block: bool,
     pub batch: Batch,
     pub committed_at_ms: u64,
 }
@@ -164,6 +169,8 @@ impl Committer {
     async fn run(mut self) {
         while let Some(block) = self.rx_commit.recv().await {
             let digest = block.digest();
+            // Each batch leaves once the next one is ready, so the last can carry `last_of_block`.
+            let mut ready: Option<CommittedBatch> = None;
             for batch in &block.payload {
                 // Delivered once: by an earlier block, or earlier in this one. The core rejects
                 // such proposals; this guards blocks it accepted before it knew (a node that
@@ -211,10 +218,21 @@ impl Committer {
                     .fetch_add(batch.bytes().len() as u64, Ordering::Relaxed);
                 let committed = CommittedBatch {
                     round: block.round,
+                    block: digest,
+                    last_of_block: false,
                     batch,
                     committed_at_ms: now,
                 };
-                if self.tx_output.send(committed).await.is_err() {
+                if let Some(previous) = ready.replace(committed) {
+                    if self.tx_output.send(previous).await.is_err() {
+                        info!("committed-batch consumer is gone; committer stops");
+                        return;
+                    }
+                }
+            }
+            if let Some(mut last) = ready {
+                last.last_of_block = true;
+                if self.tx_output.send(last).await.is_err() {
                     info!("committed-batch consumer is gone; committer stops");
                     return;
                 }
@@ -305,5 +323,59 @@ mod tests {
         // Nothing else comes out: `fresh` once only.
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(rx_output.try_recv().is_err(), "a batch was delivered twice");
+    }
+
+    /// A checkpoint is taken after a block's last batch, so the flag must be on the last batch
+    /// delivered of each block, even when the block's last named batch is skipped.
+    #[tokio::test]
+    async fn the_last_delivered_batch_of_a_block_says_so() {
+        let keys = keys(4);
+        let store = Store::new();
+        let [a, b, c] = [batch(b"a"), batch(b"b"), batch(b"c")];
+        for x in [&a, &b, &c] {
+            store
+                .batches()
+                .write(x.digest(), x.bytes().clone())
+                .expect("write");
+        }
+        let (tx_commit, rx_commit) = mpsc::channel(8);
+        let (tx_output, mut rx_output, _) = metered::channel(8);
+        let window = GcWindow {
+            rounds: 100,
+            time: Duration::from_secs(3_600),
+        };
+        Committer::spawn(
+            store.clone(),
+            window,
+            rx_commit,
+            tx_output,
+            Arc::new(ConsensusMetrics::default()),
+        );
+        let block = |round, payload| signed_block(QC::genesis(), None, round, payload, &keys[0]);
+        let first = block(1, vec![a.digest(), b.digest()]);
+        // `a` again at the end: skipped, so `c` is the last delivered.
+        let second = block(2, vec![c.digest(), a.digest()]);
+        tx_commit.send(first.clone()).await.expect("send");
+        tx_commit.send(second.clone()).await.expect("send");
+        let mut delivered = Vec::new();
+        for _ in 0..3 {
+            let committed = tokio::time::timeout(Duration::from_secs(5), rx_output.recv())
+                .await
+                .expect("delivered in time")
+                .expect("committer alive");
+            delivered.push((
+                committed.batch.digest(),
+                committed.block,
+                committed.last_of_block,
+            ));
+        }
+        assert_eq!(
+            delivered,
+            vec![
+                (a.digest(), first.digest(), false),
+                (b.digest(), first.digest(), true),
+                (c.digest(), second.digest(), true),
+            ]
+        );
     }
 }

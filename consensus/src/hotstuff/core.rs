@@ -5,6 +5,7 @@
 //! `safety.rs`.
 
 use super::aggregator::{Aggregator, AggregatorError};
+use super::checkpoint::{Checkpoint, CheckpointReply};
 use super::committer::GcWindow;
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
 use super::metrics::ConsensusMetrics;
@@ -12,6 +13,7 @@ use super::payload::{PayloadError, PayloadWaiter};
 use super::proposer::PayloadBuffer;
 use super::safety::{self, SafetyRules};
 use super::safety_state::{SafetyState, SafetyStateError, SafetyStore};
+use super::state_sync::{Adopted, StateSync};
 use super::synchronizer::{SyncError, Synchronizer};
 use super::timer::Timer;
 use super::wire;
@@ -97,6 +99,9 @@ pub struct Core {
     tx_commit: mpsc::Sender<Block>,
     tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
     tx_fatal: watch::Sender<Option<FatalError>>,
+    /// Where an adopted checkpoint goes to the application (see `StateSyncLink`).
+    tx_restore: std::sync::mpsc::Sender<Arc<Checkpoint>>,
+    state_sync: StateSync,
     metrics: Arc<ConsensusMetrics>,
 
     round: Round,
@@ -144,6 +149,8 @@ pub struct CoreChannels {
     pub tx_fatal: watch::Sender<Option<FatalError>>,
     /// What the core's senders prove to peers, whose consensus ports admit members only.
     pub credentials: Credentials,
+    /// Where a checkpoint adopted from peers goes to the application.
+    pub tx_restore: std::sync::mpsc::Sender<Arc<Checkpoint>>,
 }
 
 impl Core {
@@ -224,6 +231,12 @@ impl Core {
             channels.tx_loopback,
             GcWindow::new(&parameters),
         );
+        // Asked again each timeout: by then peers are at their next checkpoint, or the first
+        // request's replies were lost.
+        let state_sync = StateSync::new(
+            committee.clone(),
+            Duration::from_millis(parameters.timeout_delay),
+        );
         Ok(Core {
             name,
             aggregator: Aggregator::new(committee.clone()),
@@ -240,6 +253,8 @@ impl Core {
             tx_commit: channels.tx_commit,
             tx_mempool: channels.tx_mempool,
             tx_fatal: channels.tx_fatal,
+            tx_restore: channels.tx_restore,
+            state_sync,
             metrics,
             round: resumed.resume_round(),
             safety: SafetyRules::resume(resumed.last_voted_round),
@@ -289,8 +304,9 @@ impl Core {
                     ConsensusMessage::Vote(vote) => self.handle_vote(vote).await,
                     ConsensusMessage::Timeout(timeout) => self.handle_timeout(timeout).await,
                     ConsensusMessage::TC(tc) => self.handle_tc(tc).await,
+                    ConsensusMessage::Checkpoint(reply) => self.handle_checkpoint(reply).await,
                     // Routed to the helper by the network handler; nothing to do here.
-                    ConsensusMessage::SyncRequest(..) => Ok(()),
+                    ConsensusMessage::SyncRequest(..) | ConsensusMessage::CheckpointRequest(..) => Ok(()),
                 },
                 Some(block) = self.rx_loopback.recv() => {
                     self.payload.resolved(&block.digest());
@@ -719,6 +735,7 @@ impl Core {
         if block.round < self.prune_floor() {
             return Ok(());
         }
+        self.sync_state_if_far_behind(block).await?;
         if !self.payload.available(block).await? {
             return Ok(());
         }
@@ -757,6 +774,99 @@ impl Core {
                 self.keep_handlers(vec![handler]);
             }
         }
+        Ok(())
+    }
+
+    // ---- state sync --------------------------------------------------------------------------
+
+    /// Asks peers for a checkpoint when `block` certifies a round more than `gc_depth` rounds
+    /// past our last commit and we lack its parent: peers may have deleted the batches (and,
+    /// after `gc_retention_ms`, the blocks) between, so fetching ancestors one by one may never
+    /// end. Ancestor sync goes on meanwhile; whichever gets there first wins.
+    async fn sync_state_if_far_behind(&mut self, block: &Block) -> Result<(), ConsensusError> {
+        let far = block.qc.round
+            > self
+                .last_committed_round
+                .saturating_add(self.parameters.gc_depth);
+        if !far || self.store.blocks().contains(block.parent())? {
+            return Ok(());
+        }
+        if !self.state_sync.should_request() {
+            return Ok(());
+        }
+        info!(
+            "round {} is certified and we committed only up to round {}: asking peers for a \
+             checkpoint",
+            block.qc.round, self.last_committed_round
+        );
+        self.broadcast(&ConsensusMessage::CheckpointRequest(self.name))
+            .await
+    }
+
+    async fn handle_checkpoint(&mut self, reply: CheckpointReply) -> Result<(), ConsensusError> {
+        if reply.block.round <= self.last_committed_round {
+            return Ok(());
+        }
+        reply.block.check_structure(&self.committee)?;
+        match self.state_sync.add(reply, self.last_committed_round) {
+            Some(adopted) => self.adopt_checkpoint(adopted).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Makes the checkpoint's block our last committed block and the root of our chain, and
+    /// hands its state to the application. The state goes first: the application must have it
+    /// before any batch of a block after the root, and those can only come after this.
+    async fn adopt_checkpoint(&mut self, adopted: Adopted) -> Result<(), ConsensusError> {
+        let Adopted {
+            block,
+            state,
+            digest,
+        } = adopted;
+        let block_digest = block.digest();
+        info!(
+            "adopting the checkpoint of round {} (block {block_digest}, state {digest}, {} \
+             bytes) that f+1 members reported; last committed round was {}",
+            block.round,
+            state.len(),
+            self.last_committed_round
+        );
+        let checkpoint = Checkpoint {
+            block: block_digest,
+            round: block.round,
+            state,
+            digest,
+        };
+        if self.tx_restore.send(Arc::new(checkpoint)).is_err() {
+            // An application without state (or gone) needs none; consensus goes on.
+            debug!("no application takes checkpoints");
+        }
+        if !self.store.blocks().contains(&block_digest)? {
+            self.stored_blocks
+                .entry(block.round)
+                .or_default()
+                .push(block_digest);
+        }
+        self.store
+            .blocks()
+            .write(block_digest, wire::encode_block(&block)?)?;
+        self.synchronizer.set_root(&block);
+        self.last_committed_round = block.round;
+        self.last_committed = block_digest;
+        self.commit_times.push_back((block.round, Instant::now()));
+        self.payload.committed(&block);
+        self.buffer.finalize_up_to(self.last_committed_round);
+        self.payload.cleanup(self.last_committed_round);
+        self.metrics
+            .checkpoints_adopted
+            .fetch_add(1, Ordering::Relaxed);
+        self.metrics
+            .checkpoint_round
+            .store(block.round, Ordering::Relaxed);
+        let _ = self
+            .tx_mempool
+            .send(ConsensusMempoolMessage::Cleanup(self.last_committed_round))
+            .await;
         Ok(())
     }
 
@@ -837,6 +947,7 @@ mod tests {
         keys: Vec<KeyPair>,
         rx_commit: mpsc::Receiver<Block>,
         rx_fatal: watch::Receiver<Option<FatalError>>,
+        rx_restore: std::sync::mpsc::Receiver<Arc<Checkpoint>>,
         _rx_mempool: mpsc::Receiver<ConsensusMempoolMessage>,
         _tx_message: mpsc::Sender<ConsensusMessage>,
         _tx_digests: mpsc::Sender<Digest>,
@@ -855,6 +966,7 @@ mod tests {
         let (tx_commit, rx_commit) = mpsc::channel(10_000);
         let (tx_mempool, rx_mempool) = mpsc::channel(10_000);
         let (tx_fatal, rx_fatal) = watch::channel(None);
+        let (tx_restore, rx_restore) = std::sync::mpsc::channel();
         let core = Core::new(
             keys[0].name,
             committee(&keys),
@@ -874,6 +986,7 @@ mod tests {
                     keys[0].secret.clone(),
                     Purpose::Consensus,
                 ),
+                tx_restore,
             },
             Arc::new(ConsensusMetrics::default()),
         )
@@ -881,6 +994,7 @@ mod tests {
         Harness {
             core,
             rx_fatal,
+            rx_restore,
             keys,
             rx_commit,
             _rx_mempool: rx_mempool,
@@ -1398,5 +1512,55 @@ mod tests {
             "{} blocks",
             store.blocks().len()
         );
+    }
+
+    /// State sync: a node that has nothing (a restart on an empty store) adopts a checkpoint
+    /// once f+1 members report it, hands its state to the application, and from then on
+    /// commits the blocks after it, and only those, without any block below it.
+    #[tokio::test]
+    async fn a_checkpoint_reported_by_f_plus_one_members_becomes_the_root() {
+        let mut h = harness(Parameters {
+            gc_depth: 10,
+            ..Parameters::default()
+        });
+        // The committee's chain, rounds 1 to 60; this node saw none of it.
+        let chain = h.chain(None, 1, 60);
+        let root = chain[49].clone();
+        let reply = |member: usize| CheckpointReply {
+            author: h.keys[member].name,
+            block: root.clone(),
+            state: bytes::Bytes::from_static(b"state after round 50"),
+        };
+        h.core.handle_checkpoint(reply(1)).await.expect("valid");
+        assert!(h.rx_restore.try_recv().is_err(), "one member is not enough");
+        h.core.handle_checkpoint(reply(2)).await.expect("valid");
+        let restored = h.rx_restore.try_recv().expect("f+1 members agree");
+        assert_eq!(restored.round, 50);
+        assert_eq!(restored.block, root.digest());
+        assert_eq!(restored.state.as_ref(), b"state after round 50");
+        assert_eq!(h.core.last_committed_round, 50);
+
+        // The blocks after the root arrive (as sync replies would bring them): those two rounds
+        // behind the tip commit, nothing at or below the root does.
+        for block in &chain[50..] {
+            h.core.handle_proposal(block.clone()).await.expect("valid");
+        }
+        assert_eq!(h.committed(), (51..=58).collect::<Vec<Round>>());
+    }
+
+    /// A checkpoint not past what the node committed is ignored, however many report it.
+    #[tokio::test]
+    async fn a_checkpoint_behind_the_last_commit_is_ignored() {
+        let (mut h, chain) = committed_chain(0).await;
+        for member in 1..4 {
+            let reply = CheckpointReply {
+                author: h.keys[member].name,
+                block: chain[49].clone(),
+                state: bytes::Bytes::from_static(b"old"),
+            };
+            h.core.handle_checkpoint(reply).await.expect("valid");
+        }
+        assert!(h.rx_restore.try_recv().is_err());
+        assert_eq!(h.core.last_committed_round, 98);
     }
 }

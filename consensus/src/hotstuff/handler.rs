@@ -1,19 +1,35 @@
 //! The consensus port's message handler: decode, acknowledge, route.
 
+use super::helper::HelperRequest;
 use super::messages::ConsensusMessage;
 use super::wire;
 use crate::network::{HandlerError, MessageHandler, Writer};
 use bytes::Bytes;
-use crypto::{Digest, PublicKey};
+use crypto::PublicKey;
 use futures::SinkExt;
 use tokio::sync::mpsc;
 
 #[derive(Clone)]
 pub struct ConsensusHandler {
     pub tx_core: mpsc::Sender<ConsensusMessage>,
-    pub tx_helper: mpsc::Sender<(Digest, PublicKey)>,
+    pub tx_helper: mpsc::Sender<HelperRequest>,
     /// The member this connection authenticated as (`None` on an open port, in tests).
     pub peer: Option<PublicKey>,
+}
+
+impl ConsensusHandler {
+    /// Requests are answered at `origin`'s address, and checkpoint reports count for their
+    /// author: a member may speak only for itself, or it could aim replies at another member or
+    /// report in its name.
+    fn check_peer(&self, origin: &PublicKey, what: &str) -> Result<(), HandlerError> {
+        if self.peer.is_some_and(|peer| peer != *origin) {
+            return Err(HandlerError::Malformed(format!(
+                "{what} on behalf of {origin} from {:?}",
+                self.peer
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl MessageHandler for ConsensusHandler {
@@ -23,15 +39,26 @@ impl MessageHandler for ConsensusHandler {
         writer.send(Bytes::from_static(b"Ack")).await?;
         let delivered = match message {
             ConsensusMessage::SyncRequest(digest, origin) => {
-                // The block goes to `origin`'s address: only the peer may ask for itself, or
-                // one member could aim block replies at another.
-                if self.peer.is_some_and(|peer| peer != origin) {
-                    return Err(HandlerError::Malformed(format!(
-                        "sync request on behalf of {origin} from {:?}",
-                        self.peer
-                    )));
-                }
-                self.tx_helper.send((digest, origin)).await.is_ok()
+                self.check_peer(&origin, "sync request")?;
+                self.tx_helper
+                    .send(HelperRequest::Block(digest, origin))
+                    .await
+                    .is_ok()
+            }
+            ConsensusMessage::CheckpointRequest(origin) => {
+                self.check_peer(&origin, "checkpoint request")?;
+                self.tx_helper
+                    .send(HelperRequest::Checkpoint(origin))
+                    .await
+                    .is_ok()
+            }
+            ConsensusMessage::Checkpoint(reply) => {
+                // A report counts towards f+1 for its author: only the author may send it.
+                self.check_peer(&reply.author, "checkpoint")?;
+                self.tx_core
+                    .send(ConsensusMessage::Checkpoint(reply))
+                    .await
+                    .is_ok()
             }
             message => self.tx_core.send(message).await.is_ok(),
         };

@@ -416,6 +416,10 @@ pub enum ConsensusMessage {
     TC(TC),
     /// Asks for the block with this digest, to be sent back to the given authority.
     SyncRequest(Digest, PublicKey),
+    /// Asks for the latest checkpoint, to be sent back to the given authority (state sync: see
+    /// `checkpoint.rs`).
+    CheckpointRequest(PublicKey),
+    Checkpoint(super::checkpoint::CheckpointReply),
 }
 
 #[cfg(test)]

@@ -12,6 +12,9 @@ pub struct ConsensusMetrics {
     pub committed_txs: AtomicU64,
     pub committed_bytes: AtomicU64,
     pub timeouts: AtomicU64,
+    /// Checkpoints adopted from peers (state sync), and the round of the last one.
+    pub checkpoints_adopted: AtomicU64,
+    pub checkpoint_round: AtomicU64,
     /// Seal-to-commit latency (ms) of batches committed since the last drain.
     batch_latencies_ms: Mutex<Vec<f64>>,
 }
@@ -24,6 +27,8 @@ pub struct ConsensusSnapshot {
     pub committed_txs: u64,
     pub committed_bytes: u64,
     pub timeouts: u64,
+    pub checkpoints_adopted: u64,
+    pub checkpoint_round: u64,
 }
 
 impl ConsensusMetrics {
@@ -49,6 +54,8 @@ impl ConsensusMetrics {
             committed_txs: load(&self.committed_txs),
             committed_bytes: load(&self.committed_bytes),
             timeouts: load(&self.timeouts),
+            checkpoints_adopted: load(&self.checkpoints_adopted),
+            checkpoint_round: load(&self.checkpoint_round),
         }
     }
 }

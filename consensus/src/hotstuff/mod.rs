@@ -1,6 +1,7 @@
 //! HotStuff (two-chain) over the mempool's batch digests.
 
 mod aggregator;
+pub mod checkpoint;
 mod committer;
 mod core;
 mod handler;
@@ -11,10 +12,12 @@ mod payload;
 mod proposer;
 mod safety;
 mod safety_state;
+mod state_sync;
 mod synchronizer;
 mod timer;
 pub mod wire;
 
+pub use checkpoint::{Checkpoint, CheckpointPolicy, CheckpointSlot, StateSyncLink};
 pub use committer::CommittedBatch;
 pub use core::FatalError;
 pub use messages::{Block, ConsensusMessage, Timeout, Vote, QC, TC};
@@ -59,8 +62,9 @@ pub struct Consensus;
 impl Consensus {
     /// Starts the HotStuff core of authority `name` over the batches of its mempool (`mempool`);
     /// returns once its port is bound. Committed batches leave, in commit order, through
-    /// `tx_output`. With `emulation`, links to the other members follow its latencies and
-    /// partitions.
+    /// `tx_output`. Through `state_sync` the application publishes its checkpoints and gets
+    /// one adopted from peers when this node is too far behind to replay the chain. With
+    /// `emulation`, links to the other members follow its latencies and partitions.
     #[allow(clippy::too_many_arguments)]
     pub async fn spawn(
         name: PublicKey,
@@ -70,6 +74,7 @@ impl Consensus {
         store: Store,
         mempool: MempoolLink,
         tx_output: MeteredSender<CommittedBatch>,
+        state_sync: StateSyncLink,
         emulation: Option<Arc<NetEmulation>>,
     ) -> io::Result<ConsensusHandle> {
         let authority = committee.authority(&name).cloned().ok_or_else(|| {
@@ -115,8 +120,10 @@ impl Consensus {
             Credentials::new(name, secret.clone(), Purpose::Consensus).emulating(emulation);
 
         helper::Helper::spawn(
+            name,
             committee.clone(),
             store.clone(),
+            state_sync.checkpoints,
             rx_helper,
             SimpleSender::authenticated(
                 DEFAULT_SIMPLE_QUEUE_CAPACITY,
@@ -146,6 +153,7 @@ impl Consensus {
                 tx_mempool,
                 tx_fatal,
                 credentials,
+                tx_restore: state_sync.restore,
             },
             metrics.clone(),
         )

@@ -15,7 +15,7 @@ use super::wire;
 use crate::config::{Committee, Round};
 use crate::network::SimpleSender;
 use crate::store::{BlockStore, Store, StoreError};
-use crypto::{Digest, PublicKey};
+use crypto::{Digest, Hash, PublicKey};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -48,6 +48,9 @@ pub struct SyncCounters {
 pub struct Synchronizer {
     store: BlockStore,
     tx_inner: mpsc::Sender<Block>,
+    /// The checkpointed block this node adopted (round, digest), if any: its ancestors are
+    /// neither here nor needed, so its parent reads as genesis (see `set_root`).
+    root: Option<(Round, Digest)>,
     /// Read by tests only so far; what a metric of the synchronizer would export.
     #[cfg_attr(not(test), allow(dead_code))]
     pub counters: Arc<SyncCounters>,
@@ -82,6 +85,7 @@ impl Synchronizer {
         Synchronizer {
             store,
             tx_inner,
+            root: None,
             counters,
         }
     }
@@ -95,9 +99,22 @@ impl Synchronizer {
         }
     }
 
+    /// Makes `root` (a committed block adopted with its state from a checkpoint, and stored by
+    /// the caller) the start of this node's chain: its parent reads as genesis. The chain below
+    /// it was executed into the checkpoint's state and peers may have deleted it; the commit rule
+    /// never reads it (nothing at or below the root commits again).
+    pub fn set_root(&mut self, root: &Block) {
+        self.root = Some((root.round, root.digest()));
+    }
+
+    fn is_root(&self, block: &Block) -> bool {
+        self.root
+            .is_some_and(|(round, digest)| block.round == round && block.digest() == digest)
+    }
+
     /// The parent of `block`, or `None` if it is being fetched (the block will come back).
     pub async fn get_parent_block(&mut self, block: &Block) -> Result<Option<Block>, SyncError> {
-        if block.qc.is_genesis() {
+        if block.qc.is_genesis() || self.is_root(block) {
             return Ok(Some(Block::genesis()));
         }
         if let Some(parent) = self.read(block.parent())? {

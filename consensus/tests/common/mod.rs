@@ -8,7 +8,10 @@ use consensus::config::Authority;
 use consensus::mempool::{Mempool, MempoolMetrics};
 use consensus::metered;
 use consensus::network::NetEmulation;
-use consensus::{Committee, Consensus, ConsensusHandle, MempoolLink, Parameters, Store};
+use consensus::{
+    Checkpoint, CheckpointPolicy, Committee, Consensus, ConsensusHandle, MempoolLink, Parameters,
+    StateSyncLink, Store,
+};
 use crypto::{Digest, KeyPair};
 use futures::SinkExt;
 use std::net::{SocketAddr, TcpListener};
@@ -120,9 +123,15 @@ pub fn test_parameters() -> Parameters {
 }
 
 /// One running node: its committed batch digests, in order, and a kill switch.
+///
+/// Its application's state is that list. It checkpoints it as a node's executor checkpoints
+/// its state (`Parameters::checkpoint_rounds`), and a checkpoint consensus adopts from peers
+/// replaces it: a node that rejoined that way holds the same list as the others.
 pub struct TestNode {
     pub keys: KeyPair,
     pub committed: Arc<Mutex<Vec<Digest>>>,
+    /// Rounds of the checkpoints this node adopted from peers.
+    pub restored: Arc<Mutex<Vec<u64>>>,
     pub handle: ConsensusHandle,
     pub mempool: Arc<MempoolMetrics>,
     kill: Option<oneshot::Sender<()>>,
@@ -142,10 +151,12 @@ impl TestNode {
         emulation: Option<Arc<NetEmulation>>,
     ) -> Self {
         let committed = Arc::new(Mutex::new(Vec::new()));
+        let restored = Arc::new(Mutex::new(Vec::new()));
         let (kill_tx, kill_rx) = oneshot::channel::<()>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn({
             let committed = committed.clone();
+            let restored = restored.clone();
             let keys = keys.clone();
             move || {
                 let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -160,6 +171,14 @@ impl TestNode {
                     let (tx_digests, rx_digests) = mpsc::channel(1_000);
                     let (tx_mempool, rx_mempool) = mpsc::channel(1_000);
                     let mempool = Arc::new(MempoolMetrics::default());
+                    let (state_sync, rx_restore) = StateSyncLink::new();
+                    let app = TestApp {
+                        committed,
+                        restored,
+                        rx_restore,
+                        state_sync: state_sync.clone(),
+                        policy: CheckpointPolicy::new(parameters.checkpoint_rounds),
+                    };
                     Mempool::spawn(
                         keys.name,
                         keys.secret.clone(),
@@ -185,14 +204,16 @@ impl TestNode {
                             tx_mempool,
                         },
                         tx,
+                        state_sync,
                         emulation,
                     )
                     .await
                     .expect("consensus starts");
                     ready_tx.send((handle, mempool)).expect("test waits");
                     tokio::spawn(async move {
+                        let mut app = app;
                         while let Some(batch) = rx.recv().await {
-                            committed.lock().expect("lock").push(batch.batch.digest());
+                            app.apply(batch);
                         }
                     });
                     let _ = kill_rx.await;
@@ -206,6 +227,7 @@ impl TestNode {
         TestNode {
             keys,
             committed,
+            restored,
             handle,
             mempool,
             kill: Some(kill_tx),
@@ -215,6 +237,10 @@ impl TestNode {
 
     pub fn committed(&self) -> Vec<Digest> {
         self.committed.lock().expect("lock").clone()
+    }
+
+    pub fn restored(&self) -> Vec<u64> {
+        self.restored.lock().expect("lock").clone()
     }
 
     pub fn committed_count(&self) -> usize {
@@ -242,6 +268,54 @@ impl TestNode {
 impl Drop for TestNode {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A TestNode's application: the committed batch digests, checkpointed and restored as bytes
+/// (32 per digest, in commit order).
+struct TestApp {
+    committed: Arc<Mutex<Vec<Digest>>>,
+    restored: Arc<Mutex<Vec<u64>>>,
+    rx_restore: std::sync::mpsc::Receiver<Arc<Checkpoint>>,
+    state_sync: StateSyncLink,
+    policy: CheckpointPolicy,
+}
+
+impl TestApp {
+    fn apply(&mut self, batch: consensus::CommittedBatch) {
+        let mut floor = None;
+        while let Ok(checkpoint) = self.rx_restore.try_recv() {
+            let digests = checkpoint
+                .state
+                .chunks_exact(32)
+                .map(|chunk| {
+                    let mut bytes = [0u8; 32];
+                    bytes.copy_from_slice(chunk);
+                    Digest(bytes)
+                })
+                .collect();
+            *self.committed.lock().expect("lock") = digests;
+            self.restored.lock().expect("lock").push(checkpoint.round);
+            self.policy.restored(checkpoint.round);
+            self.state_sync.checkpoints.publish((*checkpoint).clone());
+            floor = Some(checkpoint.round);
+        }
+        let floor = floor
+            .or_else(|| self.restored.lock().expect("lock").last().copied())
+            .unwrap_or(0);
+        if batch.round <= floor {
+            return;
+        }
+        let mut committed = self.committed.lock().expect("lock");
+        committed.push(batch.batch.digest());
+        if batch.last_of_block && self.policy.due(batch.round) {
+            let state: Vec<u8> = committed.iter().flat_map(|d| d.0).collect();
+            self.state_sync.checkpoints.publish(Checkpoint::new(
+                batch.block,
+                batch.round,
+                Bytes::from(state),
+            ));
+        }
     }
 }
 

@@ -55,6 +55,8 @@ impl Source for ConsensusSource {
             .counter("committed_txs", state.committed_txs as f64)
             .counter("committed_bytes", state.committed_bytes as f64)
             .counter("timeouts", state.timeouts as f64)
+            .counter("checkpoints_adopted", state.checkpoints_adopted as f64)
+            .gauge("checkpoint_round", state.checkpoint_round as f64)
             .counter("sealed_batches", load(&mempool.sealed_batches))
             .counter("sealed_txs", load(&mempool.sealed_txs))
             .counter("sealed_bytes", load(&mempool.sealed_bytes))

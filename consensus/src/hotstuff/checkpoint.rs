@@ -1,0 +1,178 @@
+//! Checkpoints: the application's state right after a committed block, which a node too far
+//! behind adopts instead of the blocks and batches its peers have already deleted (state sync).
+//!
+//! Peers keep committed blocks and batches for a GC window (`GcWindow`). A node that comes back
+//! after more than that (a crash, a restart on an empty store, a long partition) cannot replay
+//! the chain from genesis any more. As in DiemBFT, it instead takes the state at a recent
+//! committed block from its peers, makes that block its root, and fetches only what follows.
+//!
+//! Consensus does not know what the application's state means; it moves it as bytes and checks
+//! it against a digest. Instead of a ledger info signed by a quorum, a node accepts a checkpoint
+//! once members with f+1 stake reported the same block and the same state digest: at least one
+//! of them is honest, so the block was committed and the state is what executing the chain up
+//! to it gives (see `state_sync.rs`). This needs every honest member to checkpoint at the same
+//! blocks, hence [`CheckpointPolicy`]: a rule on the committed sequence alone, not on time.
+
+use super::messages::Block;
+use crate::config::Round;
+use bytes::Bytes;
+use crypto::{Digest, Hash, PublicKey};
+use serde::{Deserialize, Serialize};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+/// The application's state after every batch of every committed block up to and including
+/// `block` (of `round`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub block: Digest,
+    pub round: Round,
+    pub state: Bytes,
+    /// `Digest::of(state)`: what peers compare.
+    pub digest: Digest,
+}
+
+impl Checkpoint {
+    pub fn new(block: Digest, round: Round, state: Bytes) -> Self {
+        let digest = Digest::of(&state);
+        Checkpoint {
+            block,
+            round,
+            state,
+            digest,
+        }
+    }
+}
+
+/// Which committed blocks are checkpointed: the first block (among those whose batches reach the
+/// application) of every `every` rounds. Every honest member sees the same committed sequence,
+/// so every member picks the same blocks, whatever its speed.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckpointPolicy {
+    every: Round,
+    last: Round,
+}
+
+impl CheckpointPolicy {
+    pub fn new(every: Round) -> Self {
+        CheckpointPolicy {
+            every: every.max(1),
+            last: 0,
+        }
+    }
+
+    /// Whether the block of `round`, just executed in full, is a checkpoint; if it is, the
+    /// next one is counted from it.
+    pub fn due(&mut self, round: Round) -> bool {
+        if round / self.every > self.last / self.every {
+            self.last = round;
+            return true;
+        }
+        false
+    }
+
+    /// After a restore from a checkpoint of `round`: count on from there, as its makers did.
+    pub fn restored(&mut self, round: Round) {
+        self.last = round;
+    }
+}
+
+/// The latest checkpoint of this node's application, written by the stage that makes it and
+/// read by the consensus helper that serves it to peers.
+#[derive(Clone, Default)]
+pub struct CheckpointSlot(Arc<Mutex<Option<Arc<Checkpoint>>>>);
+
+impl CheckpointSlot {
+    pub fn publish(&self, checkpoint: Checkpoint) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some(Arc::new(checkpoint));
+        }
+    }
+
+    pub fn latest(&self) -> Option<Arc<Checkpoint>> {
+        self.0.lock().ok().and_then(|slot| slot.clone())
+    }
+}
+
+/// How consensus and the application exchange checkpoints: the application publishes its own in
+/// `checkpoints`; consensus sends one adopted from peers on `restore`, before it outputs any
+/// batch of a block after it. The application must then replace its state with the
+/// checkpoint's and ignore committed batches of rounds up to the checkpoint's (they may still be
+/// on their way from before).
+#[derive(Clone)]
+pub struct StateSyncLink {
+    pub checkpoints: CheckpointSlot,
+    pub restore: mpsc::Sender<Arc<Checkpoint>>,
+}
+
+impl StateSyncLink {
+    /// A link and the application's end of the restore channel.
+    pub fn new() -> (Self, mpsc::Receiver<Arc<Checkpoint>>) {
+        let (restore, rx_restore) = mpsc::channel();
+        let link = StateSyncLink {
+            checkpoints: CheckpointSlot::default(),
+            restore,
+        };
+        (link, rx_restore)
+    }
+}
+
+/// A member's answer to `CheckpointRequest`: its latest checkpoint and the block it follows
+/// (which the requester stores as its root).
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CheckpointReply {
+    /// Who answers; the network handler checks it is the authenticated peer.
+    pub author: PublicKey,
+    pub block: Block,
+    pub state: Bytes,
+}
+
+impl CheckpointReply {
+    /// What members must agree on: the block and the digest of the state after it.
+    pub fn key(&self) -> (Digest, Digest) {
+        (self.block.digest(), Digest::of(&self.state))
+    }
+}
+
+impl std::fmt::Debug for CheckpointReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CheckpointReply({} at round {}, {} bytes, from {})",
+            self.block.digest(),
+            self.block.round,
+            self.state.len(),
+            self.author
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_picks_the_first_block_of_every_interval() {
+        let mut policy = CheckpointPolicy::new(10);
+        let picked: Vec<Round> = [3, 9, 10, 12, 19, 25, 26, 41]
+            .into_iter()
+            .filter(|r| policy.due(*r))
+            .collect();
+        assert_eq!(picked, vec![10, 25, 41]);
+    }
+
+    #[test]
+    fn a_restored_policy_picks_what_its_makers_pick() {
+        let rounds = [4, 12, 17, 23, 31, 38];
+        let mut maker = CheckpointPolicy::new(10);
+        let made: Vec<Round> = rounds.into_iter().filter(|r| maker.due(*r)).collect();
+        let mut restored = CheckpointPolicy::new(10);
+        restored.restored(12);
+        let after: Vec<Round> = rounds[2..]
+            .iter()
+            .copied()
+            .filter(|r| restored.due(*r))
+            .collect();
+        assert_eq!(after, made[1..]);
+    }
+}

@@ -1,0 +1,140 @@
+//! State sync: a node that comes back after its peers deleted the start of the chain rejoins by
+//! adopting a checkpoint that f+1 of them report, then commits what follows with them.
+//!
+//! The GC window here is 10 rounds and no time, so the blocks and batches a restarted node would
+//! need to replay from genesis are gone long before it is back. Without state sync it stores no
+//! block (every block needs its ancestors back to genesis) and commits nothing, for ever.
+
+mod common;
+
+use common::*;
+use consensus::Parameters;
+use crypto::KeyPair;
+use std::time::Duration;
+
+fn keys(n: u64) -> Vec<KeyPair> {
+    (0..n).map(|i| KeyPair::from_seed(700 + i)).collect()
+}
+
+fn parameters() -> Parameters {
+    Parameters {
+        gc_depth: 10,
+        gc_retention_ms: 0,
+        checkpoint_rounds: 5,
+        ..test_parameters()
+    }
+}
+
+#[test]
+fn a_node_restarted_after_peers_pruned_the_chain_rejoins_from_a_checkpoint() {
+    let keys = keys(4);
+    let committee = committee(&keys);
+    let parameters = parameters();
+    let mut nodes: Vec<_> = keys
+        .iter()
+        .map(|k| TestNode::spawn(k.clone(), committee.clone(), parameters.clone()))
+        .collect();
+    // Load the survivors only: a load thread ends when its node dies.
+    let _loads: Vec<_> = keys[..3]
+        .iter()
+        .map(|k| {
+            let target = committee
+                .authority(&k.name)
+                .expect("member")
+                .transactions_address;
+            Load::start(target, 1_000, 200)
+        })
+        .collect();
+    wait_until(
+        "every node to commit 20 batches",
+        Duration::from_secs(60),
+        || nodes.iter().all(|n| n.committed_count() >= 20),
+    );
+
+    nodes[3].kill();
+    let killed_at = nodes[0].round();
+    // Well past the GC window: what node 3 would need to replay is deleted everywhere.
+    wait_until(
+        "the survivors to move 5 GC windows on",
+        Duration::from_secs(120),
+        || nodes[..3].iter().all(|n| n.round() > killed_at + 50),
+    );
+
+    // Back with nothing: a fresh in-memory store, as after a crash without `--store`.
+    nodes[3] = TestNode::spawn(keys[3].clone(), committee.clone(), parameters.clone());
+    wait_until(
+        "node 3 to adopt a checkpoint",
+        Duration::from_secs(60),
+        || !nodes[3].restored().is_empty(),
+    );
+    let restored = nodes[3].restored()[0];
+    assert!(
+        restored > killed_at,
+        "adopted round {restored}, from before the crash at round {killed_at}"
+    );
+    // It then follows the others: it commits what they commit, 20 batches past where they were.
+    let target = nodes[..3]
+        .iter()
+        .map(|n| n.committed_count())
+        .max()
+        .unwrap_or(0)
+        + 20;
+    wait_until(
+        "node 3 to commit 20 batches past the others' count at its restore",
+        Duration::from_secs(60),
+        || nodes[3].committed_count() >= target,
+    );
+    // One sequence: node 3's list is the checkpoint's (the others' prefix) plus what it
+    // committed itself.
+    let sequences: Vec<_> = nodes.iter().map(|n| n.committed()).collect();
+    assert_prefixes(&sequences);
+}
+
+/// A node that is only briefly away (well within the GC window) replays the blocks it missed,
+/// as before: it asks for no checkpoint.
+#[test]
+fn a_node_back_within_the_gc_window_replays_instead() {
+    let keys = keys(4);
+    let committee = committee(&keys);
+    let parameters = Parameters {
+        gc_depth: 1_000,
+        checkpoint_rounds: 5,
+        ..test_parameters()
+    };
+    let mut nodes: Vec<_> = keys
+        .iter()
+        .map(|k| TestNode::spawn(k.clone(), committee.clone(), parameters.clone()))
+        .collect();
+    let _loads: Vec<_> = keys[..3]
+        .iter()
+        .map(|k| {
+            let target = committee
+                .authority(&k.name)
+                .expect("member")
+                .transactions_address;
+            Load::start(target, 1_000, 200)
+        })
+        .collect();
+    wait_until(
+        "every node to commit 20 batches",
+        Duration::from_secs(60),
+        || nodes.iter().all(|n| n.committed_count() >= 20),
+    );
+    nodes[3].kill();
+    let killed_at = nodes[0].round();
+    wait_until(
+        "the survivors to move 20 rounds on",
+        Duration::from_secs(60),
+        || nodes[..3].iter().all(|n| n.round() > killed_at + 20),
+    );
+    nodes[3] = TestNode::spawn(keys[3].clone(), committee.clone(), parameters.clone());
+    let target = nodes[0].committed_count() + 20;
+    wait_until(
+        "node 3 to replay the chain and commit with the others",
+        Duration::from_secs(60),
+        || nodes[3].committed_count() >= target,
+    );
+    assert!(nodes[3].restored().is_empty(), "a checkpoint was adopted");
+    let sequences: Vec<_> = nodes.iter().map(|n| n.committed()).collect();
+    assert_prefixes(&sequences);
+}
