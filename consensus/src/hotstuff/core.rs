@@ -6,6 +6,7 @@
 
 use super::aggregator::{Aggregator, AggregatorError};
 use super::committer::GcWindow;
+use super::holders::PeerRounds;
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
 use super::metrics::ConsensusMetrics;
 use super::payload::{PayloadError, PayloadWaiter};
@@ -110,6 +111,8 @@ pub struct Core {
     /// timeout for: what timeout joining counts (see `join_timeouts`). One entry per member
     /// at most, whatever the rounds; the timeouts themselves are in the aggregator.
     timeout_rounds: HashMap<PublicKey, Round>,
+    /// Who signed which certified rounds: tells the committer when every peer holds a batch.
+    peer_rounds: PeerRounds,
     timer: Timer,
     network: ReliableSender,
     cancel_handlers: BTreeMap<Round, Vec<CancelHandler>>,
@@ -139,6 +142,8 @@ pub struct CoreChannels {
     pub tx_fatal: watch::Sender<Option<FatalError>>,
     /// What the core's senders prove to peers, whose consensus ports admit members only.
     pub credentials: Credentials,
+    /// Fed with every QC the core verifies (see `PeerRounds`).
+    pub peer_rounds: PeerRounds,
 }
 
 impl Core {
@@ -218,6 +223,7 @@ impl Core {
             last_committed: Block::genesis().qc.hash,
             high_qc: QC::genesis(),
             timeout_rounds: HashMap::new(),
+            peer_rounds: channels.peer_rounds,
             network: ReliableSender::authenticated(
                 DEFAULT_RELIABLE_CAPACITY,
                 max_frame_size,
@@ -368,7 +374,9 @@ impl Core {
         self.cancel_handlers = keep;
     }
 
+    /// `qc` was verified by the caller (or assembled here from verified votes).
     fn update_high_qc(&mut self, qc: &QC) {
+        self.peer_rounds.certified(qc);
         if qc.round > self.high_qc.round {
             self.high_qc = qc.clone();
         }
@@ -788,6 +796,7 @@ mod tests {
         keys: Vec<KeyPair>,
         rx_commit: mpsc::Receiver<Block>,
         rx_fatal: watch::Receiver<Option<FatalError>>,
+        rx_held_by_all: watch::Receiver<Round>,
         _rx_mempool: mpsc::Receiver<ConsensusMempoolMessage>,
         _tx_message: mpsc::Sender<ConsensusMessage>,
         _tx_digests: mpsc::Sender<Digest>,
@@ -801,6 +810,7 @@ mod tests {
         let (tx_commit, rx_commit) = mpsc::channel(10_000);
         let (tx_mempool, rx_mempool) = mpsc::channel(10_000);
         let (tx_fatal, rx_fatal) = watch::channel(None);
+        let (peer_rounds, rx_held_by_all) = PeerRounds::new(keys[0].name, &committee(&keys));
         let core = Core::new(
             keys[0].name,
             committee(&keys),
@@ -820,12 +830,14 @@ mod tests {
                     keys[0].secret.clone(),
                     Purpose::Consensus,
                 ),
+                peer_rounds,
             },
             Arc::new(ConsensusMetrics::default()),
         );
         Harness {
             core,
             rx_fatal,
+            rx_held_by_all,
             keys,
             rx_commit,
             _rx_mempool: rx_mempool,
@@ -1198,5 +1210,25 @@ mod tests {
         assert_eq!(h.core.metrics.timeouts.load(Ordering::Relaxed), 0);
         assert_eq!(h.core.timeout_rounds.len(), 1);
         assert_eq!(h.core.timeout_rounds.get(&byzantine.name), Some(&100));
+    }
+
+    /// The committer frees a batch early only for rounds every peer signed a QC of: the core
+    /// must report the signers of the QCs it processes, and a member that never signs (behind,
+    /// or down) must hold the round back.
+    #[tokio::test]
+    async fn reports_the_round_every_peer_certified() {
+        let mut h = harness(Parameters::default());
+        // QCs of rounds 1 to 4 signed by members 0, 1 and 2: member 3 holds nothing we know of.
+        let chain = h.chain(None, 1, 5);
+        for block in &chain {
+            h.core.handle_proposal(block.clone()).await.expect("valid");
+        }
+        assert_eq!(*h.rx_held_by_all.borrow(), 0);
+        // Members 1, 2 and 3 certify round 5.
+        let parent = &chain[4];
+        let qc = qc(parent.digest(), parent.round, &h.keys[1..]);
+        let block = signed_block(qc, None, 6, vec![], h.leader(6));
+        h.core.handle_proposal(block).await.expect("valid");
+        assert_eq!(*h.rx_held_by_all.borrow(), 5);
     }
 }

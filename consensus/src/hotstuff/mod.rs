@@ -5,6 +5,7 @@ mod committer;
 mod core;
 mod handler;
 mod helper;
+mod holders;
 pub mod messages;
 mod metrics;
 mod payload;
@@ -106,6 +107,9 @@ impl Consensus {
         )
         .await?;
         let credentials = Credentials::new(name, secret.clone(), Purpose::Consensus);
+        // The core learns from QCs which rounds every peer holds; the committer frees batches
+        // by it.
+        let (peer_rounds, held_by_all) = holders::PeerRounds::new(name, &committee);
 
         helper::Helper::spawn(
             committee.clone(),
@@ -123,6 +127,7 @@ impl Consensus {
             rx_commit,
             tx_output,
             metrics.clone(),
+            held_by_all,
         );
         core::Core::spawn(
             name,
@@ -139,6 +144,7 @@ impl Consensus {
                 tx_mempool,
                 tx_fatal,
                 credentials,
+                peer_rounds,
             },
             metrics.clone(),
         );
