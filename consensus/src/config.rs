@@ -149,7 +149,8 @@ pub struct Parameters {
     pub gc_depth: Round,
     /// ...and ms after commit: a committed batch is deleted only once both have passed.
     /// Rounds alone run out in seconds at speed, shorter than a partitioned or restarting
-    /// peer needs to come back and fetch what it missed (see `GcWindow`).
+    /// peer needs to come back and fetch what it missed (see `GcWindow`). A batch every peer
+    /// is known to hold (it signed a QC of the batch's round or later) goes after the rounds.
     pub gc_retention_ms: u64,
     /// Most batch digests a leader puts in one block; received blocks with more are rejected.
     pub max_block_digests: usize,

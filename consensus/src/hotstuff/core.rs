@@ -7,6 +7,7 @@
 use super::aggregator::{Aggregator, AggregatorError};
 use super::checkpoint::{Checkpoint, CheckpointReply};
 use super::committer::GcWindow;
+use super::holders::PeerRounds;
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
 use super::metrics::ConsensusMetrics;
 use super::payload::{PayloadError, PayloadWaiter};
@@ -120,6 +121,8 @@ pub struct Core {
     /// timeout for: what timeout joining counts (see `join_timeouts`). One entry per member
     /// at most, whatever the rounds; the timeouts themselves are in the aggregator.
     timeout_rounds: HashMap<PublicKey, Round>,
+    /// Who signed which certified rounds: tells the committer when every peer holds a batch.
+    peer_rounds: PeerRounds,
     timer: Timer,
     network: ReliableSender,
     cancel_handlers: BTreeMap<Round, Vec<CancelHandler>>,
@@ -151,6 +154,8 @@ pub struct CoreChannels {
     pub credentials: Credentials,
     /// Where a checkpoint adopted from peers goes to the application.
     pub tx_restore: std::sync::mpsc::Sender<Arc<Checkpoint>>,
+    /// Fed with every QC the core verifies (see `PeerRounds`).
+    pub peer_rounds: PeerRounds,
 }
 
 impl Core {
@@ -265,6 +270,7 @@ impl Core {
             last_committed: Block::genesis().qc.hash,
             high_qc: resumed.high_qc,
             timeout_rounds: HashMap::new(),
+            peer_rounds: channels.peer_rounds,
             network: ReliableSender::authenticated(
                 DEFAULT_RELIABLE_CAPACITY,
                 max_frame_size,
@@ -427,7 +433,9 @@ impl Core {
         self.cancel_handlers = keep;
     }
 
+    /// `qc` was verified by the caller (or assembled here from verified votes).
     fn update_high_qc(&mut self, qc: &QC) {
+        self.peer_rounds.certified(qc);
         if qc.round > self.high_qc.round {
             self.high_qc = qc.clone();
         }
@@ -948,6 +956,7 @@ mod tests {
         rx_commit: mpsc::Receiver<Block>,
         rx_fatal: watch::Receiver<Option<FatalError>>,
         rx_restore: std::sync::mpsc::Receiver<Arc<Checkpoint>>,
+        rx_held_by_all: watch::Receiver<Round>,
         _rx_mempool: mpsc::Receiver<ConsensusMempoolMessage>,
         _tx_message: mpsc::Sender<ConsensusMessage>,
         _tx_digests: mpsc::Sender<Digest>,
@@ -967,6 +976,7 @@ mod tests {
         let (tx_mempool, rx_mempool) = mpsc::channel(10_000);
         let (tx_fatal, rx_fatal) = watch::channel(None);
         let (tx_restore, rx_restore) = std::sync::mpsc::channel();
+        let (peer_rounds, rx_held_by_all) = PeerRounds::new(keys[0].name, &committee(&keys));
         let core = Core::new(
             keys[0].name,
             committee(&keys),
@@ -987,6 +997,7 @@ mod tests {
                     Purpose::Consensus,
                 ),
                 tx_restore,
+                peer_rounds,
             },
             Arc::new(ConsensusMetrics::default()),
         )
@@ -995,6 +1006,7 @@ mod tests {
             core,
             rx_fatal,
             rx_restore,
+            rx_held_by_all,
             keys,
             rx_commit,
             _rx_mempool: rx_mempool,
@@ -1562,5 +1574,23 @@ mod tests {
         }
         assert!(h.rx_restore.try_recv().is_err());
         assert_eq!(h.core.last_committed_round, 98);
+    /// The committer frees a batch early only for rounds every peer signed a QC of: the core
+    /// must report the signers of the QCs it processes, and a member that never signs (behind,
+    /// or down) must hold the round back.
+    #[tokio::test]
+    async fn reports_the_round_every_peer_certified() {
+        let mut h = harness(Parameters::default());
+        // QCs of rounds 1 to 4 signed by members 0, 1 and 2: member 3 holds nothing we know of.
+        let chain = h.chain(None, 1, 5);
+        for block in &chain {
+            h.core.handle_proposal(block.clone()).await.expect("valid");
+        }
+        assert_eq!(*h.rx_held_by_all.borrow(), 0);
+        // Members 1, 2 and 3 certify round 5.
+        let parent = &chain[4];
+        let qc = qc(parent.digest(), parent.round, &h.keys[1..]);
+        let block = signed_block(qc, None, 6, vec![], h.leader(6));
+        h.core.handle_proposal(block).await.expect("valid");
+        assert_eq!(*h.rx_held_by_all.borrow(), 5);
     }
 }

@@ -6,6 +6,7 @@ mod committer;
 mod core;
 mod handler;
 mod helper;
+mod holders;
 pub mod messages;
 mod metrics;
 mod payload;
@@ -118,6 +119,9 @@ impl Consensus {
         .await?;
         let credentials =
             Credentials::new(name, secret.clone(), Purpose::Consensus).emulating(emulation);
+        // The core learns from QCs which rounds every peer holds; the committer frees batches
+        // by it.
+        let (peer_rounds, held_by_all) = holders::PeerRounds::new(name, &committee);
 
         helper::Helper::spawn(
             name,
@@ -137,6 +141,7 @@ impl Consensus {
             rx_commit,
             tx_output,
             metrics.clone(),
+            held_by_all,
         );
         core::Core::spawn(
             name,
@@ -154,6 +159,7 @@ impl Consensus {
                 tx_fatal,
                 credentials,
                 tx_restore: state_sync.restore,
+                peer_rounds,
             },
             metrics.clone(),
         )
