@@ -30,6 +30,11 @@ starts again from genesis). The checks, each a line of the result:
   executing more than was sent. A partitioned node is otherwise held to everything a node that
   ran to the end is: it was up all along, and must end with every sample executed once.
 
+A node that came back after its peers deleted what it would need to replay the chain adopts a
+checkpoint (state sync: `consensus.checkpoints_adopted`, `checkpoint_round`; the executor's
+`restored_round`, `restored_height`): its counters then continue from the checkpoint's height,
+so its digests are compared at the same heights as everyone's. The report notes each restore.
+
 A client whose node crashed dies with its connection and never writes its final line: up to one
 interval of its sends (its rate x 1 s) is unreported, and is allowed as such.
 """
@@ -406,12 +411,30 @@ def _check_accounting(
         report.add(f"node-{node.index} accounting", remaining <= 0, detail)
 
 
+def restores(nodes: list[NodeLives]) -> list[str]:
+    """One line per life of a node that adopted a checkpoint from its peers."""
+    lines = []
+    for node in nodes:
+        for number_, life in enumerate(node.lives):
+            if _last(life, ("consensus", "checkpoints_adopted")) <= 0:
+                continue
+            round_ = _last(life, ("consensus", "checkpoint_round"))
+            height = _last(life, ("stages", "executor", "restored_height"))
+            at = f" at executed height {height:,.0f}" if height else ""
+            lines.append(
+                f"node-{node.index} (life {number_ + 1}) restored from a checkpoint of round "
+                f"{round_:,.0f}{at}"
+            )
+    return lines
+
+
 def audit(run: RunMetrics, faults: FaultLog, mode: str, genesis_total: int | None) -> AuditReport:
     report = AuditReport()
     if mode == "movevm" or not run.nodes:
         report.notes.append("no nodes: nothing to audit")
         return report
     nodes = node_lives(run, faults)
+    report.notes.extend(restores(nodes))
     clients = client_totals(run.clients, faults)
     if mode != "hotstuff":
         _check_digests(report, nodes)

@@ -31,6 +31,7 @@ POSITIVE = frozenset(
         "max_connections",
         "idle_timeout_ms",
         "max_pending_sync_blocks",
+        "checkpoint_rounds",
     }
 )
 
@@ -60,6 +61,7 @@ class NodeParameters:
     max_connections: int | None = None
     idle_timeout_ms: int | None = None
     max_pending_sync_blocks: int | None = None
+    checkpoint_rounds: int | None = None
 
     def __post_init__(self) -> None:
         for name, value in self.to_json().items():

@@ -183,6 +183,31 @@ def test_a_restarted_node_that_forks_still_fails() -> None:
     assert failed_names(run, faults) == ["state digests agree"]
 
 
+def test_a_node_restored_from_a_checkpoint_is_noted_and_checked_at_common_heights() -> None:
+    """Node 1's second life starts from a checkpoint at height 6,000 (state sync): its counters
+    go on from there, its digests are compared with node 0's at the same heights, and the report
+    says it was restored."""
+    run, faults = crashed_run()
+    node = run.nodes[1]
+    first_life = node.records[:2]
+    second_life = [
+        node_record(t, 2 * SENT_PER_S * t, name="n1", samples=[SAMPLES[t - 1]])
+        for t in (4, 5)
+    ]
+    for record in second_life:
+        record["consensus"].update(checkpoints_adopted=1, checkpoint_round=30)
+        record["stages"]["executor"].update(restored_round=30, restored_height=6_000)
+    run.nodes[1] = ProcessMetrics("node", "n1", "node-1.log", first_life + second_life)
+    report = audit(run, faults, "hotcrypto", SUPPLY)
+    assert report.ok, render_audit(report)
+    assert "node-1 (life 2) restored from a checkpoint of round 30 at executed height 6,000" in (
+        report.notes
+    )
+    # A restored state that differs from the others' at a common height fails as any other.
+    run.nodes[1].records[-1]["stages"]["executor"]["state_digest"] = "other"
+    assert failed_names(run, faults) == ["state digests agree"]
+
+
 def test_catch_up_time_or_none() -> None:
     run, faults = crashed_run()
     [catch_up] = build_commits_timeline(run, faults, "hotcrypto").catch_ups

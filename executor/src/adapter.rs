@@ -20,11 +20,11 @@ use crate::gas::{intrinsic_gas, Meter, INTERNAL_UNITS_PER_GAS};
 use crate::genesis::Genesis;
 use crate::move_compile::CompiledMove;
 use crate::move_storage::InMemoryStorage;
-use crate::snapshot::{self, SnapshotError};
 use crate::move_vm::{
     decode_coin, describe, identifier, move_address, natives, transfer_fail_reason, Call,
     EntryFunction, MoveError,
 };
+use crate::snapshot::{self, SnapshotError};
 use crate::transaction::{Address, Payload, Transaction, ADDRESS_LEN};
 use bytes::Bytes;
 use crypto::{Digest, PublicKey};

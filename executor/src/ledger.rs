@@ -15,8 +15,8 @@
 //! reject anyway.
 
 use crate::executor::{Executor, Outcome, RejectReason};
-use crate::snapshot::{self, SnapshotError};
 use crate::genesis::Genesis;
+use crate::snapshot::{self, SnapshotError};
 #[cfg(test)]
 use crate::transaction::SAMPLE_PERIOD;
 use crate::transaction::{is_sample_nonce, sample_id, Address, Transaction};
@@ -326,7 +326,13 @@ impl<E: Executor> Ledger<E> {
             .senders
             .iter()
             .filter(|(_, s)| s.next_nonce > 0 || !s.backlog.is_empty())
-            .map(|(address, s)| (*address, s.next_nonce, s.backlog.values().cloned().collect()))
+            .map(|(address, s)| {
+                (
+                    *address,
+                    s.next_nonce,
+                    s.backlog.values().cloned().collect(),
+                )
+            })
             .collect();
         senders.sort_unstable_by_key(|(address, _, _)| *address);
         snapshot::encode(&LedgerSnapshot {
@@ -585,7 +591,9 @@ mod tests {
             f.ledger.apply(next).expect("apply")
         );
         assert_eq!(g.ledger.state_digest(), f.ledger.state_digest());
-        assert_eq!(g.ledger.stats().executed, 5);
+        // Two before the snapshot, two after; the 500 that sender 1 lacked failed.
+        assert_eq!((g.ledger.stats().executed, g.ledger.stats().failed), (4, 1));
+        assert_eq!(g.ledger.stats(), f.ledger.stats());
     }
 
     #[test]

@@ -28,8 +28,8 @@ pub use move_compile::{CompiledMove, MoveCompileError};
 pub use move_storage::InMemoryStorage;
 pub use move_vm::{MoveError, MoveExecutor};
 pub use native::{NativeError, NativeExecutor};
-pub use snapshot::SnapshotError;
 pub use opaque::{opaque_sample_id, opaque_transaction, OPAQUE_MIN_SIZE};
+pub use snapshot::SnapshotError;
 pub use transaction::{
     signed_sample_id, Address, Payload, Transaction, TxError, ADDRESS_LEN, MAX_TRANSACTION_SIZE,
     SAMPLE_PERIOD, SIGNING_DOMAIN,

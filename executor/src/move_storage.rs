@@ -1,13 +1,13 @@
 //! The in-memory state the Move VM reads through `ModuleResolver` / `ResourceResolver`, and
 //! applies change sets to. (The Move crates publish no such store.)
 
+use crate::snapshot::{self, SnapshotError};
 use move_core_types::account_address::AccountAddress;
 use move_core_types::effects::{ChangeSet, Op};
 use move_core_types::language_storage::{ModuleId, StructTag};
 use move_core_types::resolver::{ModuleResolver, ResourceResolver};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
-use crate::snapshot::{self, SnapshotError};
 use std::convert::Infallible;
 
 /// Modules, and resources in one flat map keyed by address and resource type.

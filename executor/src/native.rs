@@ -2,8 +2,8 @@
 //! the checks of `move/Coin.move` in the same order so both executors agree on every outcome.
 
 use crate::executor::{digest_balances, Executor, FailReason, Outcome};
-use crate::snapshot::{self, SnapshotError};
 use crate::genesis::Genesis;
+use crate::snapshot::{self, SnapshotError};
 use crate::transaction::{Address, Payload, Transaction};
 use crypto::Digest;
 use rustc_hash::FxHashMap;

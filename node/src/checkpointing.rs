@@ -106,7 +106,10 @@ mod tests {
         checkpointing.applied(&position(10, true), state("after 10"));
         checkpointing.applied(&position(12, true), state("after 12"));
         let latest = link.checkpoints.latest().expect("a checkpoint");
-        assert_eq!((latest.round, latest.state.as_ref()), (10, &b"after 10"[..]));
+        assert_eq!(
+            (latest.round, latest.state.as_ref()),
+            (10, &b"after 10"[..])
+        );
         assert_eq!(latest.digest, Digest::of(b"after 10"));
     }
 
@@ -117,10 +120,7 @@ mod tests {
         assert!(checkpointing.pending_restore().is_none());
         let adopted = Checkpoint::new(Digest::of(b"b"), 37, Bytes::from_static(b"peers' state"));
         link.restore.send(Arc::new(adopted.clone())).expect("send");
-        assert_eq!(
-            checkpointing.pending_restore().as_deref(),
-            Some(&adopted)
-        );
+        assert_eq!(checkpointing.pending_restore().as_deref(), Some(&adopted));
         assert!(checkpointing.skips(&position(37, true)));
         assert!(!checkpointing.skips(&position(38, false)));
         assert_eq!(link.checkpoints.latest().as_deref(), Some(&adopted));

@@ -3,9 +3,9 @@
 
 use crate::checkpointing::Checkpointing;
 use crate::metrics::{now_ms, SampleEvent, SampleLog, Value};
-use consensus::Checkpoint;
 use crate::stage::{Stage, StageMetrics};
 use crate::verifier::VerifiedBatch;
+use consensus::Checkpoint;
 use executor::{Address, Completed, DropReason, Executor, Genesis, Ledger};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -14,9 +14,7 @@ use clap::Args;
 use consensus::config::read_json;
 use consensus::mempool::{Mempool, MempoolMetrics, SampleHooks};
 use consensus::network::{EmulationSpec, NetEmulation};
-use consensus::{
-    metered, Committee, Consensus, MempoolLink, Parameters, StateSyncLink, Store,
-};
+use consensus::{metered, Committee, Consensus, MempoolLink, Parameters, StateSyncLink, Store};
 use crypto::KeyPair;
 use executor::Genesis;
 use std::net::SocketAddr;

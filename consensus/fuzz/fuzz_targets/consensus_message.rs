@@ -24,7 +24,8 @@ fuzz_target!(|data: &[u8]| {
             ConsensusMessage::Vote(vote) => vote.verify(committee),
             ConsensusMessage::Timeout(timeout) => timeout.verify(committee),
             ConsensusMessage::TC(tc) => tc.verify(committee),
-            ConsensusMessage::SyncRequest(..) => Ok(()),
+            ConsensusMessage::Checkpoint(reply) => reply.block.verify(committee),
+            ConsensusMessage::SyncRequest(..) | ConsensusMessage::CheckpointRequest(..) => Ok(()),
         };
     }
 

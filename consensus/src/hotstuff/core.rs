@@ -1574,6 +1574,8 @@ mod tests {
         }
         assert!(h.rx_restore.try_recv().is_err());
         assert_eq!(h.core.last_committed_round, 98);
+    }
+
     /// The committer frees a batch early only for rounds every peer signed a QC of: the core
     /// must report the signers of the QCs it processes, and a member that never signs (behind,
     /// or down) must hold the round back.

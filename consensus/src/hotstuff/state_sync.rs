@@ -155,7 +155,10 @@ mod tests {
         assert_eq!(adopted.state.as_ref(), b"s");
         assert_eq!(adopted.digest, Digest::of(b"s"));
         assert_eq!(adopted.block.round, 7);
-        assert_eq!(adopted.block.digest(), reply(&keys[3], leader, 7, b"s").block.digest());
+        assert_eq!(
+            adopted.block.digest(),
+            reply(&keys[3], leader, 7, b"s").block.digest()
+        );
     }
 
     #[test]
