@@ -191,8 +191,7 @@ def test_a_node_restored_from_a_checkpoint_is_noted_and_checked_at_common_height
     node = run.nodes[1]
     first_life = node.records[:2]
     second_life = [
-        node_record(t, 2 * SENT_PER_S * t, name="n1", samples=[SAMPLES[t - 1]])
-        for t in (4, 5)
+        node_record(t, 2 * SENT_PER_S * t, name="n1", samples=[SAMPLES[t - 1]]) for t in (4, 5)
     ]
     for record in second_life:
         record["consensus"].update(checkpoints_adopted=1, checkpoint_round=30)
