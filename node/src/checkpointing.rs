@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use consensus::{Checkpoint, CheckpointPolicy, CheckpointSlot, Round, StateSyncLink};
 use crypto::Digest;
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use tracing::warn;
 
@@ -42,14 +42,8 @@ impl Checkpointing {
     /// if several are waiting). Consensus sends it before any batch of a later block, so
     /// checking before every batch cannot miss it.
     pub fn pending_restore(&mut self) -> Option<Arc<Checkpoint>> {
-        let mut latest: Option<Arc<Checkpoint>> = None;
-        loop {
-            match self.restores.try_recv() {
-                Ok(checkpoint) => latest = Some(checkpoint),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-            }
-        }
-        let checkpoint = latest?;
+        // Empty or disconnected alike: nothing (more) to restore.
+        let checkpoint = self.restores.try_iter().last()?;
         self.floor = checkpoint.round;
         self.policy.restored(checkpoint.round);
         // Our own latest checkpoint is older than this one: serve this one.
