@@ -788,18 +788,16 @@ impl Core {
     // ---- state sync --------------------------------------------------------------------------
 
     /// Asks peers for a checkpoint when `block` certifies a round more than `gc_depth` rounds
-    /// past our last commit and we lack its parent: peers may have deleted the batches (and,
-    /// after `gc_retention_ms`, the blocks) between, so fetching ancestors one by one may never
-    /// end. Ancestor sync goes on meanwhile; whichever gets there first wins.
+    /// past our last commit: peers may have deleted the batches (and, after `gc_retention_ms`,
+    /// the blocks) between, so replaying the chain may never end. Having the blocks is not
+    /// enough (a node restarted on its `--store` has them, but its own GC deleted batches that
+    /// its peers then freed too). Replay goes on meanwhile; whichever gets there first wins.
     async fn sync_state_if_far_behind(&mut self, block: &Block) -> Result<(), ConsensusError> {
         let far = block.qc.round
             > self
                 .last_committed_round
                 .saturating_add(self.parameters.gc_depth);
-        if !far || self.store.blocks().contains(block.parent())? {
-            return Ok(());
-        }
-        if !self.state_sync.should_request() {
+        if !far || !self.state_sync.should_request() {
             return Ok(());
         }
         info!(
@@ -1594,5 +1592,34 @@ mod tests {
         let block = signed_block(qc, None, 6, vec![], h.leader(6));
         h.core.handle_proposal(block).await.expect("valid");
         assert_eq!(*h.rx_held_by_all.borrow(), 5);
+    }
+
+    /// A node restarted on its store holds old blocks, but not necessarily their batches (its
+    /// own GC deleted them, and peers freed them too): far behind, it asks for a checkpoint
+    /// even when the block's parent is stored.
+    #[tokio::test]
+    async fn far_behind_asks_for_a_checkpoint_even_with_the_parent_stored() {
+        let mut h = harness(Parameters {
+            gc_depth: 10,
+            ..Parameters::default()
+        });
+        let chain = h.chain(None, 1, 61);
+        for block in &chain[..60] {
+            h.core
+                .store
+                .blocks()
+                .write(block.digest(), wire::encode_block(block).expect("encode"))
+                .expect("write");
+        }
+        assert!(h.core.state_sync.should_request(), "nothing asked yet");
+        h.core.state_sync = StateSync::new(h.core.committee.clone(), Duration::from_secs(60));
+        h.core
+            .handle_proposal(chain[60].clone())
+            .await
+            .expect("valid");
+        assert!(
+            !h.core.state_sync.should_request(),
+            "a checkpoint request went out"
+        );
     }
 }
