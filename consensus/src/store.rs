@@ -190,6 +190,10 @@ impl Store {
         self.table()
     }
 
+    pub fn meta(&self) -> Table<Meta> {
+        self.table()
+    }
+
     fn table<C: ColumnKind>(&self) -> Table<C> {
         Table {
             inner: self.inner.clone(),
@@ -211,6 +215,7 @@ pub trait ColumnKind: Send + Sync + 'static {
 pub struct Blocks;
 pub struct Batches;
 pub struct Safety;
+pub struct Meta;
 
 impl ColumnKind for Blocks {
     const COLUMN: Column = Column::Blocks;
@@ -220,6 +225,9 @@ impl ColumnKind for Batches {
 }
 impl ColumnKind for Safety {
     const COLUMN: Column = Column::Safety;
+}
+impl ColumnKind for Meta {
+    const COLUMN: Column = Column::Meta;
 }
 
 /// One column of a [`Store`], keyed by digest.

@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use consensus::Parameters;
+use consensus::{Parameters, Store};
 use crypto::KeyPair;
 use std::time::Duration;
 
@@ -135,6 +135,74 @@ fn a_node_back_within_the_gc_window_replays_instead() {
         || nodes[3].committed_count() >= target,
     );
     assert!(nodes[3].restored().is_empty(), "a checkpoint was adopted");
+    let sequences: Vec<_> = nodes.iter().map(|n| n.committed()).collect();
+    assert_prefixes(&sequences);
+}
+
+/// The whole committee crashes and comes back on its stores (`--store`). Peers have deleted
+/// the start of the chain everywhere, so nobody could replay it from genesis, and nobody has
+/// a checkpoint to give but itself: each node resumes from its own last checkpoint, kept in
+/// its store, and the committee commits on.
+#[test]
+fn the_whole_committee_restarts_on_its_stores_and_resumes_from_its_own_checkpoints() {
+    let keys: Vec<KeyPair> = (0..4).map(|i| KeyPair::from_seed(720 + i)).collect();
+    let committee = committee(&keys);
+    let parameters = parameters();
+    let stores: Vec<Store> = keys.iter().map(|_| Store::new()).collect();
+    let spawn = |i: usize| {
+        TestNode::spawn_on(
+            keys[i].clone(),
+            committee.clone(),
+            parameters.clone(),
+            None,
+            stores[i].clone(),
+        )
+    };
+    let mut nodes: Vec<TestNode> = (0..4).map(spawn).collect();
+    let loads = |committee: &consensus::Committee| -> Vec<Load> {
+        keys.iter()
+            .map(|k| {
+                let target = committee
+                    .authority(&k.name)
+                    .expect("member")
+                    .transactions_address;
+                Load::start(target, 1_000, 200)
+            })
+            .collect()
+    };
+    let mut running = loads(&committee);
+    wait_until(
+        "every node to commit well past the GC window",
+        Duration::from_secs(60),
+        || {
+            nodes
+                .iter()
+                .all(|n| n.committed_count() >= 40 && n.round() > 60)
+        },
+    );
+    for load in &mut running {
+        load.stop();
+    }
+    for node in &mut nodes {
+        node.kill();
+    }
+    let before: Vec<usize> = nodes.iter().map(|n| n.committed_count()).collect();
+    for k in &keys {
+        wait_ports_free(&committee, &k.name);
+    }
+    nodes = (0..4).map(spawn).collect();
+    let _running = loads(&committee);
+    wait_until(
+        "every node to resume from its own checkpoint",
+        Duration::from_secs(30),
+        || nodes.iter().all(|n| !n.restored().is_empty()),
+    );
+    let target = before.iter().copied().max().unwrap_or(0) + 20;
+    wait_until(
+        "the committee to commit 20 batches past the crash",
+        Duration::from_secs(60),
+        || nodes.iter().all(|n| n.committed_count() >= target),
+    );
     let sequences: Vec<_> = nodes.iter().map(|n| n.committed()).collect();
     assert_prefixes(&sequences);
 }

@@ -92,7 +92,7 @@ mod tests {
 
     #[test]
     fn checkpoints_after_the_last_batch_of_a_picked_block() {
-        let (link, rx) = StateSyncLink::new();
+        let (link, rx) = StateSyncLink::new(&consensus::Store::new());
         let mut checkpointing = Checkpointing::new(&link, rx, 10);
         let state = |s: &'static str| move || Ok::<_, String>(s.as_bytes().to_vec());
         checkpointing.applied(&position(10, false), state("middle of 10"));
@@ -109,7 +109,7 @@ mod tests {
 
     #[test]
     fn a_restore_skips_older_batches_and_is_served_from_then_on() {
-        let (link, rx) = StateSyncLink::new();
+        let (link, rx) = StateSyncLink::new(&consensus::Store::new());
         let mut checkpointing = Checkpointing::new(&link, rx, 10);
         assert!(checkpointing.pending_restore().is_none());
         let adopted = Checkpoint::new(Digest::of(b"b"), 37, Bytes::from_static(b"peers' state"));

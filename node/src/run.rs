@@ -195,7 +195,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     .context("starting the mempool")?;
     let (tx_output, rx_output, output_metrics) = metered::channel(capacity);
     // State sync: the last stage checkpoints and restores, consensus serves and adopts.
-    let (state_sync, rx_restore) = StateSyncLink::new();
+    let (state_sync, rx_restore) = StateSyncLink::new(&store);
     let checkpointing = Checkpointing::new(&state_sync, rx_restore, parameters.checkpoint_rounds);
     let consensus = Consensus::spawn(
         name,

@@ -14,16 +14,20 @@
 //! blocks, hence [`CheckpointPolicy`]: a rule on the committed sequence alone, not on time.
 
 use super::messages::Block;
+use super::wire;
 use crate::config::Round;
+use crate::store::{Meta, Store, StoreError, Table};
+use bincode::Options;
 use bytes::Bytes;
 use crypto::{Digest, Hash, PublicKey};
 use serde::{Deserialize, Serialize};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use tracing::warn;
 
 /// The application's state after every batch of every committed block up to and including
 /// `block` (of `round`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
     pub block: Digest,
     pub round: Round,
@@ -77,20 +81,79 @@ impl CheckpointPolicy {
     }
 }
 
+/// Where the latest checkpoint is kept in the store's `meta` column.
+fn meta_key() -> Digest {
+    Digest::of(b"hotmove/latest-checkpoint")
+}
+
 /// The latest checkpoint of this node's application, written by the stage that makes it and
-/// read by the consensus helper that serves it to peers.
+/// read by the consensus helper that serves it to peers. A slot kept in a store also writes it
+/// there (`meta` column, no fsync: losing the latest one to a crash costs only replaying a few
+/// more blocks), so a node restarted on a durable store resumes from its own last checkpoint:
+/// when the whole committee restarts, nobody else has one to give.
 #[derive(Clone, Default)]
-pub struct CheckpointSlot(Arc<Mutex<Option<Arc<Checkpoint>>>>);
+pub struct CheckpointSlot {
+    latest: Arc<Mutex<Option<Arc<Checkpoint>>>>,
+    meta: Option<Table<Meta>>,
+}
 
 impl CheckpointSlot {
+    /// A slot whose checkpoints are also written to `store`.
+    pub fn kept_in(store: &Store) -> Self {
+        CheckpointSlot {
+            latest: Arc::default(),
+            meta: Some(store.meta()),
+        }
+    }
+
     pub fn publish(&self, checkpoint: Checkpoint) {
-        if let Ok(mut slot) = self.0.lock() {
+        if let Some(meta) = &self.meta {
+            match wire::options().serialize(&checkpoint) {
+                Ok(bytes) => {
+                    if let Err(e) = meta.write(meta_key(), Bytes::from(bytes)) {
+                        warn!(
+                            "cannot store the checkpoint of round {}: {e}",
+                            checkpoint.round
+                        );
+                    }
+                }
+                Err(e) => warn!(
+                    "cannot encode the checkpoint of round {}: {e}",
+                    checkpoint.round
+                ),
+            }
+        }
+        if let Ok(mut slot) = self.latest.lock() {
             *slot = Some(Arc::new(checkpoint));
         }
     }
 
     pub fn latest(&self) -> Option<Arc<Checkpoint>> {
-        self.0.lock().ok().and_then(|slot| slot.clone())
+        self.latest.lock().ok().and_then(|slot| slot.clone())
+    }
+
+    /// The checkpoint a slot kept in `store` wrote last (a restart on a durable store). One that
+    /// does not decode or does not match its digest is reported and ignored.
+    pub fn stored(store: &Store) -> Result<Option<Checkpoint>, StoreError> {
+        let Some(bytes) = store.meta().read(&meta_key())? else {
+            return Ok(None);
+        };
+        match wire::options().deserialize::<Checkpoint>(&bytes) {
+            Ok(checkpoint) if Digest::of(&checkpoint.state) == checkpoint.digest => {
+                Ok(Some(checkpoint))
+            }
+            Ok(checkpoint) => {
+                warn!(
+                    "the stored checkpoint of round {} does not match its digest; ignored",
+                    checkpoint.round
+                );
+                Ok(None)
+            }
+            Err(e) => {
+                warn!("the stored checkpoint does not decode ({e}); ignored");
+                Ok(None)
+            }
+        }
     }
 }
 
@@ -106,11 +169,12 @@ pub struct StateSyncLink {
 }
 
 impl StateSyncLink {
-    /// A link and the application's end of the restore channel.
-    pub fn new() -> (Self, mpsc::Receiver<Arc<Checkpoint>>) {
+    /// A link whose checkpoints are kept in `store`, and the application's end of the restore
+    /// channel.
+    pub fn new(store: &Store) -> (Self, mpsc::Receiver<Arc<Checkpoint>>) {
         let (restore, rx_restore) = mpsc::channel();
         let link = StateSyncLink {
-            checkpoints: CheckpointSlot::default(),
+            checkpoints: CheckpointSlot::kept_in(store),
             restore,
         };
         (link, rx_restore)
@@ -159,6 +223,24 @@ mod tests {
             .filter(|r| policy.due(*r))
             .collect();
         assert_eq!(picked, vec![10, 25, 41]);
+    }
+
+    #[test]
+    fn a_slot_kept_in_a_store_gives_its_latest_checkpoint_back() {
+        let store = Store::new();
+        assert_eq!(CheckpointSlot::stored(&store).expect("read"), None);
+        let slot = CheckpointSlot::kept_in(&store);
+        let first = Checkpoint::new(Digest::of(b"a"), 10, Bytes::from_static(b"state 10"));
+        let second = Checkpoint::new(Digest::of(b"b"), 20, Bytes::from_static(b"state 20"));
+        slot.publish(first);
+        slot.publish(second.clone());
+        assert_eq!(CheckpointSlot::stored(&store).expect("read"), Some(second));
+        // A damaged record is ignored, not trusted.
+        store
+            .meta()
+            .write(meta_key(), Bytes::from_static(b"garbage"))
+            .expect("write");
+        assert_eq!(CheckpointSlot::stored(&store).expect("read"), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! `safety.rs`.
 
 use super::aggregator::{Aggregator, AggregatorError};
-use super::checkpoint::{Checkpoint, CheckpointReply};
+use super::checkpoint::{Checkpoint, CheckpointReply, CheckpointSlot};
 use super::committer::GcWindow;
 use super::holders::PeerRounds;
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
@@ -102,6 +102,9 @@ pub struct Core {
     tx_fatal: watch::Sender<Option<FatalError>>,
     /// Where an adopted checkpoint goes to the application (see `StateSyncLink`).
     tx_restore: std::sync::mpsc::Sender<Arc<Checkpoint>>,
+    /// The application's latest checkpoint: its block is never pruned (peers may ask for it, and
+    /// a restart on a durable store resumes from it).
+    checkpoints: CheckpointSlot,
     state_sync: StateSync,
     metrics: Arc<ConsensusMetrics>,
 
@@ -154,6 +157,8 @@ pub struct CoreChannels {
     pub credentials: Credentials,
     /// Where a checkpoint adopted from peers goes to the application.
     pub tx_restore: std::sync::mpsc::Sender<Arc<Checkpoint>>,
+    /// Where the application publishes its checkpoints.
+    pub checkpoints: CheckpointSlot,
     /// Fed with every QC the core verifies (see `PeerRounds`).
     pub peer_rounds: PeerRounds,
 }
@@ -242,7 +247,7 @@ impl Core {
             committee.clone(),
             Duration::from_millis(parameters.timeout_delay),
         );
-        Ok(Core {
+        let mut core = Core {
             name,
             aggregator: Aggregator::new(committee.clone()),
             committee,
@@ -259,6 +264,7 @@ impl Core {
             tx_mempool: channels.tx_mempool,
             tx_fatal: channels.tx_fatal,
             tx_restore: channels.tx_restore,
+            checkpoints: channels.checkpoints,
             state_sync,
             metrics,
             round: resumed.resume_round(),
@@ -284,7 +290,28 @@ impl Core {
             aged_commit_round: 0,
             pending_proposal: None,
             proposal_deadline: Box::pin(sleep(Duration::ZERO)),
-        })
+        };
+        // A restart on a durable store: resume from our own last checkpoint, if its block is
+        // still stored (peers may have deleted what we would need to replay the chain, and when
+        // the whole committee restarts nobody else has a checkpoint to give).
+        if let Some(checkpoint) = CheckpointSlot::stored(&core.store)? {
+            match core.synchronizer.stored_block(&checkpoint.block)? {
+                Some(block) => {
+                    info!(
+                        "resuming from our own checkpoint of round {} ({} bytes)",
+                        checkpoint.round,
+                        checkpoint.state.len()
+                    );
+                    core.checkpoints.publish(checkpoint.clone());
+                    core.take_root(block, checkpoint)?;
+                }
+                None => warn!(
+                    "our stored checkpoint of round {} has lost its block; not resuming from it",
+                    checkpoint.round
+                ),
+            }
+        }
+        Ok(core)
     }
 
     /// Writes what must survive a crash (see `safety_state.rs`); called before a vote, timeout
@@ -714,9 +741,14 @@ impl Core {
     /// least `gc_retention_ms` ago, so a laggard that can still fetch a block's batches can also
     /// fetch the block.
     fn prune_floor(&self) -> Round {
-        self.last_committed_round
+        let floor = self
+            .last_committed_round
             .saturating_sub(self.parameters.gc_depth)
-            .min(self.aged_commit_round)
+            .min(self.aged_commit_round);
+        match self.checkpoints.latest() {
+            Some(checkpoint) => floor.min(checkpoint.round),
+            None => floor,
+        }
     }
 
     fn prune_blocks(&mut self) {
@@ -820,9 +852,7 @@ impl Core {
         }
     }
 
-    /// Makes the checkpoint's block our last committed block and the root of our chain, and
-    /// hands its state to the application. The state goes first: the application must have it
-    /// before any batch of a block after the root, and those can only come after this.
+    /// Makes the checkpoint f+1 members reported our root (see `take_root`).
     async fn adopt_checkpoint(&mut self, adopted: Adopted) -> Result<(), ConsensusError> {
         let Adopted {
             block,
@@ -843,36 +873,43 @@ impl Core {
             state,
             digest,
         };
-        if self.tx_restore.send(Arc::new(checkpoint)).is_err() {
-            // An application without state (or gone) needs none; consensus goes on.
-            debug!("no application takes checkpoints");
-        }
-        if !self.store.blocks().contains(&block_digest)? {
-            self.stored_blocks
-                .entry(block.round)
-                .or_default()
-                .push(block_digest);
-        }
-        self.store
-            .blocks()
-            .write(block_digest, wire::encode_block(&block)?)?;
-        self.synchronizer.set_root(&block);
-        self.last_committed_round = block.round;
-        self.last_committed = block_digest;
-        self.commit_times.push_back((block.round, Instant::now()));
-        self.payload.committed(&block);
-        self.buffer.finalize_up_to(self.last_committed_round);
-        self.payload.cleanup(self.last_committed_round);
+        self.take_root(block, checkpoint)?;
         self.metrics
             .checkpoints_adopted
             .fetch_add(1, Ordering::Relaxed);
-        self.metrics
-            .checkpoint_round
-            .store(block.round, Ordering::Relaxed);
         let _ = self
             .tx_mempool
             .send(ConsensusMempoolMessage::Cleanup(self.last_committed_round))
             .await;
+        Ok(())
+    }
+
+    /// Makes the checkpoint's block our last committed block and the root of our chain, and
+    /// hands its state to the application. The state goes first: the application must have it
+    /// before any batch of a block after the root, and those can only come after this.
+    fn take_root(&mut self, block: Block, checkpoint: Checkpoint) -> Result<(), ConsensusError> {
+        let round = block.round;
+        if self.tx_restore.send(Arc::new(checkpoint)).is_err() {
+            // An application without state (or gone) needs none; consensus goes on.
+            debug!("no application takes checkpoints");
+        }
+        let digest = block.digest();
+        if !self.store.blocks().contains(&digest)? {
+            self.stored_blocks.entry(round).or_default().push(digest);
+        }
+        self.store
+            .blocks()
+            .write(digest, wire::encode_block(&block)?)?;
+        self.synchronizer.set_root(&block);
+        self.last_committed_round = round;
+        self.last_committed = digest;
+        self.commit_times.push_back((round, Instant::now()));
+        self.payload.committed(&block);
+        self.buffer.finalize_up_to(round);
+        self.payload.cleanup(round);
+        self.metrics
+            .checkpoint_round
+            .store(round, Ordering::Relaxed);
         Ok(())
     }
 
@@ -975,6 +1012,7 @@ mod tests {
         let (tx_fatal, rx_fatal) = watch::channel(None);
         let (tx_restore, rx_restore) = std::sync::mpsc::channel();
         let (peer_rounds, rx_held_by_all) = PeerRounds::new(keys[0].name, &committee(&keys));
+        let checkpoints = CheckpointSlot::kept_in(&store);
         let core = Core::new(
             keys[0].name,
             committee(&keys),
@@ -996,6 +1034,7 @@ mod tests {
                 ),
                 tx_restore,
                 peer_rounds,
+                checkpoints,
             },
             Arc::new(ConsensusMetrics::default()),
         )
@@ -1620,6 +1659,46 @@ mod tests {
         assert!(
             !h.core.state_sync.should_request(),
             "a checkpoint request went out"
+        );
+    }
+
+    /// A node restarted on its durable store resumes from its own last checkpoint: the whole
+    /// committee may have restarted, and then no peer has one to give.
+    #[tokio::test]
+    async fn a_restart_on_a_store_resumes_from_the_own_checkpoint() {
+        let store = Store::new();
+        let parameters = Parameters {
+            gc_depth: 10,
+            gc_retention_ms: 0,
+            ..Parameters::default()
+        };
+        let mut h = harness_on(store.clone(), parameters.clone());
+        let chain = h.chain(None, 1, 40);
+        for block in &chain {
+            h.core.handle_proposal(block.clone()).await.expect("valid");
+        }
+        // The application checkpointed the state after round 35.
+        let checkpoint = Checkpoint::new(
+            chain[34].digest(),
+            35,
+            bytes::Bytes::from_static(b"state after 35"),
+        );
+        h.core.checkpoints.publish(checkpoint.clone());
+        // Its block stays however far commits go: a restart needs it.
+        let more = h.chain(Some(&chain[39]), 41, 80);
+        for block in &more {
+            h.core.handle_proposal(block.clone()).await.expect("valid");
+        }
+        assert!(store.blocks().contains(&chain[34].digest()).expect("read"));
+        drop(h);
+
+        let restarted = harness_on(store, parameters);
+        let restored = restarted.rx_restore.try_recv().expect("restored at start");
+        assert_eq!(*restored, checkpoint);
+        assert_eq!(restarted.core.last_committed_round, 35);
+        assert_eq!(
+            restarted.core.checkpoints.latest().as_deref(),
+            Some(&checkpoint)
         );
     }
 }

@@ -127,7 +127,7 @@ impl Consensus {
             name,
             committee.clone(),
             store.clone(),
-            state_sync.checkpoints,
+            state_sync.checkpoints.clone(),
             rx_helper,
             SimpleSender::authenticated(
                 DEFAULT_SIMPLE_QUEUE_CAPACITY,
@@ -159,6 +159,7 @@ impl Consensus {
                 tx_fatal,
                 credentials,
                 tx_restore: state_sync.restore,
+                checkpoints: state_sync.checkpoints,
                 peer_rounds,
             },
             metrics.clone(),

@@ -150,6 +150,18 @@ impl TestNode {
         parameters: Parameters,
         emulation: Option<Arc<NetEmulation>>,
     ) -> Self {
+        Self::spawn_on(keys, committee, parameters, emulation, Store::new())
+    }
+
+    /// A node on `store`: a second node on the same store is the first restarted on a durable
+    /// store (what `node run --store` keeps: blocks, batches, safety state, its checkpoint).
+    pub fn spawn_on(
+        keys: KeyPair,
+        committee: Committee,
+        parameters: Parameters,
+        emulation: Option<Arc<NetEmulation>>,
+        store: Store,
+    ) -> Self {
         let committed = Arc::new(Mutex::new(Vec::new()));
         let restored = Arc::new(Mutex::new(Vec::new()));
         let (kill_tx, kill_rx) = oneshot::channel::<()>();
@@ -167,11 +179,10 @@ impl TestNode {
                 runtime.block_on(async move {
                     let (tx, mut rx, _) = metered::channel(1_000);
                     // Wired as the node wires them: mempool and consensus side by side.
-                    let store = Store::new();
                     let (tx_digests, rx_digests) = mpsc::channel(1_000);
                     let (tx_mempool, rx_mempool) = mpsc::channel(1_000);
                     let mempool = Arc::new(MempoolMetrics::default());
-                    let (state_sync, rx_restore) = StateSyncLink::new();
+                    let (state_sync, rx_restore) = StateSyncLink::new(&store);
                     let app = TestApp {
                         committed,
                         restored,
@@ -317,6 +328,20 @@ impl TestApp {
             ));
         }
     }
+}
+
+/// Waits until a killed node's ports can be bound again (its runtime closes its sockets in the
+/// background), so the node can be restarted on them.
+pub fn wait_ports_free(committee: &Committee, name: &crypto::PublicKey) {
+    let authority = committee.authority(name).expect("member");
+    let addresses = [
+        authority.consensus_address,
+        authority.mempool_address,
+        authority.transactions_address,
+    ];
+    wait_until("the ports to be free", Duration::from_secs(10), || {
+        addresses.iter().all(|a| TcpListener::bind(a).is_ok())
+    });
 }
 
 /// Waits until `condition` holds, failing the test with `what` after `limit`.
