@@ -114,8 +114,8 @@ def test_crash_and_restart_in_hotcrypto(release_binaries: Path, tmp_path: Path) 
         tmp_path,
         "--mode=hotcrypto",
         "--rate=3000",
-        "--duration=14",
-        "--crash=1@4:8",
+        "--duration=26",
+        "--crash=1@8:18",
     )
     print(output[output.find(" + FAULTS") :])
     kinds = [(e["kind"], e["node"]) for e in result["faults"]["events"]]

@@ -8,8 +8,16 @@ use crate::config::Committee;
 use crate::network::SimpleSender;
 use crate::store::{BlockStore, Store};
 use crypto::{Digest, PublicKey};
+use std::collections::HashMap;
+use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tracing::{debug, warn};
+
+/// A member gets at most one checkpoint per this interval. A request is a few bytes and a reply
+/// may be megabytes: unthrottled, one member could make us send without end (issue 12's
+/// amplification). An honest member asks at most once per `timeout_delay` (1 s by default).
+const CHECKPOINT_REPLY_INTERVAL: Duration = Duration::from_millis(500);
 
 /// What a peer asked for, and who (the network handler checked the peer speaks for itself).
 #[derive(Debug)]
@@ -23,6 +31,8 @@ pub struct Helper {
     committee: Committee,
     store: BlockStore,
     checkpoints: CheckpointSlot,
+    /// When each member last got a checkpoint from us.
+    checkpoint_served: HashMap<PublicKey, Instant>,
     rx_requests: mpsc::Receiver<HelperRequest>,
     network: SimpleSender,
 }
@@ -42,6 +52,7 @@ impl Helper {
             // Blocks only: a batch digest asked for as a block is not served either.
             store: store.blocks(),
             checkpoints,
+            checkpoint_served: HashMap::new(),
             rx_requests,
             network,
         };
@@ -52,7 +63,13 @@ impl Helper {
         while let Some(request) = self.rx_requests.recv().await {
             let (origin, reply) = match request {
                 HelperRequest::Block(digest, origin) => (origin, self.block(&digest, &origin)),
-                HelperRequest::Checkpoint(origin) => (origin, self.checkpoint(&origin)),
+                HelperRequest::Checkpoint(origin) => {
+                    if !self.may_serve_checkpoint(&origin) {
+                        debug!("{origin} asks for checkpoints too often; not answered");
+                        continue;
+                    }
+                    (origin, self.checkpoint(&origin))
+                }
             };
             let Some(reply) = reply else { continue };
             let Some(address) = self
@@ -66,6 +83,19 @@ impl Helper {
             match wire::encode(&reply) {
                 Ok(bytes) => self.network.send(address, bytes).await,
                 Err(e) => warn!("cannot encode a reply to {origin}: {e}"),
+            }
+        }
+    }
+
+    /// Whether `origin` may get a checkpoint now (see `CHECKPOINT_REPLY_INTERVAL`); if so, the
+    /// time is recorded. Members only: the port admits no one else.
+    fn may_serve_checkpoint(&mut self, origin: &PublicKey) -> bool {
+        let now = Instant::now();
+        match self.checkpoint_served.get(origin) {
+            Some(at) if now.duration_since(*at) < CHECKPOINT_REPLY_INTERVAL => false,
+            _ => {
+                self.checkpoint_served.insert(*origin, now);
+                true
             }
         }
     }
@@ -116,5 +146,36 @@ impl Helper {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hotstuff::messages::tests::{committee, keys};
+
+    /// Issue 12's amplification, for checkpoints: a member that asks again and again gets one
+    /// reply per interval, and others are not held back by it.
+    #[tokio::test(start_paused = true)]
+    async fn byzantine_checkpoint_requests_are_answered_once_per_interval() {
+        let keys = keys(4);
+        let (_tx, rx) = mpsc::channel(1);
+        let mut helper = Helper {
+            name: keys[0].name,
+            committee: committee(&keys),
+            store: Store::new().blocks(),
+            checkpoints: CheckpointSlot::default(),
+            checkpoint_served: HashMap::new(),
+            rx_requests: rx,
+            network: SimpleSender::new(),
+        };
+        let flooder = keys[1].name;
+        let served = (0..1_000)
+            .filter(|_| helper.may_serve_checkpoint(&flooder))
+            .count();
+        assert_eq!(served, 1);
+        assert!(helper.may_serve_checkpoint(&keys[2].name));
+        tokio::time::advance(CHECKPOINT_REPLY_INTERVAL).await;
+        assert!(helper.may_serve_checkpoint(&flooder));
     }
 }
