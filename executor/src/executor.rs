@@ -14,9 +14,18 @@ pub enum FailReason {
     Overflow,
     /// A native transaction sent to the Move executor or the other way round.
     WrongPayload,
-    /// A Move transaction whose script is not the transfer script. Executing arbitrary scripts
-    /// without gas metering would let one transaction stall the executor forever.
+    /// A Move transaction whose script is not the transfer script or its call's script.
+    /// Executing arbitrary scripts without gas metering would let one transaction stall the
+    /// executor forever.
     ScriptNotAllowed,
+    /// A workload call larger than the bare VM runs unmetered (`workload::MAX_UNMETERED_SORT`
+    /// and the like).
+    Unbounded,
+    /// SmallBank: checking (or checking and savings) below the amount.
+    InsufficientFunds,
+    /// A workload's own check failed (CpuHeavy's order, KvStore's read-back): a bug in the VM or
+    /// the store, which the audit requires never to happen.
+    InvariantViolated,
     /// The adapter's gas meter ran out: the payload's effects are discarded, the fee for all
     /// the gas is charged and the sequence number consumed.
     OutOfGas,
@@ -33,6 +42,9 @@ impl FailReason {
             FailReason::Overflow => "overflow",
             FailReason::WrongPayload => "wrong_payload",
             FailReason::ScriptNotAllowed => "script_not_allowed",
+            FailReason::Unbounded => "unbounded",
+            FailReason::InsufficientFunds => "insufficient_funds",
+            FailReason::InvariantViolated => "invariant_violated",
             FailReason::OutOfGas => "out_of_gas",
             FailReason::Vm(status) => status,
         }
@@ -111,6 +123,12 @@ pub trait Executor {
 
     /// Gas units used so far, all transactions together (zero without a gas meter).
     fn gas_used(&self) -> u64 {
+        0
+    }
+
+    /// Money held outside the coins (SmallBank's checking and savings), which counts in the
+    /// supply: it came out of the coins and goes back into them.
+    fn bank_holdings(&self) -> u128 {
         0
     }
 }
