@@ -123,10 +123,10 @@ impl Executor for MoveExecutor {
             return Outcome::Failed(FailReason::Unbounded);
         }
         let mut session = self.vm.new_session(&self.storage);
-        let result = invocation
-            .run(&mut session, &mut UnmeteredGasMeter)
-            .and_then(|()| session.finish());
-        match result {
+        if let Err(error) = invocation.run(&mut session, &mut UnmeteredGasMeter) {
+            return Outcome::Failed(self.fail_reason(&error, &tx.sender));
+        }
+        match session.finish() {
             Ok((changes, _events)) => {
                 self.storage.apply(changes);
                 Outcome::Executed
