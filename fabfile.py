@@ -70,7 +70,11 @@ BENCH_FLAGS = {
     "delay": "one-way latency (ms) the nodes add to every committee link (WAN emulation)",
     "delay_matrix": "CSV file, N rows of N one-way latencies (ms): row i to column j",
     "vm": "bare | adapter: the Move VM alone or behind Diem's adapter (hotmove, movevm)",
-    "payload": "script | entry: Move transfers as a script or an entry function (hotmove, movevm)",
+    "payload": "script | entry: Move calls as a script or an entry function (hotmove, movevm)",
+    "workload": "transfer | donothing | cpuheavy | kvstore | smallbank: what Move transactions"
+    " call (hotmove, movevm)",
+    "workload_arg": "cpuheavy: numbers each transaction sorts; kvstore: keys it writes then reads"
+    " (32 bytes each)",
 }
 
 # The fault schedule (benchmark/fault_schedule.py); not bench parameters: no sweep, no default.
@@ -144,6 +148,8 @@ def local(
     delay_matrix: str | None = None,
     vm: str | None = None,
     payload: str | None = None,
+    workload: str | None = None,
+    workload_arg: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
     partition: list[str] | None = None,
@@ -182,6 +188,8 @@ def local(
                 "delay_matrix": delay_matrix,
                 "vm": vm,
                 "payload": payload,
+                "workload": workload,
+                "workload_arg": workload_arg,
             }
         )
         runner = LocalBench(
@@ -335,6 +343,8 @@ def remote(
     delay_matrix: str | None = None,
     vm: str | None = None,
     payload: str | None = None,
+    workload: str | None = None,
+    workload_arg: str | None = None,
     prometheus_port: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
@@ -370,6 +380,8 @@ def remote(
                 "delay_matrix": delay_matrix,
                 "vm": vm,
                 "payload": payload,
+                "workload": workload,
+                "workload_arg": workload_arg,
             },
             REMOTE_DEFAULTS,
         )

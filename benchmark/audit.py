@@ -7,8 +7,12 @@ starts again from genesis). The checks, each a line of the result:
 - state digests: wherever two nodes (or two lives) report the same `state_executed`, their
   `state_digest` is the same. The number of heights compared is reported; none is not a failure
   by itself (the report says so).
-- total supply: every `total_supply` a node reports (balances plus the fees the adapter collected)
-  equals the genesis total (accounts x balance).
+- total supply: every `total_supply` a node reports (balances, plus the fees the adapter
+  collected, plus what SmallBank accounts hold under `--workload=smallbank`) equals the genesis
+  total (accounts x balance).
+- workload invariants: no transaction failed with `invariant_violated` (`failed_by_reason`), the
+  workloads' own checks: CpuHeavy's sorted order, KvStore's values read back as written.
+- `movevm` has no nodes: its one process is held to the total supply and the workload invariants.
 - samples: within one life a node executes (`hotstuff`: commits) a sample at most once; a node
   that ran to the end without a crash executes every sample the clients sent, except samples that
   may still have been queued when the run stopped (sent in the last `QUEUE_WINDOW_S` seconds, or
@@ -49,6 +53,9 @@ from .fault_events import FaultLog
 from .json_path import lookup, number
 from .metrics import ProcessMetrics, Record, RunMetrics
 from .node_lives import NodeLives, index_of, node_lives
+
+# The executor's `failed_by_reason` key of a workload's own check failing (executor.rs).
+INVARIANT_VIOLATED = "invariant_violated"
 
 # Transactions sent this close to the end of sending (or to their node's crash) may still be
 # queued (batch maker, consensus) when the run stops: a few batch delays and rounds.
@@ -220,6 +227,38 @@ def _check_supply(report: AuditReport, nodes: list[NodeLives], genesis_total: in
         f"{checked} values equal the genesis total {genesis_total}"
         if not wrong
         else f"{len(wrong)} of {checked} differ from {genesis_total}: {wrong[0]}",
+    )
+
+
+def _last_failures(records: list[Record]) -> dict[str, Any] | None:
+    """The latest `failed_by_reason` of one life (counters are cumulative)."""
+    for record in reversed(records):
+        by_reason = lookup(record, ("stages", "executor", "failed_by_reason"))
+        if isinstance(by_reason, dict):
+            return by_reason
+    return None
+
+
+def _check_invariants(report: AuditReport, nodes: list[NodeLives]) -> None:
+    violated = []
+    checked = 0
+    for node in nodes:
+        for life in node.lives:
+            failures = _last_failures(life)
+            if failures is None:
+                continue
+            checked += 1
+            if failures.get(INVARIANT_VIOLATED):
+                violated.append(f"node-{node.index}: {failures[INVARIANT_VIOLATED]}")
+    if checked == 0:
+        report.notes.append("workload invariants: no failed_by_reason reported; not checked")
+        return
+    report.add(
+        "workload invariants held",
+        not violated,
+        f"no {INVARIANT_VIOLATED} failure in {checked} executor(s)"
+        if not violated
+        else f"{INVARIANT_VIOLATED} on {', '.join(violated)}",
     )
 
 
@@ -430,7 +469,16 @@ def restores(nodes: list[NodeLives]) -> list[str]:
 
 def audit(run: RunMetrics, faults: FaultLog, mode: str, genesis_total: int | None) -> AuditReport:
     report = AuditReport()
-    if mode == "movevm" or not run.nodes:
+    if mode == "movevm":
+        # One process, no consensus: what it can be held to is its executor's state.
+        executors = [NodeLives(i, p.name, [p.records], False) for i, p in enumerate(run.movevm)]
+        if not executors:
+            report.notes.append("no movevm process: nothing to audit")
+            return report
+        _check_supply(report, executors, genesis_total)
+        _check_invariants(report, executors)
+        return report
+    if not run.nodes:
         report.notes.append("no nodes: nothing to audit")
         return report
     nodes = node_lives(run, faults)
@@ -439,6 +487,7 @@ def audit(run: RunMetrics, faults: FaultLog, mode: str, genesis_total: int | Non
     if mode != "hotstuff":
         _check_digests(report, nodes)
         _check_supply(report, nodes, genesis_total)
+        _check_invariants(report, nodes)
     event = "commit" if mode == "hotstuff" else "execute"
     _check_samples(report, nodes, clients, event, sealed_total(nodes))
     _check_accounting(report, nodes, clients, mode, faults.partitioned())

@@ -42,7 +42,8 @@ def node_command(
         command += ["--genesis", genesis]
     command += ["--mode", bench.mode]
     if bench.mode in MOVE_MODES:
-        command += ["--vm", bench.vm]
+        # The node sets up the workload's genesis state (smallbank's banks).
+        command += ["--vm", bench.vm, "--workload", bench.workload]
     if bench.mode in CRYPTO_MODES and bench.verifier_threads is not None:
         command += ["--verifier-threads", str(bench.verifier_threads)]
     if bench.executor_delay_us is not None:
@@ -94,7 +95,7 @@ def client_command(
         if bench.invalid_share > 0:
             command += ["--invalid-share", str(bench.invalid_share)]
     if bench.mode in MOVE_MODES:
-        command += ["--payload", bench.payload]
+        command += ["--payload", bench.payload, *_workload(bench)]
     return command + _prometheus(prometheus)
 
 
@@ -115,12 +116,19 @@ def movevm_command(
         bench.vm,
         "--payload",
         bench.payload,
+        *_workload(bench),
     ]
     # The node's channel capacity, when set, sizes the generator->executor channel as it would a
     # node's channels; otherwise the client keeps its own default.
     if bench.node.channel_capacity is not None:
         command += ["--channel-capacity", str(bench.node.channel_capacity)]
     return command + _prometheus(prometheus) + _profile(profile)
+
+
+def _workload(bench: BenchParameters) -> list[str]:
+    """What the transactions call, and its size when given."""
+    arg = [] if bench.workload_arg is None else ["--workload-arg", str(bench.workload_arg)]
+    return ["--workload", bench.workload, *arg]
 
 
 def _prometheus(address: str | None) -> list[str]:

@@ -24,6 +24,10 @@ CRYPTO_MODES: tuple[str, ...] = ("hotcrypto", "hotmove")
 MOVE_MODES: tuple[str, ...] = ("hotmove", "movevm")
 VMS: tuple[str, ...] = ("bare", "adapter")
 PAYLOADS: tuple[str, ...] = ("script", "entry")
+# What the Move transactions call (`--workload`), and the workloads `--workload-arg` sizes
+# (cpuheavy: numbers to sort, default 128; kvstore: keys per transaction, default 4).
+WORKLOADS: tuple[str, ...] = ("transfer", "donothing", "cpuheavy", "kvstore", "smallbank")
+SIZED_WORKLOADS: tuple[str, ...] = ("cpuheavy", "kvstore")
 
 # The node refuses larger link latencies as unit mistakes (consensus::network::emulation).
 MAX_DELAY_MS = 60_000
@@ -67,8 +71,12 @@ class BenchParameters:
     invalid_share: float = 0.0
     # What runs Move transactions (hotmove, movevm): the bare VM or the VM behind Diem's adapter.
     vm: str = "bare"
-    # How Move transfers enter the VM (hotmove, movevm): the transfer script or an entry function.
+    # How Move calls enter the VM (hotmove, movevm): a script or an entry function.
     payload: str = "script"
+    # What Move transactions call (hotmove, movevm), and its size (cpuheavy, kvstore); None:
+    # the workload's own default.
+    workload: str = "transfer"
+    workload_arg: int | None = None
     runs: int = 1
     # Network emulation on the committee's links (net_emulation.py): one-way latency of every
     # link (ms), or a CSV file of per-link latencies. None: real links, no emulation at all.
@@ -143,6 +151,21 @@ class BenchParameters:
             raise ConfigError(
                 f"payload {self.payload} needs the Move VM: mode {self.mode} has none"
             )
+        if self.workload not in WORKLOADS:
+            raise ConfigError(
+                f"unknown workload {self.workload!r}; expected one of {', '.join(WORKLOADS)}"
+            )
+        if self.workload != "transfer" and self.mode not in MOVE_MODES:
+            raise ConfigError(
+                f"workload {self.workload} needs the Move VM: mode {self.mode} has none"
+            )
+        if self.workload_arg is not None:
+            if self.workload not in SIZED_WORKLOADS:
+                raise ConfigError(
+                    f"workload_arg sizes {' and '.join(SIZED_WORKLOADS)}, not {self.workload}"
+                )
+            if self.workload_arg <= 0:
+                raise ConfigError(f"workload_arg must be positive, got {self.workload_arg}")
 
     @property
     def live_nodes(self) -> int:

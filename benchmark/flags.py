@@ -23,6 +23,8 @@ from .sweep import sweep_points
 FIELD_OF_FLAG: Mapping[str, str] = {"batch_delay": "max_batch_delay", "delay": "delay_ms"}
 # Bench fields whose None means "off" rather than "the node's default".
 OFF_UNLESS_GIVEN = ("delay_ms", "delay_matrix")
+# Bench fields whose None means a default that depends on another setting.
+NONE_MEANS: Mapping[str, str] = {"workload_arg": "the workload's (cpuheavy 128, kvstore 4)"}
 # The flags that take a comma-separated list: together they span the sweep.
 SWEPT = ("nodes", "rate")
 
@@ -44,6 +46,8 @@ def default_text(flag: str, defaults: Mapping[str, Any] | None = None) -> str:
     value = (defaults or {}).get(field, getattr(BenchParameters(), field))
     if value is None and field in OFF_UNLESS_GIVEN:
         return "default: none"
+    if value is None and field in NONE_MEANS:
+        return f"default: {NONE_MEANS[field]}"
     return "default: the node's" if value is None else f"default {value}"
 
 

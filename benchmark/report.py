@@ -70,6 +70,12 @@ def _config(summary: Summary) -> list[str]:
             lines.append(f"   Emulated links: {config['delay_ms']} ms one way")
         elif config.get("delay_matrix") is not None:
             lines.append(f"   Emulated links: latencies of {config['delay_matrix']}")
+    if summary.mode in ("hotmove", "movevm"):
+        arg = config.get("workload_arg")
+        lines.append(
+            f"   Move: {config.get('vm', 'bare')} VM, {config.get('payload', 'script')} payloads,"
+            f" workload {config.get('workload', 'transfer')}" + (f" ({arg})" if arg else "")
+        )
     lines += [
         f"   Duration: {config.get('duration', '-')} s "
         f"(steady window {summary.window.seconds:.1f} s after warm-up)",

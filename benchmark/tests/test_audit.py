@@ -108,6 +108,35 @@ def test_a_supply_change_fails() -> None:
     assert failed_names(run) == ["total supply conserved"]
 
 
+def test_a_workload_invariant_violated_fails() -> None:
+    run = healthy_run()
+    for node in run.nodes:
+        node.records[-1]["stages"]["executor"]["failed_by_reason"] = {"insufficient_funds": 3}
+    report = audit(run, FaultLog(start_ms=T0), "hotcrypto", SUPPLY)
+    assert report.ok, render_audit(report)
+    assert "workload invariants held" in [c.name for c in report.checks]
+    run.nodes[1].records[-1]["stages"]["executor"]["failed_by_reason"]["invariant_violated"] = 1
+    assert failed_names(run) == ["workload invariants held"]
+
+
+def test_movevm_is_held_to_its_supply_and_invariants() -> None:
+    records = [node_record(t, 1_000 * t) for t in range(1, 4)]
+    for record in records:
+        record["role"] = "movevm"
+        record["stages"]["executor"]["failed_by_reason"] = {}
+    run = RunMetrics(movevm=[ProcessMetrics("movevm", "movevm", "movevm.log", records)])
+    report = audit(run, FaultLog(start_ms=T0), "movevm", SUPPLY)
+    assert report.ok, render_audit(report)
+    assert len(report.checks) == 2, render_audit(report)
+    records[1]["stages"]["executor"]["total_supply"] = str(SUPPLY - 1)
+    records[2]["stages"]["executor"]["failed_by_reason"] = {"invariant_violated": 2}
+    report = audit(run, FaultLog(start_ms=T0), "movevm", SUPPLY)
+    assert [c.name for c in report.failures] == [
+        "total supply conserved",
+        "workload invariants held",
+    ]
+
+
 def test_a_sample_executed_twice_fails() -> None:
     run = healthy_run()
     run.nodes[0].records[4]["samples"].append({"id": SAMPLES[0], "event": "execute", "t_ms": 0})

@@ -101,6 +101,10 @@ def test_saved_bench_settings_name_only_the_node_parameters_set() -> None:
         {"mode": "hotcrypto", "vm": "adapter"},
         {"mode": "movevm", "payload": "module"},
         {"mode": "hotcrypto", "payload": "entry"},
+        {"mode": "movevm", "workload": "ycsb"},
+        {"mode": "hotcrypto", "workload": "donothing"},
+        {"mode": "movevm", "workload": "smallbank", "workload_arg": 3},
+        {"mode": "movevm", "workload": "cpuheavy", "workload_arg": 0},
     ],
 )
 def test_bench_parameters_are_validated(kwargs: dict[str, object]) -> None:
@@ -183,19 +187,38 @@ def test_node_and_client_command_lines() -> None:
 
     assert movevm_command("client", BenchParameters(mode="movevm", duration=3, accounts=9)) == [
         "client", "--mode", "movevm", "--duration", "3", "--accounts", "9", "--vm", "bare",
-        "--payload", "script",
+        "--payload", "script", "--workload", "transfer",
     ]  # fmt: skip
-    adapter = BenchParameters(mode="movevm", vm="adapter", payload="entry")
-    assert movevm_command("client", adapter)[-4:] == ["--vm", "adapter", "--payload", "entry"]
-    hotmove = BenchParameters(mode="hotmove", vm="adapter", payload="entry")
+    adapter = BenchParameters(mode="movevm", vm="adapter", payload="entry", workload="cpuheavy")
+    assert movevm_command("client", adapter)[-6:] == [
+        "--vm", "adapter", "--payload", "entry", "--workload", "cpuheavy",
+    ]  # fmt: skip
+    sorting = BenchParameters(mode="movevm", workload="cpuheavy", workload_arg=512)
+    assert movevm_command("client", sorting)[-4:] == [
+        "--workload", "cpuheavy", "--workload-arg", "512",
+    ]  # fmt: skip
+    hotmove = BenchParameters(
+        mode="hotmove", vm="adapter", payload="entry", workload="kvstore", workload_arg=8
+    )
     node = node_command("n", keys="k", committee="c", parameters="p", genesis="g", bench=hotmove)
-    assert node[-4:] == ["--mode", "hotmove", "--vm", "adapter"]
+    # The node sets up the workload's genesis; the size is the client's business.
+    assert node[-6:] == ["--mode", "hotmove", "--vm", "adapter", "--workload", "kvstore"]
+    assert "--workload-arg" not in node
     # The transactions are the same under both VMs: the client is told how to send them, the
     # node what runs them.
     client = client_command("c", bench=hotmove, target="a", nodes=["a"], index=0, genesis="g")
     assert "--vm" not in client
-    assert client[-2:] == ["--payload", "entry"]
+    assert client[-6:] == [
+        "--payload", "entry", "--workload", "kvstore", "--workload-arg", "8",
+    ]  # fmt: skip
     assert "--payload" not in node
+    crypto = BenchParameters(mode="hotcrypto")
+    assert "--workload" not in node_command(
+        "n", keys="k", committee="c", parameters="p", genesis="g", bench=crypto
+    )
+    assert "--workload" not in client_command(
+        "c", bench=crypto, target="a", nodes=["a"], index=0, genesis="g"
+    )
     sized = BenchParameters(mode="movevm", node=NodeParameters(channel_capacity=50))
     assert movevm_command("client", sized)[-2:] == ["--channel-capacity", "50"]
 

@@ -42,6 +42,23 @@ RUNS = {
         "--payload=entry",
     ],
     "movevm-adapter": ["--duration=3", "--vm=adapter", "--payload=entry"],
+    # Workloads: the audit holds smallbank's coins + bank holdings + fees to the genesis supply,
+    # and every run to no `invariant_violated` failure (movevm included).
+    "hotmove-smallbank-adapter": [
+        "--nodes=4",
+        "--rate=2000",
+        "--duration=5",
+        "--vm=adapter",
+        "--workload=smallbank",
+    ],
+    "movevm-kvstore": ["--duration=3", "--workload=kvstore", "--payload=entry"],
+    # A cpuheavy transaction takes about 0.6 ms: small channels keep the drain after the stop short.
+    "movevm-cpuheavy-adapter": [
+        "--duration=3",
+        "--workload=cpuheavy",
+        "--vm=adapter",
+        "--channel-capacity=1000",
+    ],
 }
 STAGES = {
     "hotstuff": ["consensus"],
@@ -89,6 +106,10 @@ def test_fab_local(run: str, tmp_path: Path) -> None:
     summary = json.loads(saved.read_text())
     assert summary["config"]["mode"] == mode
     assert summary["config"]["vm"] == ("adapter" if run.endswith("-adapter") else "bare")
+    workload = next((w for w in ("smallbank", "kvstore", "cpuheavy") if w in run), "transfer")
+    assert summary["config"]["workload"] == workload
+    if mode in ("hotmove", "movevm"):
+        assert f"workload {workload}" in result.stdout
     assert summary["end_to_end"]["tps"] > 0
     assert summary["bottleneck"]["stage"]
     stages = [row["name"] for row in summary["stages"]]

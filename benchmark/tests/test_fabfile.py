@@ -90,6 +90,11 @@ def test_bad_parameters_fail_with_a_message() -> None:
     assert result.returncode == 1
     assert "--rate and --rates are the same flag" in result.stderr
 
+    result = _fab("local", "--mode=movevm", "--workload=ycsb", "--no-build")
+    assert result.returncode == 1
+    assert "unknown workload 'ycsb'" in result.stderr
+    assert "Traceback" not in result.stderr
+
 
 def _fabfile(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.syspath_prepend(str(REPO_ROOT))
@@ -135,6 +140,27 @@ def test_local_and_remote_run_through_the_same_sweep(monkeypatch: pytest.MonkeyP
         ("_Hosts", [(4, 3000, remote_duration), (4, 4000, remote_duration)]),
         ("_Hosts", [(4, 5000, 12)]),
     ]
+
+
+def test_local_and_remote_pass_the_workload_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[tuple[str, str, int | None]]] = []
+
+    def recording_sweep(
+        points: Sequence[BenchParameters],
+        runner: object,
+        out: TextIO,
+        before_runs: Callable[[], None] | None = None,
+    ) -> list[object]:
+        calls.append([(p.mode, p.workload, p.workload_arg) for p in points])
+        return []
+
+    monkeypatch.setattr(sweep, "run_sweep", recording_sweep)
+    fab = _fabfile(monkeypatch)
+    monkeypatch.setattr(fab, "_remote_bench", lambda *_args: _Hosts())
+    context = Context()
+    fab.local(context, mode="movevm", workload="kvstore", workload_arg="8", build=False)
+    fab.remote(context, mode="hotmove", workload="smallbank", build=False)
+    assert calls == [[("movevm", "kvstore", 8)], [("hotmove", "smallbank", None)]]
 
 
 def test_plot_without_results_is_a_clear_error(tmp_path: object) -> None:

@@ -95,3 +95,15 @@ def test_store_switches_every_node_to_its_own_file() -> None:
     on = node_command("node", bench=bench, store="store-node-0.redb", **files)
     assert on[on.index("--store") + 1] == "store-node-0.redb"
     assert "--store" not in node_command("node", bench=BenchParameters(), **files)
+
+
+def test_workload_flags_reach_the_bench_as_their_types() -> None:
+    bench = bench_from_flags({"mode": "movevm", "workload": "cpuheavy", "workload_arg": "512"})
+    assert (bench.workload, bench.workload_arg) == ("cpuheavy", 512)
+    assert bench_from_flags({"mode": "hotmove"}).workload == "transfer"
+    with pytest.raises(FlagError, match="--workload-arg must be int, got 'many'"):
+        bench_from_flags({"mode": "movevm", "workload": "kvstore", "workload_arg": "many"})
+    with pytest.raises(ConfigError, match="workload smallbank needs the Move VM"):
+        bench_from_flags({"mode": "hotcrypto", "workload": "smallbank"})
+    assert default_text("workload") == "default transfer"
+    assert default_text("workload_arg") == "default: the workload's (cpuheavy 128, kvstore 4)"

@@ -9,6 +9,7 @@ mod signed;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use executor::Workload;
 use node::{Mode, PayloadKind, Vm};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -43,10 +44,18 @@ pub struct Cli {
     /// adapter (nodes take `node run --vm`; the transactions are the same).
     #[arg(long, value_enum, default_value_t = Vm::Bare)]
     vm: Vm,
-    /// `--mode hotmove|movevm`: Move transfers as the transfer script or as an entry function
-    /// call (`Coin::transfer_entry`).
+    /// `--mode hotmove|movevm`: Move calls as scripts or as entry function calls
+    /// (`Coin::transfer_entry`, the workload's function).
     #[arg(long, value_enum, default_value_t = PayloadKind::Script)]
     payload: PayloadKind,
+    /// `--mode hotmove|movevm`: what the transactions call: transfer, donothing, cpuheavy,
+    /// kvstore or smallbank (nodes take `node run --workload`, for smallbank's genesis).
+    #[arg(long, default_value_t = Workload::Transfer)]
+    workload: Workload,
+    /// cpuheavy: how many numbers each transaction sorts (default 128); kvstore: how many keys
+    /// it writes then reads (default 4, of 32 bytes each).
+    #[arg(long)]
+    workload_arg: Option<u64>,
     /// Genesis accounts file (hotcrypto, hotmove).
     #[arg(long)]
     genesis: Option<PathBuf>,
@@ -98,8 +107,18 @@ fn run() -> Result<()> {
     if cli.vm != Vm::Bare && cli.mode != Mode::Movevm {
         bail!("--vm is for --mode movevm (nodes take `node run --vm`)");
     }
-    if cli.payload != PayloadKind::Script && !matches!(cli.mode, Mode::Hotmove | Mode::Movevm) {
+    let move_mode = matches!(cli.mode, Mode::Hotmove | Mode::Movevm);
+    if cli.payload != PayloadKind::Script && !move_mode {
         bail!("--payload is for the Move modes (hotmove, movevm)");
+    }
+    if cli.workload != Workload::Transfer && !move_mode {
+        bail!("--workload is for the Move modes (hotmove, movevm)");
+    }
+    if cli.workload_arg.is_some() && !cli.workload.takes_arg() {
+        bail!(
+            "--workload-arg is for cpuheavy and kvstore, not {}",
+            cli.workload
+        );
     }
     if cli.profile.is_some() && cli.mode != Mode::Movevm {
         bail!("--profile is for --mode movevm (nodes take `node run --profile`)");
@@ -140,7 +159,12 @@ fn run() -> Result<()> {
                 clients: cli.clients as usize,
                 count,
                 invalid_share: cli.invalid_share,
-                move_payload: (cli.mode == Mode::Hotmove).then_some(cli.payload),
+                move_load: (cli.mode == Mode::Hotmove)
+                    .then(|| {
+                        executor::Load::new(cli.workload, cli.workload_arg, cli.payload.style())
+                    })
+                    .transpose()
+                    .context("compiling the workload's Move code")?,
             })?;
             tracing::info!(
                 "signed {} transactions in {:.1} s",

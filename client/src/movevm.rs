@@ -20,6 +20,8 @@ pub fn run(cli: &Cli) -> Result<()> {
             profile: cli.profile.clone(),
             vm: cli.vm,
             payload: cli.payload,
+            workload: cli.workload,
+            workload_arg: cli.workload_arg,
         },
         &stop,
     )

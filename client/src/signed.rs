@@ -1,16 +1,17 @@
-//! Transactions of the `hotcrypto` and `hotmove` modes: real transfers between this client's
+//! Transactions of the `hotcrypto` and `hotmove` modes: real transactions of this client's
 //! genesis accounts, signed before the run starts so signing never limits the offered rate.
 //!
-//! Transaction k is sent by account k mod A with that account's next nonce, to the next
-//! account. An invalid transaction is a copy of the next valid one with a corrupted signature:
-//! it takes no nonce, so dropping it never leaves a gap that stalls the sender.
+//! Transaction k is sent by account k mod A with that account's next nonce: a native transfer to
+//! the next account (hotcrypto), or the workload's call (hotmove; a transfer goes to the next
+//! account, and so do SmallBank's payments). An invalid transaction is a copy of the next valid
+//! one with a corrupted signature: it takes no nonce, so dropping it never leaves a gap that
+//! stalls the sender.
 
 use crate::load::{NextTx, TxSource};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use crypto::{KeyPair, Signature};
-use executor::{Address, Genesis, MoveExecutor, Payload, Transaction};
-use node::PayloadKind;
+use executor::{Address, Genesis, Load, Payload, Transaction};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -26,8 +27,8 @@ pub struct SignedConfig<'a> {
     pub clients: usize,
     pub count: usize,
     pub invalid_share: f64,
-    /// Move transactions (hotmove), as the transfer script or an entry function call.
-    pub move_payload: Option<PayloadKind>,
+    /// Move transactions (hotmove): the workload and how its calls enter the VM.
+    pub move_load: Option<Load>,
 }
 
 impl SignedSource {
@@ -48,7 +49,6 @@ impl SignedSource {
                 accounts.len()
             );
         }
-        let script = MoveExecutor::transfer_script().context("compiling the transfer script")?;
         let destinations: Vec<Address> = accounts
             .iter()
             .map(|k| Address::from_public_key(&k.name))
@@ -60,8 +60,8 @@ impl SignedSource {
                 let sender = &accounts[k % n];
                 let destination = destinations[(k + 1) % n];
                 let nonce = (k / n) as u64;
-                let payload = match config.move_payload {
-                    Some(kind) => kind.transfer(&script, destination, 1),
+                let payload = match &config.move_load {
+                    Some(load) => load.payload(&destinations[k % n], destination, nonce),
                     None => Payload::Native {
                         destination,
                         amount: 1,

@@ -1,13 +1,14 @@
 //! Single-thread costs of the executor stage: a native transfer, a Move transfer (new session,
 //! execute the script, finish, apply), both through the ledger as a node runs them, the same
 //! Move transfer under each VM (`bare`, `adapter`, and the adapter without its gas meter, which
-//! tells what metering costs) and each payload kind (script, entry function), and the codec.
+//! tells what metering costs) and each payload kind (script, entry function), every other
+//! workload under each VM and payload kind, and the codec.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use crypto::KeyPair;
 use executor::{
-    AdapterExecutor, Address, Executor, GasParameters, Genesis, Ledger, MoveExecutor,
-    NativeExecutor, Payload, Transaction,
+    AdapterExecutor, Address, CallStyle, Executor, FailReason, GasParameters, Genesis, Ledger,
+    Load, MoveExecutor, NativeExecutor, Outcome, Payload, Transaction, Workload,
 };
 
 /// The allocator the node and client binaries use, so these figures are the stage's.
@@ -189,6 +190,77 @@ fn vm_transfer(c: &mut Criterion) {
     }
 }
 
+/// Accounts the workload benches rotate over: enough that kvstore's keys and SmallBank's
+/// accounts are spread as in a run, few enough to set up quickly.
+const WORKLOAD_ACCOUNTS: usize = 64;
+
+/// Every workload but the transfer (`vm_transfer`), in one group per workload and payload kind,
+/// bare and adapter side by side, with the default `--workload-arg`. Each sender in turn sends
+/// its next transaction, as the standalone generator does.
+fn workloads(c: &mut Criterion) {
+    let genesis = Genesis::generate(WORKLOAD_ACCOUNTS, BALANCE, 0);
+    let senders: Vec<_> = genesis
+        .accounts
+        .iter()
+        .map(|a| (a.public_key, a.address()))
+        .collect();
+    for workload in Workload::ALL {
+        if workload == Workload::Transfer {
+            continue;
+        }
+        for (style, kind) in [(CallStyle::Script, "script"), (CallStyle::Entry, "entry")] {
+            let load = Load::new(workload, None, style).expect("load");
+            let mut group = c.benchmark_group(format!("workload_{workload}_{kind}"));
+            group.throughput(Throughput::Elements(1));
+            let gas = GasParameters::default();
+            let executors: Vec<(&str, Box<dyn Executor>)> = vec![
+                (
+                    "bare",
+                    Box::new(MoveExecutor::from_genesis_for(&genesis, workload).expect("genesis")),
+                ),
+                (
+                    "adapter",
+                    Box::new(
+                        AdapterExecutor::from_genesis_for(&genesis, gas, workload)
+                            .expect("genesis"),
+                    ),
+                ),
+            ];
+            for (name, mut executor) in executors {
+                let mut nonces = vec![0u64; senders.len()];
+                let mut turn = 0;
+                group.bench_function(name, |b| {
+                    b.iter_batched(
+                        || {
+                            let from = turn;
+                            turn = (turn + 1) % senders.len();
+                            let (key, sender) = senders[from];
+                            let next = senders[turn].1;
+                            let nonce = nonces[from];
+                            nonces[from] += 1;
+                            Transaction::unsigned(key, nonce, load.payload(&sender, next, nonce))
+                        },
+                        |tx| {
+                            let outcome = executor.execute(&tx);
+                            assert!(
+                                matches!(
+                                    outcome,
+                                    Outcome::Executed
+                                        | Outcome::Failed(FailReason::InsufficientFunds)
+                                ),
+                                "{outcome:?}"
+                            );
+                            outcome
+                        },
+                        BatchSize::SmallInput,
+                    )
+                });
+            }
+            group.finish();
+        }
+    }
+}
+
 fn codec(c: &mut Criterion) {
     let genesis = Genesis::generate(2, BALANCE, 0);
     let keys = genesis.accounts[0].keypair().expect("secret");
@@ -236,5 +308,12 @@ fn codec(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, native_transfer, move_transfer, vm_transfer, codec);
+criterion_group!(
+    benches,
+    native_transfer,
+    move_transfer,
+    vm_transfer,
+    workloads,
+    codec
+);
 criterion_main!(benches);

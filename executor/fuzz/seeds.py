@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the `transaction` target: signed transactions in the wire layout of
-`executor/src/transaction.rs` (a native transfer, a Move transfer, a zero-length script).
+`executor/src/transaction.rs` (a native transfer, a Move transfer, a zero-length script, and
+workload calls: a kvstore entry call and a SmallBank payment through a script).
 
 Python rather than a Rust test so that writing three seeds does not build the Move VM crates a
 second time; the fuzz target itself checks the layout (every seed must decode and re-encode).
@@ -38,6 +39,13 @@ def transaction(seed, nonce, destination, amount, script=None):
     return fields + secret.sign(DOMAIN + fields)
 
 
+def call_transaction(seed, nonce, payload):
+    """A workload call: `payload` is the payload tag and what follows it (codec.rs)."""
+    secret, public = key(seed)
+    fields = address(public) + public + struct.pack("<Q", nonce) + payload
+    return fields + secret.sign(DOMAIN + fields)
+
+
 def main():
     out = pathlib.Path(__file__).resolve().parent / "corpus" / "transaction"
     out.mkdir(parents=True, exist_ok=True)
@@ -48,6 +56,18 @@ def main():
         "native": transaction(1, 0, destination, 42),
         "move": transaction(1, 7, destination, 5, script),
         "move-empty-script": transaction(3, 1, destination, 0, b""),
+        # Entry call (tag 4) of KvStore (call 2): first key, keys, value size, version.
+        "kvstore-entry": call_transaction(4, 2, struct.pack("<IIQQQQ", 4, 2, 8, 4, 32, 2)),
+        # Script (tag 3) of SmallBank (call 3) SendPayment (procedure 3): to, amount.
+        "smallbank-script": call_transaction(
+            5,
+            3,
+            struct.pack("<IQ", 3, len(script))
+            + script
+            + struct.pack("<II", 3, 3)
+            + destination
+            + struct.pack("<Q", 7),
+        ),
     }
     for name, tx in seeds.items():
         (out / f"seed-{name}").write_bytes(tx)

@@ -5,13 +5,17 @@ module 0x1::Coin {
         value: u64,
     }
 
+    /// SmallBank keeps money outside the coins (checking and savings): it takes it out of a coin
+    /// and puts it back through `withdraw` and `deposit`, which no other module may call.
+    friend 0x1::SmallBank;
+
     const EINSUFFICIENT_BALANCE: u64 = 1;
 
     /// The address inside a signer. The one native the coin needs (the executor registers it,
-    /// `move_vm.rs`): declaring it here instead of in a `Signer` module, as `std` does, saves
+    /// `move_natives.rs`): declaring it here instead of in a `Signer` module, as `std` does, saves
     /// the VM a module lookup and a call frame per transfer, and keeps `std` (and the prover it
-    /// drags in) out of the build.
-    native fun borrow_address(s: &signer): &address;
+    /// drags in) out of the build. Public for the workload modules.
+    public native fun borrow_address(s: &signer): &address;
 
     /// Creates an account's balance at genesis. Private on purpose: no script can call it; the
     /// executor reaches it with `execute_function_bypass_visibility`.
@@ -37,6 +41,19 @@ module 0x1::Coin {
     /// enter the VM.
     public entry fun transfer_entry(from: signer, to: address, amount: u64) acquires Coin {
         transfer(&from, to, amount)
+    }
+
+    /// Takes `amount` out of the signer's coin for SmallBank, which must account for it.
+    public(friend) fun withdraw(from: &signer, amount: u64) acquires Coin {
+        let coin = borrow_global_mut<Coin>(*borrow_address(from));
+        assert!(coin.value >= amount, EINSUFFICIENT_BALANCE);
+        coin.value = coin.value - amount;
+    }
+
+    /// Puts `amount` SmallBank holds back into `to`'s coin.
+    public(friend) fun deposit(to: address, amount: u64) acquires Coin {
+        let coin = borrow_global_mut<Coin>(to);
+        coin.value = coin.value + amount;
     }
 
     public fun balance(owner: address): u64 acquires Coin {

@@ -15,24 +15,24 @@
 //! runs alone in a fresh one: the fee is charged and the sequence number consumed, as Diem does.
 //! The prologue checked that the balance covers the largest fee, so that epilogue cannot fail.
 
-use crate::executor::{digest_balances, Executor, FailReason, Outcome, RejectReason};
+use crate::executor::{Executor, FailReason, Outcome, RejectReason};
 use crate::gas::{intrinsic_gas, Meter, INTERNAL_UNITS_PER_GAS};
 use crate::genesis::Genesis;
+use crate::move_calls::{fail_reason, Invocation, MoveCalls, Refusal};
 use crate::move_compile::CompiledMove;
+use crate::move_genesis::genesis;
+use crate::move_natives::{identifier, natives};
+use crate::move_state::MoveState;
 use crate::move_storage::InMemoryStorage;
-use crate::move_vm::{
-    decode_coin, describe, identifier, move_address, natives, transfer_fail_reason, Call,
-    EntryFunction, MoveError,
-};
+use crate::move_vm::MoveError;
 use crate::snapshot::{self, SnapshotError};
-use crate::transaction::{Address, Payload, Transaction, ADDRESS_LEN};
-use bytes::Bytes;
+use crate::transaction::{Address, Transaction, ADDRESS_LEN};
+use crate::workload::Workload;
 use crypto::{Digest, PublicKey};
 use move_binary_format::errors::{Location, VMError};
 use move_core_types::account_address::AccountAddress;
 use move_core_types::identifier::Identifier;
 use move_core_types::language_storage::{ModuleId, StructTag};
-use move_core_types::value::MoveValue;
 use move_core_types::vm_status::StatusCode;
 use move_vm_runtime::move_vm::MoveVM;
 use move_vm_runtime::session::Session;
@@ -94,10 +94,9 @@ struct AccountFunctions {
 pub struct AdapterExecutor {
     vm: MoveVM,
     storage: InMemoryStorage,
-    transfer_script: Bytes,
-    coin_tag: StructTag,
+    calls: MoveCalls,
+    state: MoveState,
     account: AccountFunctions,
-    entry: EntryFunction,
     gas: GasParameters,
     /// The meter's limit in internal units: `max_gas` of `gas`, or finer in tests.
     meter_limit: u64,
@@ -110,28 +109,41 @@ pub struct AdapterExecutor {
 // the VM gave it (boxing it would add an allocation to every failed transaction for nothing).
 #[allow(clippy::result_large_err)]
 impl AdapterExecutor {
+    /// The adapter of the transfer workload.
     pub fn from_genesis(genesis: &Genesis, gas: GasParameters) -> Result<Self, MoveError> {
-        Self::new(
+        Self::from_genesis_for(genesis, gas, Workload::Transfer)
+    }
+
+    pub fn from_genesis_for(
+        genesis: &Genesis,
+        gas: GasParameters,
+        workload: Workload,
+    ) -> Result<Self, MoveError> {
+        Self::with_workload(
             genesis.balances().map(|(_, key, balance)| (key, balance)),
             gas,
+            workload,
         )
     }
 
-    /// Publishes `Coin` and `Account` under `0x1`; gives every account its coin and its
-    /// `Account` (sequence number 0, the SHA-256 of its key), and the fee account an empty coin.
+    /// [`Self::with_workload`] for the transfer.
     pub fn new(
         accounts: impl IntoIterator<Item = (PublicKey, u64)>,
         gas: GasParameters,
     ) -> Result<Self, MoveError> {
+        Self::with_workload(accounts, gas, Workload::Transfer)
+    }
+
+    /// Publishes `Coin`, `Account` and the workloads' modules under `0x1`; gives every account
+    /// its coin (and the workload's genesis state) and its `Account` (sequence number 0, the
+    /// SHA-256 of its key), and the fee account an empty coin.
+    pub fn with_workload(
+        accounts: impl IntoIterator<Item = (PublicKey, u64)>,
+        gas: GasParameters,
+        workload: Workload,
+    ) -> Result<Self, MoveError> {
         let compiled = CompiledMove::get()?;
         let vm = MoveVM::new(natives()?).map_err(|e| MoveError::Vm(format!("{e:?}")))?;
-        let coin_module = ModuleId::new(AccountAddress::ONE, identifier("Coin")?);
-        let coin_tag = StructTag {
-            address: AccountAddress::ONE,
-            module: identifier("Coin")?,
-            name: identifier("Coin")?,
-            type_params: vec![],
-        };
         let account = AccountFunctions {
             module: ModuleId::new(AccountAddress::ONE, identifier("Account")?),
             prologue: identifier("prologue")?,
@@ -143,56 +155,25 @@ impl AdapterExecutor {
                 type_params: vec![],
             },
         };
-        let (mint, create) = (identifier("mint")?, identifier("create")?);
-
-        let mut storage = InMemoryStorage::new();
-        let mut session = vm.new_session(&storage);
-        for module in [&compiled.coin_module, &compiled.account_module] {
-            session
-                .publish_module(module.clone(), AccountAddress::ONE, &mut UnmeteredGasMeter)
-                .map_err(|e| MoveError::Publish(describe(&e)))?;
-        }
-        let fee_account = (FEE_ACCOUNT, None, 0);
-        let accounts = accounts
-            .into_iter()
-            .map(|(key, balance)| (Address::from_public_key(&key), Some(key), balance));
-        for (address, key, balance) in std::iter::once(fee_account).chain(accounts) {
-            let mint_error = |message: String| MoveError::Mint { address, message };
-            let signer = MoveValue::Signer(move_address(&address))
-                .simple_serialize()
-                .ok_or_else(|| mint_error("cannot serialize the signer".into()))?;
-            session
-                .execute_function_bypass_visibility(
-                    &coin_module,
-                    &mint,
-                    vec![],
-                    vec![signer.clone(), balance.to_le_bytes().to_vec()],
-                    &mut UnmeteredGasMeter,
-                )
-                .map_err(|e| mint_error(describe(&e)))?;
-            let Some(key) = key else { continue };
-            session
-                .execute_function_bypass_visibility(
-                    &account.module,
-                    &create,
-                    vec![],
-                    vec![signer, authentication_key_argument(&key)],
-                    &mut UnmeteredGasMeter,
-                )
-                .map_err(|e| mint_error(describe(&e)))?;
-        }
-        let (changes, _events) = session
-            .finish()
-            .map_err(|e| MoveError::Publish(describe(&e)))?;
-        storage.apply(changes);
+        let storage = genesis(&vm, workload, |genesis| {
+            genesis.publish(&[&compiled.account_module])?;
+            // The fee account: a coin and no key, so nothing can spend from it.
+            genesis.call(FEE_ACCOUNT, "Coin", "mint", &[&0u64.to_le_bytes()])?;
+            for (key, balance) in accounts {
+                let address = Address::from_public_key(&key);
+                genesis.open_account(address, balance)?;
+                let authentication_key = authentication_key_argument(&key);
+                genesis.call(address, "Account", "create", &[&authentication_key])?;
+            }
+            Ok(())
+        })?;
 
         Ok(AdapterExecutor {
             vm,
             storage,
-            transfer_script: Bytes::from_static(&compiled.transfer_script),
-            coin_tag,
+            calls: MoveCalls::new()?,
+            state: MoveState::new()?,
             account,
-            entry: EntryFunction::transfer()?,
             gas,
             meter_limit: gas.max_gas.saturating_mul(INTERNAL_UNITS_PER_GAS),
             metered: true,
@@ -212,39 +193,53 @@ impl AdapterExecutor {
         self.gas
     }
 
+    /// `(checking, savings)` of `address`'s SmallBank account (`--workload=smallbank`).
+    pub fn bank_account(&self, address: &Address) -> Option<(u64, u64)> {
+        self.state.bank_account(&self.storage, address)
+    }
+
+    pub fn storage(&self) -> &InMemoryStorage {
+        &self.storage
+    }
+
     /// The Move sequence number of `address`, if it has an account.
     pub fn sequence_number(&self, address: &Address) -> Option<u64> {
-        let bytes = self
-            .storage
-            .resource(&move_address(address), &self.account.sequence_number_tag)?;
+        let bytes = self.storage.resource(
+            &AccountAddress::new(address.0),
+            &self.account.sequence_number_tag,
+        )?;
         // `Account { sequence_number: u64, authentication_key: vector<u8> }`: the u64 first.
         Some(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?))
     }
 
-    fn run(&mut self, call: Call, tx: &Transaction, destination: &Address, amount: u64) -> Outcome {
+    fn run(&mut self, tx: &Transaction) -> Outcome {
+        let invocation = match self.calls.resolve(&tx.payload, &tx.sender) {
+            Ok(invocation) => invocation,
+            Err(Refusal::WrongPayload) => return Outcome::Rejected(RejectReason::WrongPayload),
+            Err(Refusal::ScriptNotAllowed) => {
+                return Outcome::Rejected(RejectReason::ScriptNotAllowed)
+            }
+        };
         let mut session = self.vm.new_session(&self.storage);
         if let Err(error) = self.prologue(&mut session, tx) {
             return Outcome::Rejected(reject_reason(&error));
         }
         let mut meter = Meter::with_internal_limit(self.meter_limit);
-        let payload = meter
+        let ran = meter
             .charge(intrinsic_gas(tx.encoded_len()))
             .map_err(|e| e.finish(Location::Undefined))
             .and_then(|()| {
-                let sender = &tx.sender;
                 if self.metered {
-                    self.payload(&mut session, call, sender, destination, amount, &mut meter)
+                    payload(&mut session, &invocation, &mut meter)
                 } else {
-                    let mut unmetered = UnmeteredGasMeter;
-                    let meter = &mut unmetered;
-                    self.payload(&mut session, call, sender, destination, amount, meter)
+                    payload(&mut session, &invocation, &mut UnmeteredGasMeter)
                 }
             });
         let gas_used = meter.used();
         self.gas_used = self.gas_used.saturating_add(gas_used);
         let fee = gas_used.saturating_mul(self.gas.gas_price);
-        let result = match payload {
-            Ok(_) => match self.epilogue(&mut session, &tx.sender, fee) {
+        let result = match ran {
+            Ok(()) => match self.epilogue(&mut session, &tx.sender, fee) {
                 Ok(()) => session.finish().map_err(|error| (error, true)),
                 Err(error) => {
                     drop(session);
@@ -265,7 +260,7 @@ impl AdapterExecutor {
                 let reason = if in_epilogue {
                     FailReason::Vm(format!("epilogue {:?}", error.major_status()))
                 } else {
-                    transfer_fail_reason(&error, true)
+                    fail_reason(&error, true)
                 };
                 self.charge_after_failure(&tx.sender, fee, reason)
             }
@@ -321,31 +316,6 @@ impl AdapterExecutor {
     }
 
     #[inline(never)]
-    fn payload(
-        &self,
-        session: &mut Session<'_, '_, InMemoryStorage>,
-        call: Call,
-        sender: &Address,
-        destination: &Address,
-        amount: u64,
-        meter: &mut impl GasMeter,
-    ) -> Result<(), VMError> {
-        let amount = amount.to_le_bytes();
-        let args = vec![&sender.0[..], &destination.0, &amount];
-        match call {
-            Call::Script => session.execute_script(&self.transfer_script[..], vec![], args, meter),
-            Call::Entry => session.execute_entry_function(
-                &self.entry.module,
-                &self.entry.function,
-                vec![],
-                args,
-                meter,
-            ),
-        }
-        .map(|_| ())
-    }
-
-    #[inline(never)]
     fn epilogue(
         &self,
         session: &mut Session<'_, '_, InMemoryStorage>,
@@ -363,6 +333,18 @@ impl AdapterExecutor {
             )
             .map(|_| ())
     }
+}
+
+/// The payload, out of line so that a profile (`--profile`) shows it by name beside the
+/// prologue and the epilogue.
+#[inline(never)]
+#[allow(clippy::result_large_err)]
+fn payload(
+    session: &mut Session<'_, '_, InMemoryStorage>,
+    invocation: &Invocation<'_>,
+    meter: &mut impl GasMeter,
+) -> Result<(), VMError> {
+    invocation.run(session, meter)
 }
 
 /// The BCS encoding of the `vector<u8>` authentication key: SHA-256 of the public key, after its
@@ -388,40 +370,19 @@ fn reject_reason(error: &VMError) -> RejectReason {
 
 impl Executor for AdapterExecutor {
     fn execute(&mut self, tx: &Transaction) -> Outcome {
-        match &tx.payload {
-            Payload::Move {
-                script,
-                destination,
-                amount,
-            } => {
-                if script[..] != self.transfer_script[..] {
-                    return Outcome::Rejected(RejectReason::ScriptNotAllowed);
-                }
-                self.run(Call::Script, tx, destination, *amount)
-            }
-            Payload::MoveEntry {
-                destination,
-                amount,
-            } => self.run(Call::Entry, tx, destination, *amount),
-            Payload::Native { .. } => Outcome::Rejected(RejectReason::WrongPayload),
-        }
+        self.run(tx)
     }
 
     fn balance(&self, address: &Address) -> Option<u64> {
-        self.storage
-            .resource(&move_address(address), &self.coin_tag)
-            .and_then(decode_coin)
+        self.state.balance(&self.storage, address)
     }
 
     fn state_digest(&self) -> Digest {
-        digest_balances(
-            self.storage
-                .resources_of(&self.coin_tag)
-                .filter_map(|(address, bytes)| {
-                    Some((Address(address.into_bytes()), decode_coin(bytes)?))
-                })
-                .collect(),
-        )
+        self.state.digest(&self.storage)
+    }
+
+    fn bank_holdings(&self) -> u128 {
+        self.state.bank_holdings(&self.storage)
     }
 
     fn fees_collected(&self) -> u64 {
@@ -449,7 +410,9 @@ impl Executor for AdapterExecutor {
 mod tests {
     use super::*;
     use crate::ledger::{DropReason, Ledger};
+    use crate::transaction::Payload;
     use crate::MoveExecutor;
+    use bytes::Bytes;
     use crypto::KeyPair;
 
     const BALANCE: u64 = 10_000_000;

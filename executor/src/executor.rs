@@ -15,9 +15,18 @@ pub enum FailReason {
     Overflow,
     /// A native transaction sent to the Move executor or the other way round.
     WrongPayload,
-    /// A Move transaction whose script is not the transfer script. Executing arbitrary scripts
-    /// without gas metering would let one transaction stall the executor forever.
+    /// A Move transaction whose script is not the transfer script or its call's script.
+    /// Executing arbitrary scripts without gas metering would let one transaction stall the
+    /// executor forever.
     ScriptNotAllowed,
+    /// A workload call larger than the bare VM runs unmetered (`workload::MAX_UNMETERED_SORT`
+    /// and the like).
+    Unbounded,
+    /// SmallBank: checking (or checking and savings) below the amount.
+    InsufficientFunds,
+    /// A workload's own check failed (CpuHeavy's order, KvStore's read-back): a bug in the VM or
+    /// the store, which the audit requires never to happen.
+    InvariantViolated,
     /// The adapter's gas meter ran out: the payload's effects are discarded, the fee for all
     /// the gas is charged and the sequence number consumed.
     OutOfGas,
@@ -34,6 +43,9 @@ impl FailReason {
             FailReason::Overflow => "overflow",
             FailReason::WrongPayload => "wrong_payload",
             FailReason::ScriptNotAllowed => "script_not_allowed",
+            FailReason::Unbounded => "unbounded",
+            FailReason::InsufficientFunds => "insufficient_funds",
+            FailReason::InvariantViolated => "invariant_violated",
             FailReason::OutOfGas => "out_of_gas",
             FailReason::Vm(status) => status,
         }
@@ -121,6 +133,12 @@ pub trait Executor {
 
     /// Replaces the state with a snapshot's. On an error the state is unchanged.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), SnapshotError>;
+
+    /// Money held outside the coins (SmallBank's checking and savings), which counts in the
+    /// supply: it came out of the coins and goes back into them.
+    fn bank_holdings(&self) -> u128 {
+        0
+    }
 }
 
 /// The state digest both executors use: SHA-256 over `address || balance (u64 LE)` for every

@@ -1,5 +1,6 @@
 //! The application layer of HotMove: the transaction format, the genesis accounts, the native
-//! and Move VM executors, and the per-sender nonce ledger that sequences transactions for both.
+//! and Move VM executors, the workloads, and the per-sender nonce ledger that sequences
+//! transactions for both.
 //!
 //! Every mode that executes (`hotcrypto`, `hotmove`, `movevm`) goes through [`Ledger`]; the
 //! stages that drive it (decoding, verification, execution) live in the `node` crate, which the
@@ -11,13 +12,18 @@ mod executor;
 mod gas;
 mod genesis;
 mod ledger;
+mod move_calls;
 mod move_compile;
+mod move_genesis;
+mod move_natives;
+mod move_state;
 mod move_storage;
 mod move_vm;
 mod native;
 mod opaque;
 mod snapshot;
 mod transaction;
+mod workload;
 
 pub use adapter::{AdapterExecutor, GasParameters, FEE_ACCOUNT};
 pub use executor::{digest_balances, Executor, FailReason, Outcome, RejectReason};
@@ -33,4 +39,8 @@ pub use snapshot::SnapshotError;
 pub use transaction::{
     signed_sample_id, Address, Payload, Transaction, TxError, ADDRESS_LEN, MAX_TRANSACTION_SIZE,
     SAMPLE_PERIOD, SIGNING_DOMAIN,
+};
+pub use workload::{
+    Call, CallStyle, Load, Procedure, Workload, KV_KEYSPACE, KV_VALUE_SIZE, MAX_UNMETERED_KEYS,
+    MAX_UNMETERED_SORT, MAX_UNMETERED_VALUE_SIZE,
 };

@@ -1,34 +1,24 @@
-//! The Move executor: the `Coin` module published at genesis, one VM for the life of the
-//! executor (its loader caches the modules and, by hash, the transfer script), and a fresh
-//! session per transaction whose change set is applied to the in-memory store.
+//! The bare Move executor (`--vm=bare`): the modules published at genesis, one VM for the life of
+//! the executor (its loader caches the modules and, by hash, the scripts), and a fresh session per
+//! transaction, unmetered, whose change set is applied to the in-memory store.
 
-use crate::executor::{digest_balances, Executor, FailReason, Outcome};
+use crate::executor::{Executor, FailReason, Outcome};
 use crate::genesis::Genesis;
+use crate::move_calls::{fail_reason, MoveCalls, Refusal};
 use crate::move_compile::{CompiledMove, MoveCompileError};
+use crate::move_genesis::genesis;
+use crate::move_natives::natives;
+use crate::move_state::MoveState;
 use crate::move_storage::InMemoryStorage;
 use crate::snapshot::SnapshotError;
-use crate::transaction::{Address, Payload, Transaction};
+use crate::transaction::{Address, Transaction};
+use crate::workload::Workload;
 use bytes::Bytes;
 use crypto::Digest;
-use move_binary_format::errors::{PartialVMResult, VMError};
-use move_core_types::account_address::AccountAddress;
-use move_core_types::gas_algebra::InternalGas;
-use move_core_types::identifier::Identifier;
-use move_core_types::language_storage::{ModuleId, StructTag};
-use move_core_types::value::MoveValue;
-use move_core_types::vm_status::StatusCode;
+use move_binary_format::errors::VMError;
 use move_vm_runtime::move_vm::MoveVM;
-use move_vm_runtime::native_functions::{NativeContext, NativeFunction};
 use move_vm_types::gas::UnmeteredGasMeter;
-use move_vm_types::loaded_data::runtime_types::Type;
-use move_vm_types::natives::function::NativeResult;
-use move_vm_types::values::{SignerRef, Value};
-use std::collections::VecDeque;
-use std::sync::Arc;
 use thiserror::Error;
-
-/// The abort code of `move/Coin.move`.
-const EINSUFFICIENT_BALANCE: u64 = 1;
 
 #[derive(Debug, Error)]
 pub enum MoveError {
@@ -36,9 +26,9 @@ pub enum MoveError {
     Compile(#[from] MoveCompileError),
     #[error("cannot create the Move VM: {0}")]
     Vm(String),
-    #[error("cannot publish the Coin module: {0}")]
+    #[error("cannot publish the Move modules: {0}")]
     Publish(String),
-    #[error("cannot mint the genesis balance of {address:?}: {message}")]
+    #[error("cannot set up the genesis account {address:?}: {message}")]
     Mint { address: Address, message: String },
     #[error("invalid Move identifier: {0}")]
     Identifier(String),
@@ -47,202 +37,107 @@ pub enum MoveError {
 pub struct MoveExecutor {
     vm: MoveVM,
     storage: InMemoryStorage,
-    transfer_script: Bytes,
-    coin_tag: StructTag,
-    entry: EntryFunction,
-}
-
-/// How a Move transfer enters the VM: the transfer script, or the entry function
-/// `Coin::transfer_entry` (`--payload=entry`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Call {
-    Script,
-    Entry,
-}
-
-/// `0x1::Coin::transfer_entry`, resolved once.
-pub(crate) struct EntryFunction {
-    pub(crate) module: ModuleId,
-    pub(crate) function: Identifier,
-}
-
-impl EntryFunction {
-    pub(crate) fn transfer() -> Result<Self, MoveError> {
-        Ok(EntryFunction {
-            module: ModuleId::new(AccountAddress::ONE, identifier("Coin")?),
-            function: identifier("transfer_entry")?,
-        })
-    }
+    calls: MoveCalls,
+    state: MoveState,
 }
 
 impl MoveExecutor {
-    /// The compiled `transfer.move` that clients put in every Move transaction.
+    /// The compiled `transfer.move` that clients put in every Move transfer.
     pub fn transfer_script() -> Result<Bytes, MoveCompileError> {
         // Static bytes: cloning them touches no reference count, so the transactions a generator
         // thread builds and the executor thread drops share no cache line.
         Ok(Bytes::from_static(&CompiledMove::get()?.transfer_script))
     }
 
+    /// The executor of the transfer workload.
     pub fn from_genesis(genesis: &Genesis) -> Result<Self, MoveError> {
-        Self::new(
+        Self::from_genesis_for(genesis, Workload::Transfer)
+    }
+
+    pub fn from_genesis_for(genesis: &Genesis, workload: Workload) -> Result<Self, MoveError> {
+        Self::with_workload(
             genesis
                 .balances()
                 .map(|(address, _, balance)| (address, balance)),
+            workload,
         )
     }
 
-    /// Publishes `Coin` under `0x1` and mints every account's balance, all in one
-    /// session. Fails on a duplicate account (the second `move_to` aborts).
+    /// [`Self::with_workload`] for the transfer.
     pub fn new(accounts: impl IntoIterator<Item = (Address, u64)>) -> Result<Self, MoveError> {
-        let compiled = CompiledMove::get()?;
+        Self::with_workload(accounts, Workload::Transfer)
+    }
+
+    /// Publishes the modules under `0x1` and gives every account its coin (and the workload's
+    /// genesis state), all in one session. Fails on a duplicate account (the second `move_to`
+    /// aborts).
+    pub fn with_workload(
+        accounts: impl IntoIterator<Item = (Address, u64)>,
+        workload: Workload,
+    ) -> Result<Self, MoveError> {
         let vm = MoveVM::new(natives()?).map_err(|e| MoveError::Vm(format!("{e:?}")))?;
-        let coin_module = ModuleId::new(AccountAddress::ONE, identifier("Coin")?);
-        let coin_tag = StructTag {
-            address: AccountAddress::ONE,
-            module: identifier("Coin")?,
-            name: identifier("Coin")?,
-            type_params: vec![],
-        };
-        let mint = identifier("mint")?;
-
-        let mut storage = InMemoryStorage::new();
-        let mut session = vm.new_session(&storage);
-        session
-            .publish_module(
-                compiled.coin_module.clone(),
-                AccountAddress::ONE,
-                &mut UnmeteredGasMeter,
-            )
-            .map_err(|e| MoveError::Publish(describe(&e)))?;
-        for (address, balance) in accounts {
-            let signer = MoveValue::Signer(move_address(&address)).simple_serialize();
-            let amount = MoveValue::U64(balance).simple_serialize();
-            let (Some(signer), Some(amount)) = (signer, amount) else {
-                return Err(MoveError::Mint {
-                    address,
-                    message: "cannot serialize arguments".into(),
-                });
-            };
-            session
-                .execute_function_bypass_visibility(
-                    &coin_module,
-                    &mint,
-                    vec![],
-                    vec![signer, amount],
-                    &mut UnmeteredGasMeter,
-                )
-                .map_err(|e| MoveError::Mint {
-                    address,
-                    message: describe(&e),
-                })?;
-        }
-        let (changes, _events) = session
-            .finish()
-            .map_err(|e| MoveError::Publish(describe(&e)))?;
-        storage.apply(changes);
-
+        let storage = genesis(&vm, workload, |genesis| {
+            genesis.publish(&[])?;
+            for (address, balance) in accounts {
+                genesis.open_account(address, balance)?;
+            }
+            Ok(())
+        })?;
         Ok(MoveExecutor {
             vm,
             storage,
-            transfer_script: Bytes::from_static(&compiled.transfer_script),
-            coin_tag,
-            entry: EntryFunction::transfer()?,
+            calls: MoveCalls::new()?,
+            state: MoveState::new()?,
         })
     }
 
-    /// The transfer script this executor accepts (a cheap reference-counted copy).
+    /// The transfer script this executor accepts.
     pub fn script(&self) -> Bytes {
-        self.transfer_script.clone()
+        Bytes::from_static(self.calls.transfer_script())
     }
 
     pub fn storage(&self) -> &InMemoryStorage {
         &self.storage
     }
 
-    fn transfer(
-        &mut self,
-        call: Call,
-        sender: &Address,
-        destination: &Address,
-        amount: u64,
-    ) -> Outcome {
-        // The arguments in the layout the VM deserializes: a signer and an address are their
-        // raw bytes, a u64 is little endian (a test pins this to `MoveValue` serialization).
-        let amount = amount.to_le_bytes();
-        let args: Vec<&[u8]> = vec![&sender.0, &destination.0, &amount];
-        let mut session = self.vm.new_session(&self.storage);
-        let result = match call {
-            Call::Script => session.execute_script(
-                &self.transfer_script[..],
-                vec![],
-                args,
-                &mut UnmeteredGasMeter,
-            ),
-            Call::Entry => session.execute_entry_function(
-                &self.entry.module,
-                &self.entry.function,
-                vec![],
-                args,
-                &mut UnmeteredGasMeter,
-            ),
+    /// `(checking, savings)` of `address`'s SmallBank account (`--workload=smallbank`).
+    pub fn bank_account(&self, address: &Address) -> Option<(u64, u64)> {
+        self.state.bank_account(&self.storage, address)
+    }
+
+    fn fail_reason(&self, error: &VMError, sender: &Address) -> FailReason {
+        fail_reason(error, self.balance(sender).is_some())
+    }
+}
+
+impl Executor for MoveExecutor {
+    fn execute(&mut self, tx: &Transaction) -> Outcome {
+        let invocation = match self.calls.resolve(&tx.payload, &tx.sender) {
+            Ok(invocation) => invocation,
+            Err(Refusal::WrongPayload) => return Outcome::Failed(FailReason::WrongPayload),
+            Err(Refusal::ScriptNotAllowed) => return Outcome::Failed(FailReason::ScriptNotAllowed),
         };
-        if let Err(error) = result {
-            return Outcome::Failed(self.fail_reason(&error, sender));
+        if invocation
+            .call
+            .is_some_and(|call| !call.within_unmetered_bounds())
+        {
+            return Outcome::Failed(FailReason::Unbounded);
+        }
+        let mut session = self.vm.new_session(&self.storage);
+        if let Err(error) = invocation.run(&mut session, &mut UnmeteredGasMeter) {
+            return Outcome::Failed(self.fail_reason(&error, &tx.sender));
         }
         match session.finish() {
             Ok((changes, _events)) => {
                 self.storage.apply(changes);
                 Outcome::Executed
             }
-            Err(error) => Outcome::Failed(self.fail_reason(&error, sender)),
-        }
-    }
-
-    fn fail_reason(&self, error: &VMError, sender: &Address) -> FailReason {
-        transfer_fail_reason(error, self.balance(sender).is_some())
-    }
-}
-
-/// Why the transfer script failed, from the VM's error (both VMs run the same script).
-pub(crate) fn transfer_fail_reason(error: &VMError, sender_has_coin: bool) -> FailReason {
-    match (error.major_status(), error.sub_status()) {
-        (StatusCode::ABORTED, Some(EINSUFFICIENT_BALANCE)) => FailReason::InsufficientBalance,
-        // `transfer` borrows the sender's coin first: if that one exists, the destination's
-        // is the one missing.
-        (StatusCode::MISSING_DATA, _) if !sender_has_coin => FailReason::UnknownSender,
-        (StatusCode::MISSING_DATA, _) => FailReason::UnknownDestination,
-        (StatusCode::ARITHMETIC_ERROR, _) => FailReason::Overflow,
-        (StatusCode::OUT_OF_GAS, _) => FailReason::OutOfGas,
-        (status, Some(code)) => FailReason::Vm(format!("{status:?}({code})")),
-        (status, None) => FailReason::Vm(format!("{status:?}")),
-    }
-}
-
-impl Executor for MoveExecutor {
-    fn execute(&mut self, tx: &Transaction) -> Outcome {
-        match &tx.payload {
-            Payload::Move {
-                script,
-                destination,
-                amount,
-            } => {
-                if script[..] != self.transfer_script[..] {
-                    return Outcome::Failed(FailReason::ScriptNotAllowed);
-                }
-                self.transfer(Call::Script, &tx.sender, destination, *amount)
-            }
-            Payload::MoveEntry {
-                destination,
-                amount,
-            } => self.transfer(Call::Entry, &tx.sender, destination, *amount),
-            Payload::Native { .. } => Outcome::Failed(FailReason::WrongPayload),
+            Err(error) => Outcome::Failed(self.fail_reason(&error, &tx.sender)),
         }
     }
 
     fn balance(&self, address: &Address) -> Option<u64> {
-        self.storage
-            .resource(&move_address(address), &self.coin_tag)
-            .and_then(decode_coin)
+        self.state.balance(&self.storage, address)
     }
 
     fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
@@ -254,24 +149,12 @@ impl Executor for MoveExecutor {
     }
 
     fn state_digest(&self) -> Digest {
-        digest_balances(
-            self.storage
-                .resources_of(&self.coin_tag)
-                .filter_map(|(address, bytes)| {
-                    Some((Address(address.into_bytes()), decode_coin(bytes)?))
-                })
-                .collect(),
-        )
+        self.state.digest(&self.storage)
     }
-}
 
-pub(crate) fn move_address(address: &Address) -> AccountAddress {
-    AccountAddress::new(address.0)
-}
-
-/// A `Coin { value: u64 }` resource is its one field, BCS-encoded: 8 bytes little endian.
-pub(crate) fn decode_coin(bytes: &[u8]) -> Option<u64> {
-    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    fn bank_holdings(&self) -> u128 {
+        self.state.bank_holdings(&self.storage)
+    }
 }
 
 /// Start-up errors are rare and fatal: give everything the VM says.
@@ -279,39 +162,10 @@ pub(crate) fn describe(error: &VMError) -> String {
     format!("{error:?}")
 }
 
-pub(crate) type NativeEntry = (AccountAddress, Identifier, Identifier, NativeFunction);
-
-/// The native of `0x1::Coin`: `borrow_address(&signer): &address`.
-pub(crate) fn natives() -> Result<Vec<NativeEntry>, MoveError> {
-    let borrow_address: NativeFunction = Arc::new(native_borrow_address);
-    Ok(vec![(
-        AccountAddress::ONE,
-        identifier("Coin")?,
-        identifier("borrow_address")?,
-        borrow_address,
-    )])
-}
-
-pub(crate) fn identifier(name: &str) -> Result<Identifier, MoveError> {
-    Identifier::new(name).map_err(|e| MoveError::Identifier(e.to_string()))
-}
-
-fn native_borrow_address(
-    _context: &mut NativeContext,
-    _type_args: Vec<Type>,
-    mut args: VecDeque<Value>,
-) -> PartialVMResult<NativeResult> {
-    let signer = move_vm_types::pop_arg!(args, SignerRef);
-    Ok(NativeResult::ok(
-        InternalGas::new(0),
-        vec![signer.borrow_signer()?].into(),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transaction::ADDRESS_LEN;
+    use crate::transaction::{Payload, ADDRESS_LEN};
     use crypto::KeyPair;
 
     fn account(seed: u64) -> (KeyPair, Address) {
@@ -334,9 +188,11 @@ mod tests {
 
     #[test]
     fn raw_arguments_match_move_value_serialization() {
+        use move_core_types::account_address::AccountAddress;
+        use move_core_types::value::MoveValue;
         let address = Address([3; ADDRESS_LEN]);
-        let signer = MoveValue::Signer(move_address(&address)).simple_serialize();
-        let target = MoveValue::Address(move_address(&address)).simple_serialize();
+        let signer = MoveValue::Signer(AccountAddress::new(address.0)).simple_serialize();
+        let target = MoveValue::Address(AccountAddress::new(address.0)).simple_serialize();
         let amount = MoveValue::U64(0x0102_0304_0506_0708).simple_serialize();
         assert_eq!(signer.as_deref(), Some(&address.0[..]));
         assert_eq!(target.as_deref(), Some(&address.0[..]));

@@ -76,9 +76,10 @@ impl Executor for NativeExecutor {
                 destination,
                 amount,
             } => self.transfer(tx.sender, *destination, *amount),
-            Payload::Move { .. } | Payload::MoveEntry { .. } => {
-                Outcome::Failed(FailReason::WrongPayload)
-            }
+            Payload::Move { .. }
+            | Payload::MoveEntry { .. }
+            | Payload::WorkloadScript { .. }
+            | Payload::WorkloadEntry { .. } => Outcome::Failed(FailReason::WrongPayload),
         }
     }
 

@@ -5,13 +5,16 @@
 //! `sender[16] public_key[32] nonce:u64 payload signature[64]` where `payload` is a `u32` variant
 //! tag followed by `destination[16] amount:u64` (native, tag 0) or
 //! `script_len:u64 script destination[16] amount:u64` (Move, tag 1) or `destination[16]
-//! amount:u64` (Move entry function, tag 2). A native transfer is 148 bytes, and so is an entry
-//! function call; a Move script transfer adds the length prefix and the compiled script.
+//! amount:u64` (Move entry function, tag 2); a workload's call is `script_len:u64 script call`
+//! (tag 3) or `call` (tag 4), where `call` is a `u32` tag and its arguments (see `codec.rs`). A
+//! native transfer is 148 bytes, and so is an entry function call; a Move script transfer adds
+//! the length prefix and the compiled script.
 //!
 //! The signature covers [`SIGNING_DOMAIN`] followed by every other field in the same layout, so
 //! the signed message is the domain tag plus the encoding minus its last 64 bytes.
 
 use crate::codec;
+use crate::workload::Call;
 use bytes::Bytes;
 use crypto::{CryptoError, Digest, KeyPair, PublicKey, Signature};
 use move_core_types::account_address::AccountAddress;
@@ -91,24 +94,15 @@ pub enum Payload {
         destination: Address,
         amount: u64,
     },
-}
-
-impl Payload {
-    pub fn destination(&self) -> Address {
-        match self {
-            Payload::Native { destination, .. }
-            | Payload::Move { destination, .. }
-            | Payload::MoveEntry { destination, .. } => *destination,
-        }
-    }
-
-    pub fn amount(&self) -> u64 {
-        match self {
-            Payload::Native { amount, .. }
-            | Payload::Move { amount, .. }
-            | Payload::MoveEntry { amount, .. } => *amount,
-        }
-    }
+    /// A workload's call (`--workload`) through its script, which the transaction carries.
+    WorkloadScript {
+        script: Bytes,
+        call: Call,
+    },
+    /// A workload's call through its entry function.
+    WorkloadEntry {
+        call: Call,
+    },
 }
 
 impl fmt::Debug for Payload {
@@ -131,6 +125,10 @@ impl fmt::Debug for Payload {
                 destination,
                 amount,
             } => write!(f, "MoveEntry({amount} -> {destination})"),
+            Payload::WorkloadScript { script, call } => {
+                write!(f, "WorkloadScript({call:?}, script {} bytes)", script.len())
+            }
+            Payload::WorkloadEntry { call } => write!(f, "WorkloadEntry({call:?})"),
         }
     }
 }
@@ -247,8 +245,9 @@ const NONCE_OFFSET: usize = ADDRESS_LEN + 32;
 /// without decoding it (the mempool peeks at every transaction it seals, and must not decode).
 /// `None` for a transaction that is not a sample or too short to be one.
 pub fn signed_sample_id(tx: &[u8]) -> Option<String> {
-    // Shorter than the smallest transaction (a native transfer): not a transaction at all.
-    if tx.len() < NONCE_OFFSET + 8 + 4 + ADDRESS_LEN + 8 + crate::codec::SIGNATURE_LEN {
+    // Shorter than the smallest transaction (a call without arguments: two tags): not a
+    // transaction at all.
+    if tx.len() < NONCE_OFFSET + 8 + 4 + 4 + crate::codec::SIGNATURE_LEN {
         return None;
     }
     let sender = Address(tx.get(..ADDRESS_LEN)?.try_into().ok()?);

@@ -192,19 +192,23 @@ impl<E: Executor> Stage for ExecutorStage<E> {
                 counts: failed_by_reason,
             },
         );
-        // The money in the system: every account's balance plus the fees the adapter collected
-        // (zero under the bare VM), which no transaction may change.
+        // The money in the system: every account's balance, plus the fees the adapter collected
+        // (zero under the bare VM), plus what SmallBank accounts hold (zero under the other
+        // workloads), which no transaction may change.
         let fees = self.ledger.executor().fees_collected();
+        let bank = self.ledger.executor().bank_holdings();
         let supply: u128 = self
             .accounts
             .iter()
             .filter_map(|a| self.ledger.balance(a))
             .map(u128::from)
             .sum::<u128>()
-            + u128::from(fees);
+            + u128::from(fees)
+            + bank;
         // Text: a u128 does not fit a JSON number the harness could read exactly.
         metrics.set("total_supply", Value::Text(supply.to_string()));
         metrics.set("fees_collected", Value::Text(fees.to_string()));
+        metrics.set("bank_holdings", Value::Text(bank.to_string()));
         metrics.set(
             "gas_used",
             Value::Counter(self.ledger.executor().gas_used() as f64),

@@ -13,14 +13,13 @@ use crate::metrics::{ChannelSource, Registry, SampleEvent, SampleLog};
 use crate::stage::{spawn_stage, StageMetrics};
 use crate::verifier::{Signatures, VerifierStage};
 use anyhow::{Context, Result};
-use bytes::Bytes;
 use clap::ValueEnum;
 use consensus::metered::{self, MeteredReceiver};
 use consensus::CommittedBatch;
 use crypto::ParallelVerifier;
 use executor::{
-    opaque_sample_id, signed_sample_id, AdapterExecutor, Address, GasParameters, Genesis,
-    MoveExecutor, NativeExecutor, Payload,
+    opaque_sample_id, signed_sample_id, AdapterExecutor, CallStyle, GasParameters, Genesis,
+    MoveExecutor, NativeExecutor, Workload,
 };
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -62,9 +61,9 @@ impl Vm {
     }
 }
 
-/// How a Move transfer enters the VM (`--payload`): the compiled transfer script every
-/// transaction carries (the VM hashes it on every call to find it in its cache), or a call of
-/// the entry function `Coin::transfer_entry`, as chains call entry functions today.
+/// How a Move call enters the VM (`--payload`): the compiled script every transaction carries
+/// (the VM hashes it on every call to find it in its cache), or a call of the entry function
+/// (`Coin::transfer_entry`, a workload's function), as chains call entry functions today.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum PayloadKind {
     #[default]
@@ -80,18 +79,10 @@ impl PayloadKind {
         }
     }
 
-    /// A transfer of `amount` to `destination` of this kind; `script` is the transfer script.
-    pub fn transfer(&self, script: &Bytes, destination: Address, amount: u64) -> Payload {
+    pub fn style(&self) -> CallStyle {
         match self {
-            PayloadKind::Script => Payload::Move {
-                script: script.clone(),
-                destination,
-                amount,
-            },
-            PayloadKind::Entry => Payload::MoveEntry {
-                destination,
-                amount,
-            },
+            PayloadKind::Script => CallStyle::Script,
+            PayloadKind::Entry => CallStyle::Entry,
         }
     }
 }
@@ -166,6 +157,8 @@ pub struct StageSettings {
     pub vm: Vm,
     /// State sync, for the last stage (a node; none in standalone `movevm`).
     pub checkpointing: Option<Checkpointing>,
+    /// The workload whose genesis state the Move executor starts from (`--workload`).
+    pub workload: Workload,
 }
 
 impl Pipeline {
@@ -219,11 +212,13 @@ impl Pipeline {
         let samples = settings.samples;
         let delay = settings.executor_delay;
         let checkpointing = settings.checkpointing;
+        let workload = settings.workload;
         let checker_samples = if settings.hops { samples.clone() } else { None };
         let executor = match (execution, settings.vm) {
             (Execution::Move, Vm::Adapter) => spawn_stage(
                 move || {
-                    let vm = AdapterExecutor::from_genesis(&genesis, GasParameters::default())
+                    let gas = GasParameters::default();
+                    let vm = AdapterExecutor::from_genesis_for(&genesis, gas, workload)
                         .context("starting the Move adapter")?;
                     Ok(ExecutorStage::new(vm, &genesis, backlog, samples)
                         .with_delay(delay)
@@ -235,7 +230,7 @@ impl Pipeline {
             ),
             (Execution::Move, Vm::Bare) => spawn_stage(
                 move || {
-                    let vm = MoveExecutor::from_genesis(&genesis)
+                    let vm = MoveExecutor::from_genesis_for(&genesis, workload)
                         .context("starting the Move executor")?;
                     Ok(ExecutorStage::new(vm, &genesis, backlog, samples)
                         .with_delay(delay)

@@ -7,7 +7,7 @@ use crate::metrics::cpu::CONSENSUS_THREADS;
 use crate::metrics::{
     serve_prometheus, ConsensusSource, ProcessSource, Registry, SampleEvent, SampleLog,
 };
-use crate::pipeline::{Mode, StageSettings, Vm};
+use crate::pipeline::{Execution, Mode, StageSettings, Vm};
 use crate::profile::Profiler;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -16,7 +16,7 @@ use consensus::mempool::{Mempool, MempoolMetrics, SampleHooks};
 use consensus::network::{EmulationSpec, NetEmulation};
 use consensus::{metered, Committee, Consensus, MempoolLink, Parameters, StateSyncLink, Store};
 use crypto::KeyPair;
-use executor::Genesis;
+use executor::{Genesis, Workload};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,6 +48,11 @@ pub struct RunArgs {
     /// What runs Move transactions (`hotmove`): the bare VM or the VM behind Diem's adapter.
     #[arg(long, value_enum, default_value_t = Vm::Bare)]
     pub vm: Vm,
+    /// The workload the clients send (`hotmove`): transfer, donothing, cpuheavy, kvstore or
+    /// smallbank. The node publishes every workload's module; it needs the workload for its
+    /// genesis state (smallbank opens every account's bank).
+    #[arg(long, default_value_t = Workload::Transfer)]
+    pub workload: Workload,
     /// Signature-verifier threads (default: all cores).
     #[arg(long)]
     pub verifier_threads: Option<usize>,
@@ -107,6 +112,13 @@ impl NodeConfig {
         };
         if committee.authority(&keys.name).is_none() {
             anyhow::bail!("key {} is not in the committee", keys.name.to_hex());
+        }
+        if args.workload != Workload::Transfer && pipeline.execution != Some(Execution::Move) {
+            anyhow::bail!(
+                "--workload {} needs the Move VM: --mode {} has none",
+                args.workload,
+                args.mode.as_str()
+            );
         }
         let genesis = match (pipeline.execution, &args.genesis) {
             (None, _) => None,
@@ -236,6 +248,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 executor_delay: Duration::from_micros(args.executor_delay_us),
                 vm: args.vm,
                 checkpointing: Some(checkpointing),
+                workload: args.workload,
             },
             &mut registry,
         )
@@ -247,10 +260,11 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         serve_prometheus(address, registry.clone())?;
     }
     info!(
-        "node {} running in {} mode ({} VM)",
+        "node {} running in {} mode ({} VM, {} workload)",
         name,
         args.mode.as_str(),
-        args.vm.as_str()
+        args.vm.as_str(),
+        args.workload
     );
 
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;

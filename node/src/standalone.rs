@@ -1,5 +1,5 @@
 //! Standalone `movevm`: the Move VM with no consensus, network or signatures in the way. A
-//! generator thread encodes Move transfers into batches, as a mempool would deliver them, and
+//! generator thread encodes the workload's Move transactions into batches, as a mempool would deliver them, and
 //! feeds the pipeline of [`Mode::Movevm`]: the node's verifier stage with signature checks off
 //! (so every transaction is decoded, as in a node) and the node's executor stage. The generator
 //! blocked on a full channel means the stages behind it are saturated.
@@ -9,12 +9,11 @@ use crate::pipeline::{Mode, PayloadKind, StageSettings, Vm};
 use crate::profile::Profiler;
 use crate::stage::StageMetrics;
 use anyhow::{Context, Result};
-use bytes::Bytes;
 use consensus::mempool::batch::{now_ms, BatchBuilder};
 use consensus::metered::{self, MeteredSender};
 use consensus::CommittedBatch;
 use crypto::PublicKey;
-use executor::{Address, Genesis, MoveExecutor, Transaction};
+use executor::{Address, Genesis, Load, Transaction, Workload};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Every account starts with this much; transfers of 1 go round the ring of accounts, so no
-/// balance ever runs out.
+/// balance ever runs out (and SmallBank's amounts are as small).
 const BALANCE: u64 = 1_000_000_000;
 const GENESIS_SEED: u64 = 0;
 /// Transactions arrive in nonce order here, so the backlog stays empty; any bound will do.
@@ -45,8 +44,11 @@ pub struct StandaloneSettings {
     pub profile: Option<PathBuf>,
     /// What runs the Move transactions.
     pub vm: Vm,
-    /// How the transfers enter the VM.
+    /// How the calls enter the VM.
     pub payload: PayloadKind,
+    pub workload: Workload,
+    /// `--workload-arg` (`None`: the workload's default).
+    pub workload_arg: Option<u64>,
 }
 
 /// Runs until the duration is over or `stop` is set, printing a METRICS line every second and
@@ -61,8 +63,13 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
         .map(Profiler::start)
         .transpose()?;
     let genesis = Genesis::generate(settings.accounts, BALANCE, GENESIS_SEED);
-    let script = MoveExecutor::transfer_script().context("compiling the transfer script")?;
-    let generator = Generator::new(&genesis, script, settings.payload);
+    let load = Load::new(
+        settings.workload,
+        settings.workload_arg,
+        settings.payload.style(),
+    )
+    .context("compiling the workload's Move code")?;
+    let generator = Generator::new(&genesis, load);
     let capacity = settings.channel_capacity.div_ceil(BATCH).max(1);
 
     let mut registry = Registry::new("movevm", "movevm", Mode::Movevm.as_str());
@@ -84,6 +91,7 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
                 executor_delay: Duration::ZERO,
                 vm: settings.vm,
                 checkpointing: None,
+                workload: settings.workload,
             },
             &mut registry,
         )
@@ -143,18 +151,18 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
     Ok(registry)
 }
 
-/// Account `i` sends 1 to account `i + 1` (mod n), round after round, with sequential nonces.
-/// Transactions are unsigned: this mode measures the Move executor, not ed25519.
+/// Account `i` sends its workload's call (a transfer: 1 to account `i + 1` mod n) round after
+/// round, with sequential nonces. Transactions are unsigned: this mode measures the Move
+/// executor, not ed25519.
 struct Generator {
     senders: Vec<(PublicKey, Address)>,
     nonces: Vec<u64>,
-    script: Bytes,
-    payload: PayloadKind,
+    load: Load,
     next: usize,
 }
 
 impl Generator {
-    fn new(genesis: &Genesis, script: Bytes, payload: PayloadKind) -> Self {
+    fn new(genesis: &Genesis, load: Load) -> Self {
         let senders: Vec<(PublicKey, Address)> = genesis
             .accounts
             .iter()
@@ -163,8 +171,7 @@ impl Generator {
         Generator {
             nonces: vec![0; senders.len()],
             senders,
-            script,
-            payload,
+            load,
             next: 0,
         }
     }
@@ -175,11 +182,10 @@ impl Generator {
         for _ in 0..BATCH {
             let from = self.next;
             let to = (from + 1) % self.senders.len();
-            let tx = Transaction::unsigned(
-                self.senders[from].0,
-                self.nonces[from],
-                self.payload.transfer(&self.script, self.senders[to].1, 1),
-            );
+            let (key, sender) = self.senders[from];
+            let nonce = self.nonces[from];
+            let payload = self.load.payload(&sender, self.senders[to].1, nonce);
+            let tx = Transaction::unsigned(key, nonce, payload);
             encoded.clear();
             encoded.extend_from_slice(&tx.encode());
             builder.push(&encoded);
@@ -218,6 +224,7 @@ impl Generator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use serde_json::Value as Json;
 
     fn stage(line: &Json, name: &str, field: &str) -> u64 {
@@ -235,12 +242,40 @@ mod tests {
     fn every_generated_transaction_is_decoded_then_executed() {
         for vm in [Vm::Bare, Vm::Adapter] {
             for payload in [PayloadKind::Script, PayloadKind::Entry] {
-                every_generated_transaction_is_decoded_then_executed_by(vm, payload);
+                every_generated_transaction_is_decoded_then_executed_by(
+                    vm,
+                    payload,
+                    Workload::Transfer,
+                );
             }
         }
     }
 
-    fn every_generated_transaction_is_decoded_then_executed_by(vm: Vm, payload: PayloadKind) {
+    /// Every workload but SmallBank executes every transaction; SmallBank's procedures may
+    /// abort (a payment beyond checking), and those count as failed, never as lost.
+    #[test]
+    fn every_workload_runs_under_both_vms() {
+        for workload in Workload::ALL {
+            for vm in [Vm::Bare, Vm::Adapter] {
+                every_generated_transaction_is_decoded_then_executed_by(
+                    vm,
+                    PayloadKind::Entry,
+                    workload,
+                );
+            }
+        }
+        every_generated_transaction_is_decoded_then_executed_by(
+            Vm::Adapter,
+            PayloadKind::Script,
+            Workload::SmallBank,
+        );
+    }
+
+    fn every_generated_transaction_is_decoded_then_executed_by(
+        vm: Vm,
+        payload: PayloadKind,
+        workload: Workload,
+    ) {
         let stop = AtomicBool::new(false);
         let registry = run_movevm(
             StandaloneSettings {
@@ -251,6 +286,8 @@ mod tests {
                 profile: None,
                 vm,
                 payload,
+                workload,
+                workload_arg: None,
             },
             &stop,
         )
@@ -268,8 +305,20 @@ mod tests {
         assert_eq!(stage(&line, "decoder", "items"), generated);
         assert_eq!(stage(&line, "decoder", "invalid"), 0);
         assert_eq!(stage(&line, "executor", "items"), generated);
-        assert_eq!(stage(&line, "executor", "executed"), generated);
-        assert_eq!(stage(&line, "executor", "failed"), 0);
+        let (executed, failed) = (
+            stage(&line, "executor", "executed"),
+            stage(&line, "executor", "failed"),
+        );
+        assert_eq!(executed + failed, generated, "{line}");
+        let failures = &line["stages"]["executor"]["failed_by_reason"];
+        if workload == Workload::SmallBank {
+            // Only payments and checks beyond what the bank holds may fail.
+            let expected = failures["insufficient_funds"].as_u64().unwrap_or(0);
+            assert_eq!(failed, expected, "{line}");
+            assert!(executed > failed, "{line}");
+        } else {
+            assert_eq!(failed, 0, "{workload}: {line}");
+        }
         assert_eq!(stage(&line, "executor", "state_executed"), generated);
         assert_eq!(
             line["channels"]["generator->decoder"]["sent"],
@@ -287,9 +336,14 @@ mod tests {
         let gas = line["stages"]["executor"]["gas_used"].as_u64().unwrap_or(0);
         match vm {
             Vm::Bare => assert_eq!((fees, gas), (0, 0), "{line}"),
-            // Every transfer pays for its gas at the default price of one coin per unit.
+            // Every transaction pays for its gas at the default price of one coin per unit.
             Vm::Adapter => assert!(fees == gas && fees >= generated, "{line}"),
         }
+        let bank: u128 = line["stages"]["executor"]["bank_holdings"]
+            .as_str()
+            .and_then(|b| b.parse().ok())
+            .unwrap_or_else(|| panic!("no bank_holdings in {line}"));
+        assert_eq!(bank > 0, workload == Workload::SmallBank, "{line}");
     }
 
     #[test]
@@ -297,8 +351,8 @@ mod tests {
         // A batch as the generator makes it, with one transaction cut short: only decoding can
         // tell, and the executor must never see it.
         let genesis = Genesis::generate(4, BALANCE, GENESIS_SEED);
-        let script = MoveExecutor::transfer_script().expect("script");
-        let mut generator = Generator::new(&genesis, script, PayloadKind::Script);
+        let load = Load::new(Workload::Transfer, None, PayloadKind::Script.style()).expect("load");
+        let mut generator = Generator::new(&genesis, load);
         let mut builder = BatchBuilder::with_capacity(BATCH * 256);
         let good = generator.batch(&mut builder);
         let mut txs: Vec<Bytes> = good.batch.transactions().collect();
@@ -331,6 +385,7 @@ mod tests {
                     executor_delay: Duration::ZERO,
                     vm: Vm::Bare,
                     checkpointing: None,
+                    workload: Workload::Transfer,
                 },
                 &mut registry,
             )

@@ -609,6 +609,143 @@ fn hotmove_nodes_agree_on_state_and_drop_forgeries() {
     crypto_mode_run("hotmove", 0);
 }
 
+/// 4 `hotmove` nodes running `workload` under `vm`, 4 clients sending its calls as `payload`:
+/// every node executes every transaction (SmallBank's may fail for want of funds, and only for
+/// that), ends with the same state digest, and keeps the supply (coins, bank holdings and fees).
+fn workload_run(workload: &str, vm: &str, payload: &str) {
+    const ACCOUNTS: u64 = 200;
+    const BALANCE: u64 = 1_000_000_000;
+    let dir = temp_dir(&format!("{workload}-{vm}-{payload}-e2e"));
+    let committee = write_committee(&dir, 4);
+    let genesis = dir.join("genesis.json");
+    let status = Command::new(node_bin())
+        .args(["genesis", "--accounts", &ACCOUNTS.to_string()])
+        .args(["--balance", &BALANCE.to_string(), "--filename"])
+        .arg(&genesis)
+        .status()
+        .expect("node genesis");
+    assert!(status.success());
+    let genesis = genesis.to_string_lossy().into_owned();
+    let mut nodes = spawn_nodes(
+        &committee,
+        "hotmove",
+        &[
+            "--genesis",
+            &genesis,
+            "--verifier-threads",
+            "1",
+            "--vm",
+            vm,
+            "--workload",
+            workload,
+        ],
+    );
+    let mut clients = spawn_clients(
+        &committee,
+        "hotmove",
+        &[
+            "--rate",
+            "200",
+            "--genesis",
+            &genesis,
+            "--workload",
+            workload,
+            "--payload",
+            payload,
+        ],
+    );
+    wait_for_clients(&mut clients);
+    let sent: u64 = (0..4)
+        .map(|i| {
+            let last = last_metrics(&dir.join(format!("client-{i}.log"))).expect("client metrics");
+            last["sent"].as_u64().expect("sent")
+        })
+        .sum();
+    assert!(sent >= 4 * 200 * 3, "sent {sent}");
+    let executor = |i: usize| {
+        last_metrics(&dir.join(format!("node-{i}.log"))).map(|l| l["stages"]["executor"].clone())
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(0..4).all(|i| executor(i).is_some_and(|e| e["state_executed"] == sent)) {
+        assert!(
+            Instant::now() < deadline,
+            "{workload}: nodes did not run all {sent} transactions: {:?}",
+            (0..4)
+                .map(|i| executor(i).map(|e| e["state_executed"].clone()))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for node in &mut nodes.0 {
+        assert!(terminate(node), "a node did not exit cleanly on SIGTERM");
+    }
+    let mut digests = Vec::new();
+    for i in 0..4 {
+        let last = last_metrics(&dir.join(format!("node-{i}.log"))).expect("node metrics");
+        assert_eq!(last["final"], true);
+        let executor = &last["stages"]["executor"];
+        let (executed, failed) = (
+            executor["executed"].as_u64().expect("executed"),
+            executor["failed"].as_u64().expect("failed"),
+        );
+        assert_eq!(executed + failed, sent, "node {i}: {executor}");
+        assert_eq!(executor["dropped"], 0, "node {i}: {executor}");
+        let short = executor["failed_by_reason"]["insufficient_funds"]
+            .as_u64()
+            .unwrap_or(0);
+        match workload {
+            "smallbank" => assert!(failed == short && executed > failed, "node {i}: {executor}"),
+            _ => assert_eq!(failed, 0, "node {i}: {executor}"),
+        }
+        assert_eq!(
+            executor["total_supply"],
+            (ACCOUNTS * BALANCE).to_string(),
+            "node {i}: the workload conserves the money"
+        );
+        let bank: u128 = executor["bank_holdings"]
+            .as_str()
+            .and_then(|b| b.parse().ok())
+            .expect("bank_holdings");
+        assert_eq!(bank > 0, workload == "smallbank", "node {i}: {executor}");
+        let fees: u64 = executor["fees_collected"]
+            .as_str()
+            .and_then(|f| f.parse().ok())
+            .expect("fees_collected");
+        assert_eq!(fees > 0, vm == "adapter", "node {i}: {executor}");
+        digests.push(
+            executor["state_digest"]
+                .as_str()
+                .expect("digest")
+                .to_string(),
+        );
+    }
+    assert!(
+        digests.iter().all(|d| *d == digests[0]),
+        "{workload}: state digests differ: {digests:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn hotmove_donothing_nodes_agree() {
+    workload_run("donothing", "adapter", "script");
+}
+
+#[test]
+fn hotmove_cpuheavy_nodes_agree() {
+    workload_run("cpuheavy", "bare", "entry");
+}
+
+#[test]
+fn hotmove_kvstore_nodes_agree() {
+    workload_run("kvstore", "adapter", "entry");
+}
+
+#[test]
+fn hotmove_smallbank_nodes_agree() {
+    workload_run("smallbank", "adapter", "script");
+}
+
 #[test]
 fn bad_files_give_one_clear_error_and_a_nonzero_exit() {
     let dir = temp_dir("bad-files");
