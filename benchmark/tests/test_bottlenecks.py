@@ -82,7 +82,7 @@ def test_tiny_batches_make_ordering_the_limit(release_binaries: Path, tmp_path: 
         "--mode=hotstuff",
         "--tx-size=512",
         "--batch-size=1024",
-        "--rate=50000",
+        "--rate=150000",
     )
     assert _verdict(result)[0] == "consensus", result["bottleneck"]
 
