@@ -257,16 +257,7 @@ fn byzantine_member_cannot_stall_or_split_three_honest_nodes() {
         .iter()
         .map(|k| TestNode::spawn(k.clone(), committee.clone(), test_parameters()))
         .collect();
-    let _loads: Vec<_> = honest
-        .iter()
-        .map(|k| {
-            let target = committee
-                .authority(&k.name)
-                .expect("member")
-                .transactions_address;
-            Load::start(target, 1_000, 200)
-        })
-        .collect();
+    let _loads = Load::on_members(&committee, honest, 1_000);
     let attacks = &standin.attacks;
     wait_until(
         "every attack to reach the honest nodes",

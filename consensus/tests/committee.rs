@@ -22,16 +22,7 @@ fn four_nodes_commit_the_same_sequence() {
         .iter()
         .map(|k| TestNode::spawn(k.clone(), committee.clone(), test_parameters()))
         .collect();
-    let mut loads: Vec<_> = keys
-        .iter()
-        .map(|k| {
-            let target = committee
-                .authority(&k.name)
-                .expect("member")
-                .transactions_address;
-            Load::start(target, 2_000, 200)
-        })
-        .collect();
+    let mut loads = Load::on_members(&committee, &keys, 2_000);
     wait_until(
         "every node to commit 40 batches",
         Duration::from_secs(60),
@@ -67,16 +58,7 @@ fn three_of_four_keep_committing_when_one_never_starts() {
         .iter()
         .map(|k| TestNode::spawn(k.clone(), committee.clone(), test_parameters()))
         .collect();
-    let mut loads: Vec<_> = keys[..3]
-        .iter()
-        .map(|k| {
-            let target = committee
-                .authority(&k.name)
-                .expect("member")
-                .transactions_address;
-            Load::start(target, 1_000, 200)
-        })
-        .collect();
+    let mut loads = Load::on_members(&committee, &keys[..3], 1_000);
     wait_until(
         "three nodes to commit 20 batches",
         Duration::from_secs(90),
@@ -111,16 +93,7 @@ fn commits_resume_after_the_leader_is_killed() {
         .iter()
         .map(|k| TestNode::spawn(k.clone(), committee.clone(), test_parameters()))
         .collect();
-    let _loads: Vec<_> = keys
-        .iter()
-        .map(|k| {
-            let target = committee
-                .authority(&k.name)
-                .expect("member")
-                .transactions_address;
-            Load::start(target, 1_000, 200)
-        })
-        .collect();
+    let _loads = Load::on_members(&committee, &keys, 1_000);
     wait_until("first commits", Duration::from_secs(60), || {
         nodes.iter().all(|n| n.committed_count() >= 10)
     });
@@ -197,16 +170,7 @@ fn garbage_and_oversized_frames_leave_nodes_running() {
         .iter()
         .map(|k| TestNode::spawn(k.clone(), committee.clone(), parameters.clone()))
         .collect();
-    let _loads: Vec<_> = keys
-        .iter()
-        .map(|k| {
-            let target = committee
-                .authority(&k.name)
-                .expect("member")
-                .transactions_address;
-            Load::start(target, 1_000, 200)
-        })
-        .collect();
+    let _loads = Load::on_members(&committee, &keys, 1_000);
     wait_until("first commits", Duration::from_secs(60), || {
         nodes.iter().all(|n| n.committed_count() >= 5)
     });

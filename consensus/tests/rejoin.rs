@@ -32,16 +32,7 @@ fn commits_resume_after_more_than_f_nodes_restart_with_fresh_state() {
         .map(|k| TestNode::spawn(k.clone(), committee.clone(), parameters.clone()))
         .collect();
     // Load only the survivors: a load thread ends when its node dies.
-    let _loads: Vec<_> = keys[..2]
-        .iter()
-        .map(|k| {
-            let target = committee
-                .authority(&k.name)
-                .expect("member")
-                .transactions_address;
-            Load::start(target, 1_000, 200)
-        })
-        .collect();
+    let _loads = Load::on_members(&committee, &keys[..2], 1_000);
     wait_until(
         "every node to commit 20 batches",
         Duration::from_secs(60),

@@ -35,16 +35,7 @@ fn a_node_restarted_after_peers_pruned_the_chain_rejoins_from_a_checkpoint() {
         .map(|k| TestNode::spawn(k.clone(), committee.clone(), parameters.clone()))
         .collect();
     // Load the survivors only: a load thread ends when its node dies.
-    let _loads: Vec<_> = keys[..3]
-        .iter()
-        .map(|k| {
-            let target = committee
-                .authority(&k.name)
-                .expect("member")
-                .transactions_address;
-            Load::start(target, 1_000, 200)
-        })
-        .collect();
+    let _loads = Load::on_members(&committee, &keys[..3], 1_000);
     wait_until(
         "every node to commit 20 batches",
         Duration::from_secs(60),
@@ -105,16 +96,7 @@ fn a_node_back_within_the_gc_window_replays_instead() {
         .iter()
         .map(|k| TestNode::spawn(k.clone(), committee.clone(), parameters.clone()))
         .collect();
-    let _loads: Vec<_> = keys[..3]
-        .iter()
-        .map(|k| {
-            let target = committee
-                .authority(&k.name)
-                .expect("member")
-                .transactions_address;
-            Load::start(target, 1_000, 200)
-        })
-        .collect();
+    let _loads = Load::on_members(&committee, &keys[..3], 1_000);
     wait_until(
         "every node to commit 20 batches",
         Duration::from_secs(60),
@@ -159,18 +141,7 @@ fn the_whole_committee_restarts_on_its_stores_and_resumes_from_its_own_checkpoin
         )
     };
     let mut nodes: Vec<TestNode> = (0..4).map(spawn).collect();
-    let loads = |committee: &consensus::Committee| -> Vec<Load> {
-        keys.iter()
-            .map(|k| {
-                let target = committee
-                    .authority(&k.name)
-                    .expect("member")
-                    .transactions_address;
-                Load::start(target, 1_000, 200)
-            })
-            .collect()
-    };
-    let mut running = loads(&committee);
+    let mut running = Load::on_members(&committee, &keys, 1_000);
     wait_until(
         "every node to commit well past the GC window",
         Duration::from_secs(60),
@@ -191,7 +162,7 @@ fn the_whole_committee_restarts_on_its_stores_and_resumes_from_its_own_checkpoin
         wait_ports_free(&committee, &k.name);
     }
     nodes = (0..4).map(spawn).collect();
-    let _running = loads(&committee);
+    let _running = Load::on_members(&committee, &keys, 1_000);
     wait_until(
         "every node to resume from its own checkpoint",
         Duration::from_secs(30),

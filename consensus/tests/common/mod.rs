@@ -407,6 +407,19 @@ impl Load {
         }
     }
 
+    /// One load of `rate` tx/s of 200 bytes on the transactions port of each member of `keys`.
+    pub fn on_members(committee: &Committee, keys: &[KeyPair], rate: u64) -> Vec<Load> {
+        keys.iter()
+            .map(|k| {
+                let target = committee
+                    .authority(&k.name)
+                    .expect("member")
+                    .transactions_address;
+                Load::start(target, rate, 200)
+            })
+            .collect()
+    }
+
     pub fn stop(&mut self) -> u64 {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
