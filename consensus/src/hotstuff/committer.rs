@@ -309,34 +309,59 @@ mod tests {
         builder.seal(1, 64)
     }
 
-    /// A block that names a batch committed (and collected) before, or names one batch twice,
-    /// must neither hang the committer nor deliver a batch twice.
-    #[tokio::test]
-    async fn never_waits_for_collected_batches_nor_delivers_twice() {
-        let keys = keys(4);
+    /// A running committer and its ends: blocks in, batches out, and the round every peer holds
+    /// (see `PeerRounds`).
+    struct Running {
+        store: Store,
+        tx_commit: mpsc::Sender<Block>,
+        rx_output: metered::MeteredReceiver<CommittedBatch>,
+        tx_held: watch::Sender<Round>,
+    }
+
+    /// Starts a committer with `window` over a store that holds `batches`.
+    fn committer_over(batches: &[&Batch], window: GcWindow) -> Running {
         let store = Store::new();
-        let (old, fresh) = (batch(b"old"), batch(b"fresh"));
-        for b in [&old, &fresh] {
+        for b in batches {
             store
                 .batches()
                 .write(b.digest(), b.bytes().clone())
                 .expect("write");
         }
         let (tx_commit, rx_commit) = mpsc::channel(8);
-        let (tx_output, mut rx_output, _) = metered::channel(8);
-        // Collected one round after commit, at once.
-        let window = GcWindow {
-            rounds: 1,
-            time: Duration::ZERO,
-        };
+        let (tx_output, rx_output, _) = metered::channel(8);
+        let (tx_held, rx_held) = watch::channel(0);
         Committer::spawn(
             store.clone(),
             window,
             rx_commit,
             tx_output,
             Arc::new(ConsensusMetrics::default()),
-            watch::channel(0).1,
+            rx_held,
         );
+        Running {
+            store,
+            tx_commit,
+            rx_output,
+            tx_held,
+        }
+    }
+
+    /// A block that names a batch committed (and collected) before, or names one batch twice,
+    /// must neither hang the committer nor deliver a batch twice.
+    #[tokio::test]
+    async fn never_waits_for_collected_batches_nor_delivers_twice() {
+        let keys = keys(4);
+        let (old, fresh) = (batch(b"old"), batch(b"fresh"));
+        // Collected one round after commit, at once.
+        let window = GcWindow {
+            rounds: 1,
+            time: Duration::ZERO,
+        };
+        let Running {
+            tx_commit,
+            mut rx_output,
+            ..
+        } = committer_over(&[&old, &fresh], window);
         let block = |round, payload| signed_block(QC::genesis(), None, round, payload, &keys[0]);
         tx_commit
             .send(block(1, vec![old.digest()]))
@@ -374,32 +399,20 @@ mod tests {
     #[tokio::test]
     async fn frees_bytes_held_by_every_peer_without_waiting_for_the_time_window() {
         let keys = keys(4);
-        let store = Store::new();
         let batches: Vec<Batch> = [b"a", b"b", b"c", b"d", b"e"]
             .iter()
             .map(|tag| batch(*tag))
             .collect();
-        for b in &batches {
-            store
-                .batches()
-                .write(b.digest(), b.bytes().clone())
-                .expect("write");
-        }
-        let (tx_commit, rx_commit) = mpsc::channel(8);
-        let (tx_output, mut rx_output, _) = metered::channel(8);
-        let (tx_held, rx_held) = watch::channel(0);
         let window = GcWindow {
             rounds: 1,
             time: Duration::from_secs(3_600),
         };
-        Committer::spawn(
-            store.clone(),
-            window,
-            rx_commit,
-            tx_output,
-            Arc::new(ConsensusMetrics::default()),
-            rx_held,
-        );
+        let Running {
+            store,
+            tx_commit,
+            mut rx_output,
+            tx_held,
+        } = committer_over(&batches.iter().collect::<Vec<_>>(), window);
         let stored = |i: usize| {
             store
                 .batches()
@@ -466,28 +479,16 @@ mod tests {
     #[tokio::test]
     async fn the_last_delivered_batch_of_a_block_says_so() {
         let keys = keys(4);
-        let store = Store::new();
         let [a, b, c] = [batch(b"a"), batch(b"b"), batch(b"c")];
-        for x in [&a, &b, &c] {
-            store
-                .batches()
-                .write(x.digest(), x.bytes().clone())
-                .expect("write");
-        }
-        let (tx_commit, rx_commit) = mpsc::channel(8);
-        let (tx_output, mut rx_output, _) = metered::channel(8);
         let window = GcWindow {
             rounds: 100,
             time: Duration::from_secs(3_600),
         };
-        Committer::spawn(
-            store.clone(),
-            window,
-            rx_commit,
-            tx_output,
-            Arc::new(ConsensusMetrics::default()),
-            watch::channel(0).1,
-        );
+        let Running {
+            tx_commit,
+            mut rx_output,
+            ..
+        } = committer_over(&[&a, &b, &c], window);
         let block = |round, payload| signed_block(QC::genesis(), None, round, payload, &keys[0]);
         let first = block(1, vec![a.digest(), b.digest()]);
         // `a` again at the end: skipped, so `c` is the last delivered.
