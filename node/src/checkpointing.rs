@@ -3,7 +3,9 @@
 //! `checkpoint.rs`).
 
 use bytes::Bytes;
-use consensus::{Checkpoint, CheckpointPolicy, CheckpointSlot, Round, StateSyncLink};
+use consensus::{
+    Checkpoint, CheckpointPolicy, CheckpointSlot, CommittedBatch, Round, StateSyncLink,
+};
 use crypto::Digest;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
@@ -16,6 +18,16 @@ pub struct Position {
     pub block: Digest,
     /// The last batch of its block: once it is applied, the state is the state after the block.
     pub last_of_block: bool,
+}
+
+impl Position {
+    pub fn of(committed: &CommittedBatch) -> Self {
+        Position {
+            round: committed.round,
+            block: committed.block,
+            last_of_block: committed.last_of_block,
+        }
+    }
 }
 
 pub struct Checkpointing {

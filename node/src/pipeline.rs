@@ -290,11 +290,7 @@ fn spawn_commit_sink(
         .spawn(move || {
             while let Some(committed) = input.blocking_recv() {
                 if let Some(checkpointing) = &mut checkpointing {
-                    let position = Position {
-                        round: committed.round,
-                        block: committed.block,
-                        last_of_block: committed.last_of_block,
-                    };
+                    let position = Position::of(&committed);
                     // Nothing to restore but the position.
                     let _ = checkpointing.pending_restore();
                     if checkpointing.skips(&position) {

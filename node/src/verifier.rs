@@ -132,11 +132,7 @@ impl Stage for VerifierStage {
         }
         Some(VerifiedBatch {
             txs,
-            position: Position {
-                round: committed.round,
-                block: committed.block,
-                last_of_block: committed.last_of_block,
-            },
+            position: Position::of(&committed),
         })
     }
 }
