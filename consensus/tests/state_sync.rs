@@ -81,6 +81,68 @@ fn a_node_restarted_after_peers_pruned_the_chain_rejoins_from_a_checkpoint() {
     assert_prefixes(&sequences);
 }
 
+/// The same on an idle chain: after the load stops, blocks still commit (empty ones) and peers
+/// still prune, so checkpoints must go on too, or the newest one is older than what peers keep
+/// and a node restarted then adopts a root it cannot build on. Found by the 60 s leader-kill run:
+/// once its clients had stopped, the nodes restarted last never committed again.
+#[test]
+fn a_node_restarted_while_the_chain_is_idle_rejoins_from_a_recent_checkpoint() {
+    let keys: Vec<KeyPair> = (0..4).map(|i| KeyPair::from_seed(740 + i)).collect();
+    let committee = committee(&keys);
+    let parameters = parameters();
+    let mut nodes: Vec<_> = keys
+        .iter()
+        .map(|k| TestNode::spawn(k.clone(), committee.clone(), parameters.clone()))
+        .collect();
+    let mut loads = Load::on_members(&committee, &keys[..3], 1_000);
+    wait_until(
+        "every node to commit 20 batches",
+        Duration::from_secs(60),
+        || nodes.iter().all(|n| n.committed_count() >= 20),
+    );
+    for load in &mut loads {
+        load.stop();
+    }
+    nodes[3].kill();
+    let killed_at = nodes[0].round();
+    let idle_from = nodes[0].committed_count();
+    wait_until(
+        "the idle survivors to move 5 GC windows on",
+        Duration::from_secs(120),
+        || nodes[..3].iter().all(|n| n.round() > killed_at + 50),
+    );
+    assert!(
+        nodes[0].committed_count() <= idle_from + 3,
+        "the chain was not idle: batches still came in"
+    );
+
+    nodes[3] = TestNode::spawn(keys[3].clone(), committee.clone(), parameters.clone());
+    wait_until(
+        "node 3 to adopt a checkpoint",
+        Duration::from_secs(60),
+        || !nodes[3].restored().is_empty(),
+    );
+    let restored = nodes[3].restored()[0];
+    assert!(
+        restored > killed_at + 40,
+        "adopted round {restored}, from before the idle stretch (crash at round {killed_at})"
+    );
+    let _loads = Load::on_members(&committee, &keys, 1_000);
+    let target = nodes[..3]
+        .iter()
+        .map(|n| n.committed_count())
+        .max()
+        .unwrap_or(0)
+        + 20;
+    wait_until(
+        "node 3 to commit 20 batches with the others",
+        Duration::from_secs(60),
+        || nodes[3].committed_count() >= target,
+    );
+    let sequences: Vec<_> = nodes.iter().map(|n| n.committed()).collect();
+    assert_prefixes(&sequences);
+}
+
 /// A node that is only briefly away (well within the GC window) replays the blocks it missed,
 /// as before: it asks for no checkpoint.
 #[test]

@@ -204,9 +204,14 @@ impl StageMetrics {
         &self.name
     }
 
+    /// Counts a batch of `items` transactions. An empty one (consensus's stand-in for a block
+    /// without batches) takes time but is no batch: counting it would lower the mean batch size
+    /// of an idle chain's stages to nothing.
     pub fn record_batch(&self, items: u64, busy: Duration) {
-        self.items.fetch_add(items, Ordering::Relaxed);
-        self.batches.fetch_add(1, Ordering::Relaxed);
+        if items > 0 {
+            self.items.fetch_add(items, Ordering::Relaxed);
+            self.batches.fetch_add(1, Ordering::Relaxed);
+        }
         self.record_busy(busy);
     }
 

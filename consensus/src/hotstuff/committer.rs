@@ -3,7 +3,7 @@
 use super::messages::Block;
 use super::metrics::ConsensusMetrics;
 use crate::config::{Parameters, Round};
-use crate::mempool::batch::{now_ms, Batch};
+use crate::mempool::batch::{now_ms, Batch, BatchBuilder};
 use crate::metered::MeteredSender;
 use crate::store::{BatchStore, Store};
 use crypto::{Digest, Hash};
@@ -17,6 +17,13 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 /// A batch of a committed block, in commit order.
+///
+/// Every committed block reaches the application, also one that delivers no batch (an idle
+/// chain's blocks, or a block whose batches were all committed before): it comes as an empty
+/// batch, marked `last_of_block` (see [`CommittedBatch::is_empty_block`]). The application
+/// checkpoints after blocks it sees, so without these an idle chain would get no new checkpoint
+/// while its peers prune blocks, and a node restarted then would adopt a root whose successors
+/// nobody keeps any more.
 #[derive(Clone, Debug)]
 pub struct CommittedBatch {
     pub round: Round,
@@ -27,6 +34,24 @@ pub struct CommittedBatch {
     pub last_of_block: bool,
     pub batch: Batch,
     pub committed_at_ms: u64,
+}
+
+impl CommittedBatch {
+    /// The stand-in for a block that delivers no batch: no transactions, last of its block.
+    pub fn empty_block(round: Round, block: Digest, committed_at_ms: u64) -> Self {
+        CommittedBatch {
+            round,
+            block,
+            last_of_block: true,
+            batch: BatchBuilder::with_capacity(0).seal(committed_at_ms, 0),
+            committed_at_ms,
+        }
+    }
+
+    /// Whether this stands for a block that delivered no batch ([`CommittedBatch::empty_block`]).
+    pub fn is_empty_block(&self) -> bool {
+        self.last_of_block && self.batch.tx_count() == 0
+    }
 }
 
 /// How long committed batches stay in the store: until they are both `rounds` rounds and
@@ -266,12 +291,16 @@ impl Committer {
                     }
                 }
             }
-            if let Some(mut last) = ready {
-                last.last_of_block = true;
-                if self.tx_output.send(last).await.is_err() {
-                    info!("committed-batch consumer is gone; committer stops");
-                    return;
+            let last = match ready {
+                Some(mut last) => {
+                    last.last_of_block = true;
+                    last
                 }
+                None => CommittedBatch::empty_block(block.round, digest, now_ms()),
+            };
+            if self.tx_output.send(last).await.is_err() {
+                info!("committed-batch consumer is gone; committer stops");
+                return;
             }
             self.delivered.close_block(block.round);
             self.garbage_collect(block.round);
@@ -375,19 +404,84 @@ mod tests {
             .await
             .expect("send");
         tx_commit.send(block(10, vec![])).await.expect("send");
+        // Four blocks, four deliveries: the empty blocks (5 and 10) as empty-block markers.
         let mut delivered = Vec::new();
         tokio::time::timeout(Duration::from_secs(5), async {
-            while delivered.len() < 2 {
+            for _ in 0..4 {
                 let committed = rx_output.recv().await.expect("committer alive");
-                delivered.push(committed.batch.digest());
+                delivered.push((committed.round, committed.is_empty_block()));
+                if !committed.is_empty_block() {
+                    assert_eq!(
+                        committed.batch.digest(),
+                        if committed.round == 1 {
+                            old.digest()
+                        } else {
+                            fresh.digest()
+                        }
+                    );
+                }
             }
         })
         .await
         .expect("the committer never waits for a collected batch");
-        assert_eq!(delivered, vec![old.digest(), fresh.digest()]);
+        assert_eq!(
+            delivered,
+            vec![(1, false), (5, true), (9, false), (10, true)]
+        );
         // Nothing else comes out: `fresh` once only.
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(rx_output.try_recv().is_err(), "a batch was delivered twice");
+    }
+
+    /// Every committed block reaches the application, also one with nothing to deliver (an idle
+    /// chain's block, or one naming only batches committed before): the application checkpoints
+    /// after the blocks it sees, so on an idle chain it would otherwise stop checkpointing while
+    /// peers prune, and a node restarted then could not rejoin (found by the 60 s leader-kill
+    /// run once its clients had stopped).
+    #[tokio::test]
+    async fn a_block_without_batches_reaches_the_application_as_an_empty_block() {
+        let keys = keys(4);
+        let a = batch(b"a");
+        let window = GcWindow {
+            rounds: 100,
+            time: Duration::from_secs(3_600),
+        };
+        let Running {
+            tx_commit,
+            mut rx_output,
+            ..
+        } = committer_over(&[&a], window);
+        let block = |round, payload| signed_block(QC::genesis(), None, round, payload, &keys[0]);
+        let blocks = [
+            block(1, vec![a.digest()]),
+            block(2, vec![]),
+            block(3, vec![a.digest()]),
+        ];
+        for b in &blocks {
+            tx_commit.send(b.clone()).await.expect("send");
+        }
+        let mut delivered = Vec::new();
+        for _ in 0..3 {
+            let committed = tokio::time::timeout(Duration::from_secs(5), rx_output.recv())
+                .await
+                .expect("delivered in time")
+                .expect("committer alive");
+            delivered.push((
+                committed.round,
+                committed.block,
+                committed.last_of_block,
+                committed.batch.tx_count(),
+                committed.is_empty_block(),
+            ));
+        }
+        assert_eq!(
+            delivered,
+            vec![
+                (1, blocks[0].digest(), true, 1, false),
+                (2, blocks[1].digest(), true, 0, true),
+                (3, blocks[2].digest(), true, 0, true),
+            ]
+        );
     }
 
     /// The time window is for peers that are behind. When every peer signed a QC at a batch's
