@@ -202,12 +202,24 @@ def test_bottleneck_most_downstream_blocked_stage_wins() -> None:
 
 def test_bottleneck_rules_in_order() -> None:
     idle = [_row("consensus"), _row("verifier", 0.2, 0.0), _row("executor", 0.3, 0.01)]
-    assert _bottleneck(idle, 500, _clients(1000, 600)).stage == "client"
+    assert _bottleneck(idle, 590, _clients(1000, 600)).stage == "client"
     assert _bottleneck(idle, 990, _clients(1000, 1000)).stage == "offered load"
     assert _bottleneck(idle, 500, _clients(1000, 1000)).stage == "consensus"
     busy = [_row("consensus"), _row("verifier", 0.2, 0.0), _row("executor", 0.85, 0.0)]
     result = _bottleneck(busy, 500, _clients(1000, 1000))
     assert (result.stage, result.rule) == ("executor", "saturated")
+
+
+def test_clients_that_fell_short_are_not_the_limit_when_the_system_lagged_behind_them() -> None:
+    """hotstuff at 700,000 tx/s asked: the clients sent 373,000, consensus committed 258,000.
+    The clients are not what limits that run: the system did not take even what they sent."""
+    clients = _clients(700_000, 373_000)
+    result = _bottleneck([], 258_000, clients)
+    assert (result.stage, result.rule) == ("consensus", "ordering")
+    assert any("clients also fell short" in note and "373,000" in note for note in result.notes)
+    # Had consensus taken what they sent, the clients would be the limit.
+    assert _bottleneck([], 370_000, clients).stage == "client"
+    assert not _bottleneck([], 370_000, clients).notes
 
 
 def test_bottleneck_stage_that_falls_behind_its_input() -> None:
