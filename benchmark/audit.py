@@ -39,8 +39,12 @@ checkpoint (state sync: `consensus.checkpoints_adopted`, `checkpoint_round`; the
 `restored_round`, `restored_height`): its counters then continue from the checkpoint's height,
 so its digests are compared at the same heights as everyone's. The report notes each restore.
 
-A client whose node crashed dies with its connection and never writes its final line: up to one
-interval of its sends (its rate x 1 s) is unreported, and is allowed as such.
+A client whose node goes away moves to another node and resends what it sent in the last few
+seconds (`client/src/failover.rs`; counters `failovers`, `resent`): what it sent in the
+QUEUE_WINDOW_S seconds before each failover may have gone down with the node, and is allowed as
+such, as are its samples of then. A client that could not move (no node accepted it) dies and
+never writes its final line: up to one interval of its sends (its rate x 1 s) is unreported,
+and is allowed as such.
 """
 
 from __future__ import annotations
@@ -122,6 +126,23 @@ def _sent_at(records: list[Record], time_ms: float) -> float:
     return value
 
 
+def _failover_windows(records: list[Record]) -> list[tuple[float, float]]:
+    """(from, to) in ms around each failover of a client: its node went away between the line
+    before the `failovers` counter moved and the line that shows it, and may have taken what the
+    client sent in the QUEUE_WINDOW_S seconds before (the client resends 5 s of it, but a node
+    still holds what it received until it is committed)."""
+    windows = []
+    before, previous_ms = 0.0, None
+    for record in records:
+        failovers = number(record, ("failovers",)) or 0.0
+        time_ms = float(record["time_ms"])
+        if failovers > before:
+            start = previous_ms if previous_ms is not None else time_ms
+            windows.append((start - QUEUE_WINDOW_S * 1000.0, time_ms))
+        before, previous_ms = max(before, failovers), time_ms
+    return windows
+
+
 def client_totals(clients: list[ProcessMetrics], faults: FaultLog) -> ClientTotals:
     crash_ms: dict[int, float] = {}
     for event in faults.events:
@@ -143,9 +164,13 @@ def client_totals(clients: list[ProcessMetrics], faults: FaultLog) -> ClientTota
         if not client.has_final:
             unreported += _last(records, ("rate",))
         window_from = end_ms - QUEUE_WINDOW_S * 1000.0
-        if index is not None and index in crash_ms:
+        lost = _failover_windows(records)
+        if index is not None and index in crash_ms and not lost:
+            # Its node crashed and it never moved (a client that dies with its connection):
+            # everything from shortly before the crash on.
             window_from = min(window_from, crash_ms[index] - QUEUE_WINDOW_S * 1000.0)
         allowance += total - _sent_at(records, window_from)
+        allowance += sum(_sent_at(records, to) - _sent_at(records, frm) for frm, to in lost)
         for record in records:
             for sample in lookup(record, ("samples",)) or []:
                 if isinstance(sample, dict) and "id" in sample:
@@ -153,7 +178,8 @@ def client_totals(clients: list[ProcessMetrics], faults: FaultLog) -> ClientTota
                     samples[str(sample["id"])] = t_ms
                     if t_ms >= window_from:
                         late.add(str(sample["id"]))
-                    if index is not None and index in crash_ms:
+                    in_lost = any(frm <= t_ms <= to for frm, to in lost)
+                    if in_lost or (index is not None and index in crash_ms and not lost):
                         crashed_origin.add(str(sample["id"]))
     return ClientTotals(
         sent,

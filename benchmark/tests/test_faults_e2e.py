@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -122,6 +123,26 @@ def test_crash_and_restart_in_hotcrypto(release_binaries: Path, tmp_path: Path) 
     assert kinds == [("crash", 1), ("restart", 1)]
     check_agreement(result)
     check_caught_up(result, 1)
+    # Node 1's client moved to another node and kept sending: had it died with its connection,
+    # a quarter of the load would have stopped at 8 s of 26 (80 % of 3,000 x 26 sent).
+    sent, executed = accounting(result, 0)
+    assert sent >= 0.9 * 3_000 * 26, sent
+    # And it resent what node 1 took down with it: a lost nonce would have held every later
+    # transaction of its sender in the backlog, a quarter of the load from 8 s on.
+    assert executed >= 0.9 * sent, (sent, executed)
+
+
+def accounting(result: dict[str, Any], node: int) -> tuple[int, int]:
+    """(valid sent, executed) of `node`, from its accounting line in the audit."""
+    [detail] = [
+        check["detail"]
+        for check in result["audit"]["passed"]
+        if check["name"] == f"node-{node} accounting"
+    ]
+    found = re.search(r"sent ([\d,]+) valid, (?:executed|committed) ([\d,]+)", detail)
+    assert found, detail
+    sent, executed = (int(found.group(i).replace(",", "")) for i in (1, 2))
+    return sent, executed
 
 
 def test_restart_after_the_gc_window_rejoins_from_a_checkpoint(

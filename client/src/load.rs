@@ -2,11 +2,11 @@
 //! whatever the node does. A burst that cannot be written in time is counted (and warned
 //! about) instead of silently lowering the offered load.
 
+use crate::failover::{NodeConnection, ResendWindow};
 use crate::metrics::{now_ms, ClientMetrics, SampleSent};
 use crate::Cli;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
-use futures::SinkExt;
 use node::metrics::{serve_prometheus, ProcessSource, Registry};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +14,6 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{interval, sleep, Instant, MissedTickBehavior};
-use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tracing::{info, warn};
 
 const BURST_INTERVAL: Duration = Duration::from_millis(50);
@@ -32,6 +31,12 @@ pub struct NextTx {
 /// source with its own sampling rule may ignore it. `None`: the source is exhausted.
 pub trait TxSource {
     fn next(&mut self, sample: bool) -> Option<NextTx>;
+
+    /// Whether a transaction sent twice executes once (a nonce makes the copy stale), so that
+    /// what a lost node may have dropped can be sent again (`failover.rs`).
+    fn replay_safe(&self) -> bool {
+        false
+    }
 }
 
 async fn wait_for_nodes(nodes: &[SocketAddr]) -> Result<()> {
@@ -50,6 +55,14 @@ async fn wait_for_nodes(nodes: &[SocketAddr]) -> Result<()> {
     Ok(())
 }
 
+/// Writes `txs` to the node and flushes them.
+async fn send_all(connection: &mut NodeConnection, txs: Vec<Bytes>) -> std::io::Result<()> {
+    for tx in txs {
+        connection.feed(tx).await?;
+    }
+    connection.flush().await
+}
+
 pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> Result<()> {
     let name = format!("client-{}", cli.client_index);
     let mode = cli.mode.as_str();
@@ -59,11 +72,11 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
     }
     info!("{name}: waiting for {} nodes", nodes.len());
     wait_for_nodes(&nodes).await?;
-    let stream = TcpStream::connect(target)
+    let mut connection = NodeConnection::open(target, &nodes)
         .await
         .with_context(|| format!("connecting to {target}"))?;
-    stream.set_nodelay(true)?;
-    let mut transport = Framed::new(stream, LengthDelimitedCodec::new());
+    let mut window = ResendWindow::default();
+    let replay_safe = source.replay_safe();
 
     let burst = (cli.rate / BURSTS_PER_SECOND).max(1);
     info!(
@@ -98,31 +111,47 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
         tokio::select! {
             deadline = ticker.tick() => {
                 let mut exhausted = false;
-                let mut written = 0;
+                let mut txs = Vec::with_capacity(burst as usize);
+                let now = Instant::now();
                 for i in 0..burst {
                     let Some(tx) = source.next(i == 0) else {
                         exhausted = true;
                         break;
                     };
-                    written += 1;
                     ClientMetrics::add(&metrics.sent_bytes, tx.bytes.len() as u64);
                     ClientMetrics::add(&metrics.invalid_sent, tx.invalid as u64);
                     if let Some(id) = tx.sample_id {
                         metrics.push_sample(SampleSent { id, t_ms: now_ms() });
                     }
-                    if let Err(e) = transport.feed(tx.bytes).await {
-                        result = Err(e).context("connection to the node lost");
-                        break;
+                    // A forged copy takes no nonce: losing it leaves no gap to fill.
+                    if replay_safe && !tx.invalid {
+                        window.push(now, tx.bytes.clone());
+                    }
+                    txs.push(tx.bytes);
+                }
+                window.expire(now);
+                ClientMetrics::add(&metrics.sent, txs.len() as u64);
+                if send_all(&mut connection, txs).await.is_err() {
+                    // The node went away: move to another, and send again what it may have
+                    // dropped (this burst included).
+                    let give_up = end.unwrap_or_else(|| Instant::now() + WAIT_FOR_NODES);
+                    let moved = match connection.fail_over(give_up).await {
+                        Ok(moved) => moved,
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    };
+                    ClientMetrics::add(&metrics.failovers, 1);
+                    let resend: Vec<Bytes> = window.to_resend().cloned().collect();
+                    let count = resend.len() as u64;
+                    if let Err(e) = send_all(&mut connection, resend).await {
+                        warn!("{name}: resending to {moved} failed too: {e}");
+                    } else {
+                        ClientMetrics::add(&metrics.resent, count);
+                        info!("{name}: now sending to {moved}; resent the last {count} transactions");
                     }
                 }
-                if result.is_err() {
-                    break;
-                }
-                if let Err(e) = SinkExt::<Bytes>::flush(&mut transport).await {
-                    result = Err(e).context("connection to the node lost");
-                    break;
-                }
-                ClientMetrics::add(&metrics.sent, written);
                 if exhausted {
                     info!("{name}: every pre-signed transaction was sent");
                     break;

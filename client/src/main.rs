@@ -1,6 +1,7 @@
 //! The HotMove load generator: open-loop transactions at a fixed rate to one node, and the
 //! standalone `movevm` benchmark.
 
+mod failover;
 mod load;
 mod metrics;
 mod movevm;

@@ -22,6 +22,10 @@ pub struct ClientMetrics {
     pub sent_bytes: AtomicU64,
     pub missed_bursts: AtomicU64,
     pub invalid_sent: AtomicU64,
+    /// Times the client's node went away and it moved to another (`failover.rs`).
+    pub failovers: AtomicU64,
+    /// Transactions sent again after a failover (not counted in `sent`).
+    pub resent: AtomicU64,
     samples: Mutex<Vec<SampleSent>>,
 }
 
@@ -33,6 +37,8 @@ impl ClientMetrics {
             sent_bytes: AtomicU64::new(0),
             missed_bursts: AtomicU64::new(0),
             invalid_sent: AtomicU64::new(0),
+            failovers: AtomicU64::new(0),
+            resent: AtomicU64::new(0),
             samples: Mutex::new(Vec::new()),
         }
     }
@@ -56,7 +62,9 @@ impl Source for ClientMetrics {
             .counter("sent", load(&self.sent))
             .counter("sent_bytes", load(&self.sent_bytes))
             .counter("missed_bursts", load(&self.missed_bursts))
-            .counter("invalid_sent", load(&self.invalid_sent));
+            .counter("invalid_sent", load(&self.invalid_sent))
+            .counter("failovers", load(&self.failovers))
+            .counter("resent", load(&self.resent));
         if top.takes_interval() {
             let samples = self
                 .samples

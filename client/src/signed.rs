@@ -102,4 +102,9 @@ impl TxSource for SignedSource {
             invalid,
         })
     }
+
+    /// Nonces: a copy of an executed transaction is stale and dropped.
+    fn replay_safe(&self) -> bool {
+        true
+    }
 }
