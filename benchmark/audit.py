@@ -387,6 +387,14 @@ def _queue_reasons(committed: float, sealed: float, clients: ClientTotals) -> di
     }
 
 
+# The reasons that are transactions this node committed and still holds in its own pipeline.
+_PIPELINE_QUEUES = (
+    "committed, queued for the verifier",
+    "verified, queued for the executor",
+    "in the executor's backlog",
+)
+
+
 def _reasons(record: Record, clients: ClientTotals, sealed: float) -> dict[str, float]:
     """The counted reasons, from one node's latest record, why a valid transaction sent was not
     (yet) executed."""
@@ -448,18 +456,21 @@ def _check_accounting(
             reasons = _queue_reasons(count, sealed, clients)
         else:
             reasons = _reasons(record, clients, sealed)
+        # A restarted or healed node is behind the reference by what it missed plus what it has
+        # committed and still queues, as any node at the stop: only the first is its fault's.
+        behind = (
+            max(0.0, reference - count - sum(reasons.get(q, 0.0) for q in _PIPELINE_QUEUES))
+            if reference is not None
+            else 0.0
+        )
         if node.crashed and reference is not None:
             reasons = {
-                "missed while down (behind the nodes that ran to the end)": max(
-                    0.0, reference - count
-                ),
+                "missed while down (behind the nodes that ran to the end)": behind,
                 **reasons,
             }
         elif node.index in partitioned and reference is not None:
             reasons = {
-                "behind after its partition (still catching up at the stop)": max(
-                    0.0, reference - count
-                ),
+                "behind after its partition (still catching up at the stop)": behind,
                 **reasons,
             }
         remaining = max(0.0, gap)

@@ -100,13 +100,16 @@ def test_two_of_seven_down_from_the_start(release_binaries: Path, tmp_path: Path
 
 
 def check_caught_up(result: dict[str, Any], node: int) -> None:
-    """`node` caught up after its restart and ends with the others' executed count (the audit
-    checked the digests)."""
-    others = [n for n in range(4) if n != node]
+    """`node` caught up after its restart and stayed with the others to the end: the audit,
+    which checked the digests, finds it missed nothing while down beyond what it still queued
+    at the stop like any node (its METRICS line is not one atomic snapshot: 1 % of slack)."""
     [catch_up] = result["commits_timeline"]["catch_ups"]
     assert catch_up["node"] == node
     assert catch_up["caught_up_after"] is not None, catch_up
-    assert final(result, node, "executed") == max(final(result, n, "executed") for n in others)
+    sent, _ = accounting(result, node)
+    detail = accounting_detail(result, node)
+    missed = re.search(r"([\d,]+) missed while down", detail)
+    assert missed is None or int(missed.group(1).replace(",", "")) <= 0.01 * sent, detail
 
 
 def test_crash_and_restart_in_hotcrypto(release_binaries: Path, tmp_path: Path) -> None:
@@ -132,13 +135,18 @@ def test_crash_and_restart_in_hotcrypto(release_binaries: Path, tmp_path: Path) 
     assert executed >= 0.9 * sent, (sent, executed)
 
 
-def accounting(result: dict[str, Any], node: int) -> tuple[int, int]:
-    """(valid sent, executed) of `node`, from its accounting line in the audit."""
+def accounting_detail(result: dict[str, Any], node: int) -> str:
     [detail] = [
         check["detail"]
         for check in result["audit"]["passed"]
         if check["name"] == f"node-{node} accounting"
     ]
+    return str(detail)
+
+
+def accounting(result: dict[str, Any], node: int) -> tuple[int, int]:
+    """(valid sent, executed) of `node`, from its accounting line in the audit."""
+    detail = accounting_detail(result, node)
     found = re.search(r"sent ([\d,]+) valid, (?:executed|committed) ([\d,]+)", detail)
     assert found, detail
     sent, executed = (int(found.group(i).replace(",", "")) for i in (1, 2))
