@@ -1,27 +1,30 @@
-//! The durable [`Backend`]: one redb file, one table per [`Column`] (`node run --store PATH`).
+//! The durable [`Backend`] of `node run --store PATH`: the batches in an append-only log in the
+//! directory `PATH.batches` ([`BatchLog`]), everything else in one redb file at `PATH`, one table
+//! per [`Column`].
 //!
 //! What must survive a crash, and when it must be on disk:
 //! - the safety state (`Column::Safety`) is written with an fsync before the vote, timeout or
 //!   proposal it protects leaves the node: a node that forgot it could vote twice in a round;
-//! - blocks and batches are written without an fsync. They become durable with the next safety
-//!   write (redb makes a durable commit durable for every commit before it), so a crash loses at
-//!   most the data of the last round, which peers still hold and serve.
+//! - blocks are written without an fsync. They become durable with the next safety write (redb
+//!   makes a durable commit durable for every commit before it), so a crash loses at most the
+//!   blocks of the last round, which peers still hold and serve;
+//! - batches are written to the log without an fsync: they survive the process, and a batch a
+//!   machine crash loses is fetched from peers like any missing one.
 //!
-//! Every call is its own redb transaction. redb has one writer at a time, so concurrent writes
-//! from the mempool and the core queue behind each other; each is short (a batch of 500 KB is
-//! about a millisecond), the fsync of a safety write is the long one (about 4 ms on the VM this
-//! was measured on).
+//! Every redb call is its own transaction. redb has one writer at a time; its writes here are
+//! small (a block, a safety state), the fsync of a safety write is the long one (about 4 ms on
+//! the VM this was measured on).
 
+use crate::batch_log::BatchLog;
 use crate::store::{Backend, Column, StoreError};
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableTable, ReadableTableMetadata, TableDefinition};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// redb's page cache. Its default, 1 GiB, is what made `--store` collapse under load: every
-/// 500 KB batch written takes fresh cache pages, so each node's cache grew to the full GiB (RSS
-/// 1,060 MiB per node) and the kernel zeroed every page of it first. `hotstuff` at 400,000 tx/s
-/// then committed 134,538 tx/s, CPU-bound; with 64 MiB it keeps up (396,250 tx/s, 100 MiB per
-/// node, 1.46 of 2 cores). Reads of recent batches still hit the OS page cache.
+/// redb's page cache. Its default, 1 GiB, is what made `--store` collapse under load when redb
+/// still held the batches: every 500 KB batch written took fresh cache pages, so each node's
+/// cache grew to the full GiB (RSS 1,060 MiB per node) and the kernel zeroed every page of it
+/// first. Blocks and safety states need far less.
 const CACHE_BYTES: usize = 64 << 20;
 
 fn table(column: Column) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
@@ -37,6 +40,15 @@ fn failed(column: Column) -> impl Fn(&dyn std::fmt::Display) -> StoreError {
 
 pub struct DiskBackend {
     db: Database,
+    batches: BatchLog,
+}
+
+/// A log's directory beside the redb file: `PATH.<name>`.
+fn log_dir(path: &Path, name: &str) -> PathBuf {
+    let mut dir = path.as_os_str().to_owned();
+    dir.push(".");
+    dir.push(name);
+    PathBuf::from(dir)
 }
 
 impl DiskBackend {
@@ -55,7 +67,15 @@ impl DiskBackend {
             tx.open_table(table(column)).map_err(|e| open_failed(&e))?;
         }
         tx.commit().map_err(|e| open_failed(&e))?;
-        Ok(DiskBackend { db })
+        let batches = BatchLog::open(&log_dir(path, "batches"))?;
+        Ok(DiskBackend { db, batches })
+    }
+
+    /// The append-only log that holds `column`, if one does (the batches: blocks are small, and
+    /// keeping them in redb makes them durable with the next safety write; moving them to a log
+    /// too saved nothing measurable).
+    fn log(&self, column: Column) -> Option<&BatchLog> {
+        (column == Column::Batches).then_some(&self.batches)
     }
 
     fn write(
@@ -79,6 +99,9 @@ impl DiskBackend {
 
 impl Backend for DiskBackend {
     fn get(&self, column: Column, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
+        if let Some(log) = self.log(column) {
+            return log.get(key);
+        }
         let fail = failed(column);
         let tx = self.db.begin_read().map_err(|e| fail(&e))?;
         let table = tx.open_table(table(column)).map_err(|e| fail(&e))?;
@@ -87,6 +110,9 @@ impl Backend for DiskBackend {
     }
 
     fn put(&self, column: Column, key: &[u8], value: Bytes) -> Result<(), StoreError> {
+        if let Some(log) = self.log(column) {
+            return log.put(key, value);
+        }
         self.write(column, |table| {
             table.insert(key, value.as_ref()).map(|_| ())
         })
@@ -96,6 +122,9 @@ impl Backend for DiskBackend {
         if keys.is_empty() {
             return Ok(());
         }
+        if let Some(log) = self.log(column) {
+            return log.delete(keys);
+        }
         self.write(column, |table| {
             for key in keys {
                 table.remove(*key)?;
@@ -104,7 +133,17 @@ impl Backend for DiskBackend {
         })
     }
 
+    fn contains(&self, column: Column, key: &[u8]) -> Result<bool, StoreError> {
+        if let Some(log) = self.log(column) {
+            return Ok(log.contains(key));
+        }
+        self.get(column, key).map(|v| v.is_some())
+    }
+
     fn scan(&self, column: Column) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        if let Some(log) = self.log(column) {
+            return log.scan();
+        }
         let fail = failed(column);
         let tx = self.db.begin_read().map_err(|e| fail(&e))?;
         let table = tx.open_table(table(column)).map_err(|e| fail(&e))?;
@@ -120,6 +159,9 @@ impl Backend for DiskBackend {
     }
 
     fn len(&self, column: Column) -> usize {
+        if let Some(log) = self.log(column) {
+            return log.len();
+        }
         let Ok(tx) = self.db.begin_read() else {
             return 0;
         };

@@ -4,6 +4,7 @@
 //! bounded channel (see [`Consensus::spawn`]). The mempool ([`mempool::Mempool::spawn`]) and the
 //! consensus core are started side by side by the node, joined by a [`MempoolLink`].
 
+pub mod batch_log;
 mod bounded;
 pub mod config;
 pub mod disk;
