@@ -1,30 +1,32 @@
-//! The durable [`Backend`] of `node run --store PATH`: the batches in an append-only log in the
-//! directory `PATH.batches` ([`BatchLog`]), everything else in one redb file at `PATH`, one table
-//! per [`Column`].
+//! The durable [`Backend`] of `node run --store PATH`: each column where its access pattern
+//! wants it.
 //!
-//! What must survive a crash, and when it must be on disk:
-//! - the safety state (`Column::Safety`) is written with an fsync before the vote, timeout or
-//!   proposal it protects leaves the node: a node that forgot it could vote twice in a round;
-//! - blocks are written without an fsync. They become durable with the next safety write (redb
-//!   makes a durable commit durable for every commit before it), so a crash loses at most the
-//!   blocks of the last round, which peers still hold and serve;
-//! - batches are written to the log without an fsync: they survive the process, and a batch a
-//!   machine crash loses is fetched from peers like any missing one.
+//! - The safety state (`Column::Safety`), in a [`DurableCell`] at `PATH.safety`: written and
+//!   synced before the vote, timeout or proposal it protects leaves the node (a node that forgot
+//!   it could vote twice in a round), several times a round, so its write is the one on the
+//!   consensus path. One positioned write and an `fdatasync`, no metadata.
+//! - Batches and blocks, each in an append-only [`SegmentLog`] (`PATH.batches/`,
+//!   `PATH.blocks/`), written without an fsync: they survive a crash of the process (the kernel
+//!   holds them), and what a machine crash loses is fetched from peers like anything missing.
+//!   Neither is needed for safety: the safety state carries its highest QC whole.
+//! - Checkpoints (`Column::Meta`, written every `checkpoint_rounds` rounds), in one redb table at
+//!   `PATH`, each write a durable commit.
 //!
-//! Every redb call is its own transaction. redb has one writer at a time; its writes here are
-//! small (a block, a safety state), the fsync of a safety write is the long one (about 4 ms on
-//! the VM this was measured on).
+//! Blocks and the safety state were in redb too. Its durable commit, one per safety write,
+//! flushed the pages the blocks written since the last one had dirtied and redb's own metadata;
+//! at 400,000 tx/s in `hotstuff` that fsync was the second cost of `--store` after the batches'.
 
-use crate::batch_log::BatchLog;
+use crate::durable_cell::DurableCell;
+use crate::segment_log::SegmentLog;
 use crate::store::{Backend, Column, StoreError};
 use bytes::Bytes;
-use redb::{Database, Durability, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use std::path::{Path, PathBuf};
 
 /// redb's page cache. Its default, 1 GiB, is what made `--store` collapse under load when redb
 /// still held the batches: every 500 KB batch written took fresh cache pages, so each node's
 /// cache grew to the full GiB (RSS 1,060 MiB per node) and the kernel zeroed every page of it
-/// first. Blocks and safety states need far less.
+/// first. Checkpoints need far less.
 const CACHE_BYTES: usize = 64 << 20;
 
 fn table(column: Column) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
@@ -39,12 +41,22 @@ fn failed(column: Column) -> impl Fn(&dyn std::fmt::Display) -> StoreError {
 }
 
 pub struct DiskBackend {
+    /// `Column::Meta`.
     db: Database,
-    batches: BatchLog,
+    safety: DurableCell,
+    batches: SegmentLog,
+    blocks: SegmentLog,
 }
 
-/// A log's directory beside the redb file: `PATH.<name>`.
-fn log_dir(path: &Path, name: &str) -> PathBuf {
+/// Where one column lives.
+enum Home<'a> {
+    Cell(&'a DurableCell),
+    Log(&'a SegmentLog),
+    Redb,
+}
+
+/// A file or directory beside the redb file: `PATH.<name>`.
+fn beside(path: &Path, name: &str) -> PathBuf {
     let mut dir = path.as_os_str().to_owned();
     dir.push(".");
     dir.push(name);
@@ -63,19 +75,24 @@ impl DiskBackend {
             .create(path)
             .map_err(|e| open_failed(&e))?;
         let tx = db.begin_write().map_err(|e| open_failed(&e))?;
-        for column in Column::ALL {
-            tx.open_table(table(column)).map_err(|e| open_failed(&e))?;
-        }
+        tx.open_table(table(Column::Meta))
+            .map_err(|e| open_failed(&e))?;
         tx.commit().map_err(|e| open_failed(&e))?;
-        let batches = BatchLog::open(&log_dir(path, "batches"))?;
-        Ok(DiskBackend { db, batches })
+        Ok(DiskBackend {
+            db,
+            safety: DurableCell::open(&beside(path, "safety"), Column::Safety)?,
+            batches: SegmentLog::open(&beside(path, "batches"), Column::Batches)?,
+            blocks: SegmentLog::open(&beside(path, "blocks"), Column::Blocks)?,
+        })
     }
 
-    /// The append-only log that holds `column`, if one does (the batches: blocks are small, and
-    /// keeping them in redb makes them durable with the next safety write; moving them to a log
-    /// too saved nothing measurable).
-    fn log(&self, column: Column) -> Option<&BatchLog> {
-        (column == Column::Batches).then_some(&self.batches)
+    fn home(&self, column: Column) -> Home<'_> {
+        match column {
+            Column::Safety => Home::Cell(&self.safety),
+            Column::Batches => Home::Log(&self.batches),
+            Column::Blocks => Home::Log(&self.blocks),
+            Column::Meta => Home::Redb,
+        }
     }
 
     fn write(
@@ -84,11 +101,7 @@ impl DiskBackend {
         change: impl FnOnce(&mut redb::Table<&[u8], &[u8]>) -> Result<(), redb::StorageError>,
     ) -> Result<(), StoreError> {
         let fail = failed(column);
-        let mut tx = self.db.begin_write().map_err(|e| fail(&e))?;
-        tx.set_durability(match column {
-            Column::Safety | Column::Meta => Durability::Immediate,
-            Column::Blocks | Column::Batches => Durability::None,
-        });
+        let tx = self.db.begin_write().map_err(|e| fail(&e))?;
         {
             let mut table = tx.open_table(table(column)).map_err(|e| fail(&e))?;
             change(&mut table).map_err(|e| fail(&e))?;
@@ -99,8 +112,10 @@ impl DiskBackend {
 
 impl Backend for DiskBackend {
     fn get(&self, column: Column, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
-        if let Some(log) = self.log(column) {
-            return log.get(key);
+        match self.home(column) {
+            Home::Cell(cell) => return Ok(cell.get(key)),
+            Home::Log(log) => return log.get(key),
+            Home::Redb => {}
         }
         let fail = failed(column);
         let tx = self.db.begin_read().map_err(|e| fail(&e))?;
@@ -110,8 +125,10 @@ impl Backend for DiskBackend {
     }
 
     fn put(&self, column: Column, key: &[u8], value: Bytes) -> Result<(), StoreError> {
-        if let Some(log) = self.log(column) {
-            return log.put(key, value);
+        match self.home(column) {
+            Home::Cell(cell) => return cell.put(key, value),
+            Home::Log(log) => return log.put(key, value),
+            Home::Redb => {}
         }
         self.write(column, |table| {
             table.insert(key, value.as_ref()).map(|_| ())
@@ -122,8 +139,10 @@ impl Backend for DiskBackend {
         if keys.is_empty() {
             return Ok(());
         }
-        if let Some(log) = self.log(column) {
-            return log.delete(keys);
+        match self.home(column) {
+            Home::Cell(cell) => return cell.delete(keys),
+            Home::Log(log) => return log.delete(keys),
+            Home::Redb => {}
         }
         self.write(column, |table| {
             for key in keys {
@@ -134,15 +153,17 @@ impl Backend for DiskBackend {
     }
 
     fn contains(&self, column: Column, key: &[u8]) -> Result<bool, StoreError> {
-        if let Some(log) = self.log(column) {
+        if let Home::Log(log) = self.home(column) {
             return Ok(log.contains(key));
         }
         self.get(column, key).map(|v| v.is_some())
     }
 
     fn scan(&self, column: Column) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
-        if let Some(log) = self.log(column) {
-            return log.scan();
+        match self.home(column) {
+            Home::Cell(cell) => return Ok(cell.scan()),
+            Home::Log(log) => return log.scan(),
+            Home::Redb => {}
         }
         let fail = failed(column);
         let tx = self.db.begin_read().map_err(|e| fail(&e))?;
@@ -159,8 +180,10 @@ impl Backend for DiskBackend {
     }
 
     fn len(&self, column: Column) -> usize {
-        if let Some(log) = self.log(column) {
-            return log.len();
+        match self.home(column) {
+            Home::Cell(cell) => return cell.len(),
+            Home::Log(log) => return log.len(),
+            Home::Redb => {}
         }
         let Ok(tx) = self.db.begin_read() else {
             return 0;

@@ -4,14 +4,15 @@
 //! bounded channel (see [`Consensus::spawn`]). The mempool ([`mempool::Mempool::spawn`]) and the
 //! consensus core are started side by side by the node, joined by a [`MempoolLink`].
 
-pub mod batch_log;
 mod bounded;
 pub mod config;
 pub mod disk;
+pub mod durable_cell;
 pub mod hotstuff;
 pub mod mempool;
 pub mod metered;
 pub mod network;
+pub mod segment_log;
 pub mod store;
 #[cfg(test)]
 mod test_alloc;

@@ -9,7 +9,7 @@
 //!
 //! Storage goes through the [`Backend`] trait, with two implementations behind the same
 //! `Store`/`Table` API: [`MemoryBackend`] (the default) and the durable
-//! [`DiskBackend`](crate::disk::DiskBackend), one redb table per column (`Store::open`). Every
+//! [`DiskBackend`](crate::disk::DiskBackend), each column in a file shaped for it (`Store::open`). Every
 //! operation that touches the backend returns a `Result`, because a disk can fail even though
 //! memory cannot.
 //!
@@ -43,7 +43,8 @@ pub enum Column {
     /// Mempool batches by batch digest, in their wire layout.
     Batches,
     /// The safety state (last voted round, highest QC, last committed block), which a node
-    /// restarted on a durable store must read back before it votes again.
+    /// restarted on a durable store must read back before it votes again. It holds one entry:
+    /// on the durable store a write replaces it, whatever its key.
     Safety,
     /// Anything else a durable store needs (a schema version, the last executed height, ...).
     Meta,

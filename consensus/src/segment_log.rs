@@ -1,11 +1,12 @@
-//! The durable home of the batch column: an append-only log of segment files.
+//! The durable home of the batch and block columns: an append-only log of segment files.
 //!
 //! Batches are the store's bulk (hundreds of KB each, hundreds a second at speed), written once,
 //! read a few times soon after (the committer, a peer's sync request), and deleted together
 //! `gc_depth` rounds after they commit. A B-tree is the wrong shape for that: redb copied every
 //! 500 KB value into its pages, checksummed and freed them again, and `hotstuff --store` lost
 //! about 40 % of its capacity to it. A log writes each batch once, sequentially, and deletes
-//! whole files.
+//! whole files. Blocks follow the same life (written once, pruned in order), in a log of their
+//! own.
 //!
 //! Layout: `DIR/<sequence>.segment` files, each a run of records
 //! `[kind u8][key length u8][value length u32 LE][crc32 of key and value u32 LE][key][value]`,
@@ -25,8 +26,8 @@
 //!
 //! Durability: records are written with `write` and never synced. They survive a crash of the
 //! process (the kernel holds them), not of the machine; a batch lost that way is fetched from
-//! peers like any missing batch. Only the safety state, which keeps a node from voting twice,
-//! is synced (in redb). A record torn by a crash ends its segment: recovery keeps what precedes
+//! peers like any missing one. Only the safety state, which keeps a node from voting twice,
+//! is synced (`durable_cell.rs`). A record torn by a crash ends its segment: recovery keeps what precedes
 //! it and truncates the rest.
 
 use crate::store::{Column, StoreError};
@@ -47,9 +48,9 @@ const HEADER_BYTES: usize = 1 + 1 + 4 + 4;
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
 
-fn failed(message: impl std::fmt::Display) -> StoreError {
+fn failed(column: Column, message: impl std::fmt::Display) -> StoreError {
     StoreError::Backend {
-        column: Column::Batches,
+        column,
         message: message.to_string(),
     }
 }
@@ -83,7 +84,9 @@ struct State {
     segments: BTreeMap<u64, Segment>,
 }
 
-pub struct BatchLog {
+pub struct SegmentLog {
+    /// The store column this log holds (named in its errors).
+    column: Column,
     dir: PathBuf,
     segment_bytes: u64,
     state: Mutex<State>,
@@ -91,9 +94,11 @@ pub struct BatchLog {
 
 /// A record's header and key; its value follows them on disk (written from the caller's buffer,
 /// not copied into this one: a batch is hundreds of KB).
-fn record_head(kind: u8, key: &[u8], value: &[u8]) -> Result<Vec<u8>, StoreError> {
-    let key_len = u8::try_from(key.len()).map_err(|_| failed("key longer than 255 bytes"))?;
-    let value_len = u32::try_from(value.len()).map_err(|_| failed("value larger than 4 GiB"))?;
+fn record_head(column: Column, kind: u8, key: &[u8], value: &[u8]) -> Result<Vec<u8>, StoreError> {
+    let key_len =
+        u8::try_from(key.len()).map_err(|_| failed(column, "key longer than 255 bytes"))?;
+    let value_len =
+        u32::try_from(value.len()).map_err(|_| failed(column, "value larger than 4 GiB"))?;
     let mut crc = crc32fast::Hasher::new();
     crc.update(key);
     crc.update(value);
@@ -116,14 +121,18 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl BatchLog {
+impl SegmentLog {
     /// Opens the log in `dir` (created if absent) and rebuilds its index from the segments.
-    pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        Self::open_with_segments_of(dir, SEGMENT_BYTES)
+    pub fn open(dir: &Path, column: Column) -> Result<Self, StoreError> {
+        Self::open_with_segments_of(dir, column, SEGMENT_BYTES)
     }
 
     /// As [`open`](Self::open), starting a new segment once the head holds `segment_bytes`.
-    pub fn open_with_segments_of(dir: &Path, segment_bytes: u64) -> Result<Self, StoreError> {
+    pub fn open_with_segments_of(
+        dir: &Path,
+        column: Column,
+        segment_bytes: u64,
+    ) -> Result<Self, StoreError> {
         let open_failed = |e: &dyn std::fmt::Display| StoreError::Open {
             path: dir.display().to_string(),
             message: e.to_string(),
@@ -173,7 +182,8 @@ impl BatchLog {
                 segment.live += bytes;
             }
         }
-        let log = BatchLog {
+        let log = SegmentLog {
+            column,
             dir: dir.to_path_buf(),
             segment_bytes,
             state: Mutex::new(state),
@@ -194,7 +204,7 @@ impl BatchLog {
             .append(true)
             .create(true)
             .open(&path)
-            .map_err(failed)?;
+            .map_err(|e| failed(self.column, e))?;
         state.segments.insert(
             sequence,
             Segment {
@@ -213,7 +223,7 @@ impl BatchLog {
         let (&head, segment) = state
             .segments
             .last_key_value()
-            .ok_or_else(|| failed("no segment"))?;
+            .ok_or_else(|| failed(self.column, "no segment"))?;
         if segment.size >= self.segment_bytes {
             self.start_segment(state, head + 1)?;
         }
@@ -221,17 +231,20 @@ impl BatchLog {
             .segments
             .iter_mut()
             .next_back()
-            .ok_or_else(|| failed("no segment"))?;
+            .ok_or_else(|| failed(self.column, "no segment"))?;
         let at = segment.size;
         for part in parts {
-            segment.file.write_all(part).map_err(failed)?;
+            segment
+                .file
+                .write_all(part)
+                .map_err(|e| failed(self.column, e))?;
             segment.size += part.len() as u64;
         }
         Ok((head, at))
     }
 
     fn put_locked(&self, state: &mut State, key: &[u8], value: Bytes) -> Result<(), StoreError> {
-        let head = record_head(PUT, key, &value)?;
+        let head = record_head(self.column, PUT, key, &value)?;
         let (segment, at) = self.append(state, &[&head, &value])?;
         let entry = Entry {
             segment,
@@ -269,7 +282,7 @@ impl BatchLog {
         let mut tombstones = Vec::new();
         for key in keys {
             if state.index.contains_key(*key) {
-                tombstones.extend(record_head(DELETE, key, &[])?);
+                tombstones.extend(record_head(self.column, DELETE, key, &[])?);
             }
         }
         if tombstones.is_empty() {
@@ -312,7 +325,7 @@ impl BatchLog {
                 }
             }
             if let Some(segment) = state.segments.remove(&front) {
-                fs::remove_file(&segment.path).map_err(failed)?;
+                fs::remove_file(&segment.path).map_err(|e| failed(self.column, e))?;
             }
         }
     }
@@ -327,12 +340,12 @@ impl BatchLog {
         let segment = state
             .segments
             .get(&entry.segment)
-            .ok_or_else(|| failed("index names a deleted segment"))?;
+            .ok_or_else(|| failed(self.column, "index names a deleted segment"))?;
         let mut value = vec![0; entry.len as usize];
         segment
             .file
             .read_exact_at(&mut value, entry.offset)
-            .map_err(failed)?;
+            .map_err(|e| failed(self.column, e))?;
         Ok(Some(Bytes::from(value)))
     }
 
@@ -441,13 +454,13 @@ mod tests {
     fn values_and_deletes_survive_reopening() {
         let dir = tempfile::tempdir().expect("temp dir");
         {
-            let log = BatchLog::open(dir.path()).expect("open");
+            let log = SegmentLog::open(dir.path(), Column::Batches).expect("open");
             for i in 0..10 {
                 log.put(&key(i), value(i, 1000)).expect("put");
             }
             log.delete(&[&key(3)[..], &key(7)[..]]).expect("delete");
         }
-        let log = BatchLog::open(dir.path()).expect("reopen");
+        let log = SegmentLog::open(dir.path(), Column::Batches).expect("reopen");
         assert_eq!(log.len(), 8);
         assert!(!log.contains(&key(3)) && !log.contains(&key(7)));
         // Read back from the file (this life did not write it).
@@ -455,7 +468,7 @@ mod tests {
         // A key deleted and written again is live after a reopen.
         log.put(&key(3), value(33, 10)).expect("put");
         drop(log);
-        let log = BatchLog::open(dir.path()).expect("reopen");
+        let log = SegmentLog::open(dir.path(), Column::Batches).expect("reopen");
         assert_eq!(log.get(&key(3)).expect("get"), Some(value(33, 10)));
     }
 
@@ -463,7 +476,7 @@ mod tests {
     fn a_torn_last_record_is_cut_and_what_precedes_it_kept() {
         let dir = tempfile::tempdir().expect("temp dir");
         {
-            let log = BatchLog::open(dir.path()).expect("open");
+            let log = SegmentLog::open(dir.path(), Column::Batches).expect("open");
             log.put(&key(1), value(1, 500)).expect("put");
             log.put(&key(2), value(2, 500)).expect("put");
         }
@@ -476,13 +489,13 @@ mod tests {
             .expect("open")
             .set_len(full - 100)
             .expect("truncate");
-        let log = BatchLog::open(dir.path()).expect("reopen");
+        let log = SegmentLog::open(dir.path(), Column::Batches).expect("reopen");
         assert_eq!(log.get(&key(1)).expect("get"), Some(value(1, 500)));
         assert!(!log.contains(&key(2)));
         // The log goes on after the cut.
         log.put(&key(3), value(3, 500)).expect("put");
         drop(log);
-        let log = BatchLog::open(dir.path()).expect("reopen");
+        let log = SegmentLog::open(dir.path(), Column::Batches).expect("reopen");
         assert_eq!(log.len(), 2);
         assert_eq!(log.get(&key(3)).expect("get"), Some(value(3, 500)));
     }
@@ -491,7 +504,7 @@ mod tests {
     fn a_corrupt_record_is_not_read_as_a_batch() {
         let dir = tempfile::tempdir().expect("temp dir");
         {
-            let log = BatchLog::open(dir.path()).expect("open");
+            let log = SegmentLog::open(dir.path(), Column::Batches).expect("open");
             log.put(&key(1), value(1, 500)).expect("put");
         }
         let path = segment_path(dir.path(), 0);
@@ -499,7 +512,7 @@ mod tests {
         let last = bytes.len() - 1;
         bytes[last] ^= 0xff;
         fs::write(&path, bytes).expect("write");
-        let log = BatchLog::open(dir.path()).expect("reopen");
+        let log = SegmentLog::open(dir.path(), Column::Batches).expect("reopen");
         assert!(log.is_empty());
     }
 
@@ -507,7 +520,8 @@ mod tests {
     fn deleted_segments_go_and_a_straggler_moves_forward() {
         let dir = tempfile::tempdir().expect("temp dir");
         // Segments of ten 1,000-byte values.
-        let log = BatchLog::open_with_segments_of(dir.path(), 10_000).expect("open");
+        let log =
+            SegmentLog::open_with_segments_of(dir.path(), Column::Batches, 10_000).expect("open");
         for i in 0..100 {
             log.put(&key(i), value(i, 1000)).expect("put");
         }
@@ -523,7 +537,8 @@ mod tests {
         assert_eq!(files, log.segments());
         drop(log);
         // Nothing deleted comes back, the straggler is still there.
-        let log = BatchLog::open_with_segments_of(dir.path(), 10_000).expect("reopen");
+        let log =
+            SegmentLog::open_with_segments_of(dir.path(), Column::Batches, 10_000).expect("reopen");
         assert_eq!(log.len(), 6);
         assert_eq!(log.get(&key(5)).expect("get"), Some(value(5, 1000)));
         assert_eq!(log.get(&key(99)).expect("get"), Some(value(99, 1000)));
