@@ -34,10 +34,7 @@ fn table(column: Column) -> TableDefinition<'static, &'static [u8], &'static [u8
 }
 
 fn failed(column: Column) -> impl Fn(&dyn std::fmt::Display) -> StoreError {
-    move |e| StoreError::Backend {
-        column,
-        message: e.to_string(),
-    }
+    move |e| StoreError::backend(column, e)
 }
 
 pub struct DiskBackend {
@@ -66,10 +63,7 @@ fn beside(path: &Path, name: &str) -> PathBuf {
 impl DiskBackend {
     /// Opens the store at `path`, creating the file and its tables if they do not exist.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let open_failed = |e: &dyn std::fmt::Display| StoreError::Open {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        };
+        let open_failed = |e: &dyn std::fmt::Display| StoreError::open(path, e);
         let db = Database::builder()
             .set_cache_size(CACHE_BYTES)
             .create(path)

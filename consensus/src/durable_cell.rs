@@ -90,10 +90,7 @@ fn create(path: &Path) -> std::io::Result<()> {
 impl DurableCell {
     /// Opens the cell at `path`, creating it if absent, and reads the record in force.
     pub fn open(path: &Path, column: Column) -> Result<Self, StoreError> {
-        let open_failed = |e: &dyn std::fmt::Display| StoreError::Open {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        };
+        let open_failed = |e: &dyn std::fmt::Display| StoreError::open(path, e);
         if !path.exists() {
             create(path).map_err(|e| open_failed(&e))?;
         }
@@ -129,10 +126,7 @@ impl DurableCell {
     }
 
     fn failed(&self, message: impl std::fmt::Display) -> StoreError {
-        StoreError::Backend {
-            column: self.column,
-            message: message.to_string(),
-        }
+        StoreError::backend(self.column, message)
     }
 
     /// Writes `payload` into the slot not in force and syncs it; it is in force on return.

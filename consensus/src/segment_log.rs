@@ -48,13 +48,6 @@ const HEADER_BYTES: usize = 1 + 1 + 4 + 4;
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
 
-fn failed(column: Column, message: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend {
-        column,
-        message: message.to_string(),
-    }
-}
-
 /// Where a live key's record is, and its value when this life wrote it.
 struct Entry {
     segment: u64,
@@ -95,10 +88,10 @@ pub struct SegmentLog {
 /// A record's header and key; its value follows them on disk (written from the caller's buffer,
 /// not copied into this one: a batch is hundreds of KB).
 fn record_head(column: Column, kind: u8, key: &[u8], value: &[u8]) -> Result<Vec<u8>, StoreError> {
-    let key_len =
-        u8::try_from(key.len()).map_err(|_| failed(column, "key longer than 255 bytes"))?;
-    let value_len =
-        u32::try_from(value.len()).map_err(|_| failed(column, "value larger than 4 GiB"))?;
+    let key_len = u8::try_from(key.len())
+        .map_err(|_| StoreError::backend(column, "key longer than 255 bytes"))?;
+    let value_len = u32::try_from(value.len())
+        .map_err(|_| StoreError::backend(column, "value larger than 4 GiB"))?;
     let mut crc = crc32fast::Hasher::new();
     crc.update(key);
     crc.update(value);
@@ -133,10 +126,7 @@ impl SegmentLog {
         column: Column,
         segment_bytes: u64,
     ) -> Result<Self, StoreError> {
-        let open_failed = |e: &dyn std::fmt::Display| StoreError::Open {
-            path: dir.display().to_string(),
-            message: e.to_string(),
-        };
+        let open_failed = |e: &dyn std::fmt::Display| StoreError::open(dir, e);
         fs::create_dir_all(dir).map_err(|e| open_failed(&e))?;
         let mut sequences = Vec::new();
         for entry in fs::read_dir(dir).map_err(|e| open_failed(&e))? {
@@ -204,7 +194,7 @@ impl SegmentLog {
             .append(true)
             .create(true)
             .open(&path)
-            .map_err(|e| failed(self.column, e))?;
+            .map_err(|e| StoreError::backend(self.column, e))?;
         state.segments.insert(
             sequence,
             Segment {
@@ -223,7 +213,7 @@ impl SegmentLog {
         let (&head, segment) = state
             .segments
             .last_key_value()
-            .ok_or_else(|| failed(self.column, "no segment"))?;
+            .ok_or_else(|| StoreError::backend(self.column, "no segment"))?;
         if segment.size >= self.segment_bytes {
             self.start_segment(state, head + 1)?;
         }
@@ -231,13 +221,13 @@ impl SegmentLog {
             .segments
             .iter_mut()
             .next_back()
-            .ok_or_else(|| failed(self.column, "no segment"))?;
+            .ok_or_else(|| StoreError::backend(self.column, "no segment"))?;
         let at = segment.size;
         for part in parts {
             segment
                 .file
                 .write_all(part)
-                .map_err(|e| failed(self.column, e))?;
+                .map_err(|e| StoreError::backend(self.column, e))?;
             segment.size += part.len() as u64;
         }
         Ok((head, at))
@@ -325,7 +315,7 @@ impl SegmentLog {
                 }
             }
             if let Some(segment) = state.segments.remove(&front) {
-                fs::remove_file(&segment.path).map_err(|e| failed(self.column, e))?;
+                fs::remove_file(&segment.path).map_err(|e| StoreError::backend(self.column, e))?;
             }
         }
     }
@@ -340,12 +330,12 @@ impl SegmentLog {
         let segment = state
             .segments
             .get(&entry.segment)
-            .ok_or_else(|| failed(self.column, "index names a deleted segment"))?;
+            .ok_or_else(|| StoreError::backend(self.column, "index names a deleted segment"))?;
         let mut value = vec![0; entry.len as usize];
         segment
             .file
             .read_exact_at(&mut value, entry.offset)
-            .map_err(|e| failed(self.column, e))?;
+            .map_err(|e| StoreError::backend(self.column, e))?;
         Ok(Some(Bytes::from(value)))
     }
 

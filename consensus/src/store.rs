@@ -35,6 +35,24 @@ pub enum StoreError {
     Open { path: String, message: String },
 }
 
+impl StoreError {
+    /// `column`'s backend failed (an I/O error, a record that does not decode, ...).
+    pub fn backend(column: Column, message: impl std::fmt::Display) -> Self {
+        StoreError::Backend {
+            column,
+            message: message.to_string(),
+        }
+    }
+
+    /// The store, or one of its files, at `path` cannot be opened.
+    pub fn open(path: &std::path::Path, message: impl std::fmt::Display) -> Self {
+        StoreError::Open {
+            path: path.display().to_string(),
+            message: message.to_string(),
+        }
+    }
+}
+
 /// The namespaces of the store. Keys of different columns never collide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Column {
