@@ -1,6 +1,7 @@
 //! The durable store's writes on the consensus path, old against new: the safety state synced
 //! before a vote (a redb durable commit after a block written to redb, as before; a
-//! `DurableCell` write after a block appended to a `SegmentLog`, as now) and a batch appended.
+//! `DurableCell` write after a block appended to a `SegmentLog`, as now) and a batch appended
+//! (retired segment files deleted, as before, or recycled, as now).
 //!
 //! `cargo bench -p consensus --bench store -- --warm-up-time 1 --measurement-time 5`
 //!
@@ -10,7 +11,7 @@
 
 use bytes::Bytes;
 use consensus::durable_cell::DurableCell;
-use consensus::segment_log::SegmentLog;
+use consensus::segment_log::{SegmentLog, Sizing, SPARE_SEGMENTS};
 use consensus::store::Column;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use redb::{Database, Durability, TableDefinition};
@@ -77,21 +78,29 @@ fn block_then_safety(c: &mut Criterion) {
 
 fn batch_append(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let log = SegmentLog::open(&dir.path().join("batches"), Column::Batches).expect("log");
     let batch = Bytes::from(vec![5u8; BATCH_BYTES]);
     let mut group = c.benchmark_group("batch_append");
     group.throughput(Throughput::Bytes(BATCH_BYTES as u64));
-    let mut i = 0u64;
-    group.bench_function("segment_log", |b| {
-        b.iter(|| {
-            i += 1;
-            log.put(&key(i), batch.clone()).expect("put");
-            // Keep a window of 100 live batches, as the GC window does.
-            if i > 100 {
-                log.delete(&[&key(i - 100)]).expect("delete");
-            }
-        })
-    });
+    // Retired segments deleted (as before) against kept and overwritten in place (as now).
+    for (name, spare_segments) in [("delete_segments", 0), ("recycle_segments", SPARE_SEGMENTS)] {
+        let sizing = Sizing {
+            spare_segments,
+            ..Sizing::default()
+        };
+        let log =
+            SegmentLog::open_with(&dir.path().join(name), Column::Batches, sizing).expect("log");
+        let mut i = 0u64;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                i += 1;
+                log.put(&key(i), batch.clone()).expect("put");
+                // Keep a window of 100 live batches, as the GC window does.
+                if i > 100 {
+                    log.delete(&[&key(i - 100)]).expect("delete");
+                }
+            })
+        });
+    }
     group.finish();
 }
 
