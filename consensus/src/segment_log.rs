@@ -41,7 +41,7 @@
 //! safety state's `fdatasync` behind them (p99 latency 367–820 ms in 60-s `hotstuff` runs
 //! against 113 ms). A file deleted before its pages expire takes them with it unwritten.
 //!
-//! Durability: records are written with `write` and never synced. They survive a crash of the
+//! Durability: records are written with `pwrite` and never synced. They survive a crash of the
 //! process (the kernel holds them), not of the machine; a batch lost that way is fetched from
 //! peers like any missing one. Only the safety state, which keeps a node from voting twice,
 //! is synced (`durable_cell.rs`). A record torn by a crash (or a recycled head's old records)
