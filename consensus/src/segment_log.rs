@@ -336,21 +336,24 @@ impl SegmentLog {
     }
 
     /// Writes `parts` (one record, or several tombstones, built for segment `head`) at the end
-    /// of the head; returns the offset they start at.
+    /// of the head; returns the offset they start at. The end moves only once all of them are
+    /// written: after a failed write the next record goes where this one started, over what
+    /// part of it reached the file, rather than after a half record that replay would stop at.
     fn append(&self, state: &mut State, head: u64, parts: &[&[u8]]) -> Result<u64, StoreError> {
         let segment = state
             .segments
             .get_mut(&head)
             .ok_or_else(|| StoreError::backend(self.column, "no head segment"))?;
         let at = segment.size;
+        let mut end = at;
         for part in parts {
-            segment
-                .file
-                .write_all_at(part, segment.size)
-                .map_err(|e| StoreError::backend(self.column, e))?;
-            segment.size += part.len() as u64;
+            let written = segment.file.write_all_at(part, end);
+            end += part.len() as u64;
+            // The file may hold part of it even when the write failed.
+            segment.file_len = segment.file_len.max(end);
+            written.map_err(|e| StoreError::backend(self.column, e))?;
         }
-        segment.file_len = segment.file_len.max(segment.size);
+        segment.size = end;
         Ok(at)
     }
 
@@ -793,5 +796,77 @@ mod tests {
         assert_eq!(log.spares(), 0);
         assert_eq!(files(dir.path()), (log.segments(), 0));
         assert_eq!(log.len(), 5);
+    }
+
+    /// Run in a child process of its own (see the test below): it lowers the process's file size
+    /// limit so that a record's header is written and its value fails, then lifts it.
+    const FAILED_WRITE_CHILD: &str = "SEGMENT_LOG_FAILED_WRITE_DIR";
+
+    #[test]
+    fn a_record_after_a_failed_write_survives_a_restart() {
+        if let Ok(dir) = std::env::var(FAILED_WRITE_CHILD) {
+            let dir = Path::new(&dir);
+            let log = SegmentLog::open(dir, Column::Batches).expect("open");
+            log.put(&key(1), value(1, 1000)).expect("put");
+            let end = fs::metadata(segment_path(dir, 0)).expect("stat").len();
+            // Room for the next header and a little of its value: past the limit a write
+            // fails with EFBIG (once SIGXFSZ, which would end the process, is ignored).
+            let limit = end + (HEADER_BYTES + 32 + 100) as u64;
+            let set_limit = |soft: libc::rlim_t| {
+                let mut current = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                // SAFETY: reads and writes this process's limits through valid pointers.
+                unsafe {
+                    assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut current), 0);
+                    current.rlim_cur = soft;
+                    assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &current), 0);
+                }
+                current.rlim_max
+            };
+            // SAFETY: ignoring a signal installs no handler code.
+            unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+            let hard = set_limit(limit);
+            assert!(
+                log.put(&key(2), value(2, 1000)).is_err(),
+                "the value's write fails"
+            );
+            set_limit(hard);
+            log.put(&key(3), value(3, 1000))
+                .expect("put after the failure");
+            drop(log);
+            let log = SegmentLog::open(dir, Column::Batches).expect("reopen");
+            assert_eq!(log.get(&key(1)).expect("get"), Some(value(1, 1000)));
+            assert!(!log.contains(&key(2)));
+            assert!(
+                log.contains(&key(3)),
+                "the record written after the failed one is lost"
+            );
+            assert_eq!(log.get(&key(3)).expect("get"), Some(value(3, 1000)));
+            return;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let output = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "segment_log::tests::a_record_after_a_failed_write_survives_a_restart",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(FAILED_WRITE_CHILD, dir.path())
+            .output()
+            .expect("run the child");
+        assert!(
+            output.status.success(),
+            "child failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            stdout.contains("1 passed"),
+            "the child ran the test: {stdout}"
+        );
     }
 }
