@@ -124,6 +124,8 @@ def _guard(action: Callable[[], T]) -> T:
         "logs": "directory of the runs' log directories",
         "results": "directory of the saved results (one JSON per run)",
         "binaries": "directory holding node and client (default: target/release)",
+        "keep_stores": "with --store: keep the nodes' stores in the logs after each run (by"
+        " default they are deleted once the run is summarised)",
     },
 )
 def local(
@@ -144,6 +146,7 @@ def local(
     runs: str | None = None,
     invalid_share: str | None = None,
     store: bool = False,
+    keep_stores: bool = False,
     delay: str | None = None,
     delay_matrix: str | None = None,
     vm: str | None = None,
@@ -202,6 +205,7 @@ def local(
             profile=profile,
             analysis=_analysis(project_cores, instance_price),
             fault_schedule=schedule_from_flags(crash, kill_leader_every, partition),
+            keep_stores=keep_stores,
         )
         sweep.run_sweep(points, runner, sys.stdout, before_runs=runner.build if build else None)
 

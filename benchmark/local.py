@@ -11,6 +11,7 @@ when it stops. The summary knows this machine's cores (`os.cpu_count()`) for its
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -121,6 +122,24 @@ class ExitDeadline:
             raise _failure(late, f"still running {EXIT_MARGIN:.0f} s after its duration")
 
 
+def remove_stores(log_dir: Path, out: TextIO) -> None:
+    """Deletes the nodes' durable stores (`store-node-i.redb` and the files and directories
+    beside it) from a run's log directory, once its nodes have stopped: a run at speed leaves
+    tens of MB per node, one that fell behind GBs. The logs stay."""
+    paths = sorted(log_dir.glob("store-node-*"))
+    if not paths:
+        return
+    size = 0
+    for path in paths:
+        if path.is_dir():
+            size += sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            shutil.rmtree(path)
+        else:
+            size += path.stat().st_size
+            path.unlink()
+    out.write(f"Deleted the nodes' stores ({size / 1e6:,.0f} MB); --keep-stores keeps them\n")
+
+
 @dataclass
 class LocalBench:
     """Runs benchmarks on this machine; one instance serves every point of a sweep."""
@@ -145,6 +164,9 @@ class LocalBench:
     enforce_audit: bool = True
     # Seconds from writing the partition windows to the clients' start (net_emulation.py).
     partition_lead: float = LOCAL_PARTITION_LEAD_S
+    # Keep the nodes' durable stores (`--store`) in the log directory after the run; by default
+    # they go once the run is summarised (a sweep would otherwise fill the disk).
+    keep_stores: bool = False
 
     @property
     def binaries_dir(self) -> Path:
@@ -215,6 +237,8 @@ class LocalBench:
                 self._run_movevm(bench, processes, log_dir)
             else:
                 self._run_nodes(bench, processes, config_dir, log_dir)
+        if not self.keep_stores:
+            remove_stores(log_dir, self.out)
         summary, _ = finish_run(
             log_dir,
             bench,

@@ -10,8 +10,9 @@ per transaction keeps T · c / 10⁶ cores busy, and the node fits on K cores wh
 * (each stage alone) T · c ≤ p · 10⁶, where p is the cores the stage can use at once: one for a
   stage that is one thread (the executor; movevm's decoder) and for consensus (the tokio runtime
   has a thread per core, but its heaviest work, sealing batches and the consensus core, is one
-  task each); the verifier's pool, min(its threads, K) (a node starts one pool thread per core
-  unless `--verifier-threads` says otherwise).
+  task each); one for the store of a node run with `--store` (a writer thread per column, and
+  the batches' thread does nearly all of its work); the verifier's pool, min(its threads, K) (a
+  node starts one pool thread per core unless `--verifier-threads` says otherwise).
 
 The projected throughput is the largest T that meets both, min(K · 10⁶ / Σc, min over stages of
 p · 10⁶ / c). Either the K cores are full ("CPU-bound"; the stage that costs the most per

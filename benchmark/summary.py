@@ -47,7 +47,7 @@ from .projection import DEFAULT_PROJECT_CORES, Projection, project
 from .resources import Machine, Resources, resources
 from .samples import first_sends, sample_events
 from .stage_cpu import stage_cpu
-from .stage_paths import input_channel, output_channel
+from .stage_paths import CONSENSUS, SECTION_STAGES, input_channel, output_channel, stages_in
 from .stats import LatencyStats, maximum, mean
 from .timeline import stage_timelines
 
@@ -58,7 +58,7 @@ FALLS_BEHIND = 0.95
 SATURATED_BUSY = 0.8
 CLIENT_SHORTFALL = 0.9
 KEEPS_UP = 0.95
-STAGE_ORDER = ("consensus", "generator", "decoder", "verifier", "executor")
+STAGE_ORDER = ("consensus", "store", "generator", "decoder", "verifier", "executor")
 
 
 class SummaryError(HarnessError):
@@ -266,10 +266,14 @@ def _stage_of(process: ProcessMetrics, stage: str, channels: set[str], window: W
         blocked = rate(records, ("channels", channel, "blocked_ms"), window)
         return None if blocked is None else blocked / 1000.0
 
-    if stage == "consensus":
-        throughput = rate(records, ("consensus", "committed_txs"), window)
-        batches = rate(records, ("consensus", "committed_batches"), window)
-        batch_size = throughput / batches if throughput is not None and batches else None
+    if stage in SECTION_STAGES:
+        throughput = rate(records, (CONSENSUS, "committed_txs"), window)
+        batches = rate(records, (CONSENSUS, "committed_batches"), window)
+        batch_size = (
+            throughput / batches
+            if stage == CONSENSUS and throughput is not None and batches
+            else None
+        )
         busy = None
         counts: list[float | None] = [None, None, None]
     else:
@@ -320,11 +324,8 @@ def stage_table(processes: Sequence[ProcessMetrics], window: Window) -> tuple[St
     """One row per stage, averaged over processes, in pipeline order."""
     per_stage: dict[str, list[StageRow]] = {}
     for process in processes:
-        stages = _names(process.records, "stages")
-        if any("consensus" in r for r in process.records):
-            stages.add("consensus")
         channels = _names(process.records, "channels")
-        for stage in stages:
+        for stage in stages_in(process.records):
             per_stage.setdefault(stage, []).append(_stage_of(process, stage, channels, window))
     rows = []
     for stage in sorted(per_stage, key=_stage_key):

@@ -23,7 +23,7 @@ from .fault_events import FaultLog
 from .json_path import number
 from .metrics import ProcessMetrics, Record, RunMetrics
 from .node_lives import NodeLives, node_lives
-from .stage_paths import CONSENSUS, cpu_path, input_channel, items_path, output_channel
+from .stage_paths import cpu_path, input_channel, items_path, output_channel, stages_in
 from .stats import mean
 
 # ---- Per stage: per-second series of every stage --------------------------------------------
@@ -76,11 +76,8 @@ def stage_timelines(processes: Sequence[ProcessMetrics], load_start_ms: float) -
     bins: dict[str, dict[str, dict[int, list[float]]]] = {}
     seconds_seen: set[int] = set()
     for process in processes:
-        stages = _names(process, "stages")
-        if any(CONSENSUS in r for r in process.records):
-            stages.add(CONSENSUS)
         channels = _names(process, "channels")
-        for stage in stages:
+        for stage in stages_in(process.records):
             quantities = _quantities(stage, channels)
             for before, after in pairwise(process.records):
                 elapsed = (float(after["time_ms"]) - float(before["time_ms"])) / 1000.0

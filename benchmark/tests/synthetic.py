@@ -96,15 +96,21 @@ def client_record(index: int, second: int, client_ms: float, cores: int) -> dict
 
 def write_run(
     directory: Path,
+    *,
     verifier_ms: float = 500.0,
     node_ms: float = 700.0,
     client_ms: float = 250.0,
     cores: int = 2,
+    store_ms: float | None = None,
 ) -> Path:
-    """Write node-i.log and client-i.log; returns the directory."""
+    """Write node-i.log and client-i.log; returns the directory. With `store_ms`, the nodes ran
+    with `--store`: their writer threads use that much CPU a second (a `store` section)."""
     directory.mkdir(parents=True, exist_ok=True)
     for index in range(2):
         nodes = [node_record(index, s, verifier_ms, node_ms, cores) for s in SECONDS]
+        if store_ms is not None:
+            for second, record in zip(SECONDS, nodes, strict=True):
+                record["store"] = {"cpu_ms": store_ms * second}
         clients = [client_record(index, s, client_ms, cores) for s in SECONDS]
         for name, records in ((f"node-{index}", nodes), (f"client-{index}", clients)):
             lines = [f"METRICS {json.dumps(record)}" for record in records]

@@ -35,6 +35,32 @@ def test_stage_table_has_cores_and_cpu_per_transaction(tmp_path: Path) -> None:
     assert verifier.busy_share == pytest.approx(0.6)  # wall-clock busy stays beside it
 
 
+def test_a_durable_store_is_a_stage_of_its_own(tmp_path: Path) -> None:
+    run = load_run(write_run(tmp_path / "logs", store_ms=20.0))
+    summary = summarize(run, {"mode": "hotcrypto", "nodes": 2, "cores": 2})
+    assert [row.name for row in summary.stages] == ["consensus", "store", "verifier", "executor"]
+    store = summary.stage("store")
+    assert store is not None
+    # Its items are the committed transactions: 1,000 a second, like consensus.
+    assert store.throughput == pytest.approx(1000.0)
+    assert (store.cpu_cores, store.us_per_tx) == (pytest.approx(0.02), pytest.approx(20.0))
+    assert store.batch_size is None
+    assert store.busy_share is None
+    # The projection counts its cost with the others' (4 cores / 670 µs per transaction).
+    assert summary.projection is not None
+    assert {s.stage for s in summary.projection.stages} == {
+        "consensus",
+        "store",
+        "verifier",
+        "executor",
+    }
+    assert summary.projection.cpu_tps == pytest.approx(4e6 / 670.0)
+    assert summary.timeline["stages"]["store"]["cpu_cores"] == [pytest.approx(0.02)] * 9
+    assert " store " in render_summary(summary)
+    # Without --store there is no such row.
+    assert _summary(tmp_path / "plain").stage("store") is None
+
+
 def test_saturated_machine_names_the_costliest_stage(tmp_path: Path) -> None:
     summary = _summary(tmp_path)
     verdict = summary.bottleneck

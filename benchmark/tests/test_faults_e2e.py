@@ -196,6 +196,9 @@ def test_crash_and_restart_on_a_durable_store(release_binaries: Path, tmp_path: 
     [log] = (tmp_path / "logs").glob("*/node-1.log")
     assert "resuming from the stored safety state" in log.read_text()
     check_caught_up(result, 1)
+    # The stores served the run; they do not outlive it (the logs do).
+    assert "Deleted the nodes' stores" in output
+    assert not list(log.parent.glob("store-node-*"))
 
 
 def first_line_after(result: dict[str, Any], node: int, t: float) -> dict[str, Any] | None:

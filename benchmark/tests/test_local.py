@@ -22,7 +22,7 @@ import pytest
 
 from benchmark.config import BenchParameters
 from benchmark.flags import sweep_from_flags
-from benchmark.local import BenchError, LocalBench
+from benchmark.local import BenchError, LocalBench, remove_stores
 
 from .conftest import REPO_ROOT
 from .sshhosts import COMMITTEE_PORTS, free_port
@@ -82,6 +82,25 @@ def test_hotcrypto_with_a_fault(tmp_path: Path, standins: Path) -> None:
     assert "committed" in output
     assert "LIMITING STAGE: executor" in output
     assert _no_stand_in_left(standins)
+
+
+def test_a_runs_stores_are_deleted_and_its_logs_kept(tmp_path: Path) -> None:
+    for node in range(2):
+        (tmp_path / f"node-{node}.log").write_text("METRICS {}\n")
+        (tmp_path / f"store-node-{node}.redb").write_bytes(b"x" * 1_000_000)
+        (tmp_path / f"store-node-{node}.redb.safety").write_bytes(b"s" * 131_072)
+        for log in ("batches", "blocks"):
+            segments = tmp_path / f"store-node-{node}.redb.{log}"
+            segments.mkdir()
+            (segments / "000000000000.segment").write_bytes(b"b" * 2_000_000)
+    out = StringIO()
+    remove_stores(tmp_path, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["node-0.log", "node-1.log"]
+    assert out.getvalue() == "Deleted the nodes' stores (10 MB); --keep-stores keeps them\n"
+    # Nothing to delete: nothing said.
+    out = StringIO()
+    remove_stores(tmp_path, out)
+    assert out.getvalue() == ""
 
 
 def test_hotstuff_runs_repeat(tmp_path: Path, standins: Path) -> None:

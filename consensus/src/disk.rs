@@ -195,8 +195,8 @@ mod tests {
     use crate::store::Store;
     use crypto::Digest;
 
-    #[test]
-    fn values_survive_reopening_and_columns_stay_apart() {
+    #[tokio::test]
+    async fn values_survive_reopening_and_columns_stay_apart() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("store.redb");
         let key = Digest::of(b"k");
@@ -205,18 +205,22 @@ mod tests {
             store
                 .batches()
                 .write(key, Bytes::from_static(b"batch"))
+                .await
                 .expect("write");
             store
                 .safety()
                 .write(key, Bytes::from_static(b"state"))
+                .await
                 .expect("write");
             store
                 .blocks()
                 .write(Digest::of(b"gone"), Bytes::from_static(b"x"))
+                .await
                 .expect("write");
             store
                 .blocks()
                 .remove(&[Digest::of(b"gone")])
+                .await
                 .expect("remove");
         }
         let store = Store::open(&path).expect("reopen");

@@ -5,6 +5,7 @@
 //! consensus core are started side by side by the node, joined by a [`MempoolLink`].
 
 mod bounded;
+pub mod column_writer;
 pub mod config;
 pub mod disk;
 pub mod durable_cell;

@@ -17,6 +17,7 @@
 //! is written, which is how the core waits for a missing batch or ancestor without polling. The
 //! waiters live here, above the backend, so every backend gets them for free.
 
+use crate::column_writer::ColumnWriter;
 use bytes::Bytes;
 use crypto::Digest;
 use std::collections::HashMap;
@@ -158,11 +159,18 @@ impl Backend for MemoryBackend {
 type Waiters = HashMap<Digest, Vec<oneshot::Sender<Bytes>>>;
 
 struct Inner {
-    backend: Box<dyn Backend>,
-    /// Per column. A write holds its column's waiter lock across the backend write, and
-    /// `notify_read` holds it across its read and its registration, so a write can never slip
-    /// between the two and leave a waiter waiting for a key that is already there.
-    waiters: [Mutex<Waiters>; 4],
+    /// By column index, on a durable backend: the thread that makes the column's writes
+    /// (`column_writer.rs`). Empty (the in-memory backend): a write is made on the caller's
+    /// thread.
+    writers: Vec<ColumnWriter>,
+    backend: Arc<dyn Backend>,
+    /// Per column. `notify_read` holds it across its read and its registration, and a write
+    /// takes it only once the backend holds the value, so a write can never slip between the
+    /// two and leave a waiter waiting for a key that is already there: either the read sees the
+    /// value, or the waiter is registered before the write looks for waiters. Shared with the
+    /// writes queued on writer threads, which wake the waiters themselves: a write whose caller
+    /// stopped waiting for it (a dropped future) is still made, and must still wake them.
+    waiters: Arc<[Mutex<Waiters>; 4]>,
 }
 
 /// Cloning a `Store` clones a handle to the same columns.
@@ -183,15 +191,33 @@ impl Store {
         Self::with_backend(MemoryBackend::default())
     }
 
-    /// A durable store in the file at `path` (created if absent), as `node run --store` uses.
+    /// A durable store in the file at `path` (created if absent), as `node run --store` uses;
+    /// its writes run on a thread per column.
     pub fn open(path: &std::path::Path) -> Result<Self, StoreError> {
-        Ok(Self::with_backend(crate::disk::DiskBackend::open(path)?))
+        Self::with_writer_threads(crate::disk::DiskBackend::open(path)?)
     }
 
+    /// A store whose writes are made on the caller's thread (a backend that never blocks).
     pub fn with_backend(backend: impl Backend) -> Self {
+        Self::build(Arc::new(backend), Vec::new())
+    }
+
+    /// A store whose writes run on a thread per column (a backend that blocks on I/O).
+    pub fn with_writer_threads(backend: impl Backend) -> Result<Self, StoreError> {
+        let backend: Arc<dyn Backend> = Arc::new(backend);
+        // In index order, so a column's writer is at its index.
+        let writers = Column::ALL
+            .iter()
+            .map(|&column| ColumnWriter::spawn(column, backend.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::build(backend, writers))
+    }
+
+    fn build(backend: Arc<dyn Backend>, writers: Vec<ColumnWriter>) -> Self {
         Store {
             inner: Arc::new(Inner {
-                backend: Box::new(backend),
+                writers,
+                backend,
                 waiters: Default::default(),
             }),
         }
@@ -273,15 +299,33 @@ impl<C: ColumnKind> Table<C> {
         self.inner.backend.as_ref()
     }
 
-    pub fn write(&self, key: Digest, value: Bytes) -> Result<(), StoreError> {
-        let mut waiters = self.waiters();
-        self.backend().put(C::COLUMN, key.as_ref(), value.clone())?;
-        if let Some(waiters) = waiters.remove(&key) {
-            for waiter in waiters {
+    /// The thread that makes this column's writes, on a durable store.
+    fn writer(&self) -> Option<&ColumnWriter> {
+        self.inner.writers.get(C::COLUMN.index())
+    }
+
+    /// Writes `value` under `key`; resolves once the backend holds it (on a durable store: it
+    /// is written, and for the safety column synced), then wakes whoever waits for the key.
+    pub async fn write(&self, key: Digest, value: Bytes) -> Result<(), StoreError> {
+        let waiters = self.inner.waiters.clone();
+        let write = move |backend: &dyn Backend| {
+            backend.put(C::COLUMN, key.as_ref(), value.clone())?;
+            let woken = lock(&waiters[C::COLUMN.index()]).remove(&key);
+            for waiter in woken.into_iter().flatten() {
                 let _ = waiter.send(value.clone());
             }
+            Ok(())
+        };
+        match self.writer() {
+            Some(writer) => writer.run(write).await,
+            None => write(self.backend()),
         }
-        Ok(())
+    }
+
+    /// [`write`](Self::write) for code that is not async (a thread of its own, a constructor):
+    /// blocks the calling thread until the write is made.
+    pub fn write_blocking(&self, key: Digest, value: Bytes) -> Result<(), StoreError> {
+        futures::executor::block_on(self.write(key, value))
     }
 
     pub fn read(&self, key: &Digest) -> Result<Option<Bytes>, StoreError> {
@@ -306,9 +350,20 @@ impl<C: ColumnKind> Table<C> {
         receiver.await.map_err(|_| StoreError::Closed)
     }
 
-    pub fn remove(&self, keys: &[Digest]) -> Result<(), StoreError> {
-        let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
-        self.backend().delete(C::COLUMN, &keys)
+    /// Deletes `keys`; resolves once the backend no longer holds them.
+    pub async fn remove(&self, keys: &[Digest]) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let keys = keys.to_vec();
+        let delete = move |backend: &dyn Backend| {
+            let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
+            backend.delete(C::COLUMN, &keys)
+        };
+        match self.writer() {
+            Some(writer) => writer.run(delete).await,
+            None => delete(self.backend()),
+        }
     }
 
     /// Drops waiters whose futures were dropped, so abandoned waits do not accumulate.
@@ -348,6 +403,112 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// Each write's column and the name of the thread it ran on.
+    type WriteThreads = Arc<Mutex<Vec<(Column, Option<String>)>>>;
+
+    /// Records the thread each write ran on.
+    #[derive(Default)]
+    struct ThreadRecorder {
+        memory: MemoryBackend,
+        threads: WriteThreads,
+    }
+
+    impl Backend for ThreadRecorder {
+        fn get(&self, column: Column, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
+            self.memory.get(column, key)
+        }
+        fn put(&self, column: Column, key: &[u8], value: Bytes) -> Result<(), StoreError> {
+            let thread = std::thread::current().name().map(str::to_owned);
+            lock(&self.threads).push((column, thread));
+            self.memory.put(column, key, value)
+        }
+        fn delete(&self, column: Column, keys: &[&[u8]]) -> Result<(), StoreError> {
+            self.memory.delete(column, keys)
+        }
+        fn scan(&self, column: Column) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+            self.memory.scan(column)
+        }
+        fn len(&self, column: Column) -> usize {
+            self.memory.len(column)
+        }
+    }
+
+    /// On a store with writer threads, each column's writes run on that column's thread, and
+    /// a waiter on a key still wakes once the write is made.
+    #[tokio::test]
+    async fn each_columns_writes_run_on_its_own_thread() {
+        let recorder = ThreadRecorder::default();
+        let threads = recorder.threads.clone();
+        let store = Store::with_writer_threads(recorder).expect("store");
+        let key = Digest::of(b"k");
+        let waiter = tokio::spawn({
+            let batches = store.batches();
+            async move { batches.notify_read(key).await }
+        });
+        let value = Bytes::from_static(b"v");
+        store
+            .blocks()
+            .write(key, value.clone())
+            .await
+            .expect("write");
+        store
+            .batches()
+            .write(key, value.clone())
+            .await
+            .expect("write");
+        store
+            .safety()
+            .write(key, value.clone())
+            .await
+            .expect("write");
+        store.meta().write(key, value.clone()).await.expect("write");
+        let woken = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("resolved")
+            .expect("task");
+        assert_eq!(woken.ok(), Some(value));
+        let expected: Vec<_> = [
+            Column::Blocks,
+            Column::Batches,
+            Column::Safety,
+            Column::Meta,
+        ]
+        .into_iter()
+        .map(|c| (c, Some(crate::column_writer::thread_name(c))))
+        .collect();
+        assert_eq!(*lock(&threads), expected);
+        store.batches().remove(&[key]).await.expect("remove");
+        assert!(!store.batches().contains(&key).expect("read"));
+    }
+
+    /// A write handed to a writer thread is made even if its caller stops waiting (its task is
+    /// cancelled, its future dropped), and it still wakes those who wait for the key: else a
+    /// core waiting for that batch would wait until someone wrote it again.
+    #[tokio::test]
+    async fn an_abandoned_write_still_wakes_waiters() {
+        let store = Store::with_writer_threads(MemoryBackend::default()).expect("store");
+        let key = Digest::of(b"k");
+        let batches = store.batches();
+        let waiter = tokio::spawn({
+            let batches = batches.clone();
+            async move { batches.notify_read(key).await }
+        });
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while batches.waiting() == 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("waiter registered");
+        // Polled once (the write is queued), then dropped.
+        let _ = futures::FutureExt::now_or_never(batches.write(key, Bytes::from_static(b"v")));
+        let value = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("woken")
+            .expect("task");
+        assert_eq!(value.ok(), Some(Bytes::from_static(b"v")));
+    }
+
     #[tokio::test]
     async fn notify_read_resolves_on_write() {
         let batches = Store::new().batches();
@@ -364,7 +525,10 @@ mod tests {
         })
         .await
         .expect("waiter registered");
-        batches.write(key, Bytes::from_static(b"v")).expect("write");
+        batches
+            .write(key, Bytes::from_static(b"v"))
+            .await
+            .expect("write");
         let value = tokio::time::timeout(Duration::from_secs(5), waiter)
             .await
             .expect("resolved")
@@ -376,13 +540,16 @@ mod tests {
         );
     }
 
-    #[test]
-    fn remove_and_prune() {
+    #[tokio::test]
+    async fn remove_and_prune() {
         let batches = Store::new().batches();
         let key = Digest::of(b"k");
-        batches.write(key, Bytes::from_static(b"v")).expect("write");
+        batches
+            .write(key, Bytes::from_static(b"v"))
+            .await
+            .expect("write");
         assert!(batches.contains(&key).expect("read"));
-        batches.remove(&[key]).expect("remove");
+        batches.remove(&[key]).await.expect("remove");
         assert!(batches.read(&key).expect("read").is_none());
         assert!(batches.is_empty());
     }
@@ -407,6 +574,7 @@ mod tests {
         store
             .blocks()
             .write(key, Bytes::from_static(b"block"))
+            .await
             .expect("write");
         assert!(!store.batches().contains(&key).expect("read"));
         assert!(store.batches().read(&key).expect("read").is_none());
@@ -414,6 +582,7 @@ mod tests {
         store
             .batches()
             .write(key, Bytes::from_static(b"batch"))
+            .await
             .expect("write");
         let value = tokio::time::timeout(Duration::from_secs(5), waiter)
             .await

@@ -103,6 +103,15 @@ fn a_node_restarted_while_the_chain_is_idle_rejoins_from_a_recent_checkpoint() {
     for load in &mut loads {
         load.stop();
     }
+    // What was sealed or still filling at the stop commits over the next rounds (a partial
+    // batch seals after `max_batch_delay`, an idle round lasts about as long): only then is the
+    // chain idle. (Counting from the stop itself let those batches fail the check below.)
+    let stopped_at = nodes[0].round();
+    wait_until(
+        "the batches in flight at the stop to commit",
+        Duration::from_secs(60),
+        || nodes[0].round() > stopped_at + 10,
+    );
     nodes[3].kill();
     let killed_at = nodes[0].round();
     let idle_from = nodes[0].committed_count();

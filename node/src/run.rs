@@ -253,8 +253,11 @@ async fn run_async(config: NodeConfig) -> Result<()> {
             &mut registry,
         )
         .context("starting the stages")?;
-    registry
-        .add(ProcessSource::new(args.mode.pipeline().stage_names(), true).per_thread(instrumented));
+    registry.add(
+        ProcessSource::new(args.mode.pipeline().stage_names(), true)
+            .with_store(args.store.is_some())
+            .per_thread(instrumented),
+    );
     let registry = Arc::new(registry);
     if let Some(address) = args.prometheus {
         serve_prometheus(address, registry.clone())?;

@@ -431,7 +431,7 @@ mod tests {
             assert!(Instant::now() < deadline, "stages did not finish");
             std::thread::sleep(Duration::from_millis(10));
         }
-        let (running, _) = process.stage_cpu_ms();
+        let running = process.stage_cpu_ms().stages;
         let (spinner, sleeper) = (running[0], running[1]);
         // Both were busy 200 ms of wall clock; only the spinner used the CPU (10 ms ticks).
         assert!(spinner >= 180.0, "spinner {spinner} ms");
@@ -441,7 +441,7 @@ mod tests {
         for handle in handles {
             handle.join().expect("stage");
         }
-        let (ended, _) = process.stage_cpu_ms();
+        let ended = process.stage_cpu_ms().stages;
         assert!(ended[0] >= running[0], "{running:?} then {ended:?}");
         let registry = Registry::new("test", "t", "none")
             .with(stages[0].clone())

@@ -110,7 +110,7 @@ impl CheckpointSlot {
         if let Some(meta) = &self.meta {
             match wire::options().serialize(&checkpoint) {
                 Ok(bytes) => {
-                    if let Err(e) = meta.write(meta_key(), Bytes::from(bytes)) {
+                    if let Err(e) = meta.write_blocking(meta_key(), Bytes::from(bytes)) {
                         warn!(
                             "cannot store the checkpoint of round {}: {e}",
                             checkpoint.round
@@ -225,8 +225,8 @@ mod tests {
         assert_eq!(picked, vec![10, 25, 41]);
     }
 
-    #[test]
-    fn a_slot_kept_in_a_store_gives_its_latest_checkpoint_back() {
+    #[tokio::test]
+    async fn a_slot_kept_in_a_store_gives_its_latest_checkpoint_back() {
         let store = Store::new();
         assert_eq!(CheckpointSlot::stored(&store).expect("read"), None);
         let slot = CheckpointSlot::kept_in(&store);
@@ -239,6 +239,7 @@ mod tests {
         store
             .meta()
             .write(meta_key(), Bytes::from_static(b"garbage"))
+            .await
             .expect("write");
         assert_eq!(CheckpointSlot::stored(&store).expect("read"), None);
     }

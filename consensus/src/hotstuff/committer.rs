@@ -303,21 +303,21 @@ impl Committer {
                 return;
             }
             self.delivered.close_block(block.round);
-            self.garbage_collect(block.round);
+            self.garbage_collect(block.round).await;
         }
     }
 
     /// Drops batches committed outside the GC window, or outside its round window once every
     /// peer holds them: every stage behind consensus got them already, and lagging peers had
     /// the window to fetch them.
-    fn garbage_collect(&mut self, round: Round) {
+    async fn garbage_collect(&mut self, round: Round) {
         let mut expired = self.delivered.expire(round);
         let held_by_all = *self.held_by_all.borrow();
         expired.extend(self.delivered.free(round, held_by_all));
         if expired.is_empty() {
             return;
         }
-        if let Err(e) = self.store.remove(&expired) {
+        if let Err(e) = self.store.remove(&expired).await {
             warn!("cannot collect {} batches: {e}", expired.len());
         }
     }
@@ -348,12 +348,13 @@ mod tests {
     }
 
     /// Starts a committer with `window` over a store that holds `batches`.
-    fn committer_over(batches: &[&Batch], window: GcWindow) -> Running {
+    async fn committer_over(batches: &[&Batch], window: GcWindow) -> Running {
         let store = Store::new();
         for b in batches {
             store
                 .batches()
                 .write(b.digest(), b.bytes().clone())
+                .await
                 .expect("write");
         }
         let (tx_commit, rx_commit) = mpsc::channel(8);
@@ -390,7 +391,7 @@ mod tests {
             tx_commit,
             mut rx_output,
             ..
-        } = committer_over(&[&old, &fresh], window);
+        } = committer_over(&[&old, &fresh], window).await;
         let block = |round, payload| signed_block(QC::genesis(), None, round, payload, &keys[0]);
         tx_commit
             .send(block(1, vec![old.digest()]))
@@ -450,7 +451,7 @@ mod tests {
             tx_commit,
             mut rx_output,
             ..
-        } = committer_over(&[&a], window);
+        } = committer_over(&[&a], window).await;
         let block = |round, payload| signed_block(QC::genesis(), None, round, payload, &keys[0]);
         let blocks = [
             block(1, vec![a.digest()]),
@@ -506,7 +507,7 @@ mod tests {
             tx_commit,
             mut rx_output,
             tx_held,
-        } = committer_over(&batches.iter().collect::<Vec<_>>(), window);
+        } = committer_over(&batches.iter().collect::<Vec<_>>(), window).await;
         let stored = |i: usize| {
             store
                 .batches()
@@ -582,7 +583,7 @@ mod tests {
             tx_commit,
             mut rx_output,
             ..
-        } = committer_over(&[&a, &b, &c], window);
+        } = committer_over(&[&a, &b, &c], window).await;
         let block = |round, payload| signed_block(QC::genesis(), None, round, payload, &keys[0]);
         let first = block(1, vec![a.digest(), b.digest()]);
         // `a` again at the end: skipped, so `c` is the last delivered.

@@ -171,6 +171,7 @@ mod tests {
             store
                 .batches()
                 .write(digest, Bytes::from_static(b"batch"))
+                .await
                 .expect("write");
         }
         let (tx_mempool, _rx_mempool) = mpsc::channel(8);

@@ -75,14 +75,14 @@ impl SafetyStore {
     }
 
     /// Writes `state`; it is on disk (on a durable store) when this returns.
-    pub fn save(&mut self, state: SafetyState) -> Result<(), SafetyStateError> {
+    pub async fn save(&mut self, state: SafetyState) -> Result<(), SafetyStateError> {
         if self.saved.as_ref() == Some(&state) {
             return Ok(());
         }
         let bytes = options()
             .serialize(&state)
             .map_err(SafetyStateError::Encode)?;
-        self.table.write(Self::KEY, bytes.into())?;
+        self.table.write(Self::KEY, bytes.into()).await?;
         self.saved = Some(state);
         Ok(())
     }
@@ -94,8 +94,8 @@ mod tests {
     use crate::hotstuff::messages::tests::{keys, qc};
     use crate::store::Store;
 
-    #[test]
-    fn a_saved_state_is_read_back_and_garbage_is_refused() {
+    #[tokio::test]
+    async fn a_saved_state_is_read_back_and_garbage_is_refused() {
         let store = Store::new();
         let state = SafetyState {
             last_voted_round: 9,
@@ -104,6 +104,7 @@ mod tests {
         };
         SafetyStore::new(store.safety())
             .save(state.clone())
+            .await
             .expect("save");
         let loaded = SafetyStore::new(store.safety()).load().expect("load");
         assert!(loaded == Some(state.clone()));
@@ -111,6 +112,7 @@ mod tests {
         store
             .safety()
             .write(SafetyStore::KEY, bytes::Bytes::from_static(&[1, 2, 3]))
+            .await
             .expect("write");
         assert!(matches!(
             SafetyStore::new(store.safety()).load(),

@@ -130,7 +130,7 @@ impl BatchMaker {
         let samples = self.find_samples(&batch);
 
         // Stored before anyone hears of it, so this node can serve it to peers at once.
-        if let Err(e) = self.store.write(digest, batch.bytes().clone()) {
+        if let Err(e) = self.store.write(digest, batch.bytes().clone()).await {
             // A batch we cannot serve must not be announced: peers would vote on it and ask us.
             error!("cannot store sealed batch {digest}, dropping it: {e}");
             return true;

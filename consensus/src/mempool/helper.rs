@@ -110,9 +110,11 @@ mod tests {
         let (held, last) = (Digest::of(b"held"), Digest::of(b"last"));
         store
             .write(held, Bytes::from_static(b"held batch"))
+            .await
             .expect("write");
         store
             .write(last, Bytes::from_static(b"last batch"))
+            .await
             .expect("write");
         let (tx, rx) = mpsc::channel(8);
         Helper::spawn(committee, store, rx, SimpleSender::new(), 1_024);
@@ -162,12 +164,14 @@ mod tests {
         store
             .batches()
             .write(held, Bytes::from_static(b"batch"))
+            .await
             .expect("write");
         // A block under another digest, asked for as a batch, is not served.
         let block = Digest::of(b"block");
         store
             .blocks()
             .write(block, Bytes::from_static(b"block bytes"))
+            .await
             .expect("write");
         let store = store.batches();
         let (tx, rx) = mpsc::channel(8);

@@ -58,6 +58,7 @@ impl MessageHandler for PeerHandler {
                     }
                     self.store
                         .write(digest, batch.bytes().clone())
+                        .await
                         .map_err(|e| HandlerError::Other(e.to_string()))?;
                 }
                 MempoolMetrics::add(&self.metrics.received_batches, 1);

@@ -420,6 +420,7 @@ mod tests {
         let held = Digest::of(b"held");
         store
             .write(held, Bytes::from_static(b"batch"))
+            .await
             .expect("write");
         let tx = start(&peers, &store);
         let missing = Digest::of(b"missing");
@@ -472,6 +473,7 @@ mod tests {
         );
         store
             .write(arrives, Bytes::from_static(b"batch"))
+            .await
             .expect("write");
         // `collected` was needed by a block of round 0: past the gc depth at GC_DEPTH + 1.
         tx.send(ConsensusMempoolMessage::Cleanup(GC_DEPTH + 1))

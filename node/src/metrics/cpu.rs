@@ -12,6 +12,8 @@ use thiserror::Error;
 
 /// The name of the tokio runtime threads of a node: consensus, mempool and network tasks.
 pub const CONSENSUS_THREADS: &str = "consensus";
+/// The names of a durable store's writer threads start with this (`store-batches`, ...).
+pub use consensus::column_writer::THREAD_PREFIX as STORE_THREADS_PREFIX;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ProcError {
@@ -63,13 +65,19 @@ pub enum Owner<'a> {
     Stage(&'a str),
     /// The node's runtime (`consensus.cpu_ms`).
     Consensus,
+    /// A durable store's writer threads (`store.cpu_ms`).
+    Store,
 }
 
 /// The one map from thread names to what they work for: a stage's thread is named after the
 /// stage (`spawn_stage`), its pool threads after the stage with a number (`verifier-3`, named by
-/// `crypto::ParallelVerifier`), and a node's runtime threads [`CONSENSUS_THREADS`]. Other
-/// threads (main, Prometheus, signals, the profiler) count for the process only.
+/// `crypto::ParallelVerifier`), a node's runtime threads [`CONSENSUS_THREADS`] and its durable
+/// store's writers `store-<column>`. Other threads (main, Prometheus, signals, the profiler)
+/// count for the process only.
 pub fn owner_of<'a>(thread: &str, stages: &'a [String]) -> Option<Owner<'a>> {
+    if thread.starts_with(STORE_THREADS_PREFIX) {
+        return Some(Owner::Store);
+    }
     let base = match thread.rsplit_once('-') {
         Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
         _ => thread,
@@ -154,6 +162,8 @@ fn read_process() -> (Option<u64>, Option<u64>) {
 pub struct ProcessSource {
     stages: Vec<String>,
     consensus: bool,
+    /// Whether the node writes a durable store (a `store` section).
+    store: bool,
     /// Whether to read every thread's CPU time (per stage); off, only the process section.
     per_thread: bool,
     cores: usize,
@@ -171,6 +181,7 @@ impl ProcessSource {
         ProcessSource {
             stages,
             consensus,
+            store: false,
             per_thread: true,
             cores: std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -180,6 +191,13 @@ impl ProcessSource {
         }
     }
 
+    /// Whether the node has a durable store, whose writer threads' CPU goes in a `store`
+    /// section (off by default: the in-memory store writes on its callers' threads).
+    pub fn with_store(mut self, on: bool) -> Self {
+        self.store = on;
+        self
+    }
+
     /// Whether to attribute CPU to stages (on by default); off, a snapshot reads only the
     /// process's own totals, so the cost of reading every thread can be measured.
     pub fn per_thread(mut self, on: bool) -> Self {
@@ -187,13 +205,19 @@ impl ProcessSource {
         self
     }
 
-    /// Milliseconds of CPU per stage (in `stages` order) and of the runtime threads.
-    pub fn stage_cpu_ms(&self) -> (Vec<f64>, f64) {
-        // Slot `stages.len()` is the runtime.
+    /// Milliseconds of CPU per stage (in `stages` order), of the runtime threads and of the
+    /// store's writer threads.
+    pub fn stage_cpu_ms(&self) -> CpuMs {
+        // Slot `stages.len()` is the runtime, the next one the store.
         let runtime = self.stages.len();
-        let mut ticks = vec![0u64; runtime + 1];
+        let store = runtime + 1;
+        let mut ticks = vec![0u64; store + 1];
         let Ok(mut seen) = self.seen.lock() else {
-            return (vec![0.0; runtime], 0.0);
+            return CpuMs {
+                stages: vec![0.0; runtime],
+                consensus: 0.0,
+                store: 0.0,
+            };
         };
         let ended = ENDED.lock().map(|e| e.clone()).unwrap_or_default();
         let live = read_threads()
@@ -203,6 +227,7 @@ impl ProcessSource {
             let slot = match owner_of(&stat.name, &self.stages) {
                 Some(Owner::Stage(name)) => self.stages.iter().position(|s| s == name),
                 Some(Owner::Consensus) => Some(runtime),
+                Some(Owner::Store) => Some(store),
                 None => None,
             };
             let entry = seen.entry(key).or_insert((slot, 0));
@@ -214,21 +239,40 @@ impl ProcessSource {
             }
         }
         let ms: Vec<f64> = ticks.iter().map(|t| *t as f64 * self.ms_per_tick).collect();
-        (ms[..runtime].to_vec(), ms[runtime])
+        CpuMs {
+            stages: ms[..runtime].to_vec(),
+            consensus: ms[runtime],
+            store: ms[store],
+        }
     }
+}
+
+/// What [`ProcessSource::stage_cpu_ms`] reads, in milliseconds of CPU.
+pub struct CpuMs {
+    /// Per stage, in the source's `stages` order.
+    pub stages: Vec<f64>,
+    /// The runtime threads.
+    pub consensus: f64,
+    /// The durable store's writer threads.
+    pub store: f64,
 }
 
 impl Source for ProcessSource {
     fn collect(&self, snapshot: &mut Snapshot) {
         if self.per_thread {
-            let (stages, runtime) = self.stage_cpu_ms();
-            for (stage, ms) in self.stages.iter().zip(stages) {
+            let cpu = self.stage_cpu_ms();
+            for (stage, ms) in self.stages.iter().zip(cpu.stages) {
                 snapshot
                     .member("stages", "stage", stage.clone())
                     .counter("cpu_ms", ms);
             }
             if self.consensus {
-                snapshot.section("consensus").counter("cpu_ms", runtime);
+                snapshot
+                    .section("consensus")
+                    .counter("cpu_ms", cpu.consensus);
+            }
+            if self.store {
+                snapshot.section("store").counter("cpu_ms", cpu.store);
             }
         }
         let (ticks, rss) = read_process();
@@ -309,12 +353,17 @@ mod tests {
         );
         assert_eq!(owner_of("consensus", &stages), Some(Owner::Consensus));
         assert_eq!(owner_of("consensus-3", &stages), Some(Owner::Consensus));
+        for column in consensus::store::Column::ALL {
+            let writer = consensus::column_writer::thread_name(column);
+            assert_eq!(owner_of(&writer, &stages), Some(Owner::Store), "{writer}");
+        }
         for other in [
             "verifier-",
             "verifier-x",
             "node",
             "prometheus",
             "executors",
+            "store",
             "",
         ] {
             assert_eq!(owner_of(other, &stages), None, "{other}");
