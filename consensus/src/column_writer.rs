@@ -5,9 +5,10 @@
 //! write ends in an `fdatasync` that waits for the device. Made on a tokio worker, either stalls
 //! every task queued on that worker: network reads, acknowledgements, the consensus core. So a
 //! [`Store`](crate::store::Store) on a durable backend hands each write to its column's writer
-//! thread and awaits the result; the runtime's thread runs other tasks meanwhile. One thread per
-//! column, so the safety state written before a vote never waits behind a queue of batches.
-//! Reads stay on the caller's thread: the logs serve what this life wrote from memory.
+//! thread and awaits the result (garbage collection's deletes excepted: nobody waits for them);
+//! the runtime's thread runs other tasks meanwhile. One thread per column, so the safety state
+//! written before a vote never waits behind a queue of batches. Reads stay on the caller's
+//! thread: the logs serve what this life wrote from memory.
 //!
 //! The threads are named `store-<column>` ([`thread_name`]), so a node can tell their CPU time
 //! from the runtime's: on a machine with cores to spare, the store's copies and syncs run beside
@@ -54,6 +55,13 @@ impl ColumnWriter {
             jobs: Some(jobs),
             thread: Some(thread),
         })
+    }
+
+    /// Queues `job` on the writer thread, behind what was queued before; nobody waits for it.
+    pub fn submit(&self, job: impl FnOnce(&dyn Backend) + Send + 'static) {
+        if let Some(jobs) = &self.jobs {
+            let _ = jobs.send(Box::new(job));
+        }
     }
 
     /// Runs `write` on the writer thread; resolves with its result once it has run.

@@ -25,6 +25,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
 use thiserror::Error;
 use tokio::sync::oneshot;
+use tracing::warn;
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -192,7 +193,9 @@ impl Store {
     }
 
     /// A durable store in the file at `path` (created if absent), as `node run --store` uses;
-    /// its writes run on a thread per column.
+    /// its writes run on a thread per column. (Blocks too, though a block is a few KB: written
+    /// on the caller's thread instead, they saved no CPU measurable in alternated `hotstuff`
+    /// runs at 400,000 tx/s, 0.577 µs per transaction per node either way.)
     pub fn open(path: &std::path::Path) -> Result<Self, StoreError> {
         Self::with_writer_threads(crate::disk::DiskBackend::open(path)?)
     }
@@ -355,14 +358,40 @@ impl<C: ColumnKind> Table<C> {
         if keys.is_empty() {
             return Ok(());
         }
-        let keys = keys.to_vec();
-        let delete = move |backend: &dyn Backend| {
-            let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
-            backend.delete(C::COLUMN, &keys)
-        };
+        let delete = Self::delete(keys.to_vec());
         match self.writer() {
             Some(writer) => writer.run(delete).await,
             None => delete(self.backend()),
+        }
+    }
+
+    /// Deletes `keys` without waiting for it, for garbage collection: on a writer thread the
+    /// delete is queued behind the writes before it (and its failure logged there), otherwise
+    /// it is made at once. Nobody waits to be woken by a delete, so the caller need not wait.
+    pub fn remove_in_background(&self, keys: &[Digest]) {
+        if keys.is_empty() {
+            return;
+        }
+        let delete = Self::delete(keys.to_vec());
+        let failed = |e: StoreError| warn!("cannot delete from {:?}: {e}", C::COLUMN);
+        match self.writer() {
+            Some(writer) => writer.submit(move |backend| {
+                if let Err(e) = delete(backend) {
+                    failed(e);
+                }
+            }),
+            None => {
+                if let Err(e) = delete(self.backend()) {
+                    failed(e);
+                }
+            }
+        }
+    }
+
+    fn delete(keys: Vec<Digest>) -> impl FnOnce(&dyn Backend) -> Result<(), StoreError> {
+        move |backend| {
+            let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_ref()).collect();
+            backend.delete(C::COLUMN, &keys)
         }
     }
 
@@ -433,8 +462,9 @@ mod tests {
         }
     }
 
-    /// On a store with writer threads, each column's writes run on that column's thread, and
-    /// a waiter on a key still wakes once the write is made.
+    /// On a store with writer threads, each column's writes run on that column's thread, and a
+    /// waiter on a key still wakes once the write is made. A delete in the background is
+    /// queued behind the writes before it.
     #[tokio::test]
     async fn each_columns_writes_run_on_its_own_thread() {
         let recorder = ThreadRecorder::default();
@@ -466,7 +496,7 @@ mod tests {
             .await
             .expect("resolved")
             .expect("task");
-        assert_eq!(woken.ok(), Some(value));
+        assert_eq!(woken.ok(), Some(value.clone()));
         let expected: Vec<_> = [
             Column::Blocks,
             Column::Batches,
@@ -478,6 +508,18 @@ mod tests {
         .collect();
         assert_eq!(*lock(&threads), expected);
         store.batches().remove(&[key]).await.expect("remove");
+        assert!(!store.batches().contains(&key).expect("read"));
+
+        let other = Digest::of(b"other");
+        store.batches().remove_in_background(&[key]);
+        store
+            .batches()
+            .write(key, value.clone())
+            .await
+            .expect("write");
+        store.batches().remove_in_background(&[key]);
+        // Queued after the delete: once it is made, so is the delete.
+        store.batches().write(other, value).await.expect("write");
         assert!(!store.batches().contains(&key).expect("read"));
     }
 

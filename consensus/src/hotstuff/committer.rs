@@ -303,23 +303,21 @@ impl Committer {
                 return;
             }
             self.delivered.close_block(block.round);
-            self.garbage_collect(block.round).await;
+            self.garbage_collect(block.round);
         }
     }
 
     /// Drops batches committed outside the GC window, or outside its round window once every
     /// peer holds them: every stage behind consensus got them already, and lagging peers had
     /// the window to fetch them.
-    async fn garbage_collect(&mut self, round: Round) {
+    fn garbage_collect(&mut self, round: Round) {
         let mut expired = self.delivered.expire(round);
         let held_by_all = *self.held_by_all.borrow();
         expired.extend(self.delivered.free(round, held_by_all));
         if expired.is_empty() {
             return;
         }
-        if let Err(e) = self.store.remove(&expired).await {
-            warn!("cannot collect {} batches: {e}", expired.len());
-        }
+        self.store.remove_in_background(&expired);
     }
 }
 

@@ -761,7 +761,7 @@ impl Core {
         }
     }
 
-    async fn prune_blocks(&mut self) {
+    fn prune_blocks(&mut self) {
         let retention = Duration::from_millis(self.parameters.gc_retention_ms);
         while let Some(&(round, at)) = self.commit_times.front() {
             if at.elapsed() < retention {
@@ -772,9 +772,7 @@ impl Core {
         }
         let keep = self.stored_blocks.split_off(&self.prune_floor());
         for digests in std::mem::replace(&mut self.stored_blocks, keep).into_values() {
-            if let Err(e) = self.store.blocks().remove(&digests).await {
-                warn!("cannot delete old blocks: {e}");
-            }
+            self.store.blocks().remove_in_background(&digests);
         }
     }
 
@@ -980,7 +978,7 @@ impl Core {
         }
         self.buffer.finalize_up_to(self.last_committed_round);
         self.payload.cleanup(self.last_committed_round);
-        self.prune_blocks().await;
+        self.prune_blocks();
         let _ = self
             .tx_mempool
             .send(ConsensusMempoolMessage::Cleanup(self.last_committed_round))
