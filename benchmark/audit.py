@@ -16,9 +16,9 @@ starts again from genesis). The checks, each a line of the result:
 - samples: within one life a node executes (`hotstuff`: commits) a sample at most once; a node
   that ran to the end without a crash executes every sample the clients sent, except samples that
   may still have been queued when the run stopped (sent in the last `QUEUE_WINDOW_S` seconds, or
-  missing on a node that still had transactions on the way: sealed but not committed, or
-  committed but not executed; each node proposes its own batches, so which ones wait is not
-  first-in first-out over the clients) and samples sent to a node that crashed and that no node
+  missing on a node that still had transactions on the way: in a mempool, sealed but not
+  committed, or committed but not executed; each node proposes its own batches, so which ones
+  wait is not first-in first-out over the clients) and samples sent to a node that crashed and that no node
   running to the end executed (they went down with that node's mempool).
 - accounting: per node, valid transactions sent (clients' `sent` - `invalid_sent`) minus those
   executed (`executed` + `failed`; `hotstuff`: sent minus committed) must be explained by counted
@@ -26,11 +26,14 @@ starts again from genesis). The checks, each a line of the result:
   beyond the forged transactions sent (`invalid_by_reason`), transactions committed but still in
   the pipeline's channels (committed - verifier items - ...), transactions sealed into batches by
   some node (`sealed_txs`, summed over nodes and lives) but not committed by this one when the run
-  stopped (queued behind consensus, or held by a node that crashed), transactions sent but not
-  sealed (at most what the clients sent in their last `QUEUE_WINDOW_S` seconds, or before their
-  node's crash), for a crashed node what the nodes that ran to the end executed beyond it (it
-  was down), and for a node cut off by a partition what those nodes executed beyond it (it was
-  still catching up when the run stopped). Whatever is left is unexplained and fails; so does
+  stopped (queued behind consensus, or held by a node that crashed), transactions read by a
+  mempool (`received_txs`, likewise) but not sealed (queued there, however far behind the nodes
+  fell, or lost with a mempool that crashed), transactions sent but not received (in flight: at
+  most what the clients sent in their last `QUEUE_WINDOW_S` seconds, or before their node's
+  crash; nodes from before `received_txs` get only this for sent but not sealed), for a crashed
+  node what the nodes that ran to the end executed beyond it (it was down), and for a node cut
+  off by a partition what those nodes executed beyond it (it was still catching up when the run
+  stopped). Whatever is left is unexplained and fails; so does
   executing more than was sent. A partitioned node is otherwise held to everything a node that
   ran to the end is: it was up all along, and must end with every sample executed once.
 
@@ -288,11 +291,12 @@ def _check_invariants(report: AuditReport, nodes: list[NodeLives]) -> None:
     )
 
 
-def _queued_at_stop(record: Record, sealed: float, event: str) -> float:
-    """Transactions the node still had on the way when it stopped: sealed by some node but not
-    committed, and (when it executes) committed but not yet through the verifier and executor."""
+def _queued_at_stop(record: Record, mempools: MempoolTotals, event: str) -> float:
+    """Transactions the node still had on the way when it stopped: in a mempool, sealed by some
+    node but not committed, and (when it executes) committed but not yet through the verifier
+    and executor."""
     committed = number(record, ("consensus", "committed_txs")) or 0.0
-    queued = max(0.0, sealed - committed)
+    queued = max(0.0, mempools.received - mempools.sealed) + max(0.0, mempools.sealed - committed)
     if event == "execute":
         handled = sum(
             number(record, ("stages", *path)) or 0.0
@@ -312,7 +316,7 @@ def _check_samples(
     nodes: list[NodeLives],
     clients: ClientTotals,
     event: str,
-    sealed: float,
+    mempools: MempoolTotals,
 ) -> None:
     verb = "executed" if event == "execute" else "committed"
     twice = []
@@ -342,7 +346,7 @@ def _check_samples(
     anywhere = set().union(*seen.values())
     for node in complete:
         got = seen[node.index]
-        queued = _queued_at_stop(node.last or {}, sealed, event)
+        queued = _queued_at_stop(node.last or {}, mempools, event)
         for sample_id in clients.samples:
             if sample_id in got:
                 continue
@@ -371,15 +375,46 @@ def _sample_ids(node: NodeLives, event: str) -> set[str]:
     }
 
 
-def sealed_total(nodes: list[NodeLives]) -> float:
-    """Transactions sealed into batches by every node, every life of it included."""
-    return sum(_last(life, ("consensus", "sealed_txs")) for n in nodes for life in n.lives if life)
+@dataclass(frozen=True)
+class MempoolTotals:
+    """What every node's mempool took in and sealed, every life of it included."""
+
+    # Transactions read from clients (`consensus.received_txs`; 0 in logs from before it).
+    received: float
+    sealed: float
 
 
-def _queue_reasons(committed: float, sealed: float, clients: ClientTotals) -> dict[str, float]:
+def mempool_totals(nodes: list[NodeLives]) -> MempoolTotals:
+    lives = [life for n in nodes for life in n.lives if life]
+    return MempoolTotals(
+        received=sum(_last(life, ("consensus", "received_txs")) for life in lives),
+        sealed=sum(_last(life, ("consensus", "sealed_txs")) for life in lives),
+    )
+
+
+def _queue_reasons(
+    committed: float, mempools: MempoolTotals, clients: ClientTotals
+) -> dict[str, float]:
+    """Valid transactions sent that consensus had not committed at the stop: still on their way
+    to a node (at most what was sent in the last seconds), in a mempool (received, not sealed:
+    counted by the nodes, however far behind they fell), or sealed and not yet committed."""
+    sealed = mempools.sealed
+    if mempools.received <= 0:
+        # Nodes from before `received_txs`: in flight and in the mempools, only the window.
+        return {
+            "sent, not sealed by the stop": min(
+                max(0.0, clients.sent - sealed), clients.queue_allowance
+            ),
+            "sealed, not committed by the stop (queued, or on a crashed node)": max(
+                0.0, sealed - committed
+            ),
+        }
     return {
-        "sent, not sealed by the stop": min(
-            max(0.0, clients.sent - sealed), clients.queue_allowance
+        "sent, not received by a node by the stop (in flight)": min(
+            max(0.0, clients.sent - mempools.received), clients.queue_allowance
+        ),
+        "received, not sealed by the stop (in a mempool, or lost with a crashed one)": max(
+            0.0, mempools.received - sealed
         ),
         "sealed, not committed by the stop (queued, or on a crashed node)": max(
             0.0, sealed - committed
@@ -395,7 +430,7 @@ _PIPELINE_QUEUES = (
 )
 
 
-def _reasons(record: Record, clients: ClientTotals, sealed: float) -> dict[str, float]:
+def _reasons(record: Record, clients: ClientTotals, mempools: MempoolTotals) -> dict[str, float]:
     """The counted reasons, from one node's latest record, why a valid transaction sent was not
     (yet) executed."""
     committed = number(record, ("consensus", "committed_txs")) or 0.0
@@ -409,7 +444,7 @@ def _reasons(record: Record, clients: ClientTotals, sealed: float) -> dict[str, 
         else number(record, ("stages", "executor", "dropped")) or 0.0
     )
     return {
-        **_queue_reasons(committed, sealed, clients),
+        **_queue_reasons(committed, mempools, clients),
         "committed, queued for the verifier": max(0.0, committed - verified),
         "rejected by the verifier beyond the forged ones": max(0.0, invalid - clients.invalid_sent),
         "verified, queued for the executor": max(0.0, verified - invalid - into_executor),
@@ -437,7 +472,7 @@ def _check_accounting(
     valid = clients.sent - clients.invalid_sent
     complete = [done(n.last) for n in nodes if not n.crashed and n.last is not None]
     reference = max(complete) if complete else None
-    sealed = sealed_total(nodes)
+    mempools = mempool_totals(nodes)
     for node in nodes:
         record = node.last
         if record is None:
@@ -453,9 +488,9 @@ def _check_accounting(
             )
             continue
         if mode == "hotstuff":
-            reasons = _queue_reasons(count, sealed, clients)
+            reasons = _queue_reasons(count, mempools, clients)
         else:
-            reasons = _reasons(record, clients, sealed)
+            reasons = _reasons(record, clients, mempools)
         # A restarted or healed node is behind the reference by what it missed plus what it has
         # committed and still queues, as any node at the stop: only the first is its fault's.
         behind = (
@@ -526,7 +561,7 @@ def audit(run: RunMetrics, faults: FaultLog, mode: str, genesis_total: int | Non
         _check_supply(report, nodes, genesis_total)
         _check_invariants(report, nodes)
     event = "commit" if mode == "hotstuff" else "execute"
-    _check_samples(report, nodes, clients, event, sealed_total(nodes))
+    _check_samples(report, nodes, clients, event, mempool_totals(nodes))
     _check_accounting(report, nodes, clients, mode, faults.partitioned())
     return report
 

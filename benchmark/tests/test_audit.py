@@ -313,6 +313,35 @@ def test_hotstuff_checks_commits() -> None:
     assert failed_names_hotstuff(run) == ["node-0 accounting"]
 
 
+def behind_hotstuff_run(received: bool) -> RunMetrics:
+    """A hotstuff run whose nodes fell behind the load: at the stop they had committed 4,000 of
+    the 10,000 sent, sealed 5,000 between them, and (with `received`) read all 10,000 from the
+    clients: 5,000 wait in the mempools, more than the clients sent in their last 2 s (4,000)."""
+    run = healthy_run()
+    for node in run.nodes:
+        for record in node.records:
+            del record["stages"]
+            for sample in record["samples"]:
+                sample["event"] = "commit"
+        last = node.records[-1]["consensus"]
+        last["committed_txs"] = 4_000
+        last["sealed_txs"] = 2_500
+        if received:
+            last["received_txs"] = 5_000
+    return run
+
+
+def test_a_mempool_backlog_counted_by_the_nodes_explains_a_run_that_fell_behind() -> None:
+    report = audit(behind_hotstuff_run(received=True), FaultLog(start_ms=T0), "hotstuff", None)
+    assert report.ok, render_audit(report)
+    accounting = next(c for c in report.checks if c.name == "node-0 accounting")
+    assert "5,000 received, not sealed by the stop" in accounting.detail
+    assert "1,000 sealed, not committed by the stop" in accounting.detail
+    # Without the nodes' count (older logs) only the last seconds' sends can be queued.
+    report = audit(behind_hotstuff_run(received=False), FaultLog(start_ms=T0), "hotstuff", None)
+    assert "1,000 unexplained" in report.failures[0].detail
+
+
 def failed_names_hotstuff(run: RunMetrics) -> list[str]:
     return [c.name for c in audit(run, FaultLog(start_ms=T0), "hotstuff", None).failures]
 

@@ -4,6 +4,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Debug, Default)]
 pub struct MempoolMetrics {
+    /// Transactions read from clients, counted as each chunk of them is handed to the batch
+    /// maker: received minus sealed is what the mempool holds (the audit counts on it when a
+    /// node falls behind).
+    pub received_txs: AtomicU64,
     /// Batches this node sealed.
     pub sealed_batches: AtomicU64,
     /// Transactions in the batches this node sealed.

@@ -126,6 +126,7 @@ impl Mempool {
             parameters.max_connections,
             idle_timeout,
             tx_batch_maker,
+            metrics.clone(),
         )
         .await?;
         // The mempool sees the batch namespace only.

@@ -5,11 +5,13 @@
 //! and the chunk is one channel message (not one message per transaction).
 
 use super::batch::now_ms;
+use super::metrics::MempoolMetrics;
 use crate::network::codec;
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -49,6 +51,7 @@ pub struct TxReceiver {
     /// A client silent this long is disconnected, freeing its slot.
     idle_timeout: Duration,
     tx_batch_maker: mpsc::Sender<TxChunk>,
+    metrics: Arc<MempoolMetrics>,
 }
 
 impl TxReceiver {
@@ -59,6 +62,7 @@ impl TxReceiver {
         max_connections: usize,
         idle_timeout: Duration,
         tx_batch_maker: mpsc::Sender<TxChunk>,
+        metrics: Arc<MempoolMetrics>,
     ) -> io::Result<(SocketAddr, JoinHandle<()>)> {
         let listener = TcpListener::bind(address).await?;
         let local = listener.local_addr()?;
@@ -68,6 +72,7 @@ impl TxReceiver {
             max_connections,
             idle_timeout,
             tx_batch_maker,
+            metrics,
         };
         Ok((local, tokio::spawn(receiver.run())))
     }
@@ -94,6 +99,7 @@ impl TxReceiver {
                             self.max_tx_size,
                             self.idle_timeout,
                             self.tx_batch_maker.clone(),
+                            self.metrics.clone(),
                         ));
                     }
                     Err(e) => {
@@ -118,6 +124,7 @@ async fn serve(
     max_tx_size: usize,
     idle_timeout: Duration,
     tx_batch_maker: mpsc::Sender<TxChunk>,
+    metrics: Arc<MempoolMetrics>,
 ) {
     let mut frames = FramedRead::with_capacity(socket, codec(max_tx_size), READ_BUFFER);
     loop {
@@ -159,6 +166,7 @@ async fn serve(
         }
         // Forward what was read even if the connection then failed: those transactions were
         // complete frames.
+        MempoolMetrics::add(&metrics.received_txs, chunk.len() as u64);
         let chunk = TxChunk {
             received_ms,
             txs: chunk,
@@ -186,12 +194,14 @@ mod tests {
     #[tokio::test]
     async fn forwards_every_transaction_and_drops_oversized_frames() {
         let (tx, mut rx) = mpsc::channel(16);
+        let metrics = Arc::new(MempoolMetrics::default());
         let (address, _handle) = TxReceiver::spawn(
             "127.0.0.1:0".parse().expect("addr"),
             64,
             16,
             Duration::from_secs(60),
             tx,
+            metrics.clone(),
         )
         .await
         .expect("bind");
@@ -217,6 +227,10 @@ mod tests {
             .map(|i| Bytes::from(i.to_be_bytes().to_vec()))
             .collect();
         assert_eq!(received, expected);
+        let counted = metrics
+            .received_txs
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(counted, 500);
 
         // An oversized transaction closes the connection: the client sees end of stream.
         client.send(Bytes::from(vec![0u8; 65])).await.expect("send");
@@ -244,6 +258,7 @@ mod tests {
             2,
             Duration::from_millis(300),
             tx,
+            Arc::default(),
         )
         .await
         .expect("bind");

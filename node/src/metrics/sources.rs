@@ -57,6 +57,7 @@ impl Source for ConsensusSource {
             .counter("timeouts", state.timeouts as f64)
             .counter("checkpoints_adopted", state.checkpoints_adopted as f64)
             .gauge("checkpoint_round", state.checkpoint_round as f64)
+            .counter("received_txs", load(&mempool.received_txs))
             .counter("sealed_batches", load(&mempool.sealed_batches))
             .counter("sealed_txs", load(&mempool.sealed_txs))
             .counter("sealed_bytes", load(&mempool.sealed_bytes))
