@@ -18,8 +18,8 @@ starts again from genesis). The checks, each a line of the result:
   may still have been queued when the run stopped (sent in the last `QUEUE_WINDOW_S` seconds, or
   missing on a node that still had transactions on the way: in a mempool, sealed but not
   committed, or committed but not executed; each node proposes its own batches, so which ones
-  wait is not first-in first-out over the clients) and samples sent to a node that crashed and that no node
-  running to the end executed (they went down with that node's mempool).
+  wait is not first-in first-out over the clients) and samples sent to a node that crashed and
+  that no node running to the end executed (they went down with that node's mempool).
 - accounting: per node, valid transactions sent (clients' `sent` - `invalid_sent`) minus those
   executed (`executed` + `failed`; `hotstuff`: sent minus committed) must be explained by counted
   reasons: executor drops (`dropped_by_reason`), the executor's `backlog`, verifier rejections

@@ -295,13 +295,19 @@ def test_catch_up_time_or_none() -> None:
     assert late.reached == 5_000
 
 
-def test_hotstuff_checks_commits() -> None:
+def healthy_hotstuff_run() -> RunMetrics:
+    """The healthy run in `hotstuff` mode: nothing after consensus, samples committed."""
     run = healthy_run()
     for node in run.nodes:
         for record in node.records:
             del record["stages"]
             for sample in record["samples"]:
                 sample["event"] = "commit"
+    return run
+
+
+def test_hotstuff_checks_commits() -> None:
+    run = healthy_hotstuff_run()
     report = audit(run, FaultLog(start_ms=T0), "hotstuff", None)
     assert report.ok, render_audit(report)
     assert {c.name for c in report.checks} >= {
@@ -317,12 +323,8 @@ def behind_hotstuff_run(received: bool) -> RunMetrics:
     """A hotstuff run whose nodes fell behind the load: at the stop they had committed 4,000 of
     the 10,000 sent, sealed 5,000 between them, and (with `received`) read all 10,000 from the
     clients: 5,000 wait in the mempools, more than the clients sent in their last 2 s (4,000)."""
-    run = healthy_run()
+    run = healthy_hotstuff_run()
     for node in run.nodes:
-        for record in node.records:
-            del record["stages"]
-            for sample in record["samples"]:
-                sample["event"] = "commit"
         last = node.records[-1]["consensus"]
         last["committed_txs"] = 4_000
         last["sealed_txs"] = 2_500

@@ -427,28 +427,28 @@ impl<C: ColumnKind> Table<C> {
     }
 }
 
+/// A backend for tests that records every write.
 #[cfg(test)]
-mod tests {
+pub(crate) mod testing {
     use super::*;
-    use std::time::Duration;
 
-    /// Each write's column and the name of the thread it ran on.
-    type WriteThreads = Arc<Mutex<Vec<(Column, Option<String>)>>>;
+    /// Each write's column and the name of the thread it ran on, in order.
+    pub(crate) type Writes = Arc<Mutex<Vec<(Column, Option<String>)>>>;
 
-    /// Records the thread each write ran on.
+    /// The in-memory backend, recording each write (`put`) as it is made.
     #[derive(Default)]
-    struct ThreadRecorder {
+    pub(crate) struct RecordingBackend {
         memory: MemoryBackend,
-        threads: WriteThreads,
+        pub(crate) writes: Writes,
     }
 
-    impl Backend for ThreadRecorder {
+    impl Backend for RecordingBackend {
         fn get(&self, column: Column, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
             self.memory.get(column, key)
         }
         fn put(&self, column: Column, key: &[u8], value: Bytes) -> Result<(), StoreError> {
             let thread = std::thread::current().name().map(str::to_owned);
-            lock(&self.threads).push((column, thread));
+            lock(&self.writes).push((column, thread));
             self.memory.put(column, key, value)
         }
         fn delete(&self, column: Column, keys: &[&[u8]]) -> Result<(), StoreError> {
@@ -461,20 +461,45 @@ mod tests {
             self.memory.len(column)
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::task::JoinHandle;
+
+    /// A task waiting for `key` in `table`, returned once its wait is registered (so a test
+    /// covers the pending path, not a read that finds the key).
+    async fn waiter_on<C: ColumnKind>(
+        table: &Table<C>,
+        key: Digest,
+    ) -> JoinHandle<Result<Bytes, StoreError>> {
+        let waiting = table.waiting();
+        let waiter = tokio::spawn({
+            let table = table.clone();
+            async move { table.notify_read(key).await }
+        });
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while table.waiting() == waiting {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("waiter registered");
+        waiter
+    }
 
     /// On a store with writer threads, each column's writes run on that column's thread, and a
     /// waiter on a key still wakes once the write is made. A delete in the background is
     /// queued behind the writes before it.
     #[tokio::test]
     async fn each_columns_writes_run_on_its_own_thread() {
-        let recorder = ThreadRecorder::default();
-        let threads = recorder.threads.clone();
+        let recorder = testing::RecordingBackend::default();
+        let threads = recorder.writes.clone();
         let store = Store::with_writer_threads(recorder).expect("store");
         let key = Digest::of(b"k");
-        let waiter = tokio::spawn({
-            let batches = store.batches();
-            async move { batches.notify_read(key).await }
-        });
+        let waiter = waiter_on(&store.batches(), key).await;
         let value = Bytes::from_static(b"v");
         store
             .blocks()
@@ -531,17 +556,7 @@ mod tests {
         let store = Store::with_writer_threads(MemoryBackend::default()).expect("store");
         let key = Digest::of(b"k");
         let batches = store.batches();
-        let waiter = tokio::spawn({
-            let batches = batches.clone();
-            async move { batches.notify_read(key).await }
-        });
-        tokio::time::timeout(Duration::from_secs(5), async {
-            while batches.waiting() == 0 {
-                tokio::task::yield_now().await;
-            }
-        })
-        .await
-        .expect("waiter registered");
+        let waiter = waiter_on(&batches, key).await;
         // Polled once (the write is queued), then dropped.
         let _ = futures::FutureExt::now_or_never(batches.write(key, Bytes::from_static(b"v")));
         let value = tokio::time::timeout(Duration::from_secs(5), waiter)
@@ -555,18 +570,7 @@ mod tests {
     async fn notify_read_resolves_on_write() {
         let batches = Store::new().batches();
         let key = Digest::of(b"k");
-        let waiter = tokio::spawn({
-            let batches = batches.clone();
-            async move { batches.notify_read(key).await }
-        });
-        // Wait until the waiter is registered, so the test covers the pending path.
-        tokio::time::timeout(Duration::from_secs(5), async {
-            while batches.waiting() == 0 {
-                tokio::task::yield_now().await;
-            }
-        })
-        .await
-        .expect("waiter registered");
+        let waiter = waiter_on(&batches, key).await;
         batches
             .write(key, Bytes::from_static(b"v"))
             .await
@@ -602,17 +606,7 @@ mod tests {
     async fn namespaces_are_separate() {
         let store = Store::new();
         let key = Digest::of(b"same key");
-        let waiter = tokio::spawn({
-            let batches = store.batches();
-            async move { batches.notify_read(key).await }
-        });
-        tokio::time::timeout(Duration::from_secs(5), async {
-            while store.batches().waiting() == 0 {
-                tokio::task::yield_now().await;
-            }
-        })
-        .await
-        .expect("waiter registered");
+        let waiter = waiter_on(&store.batches(), key).await;
         store
             .blocks()
             .write(key, Bytes::from_static(b"block"))

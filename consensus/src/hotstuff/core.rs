@@ -1538,41 +1538,17 @@ mod tests {
         );
     }
 
-    /// Counts the writes to the safety column of an in-memory store.
-    #[derive(Default)]
-    struct CountingSafetyWrites {
-        memory: crate::store::MemoryBackend,
-        safety_writes: Arc<std::sync::atomic::AtomicUsize>,
-    }
-
-    impl crate::store::Backend for CountingSafetyWrites {
-        fn get(&self, column: Column, key: &[u8]) -> Result<Option<bytes::Bytes>, StoreError> {
-            self.memory.get(column, key)
-        }
-        fn put(&self, column: Column, key: &[u8], value: bytes::Bytes) -> Result<(), StoreError> {
-            if column == Column::Safety {
-                self.safety_writes.fetch_add(1, Ordering::SeqCst);
-            }
-            self.memory.put(column, key, value)
-        }
-        fn delete(&self, column: Column, keys: &[&[u8]]) -> Result<(), StoreError> {
-            self.memory.delete(column, keys)
-        }
-        fn scan(&self, column: Column) -> Result<Vec<(bytes::Bytes, bytes::Bytes)>, StoreError> {
-            self.memory.scan(column)
-        }
-        fn len(&self, column: Column) -> usize {
-            self.memory.len(column)
-        }
-    }
-
     /// On a durable store every safety write is an fsync, several a round at speed: the leader's
     /// round costs it one, its proposal and its own vote written together. A restart after it
     /// neither proposes nor votes again in the round.
     #[tokio::test]
     async fn a_leaders_proposal_and_its_own_vote_are_one_safety_write() {
-        let backend = CountingSafetyWrites::default();
-        let safety_writes = backend.safety_writes.clone();
+        let backend = crate::store::testing::RecordingBackend::default();
+        let writes = backend.writes.clone();
+        let safety_writes = move || {
+            let writes = writes.lock().unwrap_or_else(|p| p.into_inner());
+            writes.iter().filter(|(c, _)| *c == Column::Safety).count()
+        };
         let store = Store::with_backend(backend);
         let mut h = harness_on(store.clone(), Parameters::default());
         let own = (2..10)
@@ -1589,12 +1565,12 @@ mod tests {
             h.core.handle_vote(vote).await.expect("valid");
         }
         assert_eq!((h.core.round, h.core.high_qc.round), (own, own - 1));
-        let before = safety_writes.load(Ordering::SeqCst);
+        let before = safety_writes();
         h.core.propose(None).await.expect("proposed");
         let block = h.core.own_blocks.pop_front().expect("a proposal");
         h.core.process_block(&block).await.expect("own block");
         assert_eq!(h.core.last_vote.as_ref().map(|v| v.round), Some(own));
-        assert_eq!(safety_writes.load(Ordering::SeqCst) - before, 1);
+        assert_eq!(safety_writes() - before, 1);
 
         drop(h);
         let mut restarted = harness_on(store, Parameters::default());
