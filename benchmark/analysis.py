@@ -10,7 +10,9 @@ from . import results
 from .analysis_options import AnalysisOptions
 from .config import BenchParameters
 from .fault_analysis import analyse_faults, attach, enforce
+from .fault_events import FaultLog
 from .metrics import load_run
+from .node_lives import mark_lives
 from .profiles import load_profiles
 from .report import render_summary
 from .summary import Summary, summarize
@@ -30,19 +32,21 @@ def finish_run(
     None); a failed audit raises once the result is saved (unless not `enforce_audit`).
     Without `bench` the configuration is unknown and the mode comes from the records. Profiles
     (`profile-*/profile.folded` under the logs, written by `--profile`) join the summary."""
-    run = load_run(log_dir)
+    # A restarted node's records are read per life (its counters start again from zero).
+    faults = FaultLog.load(log_dir)
+    run = mark_lives(load_run(log_dir), faults)
     known = bench.to_dict() if bench is not None else {}
     analysis = (options or AnalysisOptions()).to_config()
     config = {**known, **analysis, **(extra or {}), "logs": str(log_dir)}
     summary = replace(summarize(run, config), profile=load_profiles(log_dir))
     out.write(render_summary(summary))
-    faults = analyse_faults(run, log_dir, config, summary.mode)
-    out.write(faults.render())
+    analysis_of_faults = analyse_faults(run, faults, config, summary.mode)
+    out.write(analysis_of_faults.render())
     saved = results.save(summary, results_dir) if results_dir is not None else None
     if saved is not None:
-        attach(saved, faults)
+        attach(saved, analysis_of_faults)
         out.write(f"Result saved to {saved}\n")
     out.flush()
     if enforce_audit:
-        enforce(faults)
+        enforce(analysis_of_faults)
     return summary, saved

@@ -77,9 +77,8 @@ def _every(points: list[Any], step: float) -> list[str]:
 
 
 def analyse_faults(
-    run: RunMetrics, log_dir: Path, config: dict[str, Any], mode: str
+    run: RunMetrics, faults: FaultLog, config: dict[str, Any], mode: str
 ) -> FaultAnalysis:
-    faults = FaultLog.load(log_dir)
     return FaultAnalysis(
         faults=faults,
         commits_timeline=build_commits_timeline(run, faults, mode),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .counters import LIFE
 from .fault_events import RESTART, FaultLog
 from .metrics import ProcessMetrics, Record, RunMetrics
 
@@ -49,3 +50,14 @@ def node_lives(run: RunMetrics, faults: FaultLog) -> list[NodeLives]:
             lives[life].append(record)
         result.append(NodeLives(index, process.name, lives, index in crashed))
     return sorted(result, key=lambda n: n.index)
+
+
+def mark_lives(run: RunMetrics, faults: FaultLog) -> RunMetrics:
+    """Stamp every record of a restarted node's later lives with its life number (in place), so
+    counters are read within a life wherever the records go (`counters.increase`)."""
+    for node in node_lives(run, faults):
+        for number, life in enumerate(node.lives):
+            for record in life:
+                if number:
+                    record[LIFE] = number
+    return run

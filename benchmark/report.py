@@ -43,10 +43,19 @@ def _latency(stats: LatencyStats) -> str:
 def _throughput(title: str, value: Throughput) -> list[str]:
     return [
         f" + {title}:",
-        f"   TPS: {_num(value.tps)} tx/s",
+        f"   TPS: {_num(value.tps)} tx/s{_counted(value)}",
         f"   BPS: {_num(value.bps)} B/s",
         f"   Latency: {_latency(value.latency)}",
     ]
+
+
+def _counted(value: Throughput) -> str:
+    """Which nodes the rates are the mean of, when a fault schedule stopped some of them."""
+    if value.nodes is None or value.nodes_counted is None or value.nodes_counted == value.nodes:
+        return ""
+    if value.nodes_counted == 0:
+        return " (every node was down in the window: rates within each life, catch-up included)"
+    return f" (mean of the {value.nodes_counted} of {value.nodes} nodes up through the window)"
 
 
 def _config(summary: Summary) -> list[str]:

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
-from .counters import Window, in_window, rate
+from .counters import Window, consecutive, in_window, rate
 from .json_path import number
 from .metrics import ProcessMetrics, RunMetrics
 from .stats import maximum, mean
@@ -86,9 +85,10 @@ def role_usage(processes: Sequence[ProcessMetrics], window: Window) -> RoleUsage
 
 
 def per_second(process: ProcessMetrics, load_start_ms: float) -> dict[str, list[Any]]:
-    """CPU between consecutive records and RSS at the later one, stamped with its time."""
+    """CPU between consecutive records of a life and RSS at the later one, stamped with its
+    time (nothing for the time a restarted node was down)."""
     series: dict[str, list[Any]] = {"t_s": [], "cpu_cores": [], "rss_mib": []}
-    for before, after in pairwise(process.records):
+    for before, after in consecutive(process.records):
         elapsed_ms = float(after["time_ms"]) - float(before["time_ms"])
         if elapsed_ms <= 0:
             continue

@@ -36,7 +36,7 @@ from typing import Any
 
 from .bottleneck import KEEPS_UP_RULE, Bottleneck
 from .cost import Cost, cost
-from .counters import Window, in_window, last_number, rate
+from .counters import Window, consecutive, in_window, last_number, life_of, rate
 from .cpu_bound import cpu_bound
 from .errors import HarnessError
 from .hops import Hop, hop_latencies
@@ -58,6 +58,8 @@ FALLS_BEHIND = 0.95
 SATURATED_BUSY = 0.8
 CLIENT_SHORTFALL = 0.9
 KEEPS_UP = 0.95
+# Processes write a METRICS line a second: a line this close to an end of the window is at it.
+LINE_SLACK_MS = 1500.0
 STAGE_ORDER = ("consensus", "store", "generator", "decoder", "verifier", "executor")
 
 
@@ -70,6 +72,10 @@ class Throughput:
     tps: float
     bps: float | None
     latency: LatencyStats
+    # The rates are the mean over `nodes_counted` of `nodes` (None: of every process): the nodes
+    # up through the whole window when the fault schedule stopped others (`rate_nodes`).
+    nodes_counted: int | None = None
+    nodes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -194,9 +200,37 @@ def sample_latencies(
     return latencies, len(sent)
 
 
+def up_through(process: ProcessMetrics, window: Window) -> bool:
+    """The process reported from the window's start to its end (a line a second), all in one
+    life: it was not crashed, restarted or still to be restarted in the window."""
+    around = [
+        r
+        for r in process.records
+        if window.start_ms - LINE_SLACK_MS <= float(r["time_ms"]) <= window.end_ms + LINE_SLACK_MS
+    ]
+    return (
+        bool(around)
+        and len({life_of(r) for r in around}) == 1
+        and float(around[0]["time_ms"]) <= window.start_ms + LINE_SLACK_MS
+        and float(around[-1]["time_ms"]) >= window.end_ms - LINE_SLACK_MS
+    )
+
+
+def rate_nodes(nodes: Sequence[ProcessMetrics], window: Window) -> Sequence[ProcessMetrics]:
+    """The nodes the headline rates are the mean of. A node down for part of the window commits
+    nothing meanwhile, and a restarted one commits or executes again, in a burst, what it had
+    before its crash (replaying the chain) or jumps to a checkpoint's height: neither is the
+    committee's throughput. So when the schedule stopped some nodes, the rates are those of the
+    nodes up through the window; when it stopped every node (leader kills), of all of them, read
+    within each life (the report says so)."""
+    steady = [n for n in nodes if up_through(n, window)]
+    return steady or nodes
+
+
 def consensus_throughput(nodes: Sequence[ProcessMetrics], window: Window) -> Throughput:
-    tps = mean(rate(n.records, ("consensus", "committed_txs"), window) for n in nodes)
-    bps = mean(rate(n.records, ("consensus", "committed_bytes"), window) for n in nodes)
+    counted = rate_nodes(nodes, window)
+    tps = mean(rate(n.records, ("consensus", "committed_txs"), window) for n in counted)
+    bps = mean(rate(n.records, ("consensus", "committed_bytes"), window) for n in counted)
     latencies = [
         float(value)
         for n in nodes
@@ -205,7 +239,20 @@ def consensus_throughput(nodes: Sequence[ProcessMetrics], window: Window) -> Thr
         for value in (r.get("batch_latencies_ms") or [])
         if isinstance(value, int | float)
     ]
-    return Throughput(tps=tps or 0.0, bps=bps, latency=LatencyStats.of(latencies))
+    return Throughput(
+        tps=tps or 0.0,
+        bps=bps,
+        latency=LatencyStats.of(latencies),
+        nodes_counted=_counted(counted, nodes, window),
+        nodes=len(nodes),
+    )
+
+
+def _counted(
+    counted: Sequence[ProcessMetrics], nodes: Sequence[ProcessMetrics], window: Window
+) -> int:
+    """How many nodes the rates came from: 0 when none was up through the window."""
+    return len(counted) if any(up_through(n, window) for n in counted) else 0
 
 
 def bytes_per_tx(nodes: Sequence[ProcessMetrics]) -> float | None:
@@ -360,7 +407,7 @@ def batch_size_series(
     series: dict[str, list[float]] = {}
     for process in processes:
         steady = in_window(process.records, window)
-        for before, after in pairwise(steady):
+        for before, after in consecutive(steady):
             txs = _delta(before, after, ("consensus", "committed_txs"))
             batches = _delta(before, after, ("consensus", "committed_batches"))
             if txs is not None and batches:
@@ -637,12 +684,13 @@ def summarize(
         event = "commit" if mode == "hotstuff" else "execute"
         latencies, sent = sample_latencies(run.clients, run.nodes, event, window)
         if mode == "hotstuff":
-            end_to_end = Throughput(consensus.tps, consensus.bps, LatencyStats.of(latencies))
+            end_to_end = replace(consensus, latency=LatencyStats.of(latencies))
         else:
-            tps = mean(executed_rate(p, window) for p in processes) or 0.0
+            counted = rate_nodes(processes, window)
+            tps = mean(executed_rate(p, window) for p in counted) or 0.0
             size = bytes_per_tx(processes)
             bps = tps * size if size is not None else None
-            end_to_end = Throughput(tps=tps, bps=bps, latency=LatencyStats.of(latencies))
+            end_to_end = replace(consensus, tps=tps, bps=bps, latency=LatencyStats.of(latencies))
         if run.clients:
             clients_stats = client_stats(run.clients, window, len(latencies), sent)
     stages = stage_table(processes, window)

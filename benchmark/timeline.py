@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from itertools import pairwise
 from typing import Any
 
+from .counters import consecutive
 from .fault_events import FaultLog
 from .json_path import number
 from .metrics import ProcessMetrics, Record, RunMetrics
@@ -79,7 +79,7 @@ def stage_timelines(processes: Sequence[ProcessMetrics], load_start_ms: float) -
         channels = _names(process, "channels")
         for stage in stages_in(process.records):
             quantities = _quantities(stage, channels)
-            for before, after in pairwise(process.records):
+            for before, after in consecutive(process.records):
                 elapsed = (float(after["time_ms"]) - float(before["time_ms"])) / 1000.0
                 if elapsed <= 0:
                     continue

@@ -16,6 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmark.fault_events import CRASH, RESTART, FaultEvent, FaultLog
+
 T0 = 1_700_000_000_000
 MIB = 1024 * 1024
 SECONDS = range(1, 11)
@@ -116,3 +118,28 @@ def write_run(
             lines = [f"METRICS {json.dumps(record)}" for record in records]
             (directory / f"{name}.log").write_text("\n".join(lines) + "\n")
     return directory
+
+
+def restart_node(
+    directory: Path, index: int, *, crash_s: float, restart_s: int, verifier_ms: float = 500.0,
+    node_ms: float = 700.0, cores: int = 2,
+) -> None:  # fmt: skip
+    """Rewrite node `index` of a `write_run` directory as killed at T0 + crash_s and started again
+    at T0 + restart_s: it reports up to the crash, nothing while down, and then counts from zero
+    as a new process does (its record at second s of the run is second s - restart_s of its new
+    life). The harness's `faults.json` records both events (after those already in it)."""
+    records = []
+    for second in SECONDS:
+        if second <= crash_s:
+            records.append(node_record(index, second, verifier_ms, node_ms, cores))
+        elif second > restart_s:
+            fresh = node_record(index, second - restart_s, verifier_ms, node_ms, cores)
+            real = node_record(index, second, verifier_ms, node_ms, cores)
+            records.append({**fresh, "time_ms": real["time_ms"], "samples": real["samples"]})
+    lines = [f"METRICS {json.dumps(record)}" for record in records]
+    (directory / f"node-{index}.log").write_text("\n".join(lines) + "\n")
+    faults = FaultLog.load(directory)
+    faults.start_ms = T0
+    for kind, t in ((CRASH, crash_s), (RESTART, float(restart_s))):
+        faults.events.append(FaultEvent(kind, index, t, T0 + t * 1000, "schedule"))
+    faults.save(directory)
