@@ -399,15 +399,18 @@ def _queue_reasons(
     to a node (at most what was sent in the last seconds), in a mempool (received, not sealed:
     counted by the nodes, however far behind they fell), or sealed and not yet committed."""
     sealed = mempools.sealed
+    not_committed = {
+        "sealed, not committed by the stop (queued, or on a crashed node)": max(
+            0.0, sealed - committed
+        )
+    }
     if mempools.received <= 0:
         # Nodes from before `received_txs`: in flight and in the mempools, only the window.
         return {
             "sent, not sealed by the stop": min(
                 max(0.0, clients.sent - sealed), clients.queue_allowance
             ),
-            "sealed, not committed by the stop (queued, or on a crashed node)": max(
-                0.0, sealed - committed
-            ),
+            **not_committed,
         }
     return {
         "sent, not received by a node by the stop (in flight)": min(
@@ -416,9 +419,7 @@ def _queue_reasons(
         "received, not sealed by the stop (in a mempool, or lost with a crashed one)": max(
             0.0, mempools.received - sealed
         ),
-        "sealed, not committed by the stop (queued, or on a crashed node)": max(
-            0.0, sealed - committed
-        ),
+        **not_committed,
     }
 
 

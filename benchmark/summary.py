@@ -72,8 +72,9 @@ class Throughput:
     tps: float
     bps: float | None
     latency: LatencyStats
-    # The rates are the mean over `nodes_counted` of `nodes` (None: of every process): the nodes
-    # up through the whole window when the fault schedule stopped others (`rate_nodes`).
+    # The rates are the mean over the `nodes_counted` of `nodes` up through the whole window
+    # (`rate_nodes`); 0 when none was, so every node counts, read within each life. None: over
+    # every process (movevm).
     nodes_counted: int | None = None
     nodes: int | None = None
 
@@ -216,19 +217,24 @@ def up_through(process: ProcessMetrics, window: Window) -> bool:
     )
 
 
-def rate_nodes(nodes: Sequence[ProcessMetrics], window: Window) -> Sequence[ProcessMetrics]:
-    """The nodes the headline rates are the mean of. A node down for part of the window commits
-    nothing meanwhile, and a restarted one commits or executes again, in a burst, what it had
-    before its crash (replaying the chain) or jumps to a checkpoint's height: neither is the
-    committee's throughput. So when the schedule stopped some nodes, the rates are those of the
-    nodes up through the window; when it stopped every node (leader kills), of all of them, read
-    within each life (the report says so)."""
+def rate_nodes(
+    nodes: Sequence[ProcessMetrics], window: Window
+) -> tuple[Sequence[ProcessMetrics], int]:
+    """The nodes the headline rates are the mean of, and how many of them were up through the
+    window. A node down for part of the window commits nothing meanwhile, and a restarted one
+    commits or executes again, in a burst, what it had before its crash (replaying the chain) or
+    jumps to a checkpoint's height: neither is the committee's throughput. So when the schedule
+    stopped some nodes, the rates are those of the nodes up through the window; when it stopped
+    every node (leader kills), of all of them, read within each life (0 up through: the report
+    says so)."""
     steady = [n for n in nodes if up_through(n, window)]
-    return steady or nodes
+    return (steady, len(steady)) if steady else (nodes, 0)
 
 
-def consensus_throughput(nodes: Sequence[ProcessMetrics], window: Window) -> Throughput:
-    counted = rate_nodes(nodes, window)
+def consensus_throughput(
+    nodes: Sequence[ProcessMetrics], counted: Sequence[ProcessMetrics], window: Window
+) -> Throughput:
+    """Rates over the `counted` nodes (`rate_nodes`), batch latencies over every node."""
     tps = mean(rate(n.records, ("consensus", "committed_txs"), window) for n in counted)
     bps = mean(rate(n.records, ("consensus", "committed_bytes"), window) for n in counted)
     latencies = [
@@ -239,20 +245,7 @@ def consensus_throughput(nodes: Sequence[ProcessMetrics], window: Window) -> Thr
         for value in (r.get("batch_latencies_ms") or [])
         if isinstance(value, int | float)
     ]
-    return Throughput(
-        tps=tps or 0.0,
-        bps=bps,
-        latency=LatencyStats.of(latencies),
-        nodes_counted=_counted(counted, nodes, window),
-        nodes=len(nodes),
-    )
-
-
-def _counted(
-    counted: Sequence[ProcessMetrics], nodes: Sequence[ProcessMetrics], window: Window
-) -> int:
-    """How many nodes the rates came from: 0 when none was up through the window."""
-    return len(counted) if any(up_through(n, window) for n in counted) else 0
+    return Throughput(tps=tps or 0.0, bps=bps, latency=LatencyStats.of(latencies))
 
 
 def bytes_per_tx(nodes: Sequence[ProcessMetrics]) -> float | None:
@@ -680,13 +673,17 @@ def summarize(
         processes = run.nodes
         if not processes:
             raise SummaryError("no node METRICS records in the logs")
-        consensus = consensus_throughput(processes, window)
+        counted, up = rate_nodes(processes, window)
+        consensus = replace(
+            consensus_throughput(processes, counted, window),
+            nodes_counted=up,
+            nodes=len(processes),
+        )
         event = "commit" if mode == "hotstuff" else "execute"
         latencies, sent = sample_latencies(run.clients, run.nodes, event, window)
         if mode == "hotstuff":
             end_to_end = replace(consensus, latency=LatencyStats.of(latencies))
         else:
-            counted = rate_nodes(processes, window)
             tps = mean(executed_rate(p, window) for p in counted) or 0.0
             size = bytes_per_tx(processes)
             bps = tps * size if size is not None else None

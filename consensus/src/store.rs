@@ -110,7 +110,7 @@ pub trait Backend: Send + Sync + 'static {
 
 /// A panic while holding one of these locks cannot leave a map half-updated (every critical
 /// section is a single map operation), so a poisoned lock is still safe to use.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -373,18 +373,14 @@ impl<C: ColumnKind> Table<C> {
             return;
         }
         let delete = Self::delete(keys.to_vec());
-        let failed = |e: StoreError| warn!("cannot delete from {:?}: {e}", C::COLUMN);
-        match self.writer() {
-            Some(writer) => writer.submit(move |backend| {
-                if let Err(e) = delete(backend) {
-                    failed(e);
-                }
-            }),
-            None => {
-                if let Err(e) = delete(self.backend()) {
-                    failed(e);
-                }
+        let job = move |backend: &dyn Backend| {
+            if let Err(e) = delete(backend) {
+                warn!("cannot delete from {:?}: {e}", C::COLUMN);
             }
+        };
+        match self.writer() {
+            Some(writer) => writer.submit(job),
+            None => job(self.backend()),
         }
     }
 

@@ -1546,7 +1546,7 @@ mod tests {
         let backend = crate::store::testing::RecordingBackend::default();
         let writes = backend.writes.clone();
         let safety_writes = move || {
-            let writes = writes.lock().unwrap_or_else(|p| p.into_inner());
+            let writes = crate::store::lock(&writes);
             writes.iter().filter(|(c, _)| *c == Column::Safety).count()
         };
         let store = Store::with_backend(backend);
