@@ -32,9 +32,10 @@ from benchmark.fault_schedule import FaultSchedule, schedule_from_flags
 from benchmark.flags import (
     default_text,
     either,
-    int_list,
     optional_float,
     optional_int,
+    positive_int,
+    positive_ints,
     sweep_from_flags,
 )
 from benchmark.local import DEFAULT_BASE_PORT, LocalBench
@@ -100,10 +101,11 @@ def _bench_help(defaults: Mapping[str, Any] | None = None) -> dict[str, str]:
 
 
 def _guard(action: Callable[[], T]) -> T:
-    """Turn the harness's errors into a clean message and exit code instead of a traceback."""
+    """Turn the harness's errors into a clean message and exit code instead of a traceback; so
+    too a file or directory the system refuses (a --logs or --output that cannot be written)."""
     try:
         return action()
-    except HarnessError as error:
+    except (HarnessError, OSError) as error:
         raise Exit(f"Error: {error}", code=1) from error
     except (KeyboardInterrupt, Interrupted) as error:
         raise Exit("Interrupted; every process was stopped.", code=130) from error
@@ -117,7 +119,7 @@ def _guard(action: Callable[[], T]) -> T:
     help={
         **_bench_help(),
         **FAULT_FLAGS,
-        "base_port": "first port of node 0",
+        "base_port": f"first port of node 0 (default {DEFAULT_BASE_PORT})",
         "prometheus_port": "serve GET /metrics: node i at 127.0.0.1:P+i, client j at P+nodes+j",
         **ANALYSIS_FLAGS,
         "build": "run `cargo build --release` first",
@@ -156,7 +158,7 @@ def local(
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
     partition: list[str] | None = None,
-    base_port: int = DEFAULT_BASE_PORT,
+    base_port: str | None = None,
     prometheus_port: str | None = None,
     profile: bool = False,
     project_cores: str | None = None,
@@ -197,7 +199,7 @@ def local(
         )
         runner = LocalBench(
             repo_root=ROOT,
-            base_port=base_port,
+            base_port=positive_int(base_port or DEFAULT_BASE_PORT, "base_port"),
             logs_dir=ROOT / logs,
             results_dir=ROOT / results,
             binaries=ROOT / binaries if binaries else None,
@@ -236,12 +238,13 @@ def _manager(settings: str) -> InstanceManager:
     return InstanceManager(_settings(settings))
 
 
-@task(help={"nodes": "instances per region", "settings": "settings file"})
-def create(c: Context, nodes: int = 2, settings: str = "settings.json") -> None:
+@task(help={"nodes": "instances per region (default 2)", "settings": "settings file"})
+def create(c: Context, nodes: str = "2", settings: str = "settings.json") -> None:
     """Create instances (N per region), tagged Name=hotmove-node."""
 
     def action() -> None:
-        created = _manager(settings).create_instances(nodes)
+        count = positive_int(nodes, "nodes")
+        created = _manager(settings).create_instances(count)
         for region, ids in created.items():
             print(f"{region}: created {', '.join(ids)}")
 
@@ -454,8 +457,8 @@ def plot(
         from benchmark.plot import plot_all  # noqa: PLC0415
         from benchmark.plot_commits import plot_commits  # noqa: PLC0415
 
-        caps = [float(cap) for cap in int_list(max_latency, "max_latency")]
-        for path in plot_all(ROOT / results, ROOT / output, mode, caps):
+        caps = [float(cap) for cap in positive_ints(max_latency, "max_latency")]
+        for path in plot_all(ROOT / results, ROOT / output, mode, caps, sys.stdout):
             print(f"wrote {path}")
         for path in plot_commits(ROOT / results, ROOT / output, mode):
             print(f"wrote {path}")

@@ -74,6 +74,23 @@ def optional_int(value: object, flag: str) -> int | None:
         raise FlagError(f"{flag_name(flag)} must be an integer, got {value!r}") from error
 
 
+def positive_int(value: object, flag: str) -> int:
+    """An integer flag that must be above zero (`--base-port`, `fab create --nodes`)."""
+    number = optional_int(value, flag)
+    if number is None or number <= 0:
+        raise FlagError(f"{flag_name(flag)} must be a positive integer, got {value!r}")
+    return number
+
+
+def positive_ints(text: object, flag: str) -> list[int]:
+    """`int_list` whose values must all be above zero (`--max-latency`)."""
+    values = int_list(text, flag)
+    for value in values:
+        if value <= 0:
+            raise FlagError(f"{flag_name(flag)} must be positive, got {value}")
+    return values
+
+
 def optional_float(value: object, flag: str) -> float | None:
     """A number flag that is off unless given (`--instance-price`)."""
     if value is None:

@@ -1,7 +1,8 @@
 """Graphs of aggregated results (mean and standard deviation over runs), as PNG and PDF.
 
-* robustness: input rate -> end-to-end throughput, one line per committee (nodes, faults);
-* latency-throughput: end-to-end throughput -> p50 latency, one line per committee;
+* robustness: input rate -> end-to-end throughput, one line per committee (nodes, faults) and
+  settings (`--store`, `--batch-size`, a fault schedule, ...: `results.settings_of`);
+* latency-throughput: end-to-end throughput -> p50 latency, the same lines;
 * tps: best throughput per committee size among the points whose latency is under a cap;
 * batch sizes: histogram of transactions per batch, one series per stage;
 * timelines: per run, tx/s, CPU, queue length and blocked share of every stage over time
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 import matplotlib as mpl
 
@@ -43,22 +45,30 @@ def _save(figure: Figure, directory: Path, stem: str) -> list[Path]:
     return paths
 
 
-def _committees(points: Sequence[Point]) -> dict[tuple[int, int], list[Point]]:
-    groups: dict[tuple[int, int], list[Point]] = {}
+# A line of the robustness and latency graphs: a committee (nodes, faults) run with one set of
+# settings (`Point.settings`).
+Line = tuple[int, int, tuple[str, ...]]
+
+
+def _lines(points: Sequence[Point]) -> dict[Line, list[Point]]:
+    groups: dict[Line, list[Point]] = {}
     for point in points:
-        groups.setdefault((point.nodes, point.faults), []).append(point)
+        groups.setdefault((point.nodes, point.faults, point.settings), []).append(point)
     return dict(sorted(groups.items()))
 
 
-def _label(nodes: int, faults: int, mode: str) -> str:
+def _label(line: Line, mode: str) -> str:
+    nodes, faults, settings = line
     if mode == "movevm":
-        return "Move VM"
-    return f"{nodes} nodes" + (f" ({faults} faulty)" if faults else "")
+        committee = "Move VM"
+    else:
+        committee = f"{nodes} nodes" + (f" ({faults} faulty)" if faults else "")
+    return ", ".join([committee, *settings])
 
 
 def robustness(points: Sequence[Point], directory: Path, mode: str) -> list[Path]:
     figure, axes = plt.subplots()
-    for (nodes, faults), group in _committees(points).items():
+    for line, group in _lines(points).items():
         ordered = sorted(group, key=lambda p: p.rate)
         axes.errorbar(
             [p.rate for p in ordered],
@@ -66,7 +76,7 @@ def robustness(points: Sequence[Point], directory: Path, mode: str) -> list[Path
             yerr=[p.tps.std or 0.0 for p in ordered],
             marker="o",
             capsize=3,
-            label=_label(nodes, faults, mode),
+            label=_label(line, mode),
         )
     axes.set_xlabel("Input rate (tx/s)")
     axes.set_ylabel("Throughput (tx/s)")
@@ -79,7 +89,7 @@ def robustness(points: Sequence[Point], directory: Path, mode: str) -> list[Path
 def latency_throughput(points: Sequence[Point], directory: Path, mode: str) -> list[Path]:
     figure, axes = plt.subplots()
     drawn = 0
-    for (nodes, faults), group in _committees(points).items():
+    for line, group in _lines(points).items():
         ordered = sorted((p for p in group if p.latency_p50.mean is not None), key=lambda p: p.rate)
         if not ordered:
             continue
@@ -91,7 +101,7 @@ def latency_throughput(points: Sequence[Point], directory: Path, mode: str) -> l
             yerr=[(p.latency_p50.std or 0.0) / 1000.0 for p in ordered],
             marker="o",
             capsize=3,
-            label=_label(nodes, faults, mode),
+            label=_label(line, mode),
         )
     axes.set_xlabel("Throughput (tx/s)")
     axes.set_ylabel("End-to-end latency, p50 (s)")
@@ -102,32 +112,37 @@ def latency_throughput(points: Sequence[Point], directory: Path, mode: str) -> l
     return _save(figure, directory, f"latency-{mode}")
 
 
-def best_under_cap(points: Sequence[Point], cap_ms: float) -> dict[tuple[int, int], Point]:
-    """Per committee, the point of highest mean throughput whose mean p50 latency is <= cap."""
-    best: dict[tuple[int, int], Point] = {}
-    for committee, group in _committees(points).items():
+def best_under_cap(points: Sequence[Point], cap_ms: float) -> dict[Line, Point]:
+    """Per line (committee and settings), the point of highest mean throughput whose mean p50
+    latency is <= cap."""
+    best: dict[Line, Point] = {}
+    for line, group in _lines(points).items():
         eligible = [
             p for p in group if p.latency_p50.mean is not None and p.latency_p50.mean <= cap_ms
         ]
         if eligible:
-            best[committee] = max(eligible, key=lambda p: p.tps.mean or 0.0)
+            best[line] = max(eligible, key=lambda p: p.tps.mean or 0.0)
     return best
 
 
 def tps(points: Sequence[Point], directory: Path, mode: str, caps: Sequence[float]) -> list[Path]:
+    """Per cap, one line per fault count and settings across committee sizes."""
     figure, axes = plt.subplots()
     for cap in caps:
         best = best_under_cap(points, cap)
-        for faults in sorted({f for _, f in best}):
-            chosen = sorted((n, p) for (n, f), p in best.items() if f == faults)
-            label = f"latency <= {cap / 1000:g} s" + (f", {faults} faulty" if faults else "")
+        for faults, settings in sorted({(f, s) for _, f, s in best}):
+            chosen = sorted(
+                ((n, p) for (n, f, s), p in best.items() if (f, s) == (faults, settings)),
+                key=lambda item: item[0],
+            )
+            parts = [f"latency <= {cap / 1000:g} s", *([f"{faults} faulty"] if faults else [])]
             axes.errorbar(
                 [n for n, _ in chosen],
                 [p.tps.mean or 0.0 for _, p in chosen],
                 yerr=[p.tps.std or 0.0 for _, p in chosen],
                 marker="s",
                 capsize=3,
-                label=label,
+                label=", ".join([*parts, *settings]),
             )
     axes.set_xlabel("Committee size")
     axes.set_ylabel("Throughput (tx/s)")
@@ -161,9 +176,15 @@ def plot_all(
     output_dir: Path,
     mode: str,
     caps: Sequence[float] = DEFAULT_LATENCY_CAPS,
+    out: TextIO | None = None,
 ) -> list[Path]:
-    """Draw every graph for one mode from the saved results; returns the files written."""
-    items = results.load(results_dir, mode)
+    """Draw every graph for one mode from the saved results; returns the files written. Files of
+    the folder that are not saved results are left out, each named on `out`."""
+    skipped: list[str] = []
+    items = results.load(results_dir, mode, skipped)
+    if out is not None:
+        for line in skipped:
+            out.write(f"skipped {line}\n")
     if not items:
         raise PlotError(f"no saved results for mode {mode} in {results_dir}")
     points = results.aggregate(items)

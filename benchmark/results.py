@@ -10,25 +10,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .config import BenchParameters
+from .flags import FIELD_OF_FLAG, flag_name
 from .json_path import lookup
+from .parameters import NodeParameters
 from .summary import Summary
 
 RESULT_VERSION = 1
 
-# A result belongs to the same point as another when all of these match.
-KEY_FIELDS: tuple[str, ...] = (
-    "mode",
-    "nodes",
-    "faults",
-    "rate",
-    "tx_size",
-    "batch_size",
-    "max_batch_delay",
-    "verifier_threads",
-    # Emulated links: a run with added latency is another point than one without.
-    "delay_ms",
-    "delay_matrix",
-)
+# Bench settings that change what a run measures, and the value meaning "not given" (the
+# harness's default, or None). Node parameters join them (None: the node's default). A run that
+# differs in any of them is another point and another line of a graph; the run's count, duration
+# and where its numbers were analysed (projection, price) are not part of a point.
+SETTING_DEFAULTS: dict[str, Any] = {
+    name: getattr(BenchParameters(), name)
+    for name in (
+        "tx_size",
+        "verifier_threads",
+        "executor_delay_us",
+        "store",
+        "no_instrumentation",
+        "accounts",
+        "invalid_share",
+        "vm",
+        "payload",
+        "workload",
+        "workload_arg",
+        "delay_ms",
+        "delay_matrix",
+    )
+} | dict.fromkeys(NodeParameters.names())
 
 Result = dict[str, Any]
 
@@ -57,15 +68,26 @@ def save(summary: Summary, directory: Path, stamp: str | None = None) -> Path:
     return path
 
 
-def load(directory: Path, mode: str | None = None) -> list[Result]:
-    """Every saved result of a directory (optionally of one mode); unreadable files are skipped."""
+def load(
+    directory: Path, mode: str | None = None, skipped: list[str] | None = None
+) -> list[Result]:
+    """Every saved result of a directory (optionally of one mode). Files that are not saved
+    results are left out; with `skipped`, each is named there with the reason."""
     results = []
     for path in sorted(directory.glob("*.json")):
         try:
             data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            if skipped is not None:
+                skipped.append(f"{path}: cannot read it ({error})")
             continue
-        if not isinstance(data, dict) or data.get("version") != RESULT_VERSION:
+        if (
+            not isinstance(data, dict)
+            or data.get("version") != RESULT_VERSION
+            or not isinstance(data.get("config"), dict)
+        ):
+            if skipped is not None:
+                skipped.append(f"{path}: not a saved result of version {RESULT_VERSION}")
             continue
         if mode is not None and lookup(data, ("config", "mode")) != mode:
             continue
@@ -92,9 +114,14 @@ class Stat:
 
 @dataclass(frozen=True)
 class Point:
-    """The runs of one configuration, as mean and standard deviation."""
+    """The runs of one configuration, as mean and standard deviation. `settings` are the ones
+    the runs were given beyond mode, committee and rate, as flags (`("--store",)`)."""
 
-    key: tuple[Any, ...]
+    mode: str
+    nodes: int
+    faults: int
+    rate: int
+    settings: tuple[str, ...]
     runs: int
     tps: Stat
     bps: Stat
@@ -106,32 +133,82 @@ class Point:
     sent_tps: Stat
     bottlenecks: tuple[str, ...]
 
-    def field(self, name: str) -> Any:  # noqa: ANN401 - one of KEY_FIELDS' values
-        return self.key[KEY_FIELDS.index(name)]
-
     @property
-    def mode(self) -> str:
-        return str(self.field("mode"))
-
-    @property
-    def nodes(self) -> int:
-        return int(self.field("nodes") or 0)
-
-    @property
-    def faults(self) -> int:
-        return int(self.field("faults") or 0)
-
-    @property
-    def rate(self) -> int:
-        return int(self.field("rate") or 0)
+    def key(self) -> tuple[str, int, int, int, tuple[str, ...]]:
+        return (self.mode, self.nodes, self.faults, self.rate, self.settings)
 
 
-def key_of(result: Result) -> tuple[Any, ...]:
-    return tuple(lookup(result, ("config", name)) for name in KEY_FIELDS)
+def _count(value: object) -> int:
+    """A committee size, fault count or rate of a saved config; 0 when missing or not a count."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return int(value)
+
+
+def _flag(name: str, value: object) -> str:
+    flag = flag_name(next((f for f, field in FIELD_OF_FLAG.items() if field == name), name))
+    if value is True:
+        return flag
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"{flag}={text}"
+
+
+def _schedule_flags(schedule: object) -> list[str]:
+    """The fault schedule a run was given (`faults.schedule` of a result), as its flags."""
+    if not isinstance(schedule, dict):
+        return []
+
+    def seconds(value: object) -> str:
+        return f"{value:g}" if isinstance(value, int | float) else str(value)
+
+    flags = []
+    for crash in schedule.get("crashes") or []:
+        if isinstance(crash, dict):
+            restart = crash.get("restart_at")
+            back = "" if restart is None else f":{seconds(restart)}"
+            flags.append(f"--crash={crash.get('node')}@{seconds(crash.get('at'))}{back}")
+    if schedule.get("kill_leader_every") is not None:
+        flags.append(f"--kill-leader-every={seconds(schedule['kill_leader_every'])}")
+    for partition in schedule.get("partitions") or []:
+        if isinstance(partition, dict):
+            nodes = ",".join(str(n) for n in partition.get("nodes") or [])
+            span = f"{seconds(partition.get('start'))}-{seconds(partition.get('end'))}"
+            flags.append(f"--partition={nodes}@{span}")
+    return flags
+
+
+def settings_of(result: Result) -> tuple[str, ...]:
+    """What a run was given beyond mode, committee and rate, as flags, in a stable order: the
+    settings that differ from their defaults (a setting missing from an older result is its
+    default), its fault schedule, and `remote` for a run on remote hosts."""
+    config = result.get("config")
+    config = config if isinstance(config, dict) else {}
+    flags = [
+        _flag(name, config[name])
+        for name, default in SETTING_DEFAULTS.items()
+        if config.get(name) is not None and config[name] != default
+    ]
+    flags += _schedule_flags(lookup(result, ("faults", "schedule")))
+    if config.get("where") == "remote":
+        flags.append("remote")
+    return tuple(flags)
+
+
+def key_of(result: Result) -> tuple[str, int, int, int, tuple[str, ...]]:
+    config = result.get("config")
+    config = config if isinstance(config, dict) else {}
+    return (
+        str(config.get("mode")),
+        _count(config.get("nodes")),
+        _count(config.get("faults")),
+        _count(config.get("rate")),
+        settings_of(result),
+    )
 
 
 def aggregate(results: Sequence[Result]) -> list[Point]:
-    groups: dict[tuple[Any, ...], list[Result]] = {}
+    """One point per configuration (`key_of`), ordered by mode, committee, rate and settings."""
+    groups: dict[tuple[str, int, int, int, tuple[str, ...]], list[Result]] = {}
     for result in results:
         groups.setdefault(key_of(result), []).append(result)
 
@@ -140,7 +217,11 @@ def aggregate(results: Sequence[Result]) -> list[Point]:
 
     points = [
         Point(
-            key=key,
+            mode=mode,
+            nodes=nodes,
+            faults=faults,
+            rate=rate,
+            settings=settings,
             runs=len(items),
             tps=stat(items, "end_to_end", "tps"),
             bps=stat(items, "end_to_end", "bps"),
@@ -152,9 +233,10 @@ def aggregate(results: Sequence[Result]) -> list[Point]:
             sent_tps=stat(items, "clients", "sent_tps"),
             bottlenecks=tuple(str(lookup(item, ("bottleneck", "stage"))) for item in items),
         )
-        for key, items in groups.items()
+        for (mode, nodes, faults, rate, settings), items in groups.items()
     ]
-    return sorted(points, key=lambda p: tuple(str(v) if v is None else v for v in p.key))
+    # Every part of a key has one type (text, counts, tuples of text): the order is total.
+    return sorted(points, key=lambda p: p.key)
 
 
 def batch_sizes(results: Sequence[Result]) -> dict[str, list[float]]:

@@ -6,11 +6,13 @@ import importlib
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import TextIO
 
 import pytest
 from invoke import Context
+from invoke.exceptions import Exit
 
 from benchmark import sweep
 from benchmark.config import REMOTE_DEFAULTS, BenchParameters
@@ -167,3 +169,107 @@ def test_plot_without_results_is_a_clear_error(tmp_path: object) -> None:
     result = _fab("plot", "--mode=hotstuff", f"--results={tmp_path}")
     assert result.returncode == 1
     assert "no saved results for mode hotstuff" in result.stderr
+
+
+def _bad_inputs(tmp_path: Path, standins: Path) -> list[tuple[str, dict[str, object], str]]:
+    """(task, its arguments, what the error says): a user's mistakes, one of each kind."""
+    missing = tmp_path / "missing.json"
+    unreadable = tmp_path / "broken.json"
+    unreadable.write_text('{"key": ')
+    partial = tmp_path / "partial.json"
+    partial.write_text('{"key": {"name": "k", "path": "k.pem"}}')
+    matrix = tmp_path / "matrix.csv"
+    matrix.write_text("0,10\n10,x\n")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    results = tmp_path / "results"
+    results.mkdir()
+    local = {"build": False, "binaries": str(standins)}
+    return [
+        ("local", {"mode": "bogus", **local}, "unknown mode 'bogus'"),
+        ("local", {"nodes": "0", **local}, "nodes must be positive, got 0"),
+        ("local", {"duration": "x", **local}, "--duration must be int, got 'x'"),
+        ("local", {"batch_size": "0", **local}, "batch_size must be at least 1, got 0"),
+        ("local", {"invalid_share": "2", **local}, "invalid_share must be in [0, 1]"),
+        ("local", {"delay": "soon", **local}, "--delay must be int, got 'soon'"),
+        ("local", {"delay_matrix": str(missing), **local}, f"cannot read {missing}"),
+        ("local", {"delay_matrix": str(matrix), "nodes": "2", **local}, "row 1"),
+        ("local", {"crash": ["1@5:3"], **local}, "the restart (3 s) must come after 5 s"),
+        ("local", {"crash": ["9@5"], **local}, "node 9 is not a booted node"),
+        ("local", {"partition": ["x"], **local}, "is not NODES@T1-T2"),
+        ("local", {"kill_leader_every": "0", **local}, "must be positive"),
+        ("local", {"base_port": "x", **local}, "--base-port must be an integer, got 'x'"),
+        ("local", {"prometheus_port": "x", **local}, "--prometheus-port must be an integer"),
+        ("local", {"instance_price": "x", **local}, "--instance-price must be a number"),
+        ("local", {"build": False, "binaries": str(tmp_path)}, "does not exist; build"),
+        # A --logs the system refuses: below a file, not a directory.
+        ("local", {"logs": str(a_file / "logs"), **local}, str(a_file / "logs")),
+        ("remote", {"settings": str(missing), "build": False}, "not found: copy"),
+        ("remote", {"settings": str(unreadable), "build": False}, f"cannot read {unreadable}"),
+        ("remote", {"settings": str(partial), "build": False}, "missing 'instances'"),
+        ("remote", {"mode": "movevm", "build": False}, "use `fab local --mode=movevm`"),
+        ("remote", {"rate": "1", "rates": "2", "build": False}, "are the same flag"),
+        ("create", {"nodes": "x", "settings": str(missing)}, "--nodes must be an integer"),
+        ("create", {"nodes": "0", "settings": str(missing)}, "--nodes must be a positive"),
+        ("create", {"settings": str(partial)}, "missing 'instances'"),
+        ("install", {"settings": str(missing)}, "not found: copy"),
+        ("kill", {"settings": str(unreadable)}, f"cannot read {unreadable}"),
+        ("logs", {"settings": str(missing)}, "not found: copy"),
+        ("destroy", {"settings": str(missing)}, "not found: copy"),
+        ("plot", {"max_latency": "x", "results": str(results)}, "--max-latency must be"),
+        ("plot", {"max_latency": "0", "results": str(results)}, "must be positive, got 0"),
+        ("plot", {"results": str(results)}, "no saved results for mode hotcrypto"),
+        ("plot", {"results": str(missing)}, "no saved results for mode hotcrypto"),
+    ]
+
+
+def test_a_users_mistakes_get_one_line_and_exit_code_1(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, standins: Path
+) -> None:
+    """Through the tasks' own code: every mistake ends in invoke's `Exit` with code 1 and one
+    line naming it (fab prints it instead of a traceback), before anything runs."""
+    fab = _fabfile(monkeypatch)
+    for task, arguments, expected in _bad_inputs(tmp_path, standins):
+        with pytest.raises(Exit) as caught:
+            getattr(fab, task)(Context(), **arguments)
+        message = str(caught.value.message)
+        assert caught.value.code == 1, (task, arguments, message)
+        assert message.startswith("Error: "), (task, arguments, message)
+        assert expected in message, (task, arguments, message)
+        assert "\n" not in message, (task, arguments, message)
+
+
+def test_flags_invoke_parses_fail_without_a_traceback() -> None:
+    """Flags whose type invoke would convert itself (an int default) raised ValueError inside
+    invoke's parser, a traceback: they are read as text and converted by the task."""
+    for args, expected in (
+        (("local", "--base-port=x", "--no-build"), "--base-port must be an integer, got 'x'"),
+        (("create", "--nodes=two"), "--nodes must be an integer, got 'two'"),
+    ):
+        result = _fab(*args)
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.strip() == f"Error: {expected}"
+
+
+def test_plot_names_the_files_it_cannot_read(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    fixtures: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmark import results  # noqa: PLC0415 - matplotlib is only for the plot tests
+    from benchmark.metrics import load_run  # noqa: PLC0415
+    from benchmark.summary import summarize  # noqa: PLC0415
+
+    folder = tmp_path / "results"
+    config = {"mode": "hotcrypto", "nodes": 2, "rate": 1000}
+    results.save(summarize(load_run(fixtures / "hotcrypto"), config), folder)
+    (folder / "truncated.json").write_text('{"version": 1, "con')
+    (folder / "list.json").write_text("[1, 2]")
+    fab = _fabfile(monkeypatch)
+    fab.plot(Context(), results=str(folder), output=str(tmp_path / "plots"))
+    printed = capsys.readouterr().out
+    assert f"skipped {folder / 'truncated.json'}: cannot read it" in printed
+    assert f"skipped {folder / 'list.json'}: not a saved result of version 1" in printed
+    assert (tmp_path / "plots" / "robustness-hotcrypto.png").is_file()

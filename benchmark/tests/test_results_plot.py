@@ -67,8 +67,8 @@ def test_aggregate_mean_and_std_over_runs(base_summary: Summary, tmp_path: Path)
     assert point.bottlenecks == ("executor", "executor")
 
     best = best_under_cap(points, 1_000)
-    assert best[(4, 0)].rate == 2_000  # 4,000 tx/s is faster but over the cap
-    assert best[(10, 0)].tps.mean == pytest.approx(1_550)
+    assert best[(4, 0, ("--tx-size=512",))].rate == 2_000  # 4,000 tx/s is faster but over the cap
+    assert best[(10, 0, ("--tx-size=512",))].tps.mean == pytest.approx(1_550)
 
 
 def test_plot_all_writes_png_and_pdf(base_summary: Summary, tmp_path: Path) -> None:
