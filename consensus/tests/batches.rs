@@ -152,7 +152,12 @@ impl StandIn {
                 let network = ReliableSender::authenticated(
                     DEFAULT_RELIABLE_CAPACITY,
                     1 << 23,
-                    Credentials::new(keys.name, keys.secret.clone(), Purpose::Consensus),
+                    Credentials::for_committee(
+                        keys.name,
+                        keys.secret.clone(),
+                        Purpose::Consensus,
+                        &committee,
+                    ),
                 );
                 let mut actor = StandInLoop {
                     service: SignatureService::new(keys.secret.clone()),
@@ -299,7 +304,12 @@ fn seal_and_spread(committee: &Committee, stand_in: &KeyPair) -> Digest {
         let mut network = ReliableSender::authenticated(
             DEFAULT_RELIABLE_CAPACITY,
             1 << 23,
-            Credentials::new(stand_in.name, stand_in.secret.clone(), Purpose::Mempool),
+            Credentials::for_committee(
+                stand_in.name,
+                stand_in.secret.clone(),
+                Purpose::Mempool,
+                committee,
+            ),
         );
         let addresses = committee.others(&stand_in.name, |a| a.mempool_address);
         for (_, address) in addresses {

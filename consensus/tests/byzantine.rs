@@ -120,7 +120,13 @@ impl Peers {
                     let Ok(mut stream) = TcpStream::connect(address).await else {
                         return;
                     };
-                    if handshake::dial(&mut stream, &credentials).await.is_err() {
+                    let Some(acceptor) = credentials.acceptor_at(&address).copied() else {
+                        return;
+                    };
+                    if handshake::dial(&mut stream, &credentials, &acceptor)
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                     let (mut sink, mut acks) = Framed::new(stream, codec(8 << 20)).split();
@@ -152,7 +158,12 @@ async fn attack(keys: KeyPair, committee: Committee, listener: TcpListener, atta
     );
     tokio::spawn(listen(listener, gate, tx));
     let mut peers = Peers {
-        credentials: Credentials::new(name, keys.secret.clone(), Purpose::Consensus),
+        credentials: Credentials::for_committee(
+            name,
+            keys.secret.clone(),
+            Purpose::Consensus,
+            &committee,
+        ),
         addresses: committee
             .others(&name, |a| a.consensus_address)
             .into_iter()

@@ -118,7 +118,8 @@ impl Consensus {
         )
         .await?;
         let credentials =
-            Credentials::new(name, secret.clone(), Purpose::Consensus).emulating(emulation);
+            Credentials::for_committee(name, secret.clone(), Purpose::Consensus, &committee)
+                .emulating(emulation);
         // The core learns from QCs which rounds every peer holds; the committer frees batches
         // by it.
         let (peer_rounds, held_by_all) = holders::PeerRounds::new(name, &committee);

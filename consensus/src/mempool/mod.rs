@@ -159,7 +159,8 @@ impl Mempool {
             return Err(e);
         }
 
-        let credentials = Credentials::new(name, secret, Purpose::Mempool).emulating(emulation);
+        let credentials = Credentials::for_committee(name, secret, Purpose::Mempool, &committee)
+            .emulating(emulation);
         let peers = committee
             .others(&name, |a| a.mempool_address)
             .into_iter()

@@ -268,7 +268,7 @@ mod tests {
         let digests = vec![Digest::of(b"wanted")];
         for (requestor, honest) in [(members[1].name, true), (members[2].name, false)] {
             let mut stream = TcpStream::connect(address).await.expect("connect");
-            handshake::dial(&mut stream, &credentials)
+            handshake::dial(&mut stream, &credentials, &members[0].name)
                 .await
                 .expect("member");
             let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));

@@ -215,7 +215,12 @@ async fn byzantine_member_over_its_uncommitted_quota_is_refused() {
     let mut network = ReliableSender::authenticated(
         16,
         parameters.max_frame_size,
-        Credentials::new(byzantine.name, byzantine.secret, Purpose::Mempool),
+        Credentials::for_committee(
+            byzantine.name,
+            byzantine.secret,
+            Purpose::Mempool,
+            &committee,
+        ),
     );
     let mut next = 0u32;
     let mut send = |network: &mut ReliableSender| {

@@ -9,15 +9,23 @@
 //! Frames flow only after that. The challenge makes a recorded answer useless on a later
 //! connection; the purpose byte makes an answer for the mempool port useless on the consensus
 //! port (and a dialer that reached the wrong port fails loudly); both keys tie the answer to this
-//! pair. It costs one signature (dialer) and one verification (acceptor) per connection, never
-//! per message. There is no encryption nor channel binding: someone on the path can still relay
-//! an authenticated connection, as they could relay its bytes anyway; what this stops is a
-//! stranger opening a connection of its own and storing or asking for anything.
+//! pair. The dialer signs only if the hello names the member whose committee address it dialled
+//! ([`Credentials::dialling`]): a member that passed on another member's hello would otherwise
+//! get an answer valid on that member's port, and speak there as the dialer. It costs one
+//! signature (dialer) and one verification (acceptor) per connection, never per message.
+//!
+//! What this does not do: the acceptor proves nothing to the dialer, and frames carry no MAC nor
+//! encryption, so someone on the network path (not a member dialled by name) can still relay or
+//! inject bytes into an authenticated connection. What it stops is a stranger, or a member
+//! other than the one named, opening a connection that counts as someone else's. Votes, blocks,
+//! timeouts and certificates carry signatures of their own (see `docs/protocol.md`).
 
 use super::emulation::NetEmulation;
+use crate::config::{Authority, Committee};
 use crypto::{PublicKey, SecretKey, Signature};
 use rand::RngCore;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -33,8 +41,8 @@ const DOMAIN: &[u8] = b"hotmove/handshake/v1";
 const KEY_LEN: usize = 32;
 const CHALLENGE_LEN: usize = 32;
 const SIGNATURE_LEN: usize = 64;
-const HELLO_LEN: usize = 1 + KEY_LEN + CHALLENGE_LEN;
-const ANSWER_LEN: usize = KEY_LEN + SIGNATURE_LEN;
+pub(crate) const HELLO_LEN: usize = 1 + KEY_LEN + CHALLENGE_LEN;
+pub(crate) const ANSWER_LEN: usize = KEY_LEN + SIGNATURE_LEN;
 const ACCEPTED: u8 = 0xA5;
 
 /// Which port a connection is for; part of the signed message.
@@ -45,6 +53,14 @@ pub enum Purpose {
 }
 
 impl Purpose {
+    /// The port of `authority` that serves this purpose.
+    pub fn address_of(self, authority: &Authority) -> SocketAddr {
+        match self {
+            Purpose::Consensus => authority.consensus_address,
+            Purpose::Mempool => authority.mempool_address,
+        }
+    }
+
     fn from_byte(byte: u8) -> Option<Self> {
         match byte {
             1 => Some(Purpose::Consensus),
@@ -68,27 +84,67 @@ pub enum HandshakeError {
     BadSignature(PublicKey),
     #[error("the acceptor refused the handshake")]
     Refused,
+    #[error("the acceptor at this address names {found}, not the member {expected} it belongs to")]
+    WrongAcceptor {
+        expected: PublicKey,
+        found: PublicKey,
+    },
 }
 
-/// What a dialer proves: possession of a committee key, for one purpose. Only committee links
-/// carry credentials, so they also carry the link conditions a node emulates, if any: every
-/// committee sender gets them with its credentials, and client connections never do.
+/// What a dialer proves: possession of a committee key, for one purpose; and whom it may dial:
+/// the member's key expected at each committee address, since an answer is only ever signed for
+/// the member the dialer meant to reach. Only committee links carry credentials, so they also
+/// carry the link conditions a node emulates, if any: every committee sender gets them with its
+/// credentials, and client connections never do.
 #[derive(Clone)]
 pub struct Credentials {
     pub name: PublicKey,
     secret: SecretKey,
     pub purpose: Purpose,
+    acceptors: Arc<HashMap<SocketAddr, PublicKey>>,
     pub(crate) emulation: Option<Arc<NetEmulation>>,
 }
 
 impl Credentials {
+    /// Credentials that may dial no one yet: see [`Credentials::dialling`].
     pub fn new(name: PublicKey, secret: SecretKey, purpose: Purpose) -> Self {
         Credentials {
             name,
             secret,
             purpose,
+            acceptors: Arc::new(HashMap::new()),
             emulation: None,
         }
+    }
+
+    /// Credentials for the ports of `purpose` of every member of `committee`.
+    pub fn for_committee(
+        name: PublicKey,
+        secret: SecretKey,
+        purpose: Purpose,
+        committee: &Committee,
+    ) -> Self {
+        Self::new(name, secret, purpose).dialling(
+            committee
+                .authorities
+                .iter()
+                .map(|(key, authority)| (purpose.address_of(authority), *key)),
+        )
+    }
+
+    /// Connections to each address go only to the member whose key is paired with it; any other
+    /// address is not dialled at all.
+    pub fn dialling(
+        mut self,
+        acceptors: impl IntoIterator<Item = (SocketAddr, PublicKey)>,
+    ) -> Self {
+        self.acceptors = Arc::new(acceptors.into_iter().collect());
+        self
+    }
+
+    /// The member expected at `address`, if it is one of ours.
+    pub fn acceptor_at(&self, address: &SocketAddr) -> Option<&PublicKey> {
+        self.acceptors.get(address)
     }
 
     /// Connections made with these credentials follow `emulation`'s links (none: real links).
@@ -189,10 +245,14 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     .await
 }
 
-/// The dialer's side: proves `credentials` to the acceptor and waits for its verdict.
+/// The dialer's side: proves `credentials` to `acceptor`, the member it meant to reach, and
+/// waits for its verdict. A hello naming any other key is refused before anything is signed:
+/// otherwise whoever answers could pass on another member's hello and use our answer to enter
+/// that member's port as us.
 pub async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     credentials: &Credentials,
+    acceptor: &PublicKey,
 ) -> Result<(), HandshakeError> {
     bounded(async {
         let mut hello = [0u8; HELLO_LEN];
@@ -202,15 +262,16 @@ pub async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
         }
         let mut key = [0u8; KEY_LEN];
         key.copy_from_slice(&hello[1..1 + KEY_LEN]);
-        let acceptor = PublicKey(key);
+        let named = PublicKey(key);
+        if named != *acceptor {
+            return Err(HandshakeError::WrongAcceptor {
+                expected: *acceptor,
+                found: named,
+            });
+        }
         let mut challenge = [0u8; CHALLENGE_LEN];
         challenge.copy_from_slice(&hello[1 + KEY_LEN..]);
-        let message = signed_message(
-            credentials.purpose,
-            &challenge,
-            &acceptor,
-            &credentials.name,
-        );
+        let message = signed_message(credentials.purpose, &challenge, acceptor, &credentials.name);
         let signature = Signature::sign_bytes(&message, &credentials.secret);
         let mut answer = [0u8; ANSWER_LEN];
         answer[..KEY_LEN].copy_from_slice(&credentials.name.0);
@@ -248,9 +309,10 @@ mod tests {
         Result<(), HandshakeError>,
     ) {
         let (mut a, mut b) = tokio::io::duplex(1024);
+        let expected = gate.name;
         // The acceptor drops its end on failure, as the receiver does, so the dialer sees EOF.
         let acceptor = async move { accept(&mut a, &gate).await };
-        let dialer = async move { dial(&mut b, &credentials).await };
+        let dialer = async move { dial(&mut b, &credentials, &expected).await };
         tokio::join!(acceptor, dialer)
     }
 
@@ -287,5 +349,31 @@ mod tests {
             dialed,
             Err(HandshakeError::WrongPurpose(1, Purpose::Mempool))
         ));
+    }
+
+    /// A dialer signs only for the member it meant to reach: a hello naming another member (one
+    /// passed on by whoever answered) is refused before anything is signed or sent.
+    #[tokio::test]
+    async fn byzantine_handshake_relay_hello_naming_another_member_is_refused() {
+        let (gate, keys) = gate(Purpose::Consensus);
+        let credentials =
+            Credentials::new(keys[2].name, keys[2].secret.clone(), Purpose::Consensus);
+        let (mut a, mut b) = tokio::io::duplex(1024);
+        let acceptor = async move { accept(&mut a, &gate).await };
+        // The dialer meant to reach keys[1]; the hello comes from keys[0].
+        let dialer = async move {
+            let dialed = dial(&mut b, &credentials, &keys[1].name).await;
+            drop(b);
+            dialed
+        };
+        let (accepted, dialed) = tokio::join!(acceptor, dialer);
+        assert!(
+            matches!(dialed, Err(HandshakeError::WrongAcceptor { .. })),
+            "{dialed:?}"
+        );
+        assert!(
+            accepted.is_err(),
+            "the acceptor got an answer: {accepted:?}"
+        );
     }
 }

@@ -87,7 +87,13 @@ impl Setup {
 
     fn credentials(&self, emulation: Option<Arc<NetEmulation>>) -> Credentials {
         let me = &self.keys[0];
-        Credentials::new(me.name, me.secret.clone(), Purpose::Consensus).emulating(emulation)
+        Credentials::for_committee(
+            me.name,
+            me.secret.clone(),
+            Purpose::Consensus,
+            &self.committee,
+        )
+        .emulating(emulation)
     }
 
     fn address(&self, receiver: usize) -> SocketAddr {

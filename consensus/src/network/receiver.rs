@@ -445,11 +445,13 @@ pub(crate) mod tests {
         let stranger = KeyPair::from_seed(42);
         let mut stream = TcpStream::connect(address).await.expect("connect");
         let credentials = Credentials::new(stranger.name, stranger.secret, Purpose::Mempool);
-        assert!(handshake::dial(&mut stream, &credentials).await.is_err());
+        let dialed = handshake::dial(&mut stream, &credentials, &members[0].name).await;
+        assert!(dialed.is_err());
         assert_closed(stream).await;
 
         let credentials =
-            Credentials::new(members[2].name, members[2].secret.clone(), Purpose::Mempool);
+            Credentials::new(members[2].name, members[2].secret.clone(), Purpose::Mempool)
+                .dialling([(address, members[0].name)]);
         let mut sender = ReliableSender::authenticated(8, 64, credentials);
         let ack = timeout(
             DEADLINE,
@@ -515,5 +517,87 @@ pub(crate) mod tests {
         let mut stream = idle.into_inner();
         stream.write_all(&10u32.to_be_bytes()).await.expect("write");
         assert_closed(stream).await;
+    }
+
+    /// Records each frame with the member its connection authenticated as.
+    #[derive(Clone)]
+    struct PeerRecorder {
+        peer: Option<PublicKey>,
+        received: mpsc::UnboundedSender<(Option<PublicKey>, Bytes)>,
+    }
+
+    impl MessageHandler for PeerRecorder {
+        async fn dispatch(&self, writer: &mut Writer, message: Bytes) -> Result<(), HandlerError> {
+            let _ = self.received.send((self.peer, message));
+            writer.send(Bytes::from_static(b"ack")).await?;
+            Ok(())
+        }
+
+        fn for_peer(&self, peer: PublicKey) -> Self {
+            PeerRecorder {
+                peer: Some(peer),
+                received: self.received.clone(),
+            }
+        }
+    }
+
+    /// A member B that D dials answers with the hello X just sent B, passes D's signed answer
+    /// on to X and then writes frames of its own on X's port, which X reads as D's. D refuses a
+    /// hello that names anyone but B, so B never gets an answer to pass on.
+    #[tokio::test]
+    async fn byzantine_handshake_relay_cannot_speak_as_the_dialer() {
+        use crate::network::handshake::{Credentials, Gate, Purpose, ANSWER_LEN, HELLO_LEN};
+        use crate::network::ReliableSender;
+        use crypto::KeyPair;
+        let keys: Vec<_> = (0..3).map(KeyPair::from_seed).collect();
+        let (d, b, x) = (&keys[0], &keys[1], &keys[2]);
+        let (tx, mut received) = mpsc::unbounded_channel();
+        let recorder = PeerRecorder {
+            peer: None,
+            received: tx,
+        };
+        let gate = Gate::new(x.name, Purpose::Consensus, keys.iter().map(|k| k.name));
+        let local = "127.0.0.1:0".parse().expect("address");
+        let (x_address, _x) =
+            Receiver::spawn_with(local, ReceiverConfig::gated(1024, gate), recorder)
+                .await
+                .expect("bind");
+
+        let b_listener = TcpListener::bind(local).await.expect("bind");
+        let b_address = b_listener.local_addr().expect("address");
+        let relay = tokio::spawn(async move {
+            let (mut from_d, _) = b_listener.accept().await?;
+            let mut to_x = TcpStream::connect(x_address).await?;
+            let mut hello = [0u8; HELLO_LEN];
+            to_x.read_exact(&mut hello).await?;
+            from_d.write_all(&hello).await?;
+            let mut answer = [0u8; ANSWER_LEN];
+            from_d.read_exact(&mut answer).await?;
+            to_x.write_all(&answer).await?;
+            let mut verdict = [0u8; 1];
+            to_x.read_exact(&mut verdict).await?;
+            // In as D: speak for it.
+            let mut as_d = Framed::new(to_x, codec(1024));
+            as_d.send(Bytes::from_static(b"forged by B")).await?;
+            as_d.next().await.transpose()?;
+            Ok::<_, std::io::Error>(())
+        });
+
+        let credentials = Credentials::new(d.name, d.secret.clone(), Purpose::Consensus)
+            .dialling([(b_address, b.name), (x_address, x.name)]);
+        let mut sender = ReliableSender::authenticated(8, 1024, credentials);
+        let _pending = sender.send(b_address, Bytes::from_static(b"for B")).await;
+        let relayed = timeout(DEADLINE, relay)
+            .await
+            .expect("the relay ends in time")
+            .expect("relay task");
+        assert!(
+            relayed.is_err(),
+            "B passed D's handshake on to X and spoke as D"
+        );
+        assert!(
+            received.try_recv().is_err(),
+            "X read a frame as D's that D never sent"
+        );
     }
 }

@@ -19,17 +19,30 @@ const MAX_IO_SLICES: usize = 512;
 
 /// Opens a connection with Nagle's algorithm off: votes and acks are small and latency-bound,
 /// and senders already coalesce bursts into one write themselves. With `credentials`, proves
-/// them to the acceptor ([`handshake`]) before returning, so frames written afterwards are read.
+/// them to the member the credentials expect at `address` ([`handshake`]) before returning, so
+/// frames written afterwards are read; an address where they expect no member is not dialled.
 pub(crate) async fn connect(
     address: SocketAddr,
     credentials: Option<&Credentials>,
 ) -> io::Result<TcpStream> {
+    let acceptor = match credentials {
+        None => None,
+        Some(credentials) => Some(*credentials.acceptor_at(&address).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{address} is no committee member's {:?} port",
+                    credentials.purpose
+                ),
+            )
+        })?),
+    };
     let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connection attempt timed out"))??;
     stream.set_nodelay(true)?;
-    if let Some(credentials) = credentials {
-        handshake::dial(&mut stream, credentials)
+    if let (Some(credentials), Some(acceptor)) = (credentials, acceptor) {
+        handshake::dial(&mut stream, credentials, &acceptor)
             .await
             .map_err(|error| match error {
                 HandshakeError::Io(error) => error,
