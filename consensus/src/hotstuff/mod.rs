@@ -97,12 +97,8 @@ impl Consensus {
         let metrics = Arc::new(ConsensusMetrics::default());
 
         // Only members that prove their key get their messages read (issue 12 item 5).
-        let gate = Gate::new(
-            name,
-            Purpose::Consensus,
-            committee.authorities.keys().copied(),
-        )
-        .emulating(emulation.clone());
+        let gate =
+            Gate::for_committee(name, Purpose::Consensus, &committee).emulating(emulation.clone());
         Receiver::spawn_with(
             listen_address(authority.consensus_address),
             ReceiverConfig {

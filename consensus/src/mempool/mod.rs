@@ -140,12 +140,8 @@ impl Mempool {
             quota: quota.clone(),
             author: None,
         };
-        let gate = Gate::new(
-            name,
-            Purpose::Mempool,
-            committee.authorities.keys().copied(),
-        )
-        .emulating(emulation.clone());
+        let gate =
+            Gate::for_committee(name, Purpose::Mempool, &committee).emulating(emulation.clone());
         let config = ReceiverConfig {
             max_connections: parameters.max_connections,
             idle_timeout,

@@ -25,7 +25,7 @@ use crate::config::{Authority, Committee};
 use crypto::{PublicKey, SecretKey, Signature};
 use rand::RngCore;
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -154,17 +154,22 @@ impl Credentials {
     }
 }
 
-/// Whom an acceptor lets in: the committee's keys, for one purpose; and, under emulation, the
+/// Whom an acceptor lets in: the committee's keys, for one purpose; from which hosts members
+/// connect (they get handshake slots of their own, see `slots`); and, under emulation, the
 /// links whose cuts its connections honour.
 #[derive(Clone)]
 pub struct Gate {
     pub name: PublicKey,
     pub purpose: Purpose,
     members: Arc<HashSet<PublicKey>>,
+    /// Members per host address, from the committee's addresses.
+    pub(crate) member_hosts: Arc<HashMap<IpAddr, usize>>,
     pub(crate) emulation: Option<Arc<NetEmulation>>,
 }
 
 impl Gate {
+    /// A gate for `members` that knows none of their hosts: every connection draws on the
+    /// strangers' handshake slots until it proves a key.
     pub fn new(
         name: PublicKey,
         purpose: Purpose,
@@ -174,7 +179,31 @@ impl Gate {
             name,
             purpose,
             members: Arc::new(members.into_iter().collect()),
+            member_hosts: Arc::new(HashMap::new()),
             emulation: None,
+        }
+    }
+
+    /// The gate of `name`'s port for `purpose`: every member of `committee` may enter, and the
+    /// hosts of their addresses get handshake slots of their own.
+    pub fn for_committee(name: PublicKey, purpose: Purpose, committee: &Committee) -> Self {
+        let mut member_hosts: HashMap<IpAddr, usize> = HashMap::new();
+        for authority in committee.authorities.values() {
+            let hosts: HashSet<IpAddr> = [
+                authority.consensus_address,
+                authority.mempool_address,
+                authority.transactions_address,
+            ]
+            .iter()
+            .map(|address| address.ip().to_canonical())
+            .collect();
+            for host in hosts {
+                *member_hosts.entry(host).or_default() += 1;
+            }
+        }
+        Gate {
+            member_hosts: Arc::new(member_hosts),
+            ..Self::new(name, purpose, committee.authorities.keys().copied())
         }
     }
 

@@ -23,6 +23,7 @@ mod link_tests;
 mod receiver;
 mod reliable_sender;
 mod simple_sender;
+mod slots;
 mod transport;
 
 pub use codec::{codec, Writer, DEFAULT_MAX_FRAME_SIZE};
@@ -34,6 +35,7 @@ pub use receiver::{
 };
 pub use reliable_sender::{CancelHandler, ReliableSender, DEFAULT_RELIABLE_CAPACITY};
 pub use simple_sender::{SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY};
+pub use slots::{SlotLimits, HANDSHAKES_PER_MEMBER};
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

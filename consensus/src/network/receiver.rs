@@ -3,13 +3,12 @@
 use super::codec::{codec, Writer};
 use super::error::HandlerError;
 use super::handshake::{self, Gate};
+use super::slots::{HandshakeSlot, SlotLimits, Slots};
 use bytes::Bytes;
 use crypto::PublicKey;
 use futures::{FutureExt, SinkExt, StreamExt};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
@@ -52,7 +51,9 @@ pub struct ReceiverConfig {
     /// A longer frame closes its connection.
     pub max_frame_size: usize,
     /// Connections served at once; further ones are closed as they are accepted, so a flood of
-    /// connections costs a bounded number of tasks and buffers.
+    /// connections costs a bounded number of tasks and buffers. On a gated port a quarter of it
+    /// bounds the handshakes of strangers' hosts, while members' hosts have slots of their own
+    /// ([`SlotLimits`]).
     pub max_connections: usize,
     /// A connection silent for this long is closed (its slot is freed).
     pub idle_timeout: Duration,
@@ -78,12 +79,6 @@ impl ReceiverConfig {
             gate: Some(gate),
             ..Self::open(max_frame_size)
         }
-    }
-
-    /// At most a quarter of the slots may wait on a handshake: strangers that open connections
-    /// and say nothing can then delay, but never lock out, members reconnecting.
-    fn max_handshaking(&self) -> usize {
-        (self.max_connections / 4).max(1)
     }
 }
 
@@ -118,28 +113,25 @@ impl Receiver {
     }
 }
 
-/// Counts a connection among those still in the handshake until dropped.
-struct Handshaking(Arc<AtomicUsize>);
-
-impl Drop for Handshaking {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 async fn accept_loop<H: MessageHandler>(listener: TcpListener, config: ReceiverConfig, handler: H) {
     // Connections live in a JoinSet owned by this task, so they end when it is aborted.
     let mut connections = JoinSet::new();
-    let handshaking = Arc::new(AtomicUsize::new(0));
+    // On a gated port, who may be in the handshake at once (see `slots`).
+    let slots = config.gate.as_ref().map(|gate| {
+        Slots::new(
+            SlotLimits::for_max_connections(config.max_connections),
+            gate.member_hosts.as_ref().clone(),
+        )
+    });
     let mut refused: u64 = 0;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
-                    let full = connections.len() >= config.max_connections
-                        || (config.gate.is_some()
-                            && handshaking.load(Ordering::Relaxed) >= config.max_handshaking());
-                    if full {
+                    let slot = slots.as_ref().map(|slots| slots.admit(peer.ip()));
+                    if connections.len() >= config.max_connections
+                        || matches!(slot, Some(None))
+                    {
                         // Dropping the socket closes it; logged sparingly, as a flood would.
                         refused += 1;
                         if refused.is_power_of_two() {
@@ -148,11 +140,13 @@ async fn accept_loop<H: MessageHandler>(listener: TcpListener, config: ReceiverC
                         continue;
                     }
                     debug!(%peer, "accepted connection");
-                    let guard = config.gate.as_ref().map(|_| {
-                        handshaking.fetch_add(1, Ordering::Relaxed);
-                        Handshaking(handshaking.clone())
-                    });
-                    connections.spawn(serve(socket, peer, config.clone(), handler.clone(), guard));
+                    connections.spawn(serve(
+                        socket,
+                        peer,
+                        config.clone(),
+                        handler.clone(),
+                        slot.flatten(),
+                    ));
                 }
                 Err(error) => {
                     warn!(%error, "failed to accept a connection");
@@ -175,7 +169,7 @@ async fn serve<H: MessageHandler>(
     peer: SocketAddr,
     config: ReceiverConfig,
     handler: H,
-    handshaking: Option<Handshaking>,
+    handshaking: Option<HandshakeSlot>,
 ) {
     if let Err(error) = socket.set_nodelay(true) {
         debug!(%peer, %error, "failed to set TCP_NODELAY");
@@ -599,5 +593,108 @@ pub(crate) mod tests {
             received.try_recv().is_err(),
             "X read a frame as D's that D never sent"
         );
+    }
+
+    /// A committee whose members all live on `host`, at placeholder ports (gates read only the
+    /// hosts; dialers are told the real address).
+    fn committee_on(host: &str, keys: &[crypto::KeyPair]) -> crate::config::Committee {
+        use crate::config::{Authority, Committee};
+        let authorities = keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| {
+                let address: SocketAddr = format!("{host}:{}", 1 + i).parse().expect("address");
+                let authority = Authority {
+                    stake: 1,
+                    consensus_address: address,
+                    mempool_address: address,
+                    transactions_address: address,
+                };
+                (key.name, authority)
+            })
+            .collect();
+        Committee { authorities }
+    }
+
+    /// Strangers on other hosts open connections that never answer the hello and redial as
+    /// soon as one is closed. Before, they held every handshake slot of the port and a member
+    /// could not get in; now members' hosts have slots of their own.
+    #[tokio::test]
+    async fn byzantine_silent_strangers_cannot_lock_members_out() {
+        use crate::network::handshake::{Credentials, Gate, Purpose, HANDSHAKE_TIMEOUT, HELLO_LEN};
+        use crate::network::ReliableSender;
+        use crypto::KeyPair;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        use tokio::net::TcpSocket;
+        let keys: Vec<_> = (0..4).map(KeyPair::from_seed).collect();
+        let gate = Gate::for_committee(
+            keys[0].name,
+            Purpose::Consensus,
+            &committee_on("127.0.0.1", &keys),
+        );
+        // 16 connections: 4 handshake slots for strangers.
+        let config = ReceiverConfig {
+            max_connections: 16,
+            ..ReceiverConfig::gated(64, gate)
+        };
+        let (address, _received) = start_with(config).await;
+
+        // Eight strangers, each on a host of its own, each holding one silent connection.
+        let holding = Arc::new(AtomicUsize::new(0));
+        let mut strangers = Vec::new();
+        for host in 2..10 {
+            let holding = holding.clone();
+            strangers.push(tokio::spawn(async move {
+                let local: SocketAddr = format!("127.0.0.{host}:0").parse().expect("address");
+                loop {
+                    let socket = TcpSocket::new_v4().expect("socket");
+                    socket.bind(local).expect("bind a loopback address");
+                    let Ok(mut stream) = socket.connect(address).await else {
+                        continue;
+                    };
+                    let mut hello = [0u8; HELLO_LEN];
+                    if stream.read_exact(&mut hello).await.is_err() {
+                        // Refused: try again at once, as a flood would (a pause keeps the
+                        // test's own CPU in check).
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    }
+                    // A slot: hold it, silent, until the acceptor gives up on us.
+                    holding.fetch_add(1, Ordering::Relaxed);
+                    let _ = stream.read(&mut hello).await;
+                    holding.fetch_sub(1, Ordering::Relaxed);
+                }
+            }));
+        }
+        timeout(DEADLINE, async {
+            while holding.load(Ordering::Relaxed) < 4 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the strangers fill their slots");
+
+        // The strangers' connections last until the handshake timeout: a member that gets in
+        // before half of it was never locked out, only not delayed either.
+        let credentials =
+            Credentials::new(keys[1].name, keys[1].secret.clone(), Purpose::Consensus)
+                .dialling([(address, keys[0].name)]);
+        let mut member = ReliableSender::authenticated(8, 64, credentials);
+        let ack = timeout(
+            HANDSHAKE_TIMEOUT / 2,
+            member.send(address, Bytes::from_static(b"member")).await,
+        )
+        .await
+        .expect("a member gets in while strangers hold their slots")
+        .expect("acked");
+        assert_eq!(&ack[..], b"ack:member");
+        assert!(
+            holding.load(Ordering::Relaxed) >= 4,
+            "the strangers still hold their slots"
+        );
+        for stranger in strangers {
+            stranger.abort();
+        }
     }
 }
