@@ -35,7 +35,7 @@ pub use receiver::{
 };
 pub use reliable_sender::{CancelHandler, ReliableSender, DEFAULT_RELIABLE_CAPACITY};
 pub use simple_sender::{SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY};
-pub use slots::{SlotLimits, HANDSHAKES_PER_MEMBER};
+pub use slots::{SlotLimits, CONNECTIONS_PER_MEMBER, HANDSHAKES_PER_MEMBER};
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

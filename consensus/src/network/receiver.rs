@@ -3,12 +3,14 @@
 use super::codec::{codec, Writer};
 use super::error::HandlerError;
 use super::handshake::{self, Gate};
+use super::link::Link;
 use super::slots::{HandshakeSlot, SlotLimits, Slots};
 use bytes::Bytes;
 use crypto::PublicKey;
 use futures::{FutureExt, SinkExt, StreamExt};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
@@ -145,6 +147,7 @@ async fn accept_loop<H: MessageHandler>(listener: TcpListener, config: ReceiverC
                         peer,
                         config.clone(),
                         handler.clone(),
+                        slots.clone(),
                         slot.flatten(),
                     ));
                 }
@@ -169,18 +172,21 @@ async fn serve<H: MessageHandler>(
     peer: SocketAddr,
     config: ReceiverConfig,
     handler: H,
+    slots: Option<Arc<Slots>>,
     handshaking: Option<HandshakeSlot>,
 ) {
     if let Err(error) = socket.set_nodelay(true) {
         debug!(%peer, %error, "failed to set TCP_NODELAY");
     }
     let mut link = None;
+    let mut member = None;
     let handler = match &config.gate {
         None => handler,
         Some(gate) => match handshake::accept(&mut socket, gate).await {
             Ok(name) => {
                 debug!(%peer, %name, "peer authenticated");
                 link = gate.emulation.as_ref().and_then(|e| e.link_of(&name));
+                member = slots.map(|slots| slots.enter(name));
                 handler.for_peer(name)
             }
             Err(error) => {
@@ -191,6 +197,26 @@ async fn serve<H: MessageHandler>(
         },
     };
     drop(handshaking);
+    let frames = read_frames(socket, peer, &config, &handler, link);
+    match &member {
+        None => frames.await,
+        Some(member) => tokio::select! {
+            () = frames => {}
+            () = member.pushed_out() => {
+                debug!(%peer, "the member opened newer connections; closing this one");
+            }
+        },
+    }
+}
+
+/// Hands every frame of `socket` to `handler` until the connection ends.
+async fn read_frames<H: MessageHandler>(
+    socket: TcpStream,
+    peer: SocketAddr,
+    config: &ReceiverConfig,
+    handler: &H,
+    link: Option<Arc<Link>>,
+) {
     let (mut writer, mut reader) = Framed::new(socket, codec(config.max_frame_size)).split();
     loop {
         // Take the next frame if it is already buffered; otherwise push out any replies the
@@ -696,5 +722,54 @@ pub(crate) mod tests {
         for stranger in strangers {
             stranger.abort();
         }
+    }
+
+    /// A member that opens connection after connection on a port (all authenticated, all idle)
+    /// filled every slot of it before, and the other members were refused until the idle
+    /// timeout; now it holds at most `CONNECTIONS_PER_MEMBER`, its oldest closed first.
+    #[tokio::test]
+    async fn byzantine_member_opening_many_connections_closes_only_its_own() {
+        use crate::network::handshake::{self, Credentials, Gate, Purpose};
+        use crate::network::ReliableSender;
+        use crypto::KeyPair;
+        let keys: Vec<_> = (0..4).map(KeyPair::from_seed).collect();
+        let gate = Gate::for_committee(
+            keys[0].name,
+            Purpose::Mempool,
+            &committee_on("127.0.0.1", &keys),
+        );
+        let config = ReceiverConfig {
+            max_connections: 16,
+            ..ReceiverConfig::gated(64, gate)
+        };
+        let (address, _received) = start_with(config).await;
+        let dialling = |key: &KeyPair| {
+            Credentials::new(key.name, key.secret.clone(), Purpose::Mempool)
+                .dialling([(address, keys[0].name)])
+        };
+
+        let greedy = dialling(&keys[1]);
+        let mut held = Vec::new();
+        for _ in 0..16 {
+            let mut stream = TcpStream::connect(address).await.expect("connect");
+            handshake::dial(&mut stream, &greedy, &keys[0].name)
+                .await
+                .expect("a member gets in");
+            held.push(stream);
+        }
+        let mut newest = Framed::new(held.pop().expect("a connection"), codec(64));
+        assert_closed(held.remove(0)).await;
+
+        let mut honest = ReliableSender::authenticated(8, 64, dialling(&keys[2]));
+        let ack = timeout(
+            DEADLINE,
+            honest.send(address, Bytes::from_static(b"honest")).await,
+        )
+        .await
+        .expect("another member gets in")
+        .expect("acked");
+        assert_eq!(&ack[..], b"ack:honest");
+        // The greedy member's newest connection is served still.
+        assert_eq!(&request(&mut newest, b"newest").await[..], b"ack:newest");
     }
 }
