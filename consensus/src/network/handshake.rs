@@ -19,6 +19,12 @@
 //! inject bytes into an authenticated connection. What it stops is a stranger, or a member
 //! other than the one named, opening a connection that counts as someone else's. Votes, blocks,
 //! timeouts and certificates carry signatures of their own (see `docs/protocol.md`).
+//!
+//! Why not a standard channel (Noise IK, or TLS with pinned keys): only its transport encryption
+//! would close the gap above, and sealing and opening every batch on every link costs about
+//! 0.24 µs of CPU per transaction per node at 4 nodes (ChaCha20-Poly1305, `benches/handshake.rs`),
+//! 40 % or more of what a `hotstuff` node spends per transaction, where every security change
+//! together may take 3 %. Its handshake alone would add mutual authentication but no integrity.
 
 use super::emulation::NetEmulation;
 use crate::config::{Authority, Committee};
