@@ -78,6 +78,10 @@ class Settings:
             )
         except (TypeError, ValueError) as error:
             raise SettingsError(f"settings: bad port: {error}") from error
+        try:
+            disk_gb = int(instances.get("disk_gb", 200))
+        except (TypeError, ValueError) as error:
+            raise SettingsError(f"settings: 'instances.disk_gb' must be GB: {error}") from error
         return cls(
             key_name=str(need("key", "name")),
             key_path=Path(str(need("key", "path"))).expanduser(),
@@ -90,7 +94,7 @@ class Settings:
             ssh_user=str(instances.get("user", "ubuntu")),
             image_name=str(instances.get("image_name", DEFAULT_IMAGE_NAME)),
             image_owner=str(instances.get("image_owner", CANONICAL_OWNER)),
-            disk_gb=int(instances.get("disk_gb", 200)),
+            disk_gb=disk_gb,
             instance_price=_price(data.get("prices_usd_per_hour"), str(instances.get("type"))),
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -178,6 +179,10 @@ def _bad_inputs(tmp_path: Path, standins: Path) -> list[tuple[str, dict[str, obj
     unreadable.write_text('{"key": ')
     partial = tmp_path / "partial.json"
     partial.write_text('{"key": {"name": "k", "path": "k.pem"}}')
+    example = json.loads((REPO_ROOT / "benchmark" / "settings.example.json").read_text())
+    example["instances"]["disk_gb"] = "big"
+    bad_disk = tmp_path / "bad-disk.json"
+    bad_disk.write_text(json.dumps(example))
     matrix = tmp_path / "matrix.csv"
     matrix.write_text("0,10\n10,x\n")
     a_file = tmp_path / "a-file"
@@ -212,6 +217,7 @@ def _bad_inputs(tmp_path: Path, standins: Path) -> list[tuple[str, dict[str, obj
         ("create", {"nodes": "x", "settings": str(missing)}, "--nodes must be an integer"),
         ("create", {"nodes": "0", "settings": str(missing)}, "--nodes must be a positive"),
         ("create", {"settings": str(partial)}, "missing 'instances'"),
+        ("create", {"settings": str(bad_disk)}, "'instances.disk_gb' must be GB"),
         ("install", {"settings": str(missing)}, "not found: copy"),
         ("kill", {"settings": str(unreadable)}, f"cannot read {unreadable}"),
         ("logs", {"settings": str(missing)}, "not found: copy"),
