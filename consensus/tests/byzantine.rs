@@ -4,7 +4,8 @@
 //! rounds end in TCs), and it answers what it hears with attacks an honest node must shrug off
 //! (issue 12, items 2, 6 and 7): TCs that claim a high QC of round u64::MAX, honest blocks relayed
 //! with their TC stripped or swapped, replayed votes, votes and timeouts far in the future and at
-//! round u64::MAX.
+//! round u64::MAX. A second stand-in relays handshakes: it answers every honest node that dials it
+//! with another honest node's hello, to enter that node's port as the dialer.
 
 mod common;
 
@@ -303,4 +304,111 @@ fn byzantine_member_cannot_stall_or_split_three_honest_nodes() {
             "an honest node halted"
         );
     }
+}
+
+/// What the relaying stand-in saw: dialers that refused the hello it passed on, and dialers whose
+/// answer got it into another member's port.
+#[derive(Default)]
+struct Relays {
+    refused: AtomicU64,
+    entered: AtomicU64,
+}
+
+/// Answers every connection to its consensus port with the hello of another honest node's port,
+/// and passes the dialer's answer on; if that node lets it in, writes a frame there as the dialer.
+async fn relay_handshakes(listener: TcpListener, targets: Vec<SocketAddr>, relays: Arc<Relays>) {
+    let mut next = 0;
+    while let Ok((mut dialer, _)) = listener.accept().await {
+        let target = targets[next % targets.len()];
+        next += 1;
+        let relays = relays.clone();
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let Ok(mut acceptor) = TcpStream::connect(target).await else {
+                return;
+            };
+            let mut hello = [0u8; 65];
+            if acceptor.read_exact(&mut hello).await.is_err()
+                || dialer.write_all(&hello).await.is_err()
+            {
+                return;
+            }
+            let mut answer = [0u8; 96];
+            if dialer.read_exact(&mut answer).await.is_err() {
+                // The dialer saw a key that is not the stand-in's and hung up.
+                relays.refused.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            let mut verdict = [0u8; 1];
+            if acceptor.write_all(&answer).await.is_ok()
+                && acceptor.read_exact(&mut verdict).await.is_ok()
+            {
+                relays.entered.fetch_add(1, Ordering::Relaxed);
+                let mut as_dialer = Framed::new(acceptor, codec(8 << 20));
+                let _ = as_dialer.send(Bytes::from_static(b"relayed")).await;
+            }
+        });
+    }
+}
+
+/// The handshake relay on real nodes: the stand-in answers every honest node that dials it with
+/// another honest node's hello. Every dialer refuses it (it names a key other than the one the
+/// dialer meant to reach), none of them is ever spoken for, and the honest nodes keep committing.
+#[test]
+fn byzantine_handshake_relay_by_a_member_gets_it_into_no_port() {
+    let keys = keys(4);
+    let committee = committee(&keys);
+    let (byzantine, honest) = keys.split_last().expect("four keys");
+    let relays = Arc::new(Relays::default());
+    let _standin = Background::spawn("the relaying stand-in", {
+        let (relays, committee, name) = (relays.clone(), committee.clone(), byzantine.name);
+        move |ready| async move {
+            let address = committee
+                .authority(&name)
+                .expect("member")
+                .consensus_address;
+            let listener = TcpListener::bind(address).await.expect("bind");
+            let targets = committee
+                .others(&name, |a| a.consensus_address)
+                .into_iter()
+                .map(|(_, a)| a)
+                .collect();
+            ready.send(()).expect("test waits");
+            relay_handshakes(listener, targets, relays).await;
+        }
+    });
+    let nodes: Vec<_> = honest
+        .iter()
+        .map(|k| TestNode::spawn(k.clone(), committee.clone(), test_parameters()))
+        .collect();
+    let _loads = Load::on_members(&committee, honest, 1_000);
+    let decided =
+        || relays.refused.load(Ordering::Relaxed) + relays.entered.load(Ordering::Relaxed);
+    wait_until(
+        "six dials of the stand-in to be refused or relayed",
+        Duration::from_secs(60),
+        || decided() >= 6,
+    );
+    assert_eq!(
+        relays.entered.load(Ordering::Relaxed),
+        0,
+        "the stand-in entered an honest node's port as another"
+    );
+    let before: Vec<usize> = nodes.iter().map(|n| n.committed_count()).collect();
+    wait_until(
+        "honest nodes to keep committing",
+        Duration::from_secs(90),
+        || {
+            nodes
+                .iter()
+                .zip(&before)
+                .all(|(n, &b)| n.committed_count() >= b + 10)
+        },
+    );
+    assert_eq!(
+        relays.entered.load(Ordering::Relaxed),
+        0,
+        "the stand-in entered an honest node's port as another"
+    );
+    assert_prefixes(&nodes.iter().map(|n| n.committed()).collect::<Vec<_>>());
 }
