@@ -20,6 +20,7 @@ import matplotlib as mpl
 mpl.use("Agg")  # files only, no display
 
 import matplotlib.pyplot as plt  # after mpl.use: the backend must be chosen first
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from . import results
@@ -43,6 +44,18 @@ def _save(figure: Figure, directory: Path, stem: str) -> list[Path]:
         paths.append(path)
     plt.close(figure)
     return paths
+
+
+# More lines than this and the legend goes beside the graph, where it hides no point.
+LEGEND_INSIDE_MAX = 4
+
+
+def _legend(axes: Axes) -> None:
+    lines = len(axes.get_legend_handles_labels()[0])
+    if lines > LEGEND_INSIDE_MAX:
+        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    elif lines:
+        axes.legend()
 
 
 # A line of the robustness and latency graphs: a committee (nodes, faults) run with one set of
@@ -82,7 +95,7 @@ def robustness(points: Sequence[Point], directory: Path, mode: str) -> list[Path
     axes.set_ylabel("Throughput (tx/s)")
     axes.set_title(f"Robustness ({mode})")
     axes.grid(True, alpha=0.3)
-    axes.legend()
+    _legend(axes)
     return _save(figure, directory, f"robustness-{mode}")
 
 
@@ -108,7 +121,7 @@ def latency_throughput(points: Sequence[Point], directory: Path, mode: str) -> l
     axes.set_title(f"Latency vs throughput ({mode})")
     axes.grid(True, alpha=0.3)
     if drawn:
-        axes.legend()
+        _legend(axes)
     return _save(figure, directory, f"latency-{mode}")
 
 
@@ -148,8 +161,7 @@ def tps(points: Sequence[Point], directory: Path, mode: str, caps: Sequence[floa
     axes.set_ylabel("Throughput (tx/s)")
     axes.set_title(f"Best throughput under a latency cap ({mode})")
     axes.grid(True, alpha=0.3)
-    if axes.get_legend_handles_labels()[0]:
-        axes.legend()
+    _legend(axes)
     return _save(figure, directory, f"tps-{mode}")
 
 
