@@ -76,6 +76,8 @@ BENCH_FLAGS = {
     " call (hotmove, movevm)",
     "workload_arg": "cpuheavy: numbers each transaction sorts; kvstore: keys it writes then reads"
     " (32 bytes each)",
+    "dest": "ring | uniform | hot:K: whom transfers and SmallBank's payments pay (the load's"
+    " contention; hotcrypto, hotmove, movevm)",
 }
 
 # The fault schedule (benchmark/fault_schedule.py); not bench parameters: no sweep, no default.
@@ -155,6 +157,7 @@ def local(
     payload: str | None = None,
     workload: str | None = None,
     workload_arg: str | None = None,
+    dest: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
     partition: list[str] | None = None,
@@ -195,6 +198,7 @@ def local(
                 "payload": payload,
                 "workload": workload,
                 "workload_arg": workload_arg,
+                "dest": dest,
             }
         )
         runner = LocalBench(
@@ -352,6 +356,7 @@ def remote(
     payload: str | None = None,
     workload: str | None = None,
     workload_arg: str | None = None,
+    dest: str | None = None,
     prometheus_port: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
@@ -389,6 +394,7 @@ def remote(
                 "payload": payload,
                 "workload": workload,
                 "workload_arg": workload_arg,
+                "dest": dest,
             },
             REMOTE_DEFAULTS,
         )

@@ -96,7 +96,7 @@ def client_command(
             command += ["--invalid-share", str(bench.invalid_share)]
     if bench.mode in MOVE_MODES:
         command += ["--payload", bench.payload, *_workload(bench)]
-    return command + _prometheus(prometheus)
+    return command + _dest(bench) + _prometheus(prometheus)
 
 
 def movevm_command(
@@ -122,13 +122,18 @@ def movevm_command(
     # node's channels; otherwise the client keeps its own default.
     if bench.node.channel_capacity is not None:
         command += ["--channel-capacity", str(bench.node.channel_capacity)]
-    return command + _prometheus(prometheus) + _profile(profile)
+    return command + _dest(bench) + _prometheus(prometheus) + _profile(profile)
 
 
 def _workload(bench: BenchParameters) -> list[str]:
     """What the transactions call, and its size when given."""
     arg = [] if bench.workload_arg is None else ["--workload-arg", str(bench.workload_arg)]
     return ["--workload", bench.workload, *arg]
+
+
+def _dest(bench: BenchParameters) -> list[str]:
+    """Whom the transactions pay, when not the clients' default ring."""
+    return [] if bench.dest == "ring" else ["--dest", bench.dest]
 
 
 def _prometheus(address: str | None) -> list[str]:

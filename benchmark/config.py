@@ -28,6 +28,8 @@ PAYLOADS: tuple[str, ...] = ("script", "entry")
 # (cpuheavy: numbers to sort, default 128; kvstore: keys per transaction, default 4).
 WORKLOADS: tuple[str, ...] = ("transfer", "donothing", "cpuheavy", "kvstore", "smallbank")
 SIZED_WORKLOADS: tuple[str, ...] = ("cpuheavy", "kvstore")
+# The modes whose transactions pay someone, and so take `--dest` (whom they pay).
+EXECUTING_MODES: tuple[str, ...] = ("hotcrypto", "hotmove", "movevm")
 
 # The node refuses larger link latencies as unit mistakes (consensus::network::emulation).
 MAX_DELAY_MS = 60_000
@@ -77,6 +79,10 @@ class BenchParameters:
     # the workload's own default.
     workload: str = "transfer"
     workload_arg: int | None = None
+    # Whom transfers and SmallBank's payments pay (hotcrypto, hotmove, movevm): "ring" (each
+    # client's next account), "uniform" (any other genesis account) or "hot:K" (one of the first
+    # K genesis accounts): the contention the load puts on the state.
+    dest: str = "ring"
     runs: int = 1
     # Network emulation on the committee's links (net_emulation.py): one-way latency of every
     # link (ms), or a CSV file of per-link latencies. None: real links, no emulation at all.
@@ -108,6 +114,7 @@ class BenchParameters:
                 raise ConfigError(f"executor_delay_us needs an executor: mode {self.mode} has none")
         self._check_links()
         self._check_vm()
+        self._check_dest()
         if not 0.0 <= self.invalid_share <= 1.0:
             raise ConfigError(f"invalid_share must be in [0, 1], got {self.invalid_share}")
         if self.mode in NODE_MODES:
@@ -167,6 +174,15 @@ class BenchParameters:
             if self.workload_arg <= 0:
                 raise ConfigError(f"workload_arg must be positive, got {self.workload_arg}")
 
+    def _check_dest(self) -> None:
+        hot = hot_accounts(self.dest)
+        if self.dest not in ("ring", "uniform") and hot is None:
+            raise ConfigError(f"unknown dest {self.dest!r}; expected ring, uniform or hot:K")
+        if hot is not None and not 1 <= hot <= self.accounts:
+            raise ConfigError(f"dest hot:K needs 1 <= K <= accounts ({self.accounts}), got {hot}")
+        if self.dest != "ring" and self.mode not in EXECUTING_MODES:
+            raise ConfigError(f"dest {self.dest} needs transactions that pay: mode {self.mode}")
+
     @property
     def live_nodes(self) -> int:
         """Nodes that are booted (the last `faults` nodes of the committee stay down)."""
@@ -189,6 +205,14 @@ class BenchParameters:
         known = {f.name for f in fields(cls)} - {"node"}
         given = {k: v for k, v in data.items() if k in known and v is not None}
         return cls(**given, node=NodeParameters.from_json(data))
+
+
+def hot_accounts(dest: str) -> int | None:
+    """K of a `hot:K` dest, None for any other (or a malformed K)."""
+    prefix, _, count = dest.partition(":")
+    if prefix != "hot" or not count.isdigit():
+        return None
+    return int(count)
 
 
 # Remote runs cross regions, where a round takes far longer than on loopback: they default to a

@@ -85,6 +85,8 @@ def _config(summary: Summary) -> list[str]:
             f"   Move: {config.get('vm', 'bare')} VM, {config.get('payload', 'script')} payloads,"
             f" workload {config.get('workload', 'transfer')}" + (f" ({arg})" if arg else "")
         )
+    if summary.mode != "hotstuff" and config.get("dest") not in (None, "ring"):
+        lines.append(f"   Payees: {config['dest']} (--dest)")
     lines += [
         f"   Duration: {config.get('duration', '-')} s "
         f"(steady window {summary.window.seconds:.1f} s after warm-up)",

@@ -36,6 +36,8 @@ SETTING_DEFAULTS: dict[str, Any] = {
         "payload",
         "workload",
         "workload_arg",
+        # Whom the transactions pay: the contention of the load.
+        "dest",
         "delay_ms",
         "delay_matrix",
     )

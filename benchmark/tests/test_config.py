@@ -105,6 +105,11 @@ def test_saved_bench_settings_name_only_the_node_parameters_set() -> None:
         {"mode": "hotcrypto", "workload": "donothing"},
         {"mode": "movevm", "workload": "smallbank", "workload_arg": 3},
         {"mode": "movevm", "workload": "cpuheavy", "workload_arg": 0},
+        {"mode": "hotstuff", "dest": "uniform"},
+        {"mode": "hotcrypto", "dest": "zipf"},
+        {"mode": "hotcrypto", "dest": "hot:0"},
+        {"mode": "hotmove", "dest": "hot:x"},
+        {"mode": "movevm", "accounts": 5, "dest": "hot:6"},
     ],
 )
 def test_bench_parameters_are_validated(kwargs: dict[str, object]) -> None:
@@ -221,6 +226,19 @@ def test_node_and_client_command_lines() -> None:
     )
     sized = BenchParameters(mode="movevm", node=NodeParameters(channel_capacity=50))
     assert movevm_command("client", sized)[-2:] == ["--channel-capacity", "50"]
+
+
+def test_dest_goes_to_whatever_generates_the_transactions() -> None:
+    hot = BenchParameters(mode="hotcrypto", dest="hot:1", accounts=10)
+    client = client_command("c", bench=hot, target="a", nodes=["a"], index=0, genesis="g")
+    assert client[-2:] == ["--dest", "hot:1"]
+    node = node_command("n", keys="k", committee="c", parameters="p", genesis="g", bench=hot)
+    assert "--dest" not in node
+    uniform = BenchParameters(mode="movevm", dest="uniform")
+    assert movevm_command("client", uniform)[-2:] == ["--dest", "uniform"]
+    # The default ring is the clients' own default: not spelled out.
+    assert "--dest" not in movevm_command("client", BenchParameters(mode="movevm"))
+    assert BenchParameters.from_dict(hot.to_dict()).dest == "hot:1"
 
 
 def test_settings_load(tmp_path: Path) -> None:

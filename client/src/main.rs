@@ -10,7 +10,7 @@ mod signed;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use executor::Workload;
+use executor::{Dest, FeeCredit, Workload};
 use node::{Mode, PayloadKind, Vm};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +45,11 @@ pub struct Cli {
     /// adapter (nodes take `node run --vm`; the transactions are the same).
     #[arg(long, value_enum, default_value_t = Vm::Bare)]
     vm: Vm,
+    /// `--mode movevm --vm adapter`: when fees reach the fee account, `block` (together, after
+    /// each batch) or `per-tx` (each transaction credits it: a hotspot). Nodes take
+    /// `node run --fees`.
+    #[arg(long, default_value_t = FeeCredit::Block)]
+    fees: FeeCredit,
     /// `--mode hotmove|movevm`: Move calls as scripts or as entry function calls
     /// (`Coin::transfer_entry`, the workload's function).
     #[arg(long, value_enum, default_value_t = PayloadKind::Script)]
@@ -57,6 +62,11 @@ pub struct Cli {
     /// it writes then reads (default 4, of 32 bytes each).
     #[arg(long)]
     workload_arg: Option<u64>,
+    /// Whom transfers and SmallBank's payments pay (hotcrypto, hotmove, movevm): `ring` (the
+    /// next of this client's accounts), `uniform` (any other genesis account, drawn from a
+    /// generator seeded by the client index) or `hot:K` (one of the first K genesis accounts).
+    #[arg(long, default_value_t = Dest::Ring)]
+    dest: Dest,
     /// Genesis accounts file (hotcrypto, hotmove).
     #[arg(long)]
     genesis: Option<PathBuf>,
@@ -108,6 +118,9 @@ fn run() -> Result<()> {
     if cli.vm != Vm::Bare && cli.mode != Mode::Movevm {
         bail!("--vm is for --mode movevm (nodes take `node run --vm`)");
     }
+    if cli.fees != FeeCredit::Block && (cli.mode != Mode::Movevm || cli.vm != Vm::Adapter) {
+        bail!("--fees is for --mode movevm --vm adapter (nodes take `node run --fees`)");
+    }
     let move_mode = matches!(cli.mode, Mode::Hotmove | Mode::Movevm);
     if cli.payload != PayloadKind::Script && !move_mode {
         bail!("--payload is for the Move modes (hotmove, movevm)");
@@ -120,6 +133,9 @@ fn run() -> Result<()> {
             "--workload-arg is for cpuheavy and kvstore, not {}",
             cli.workload
         );
+    }
+    if cli.dest != Dest::Ring && cli.mode == Mode::Hotstuff {
+        bail!("--dest is for the modes that execute (hotcrypto, hotmove, movevm)");
     }
     if cli.profile.is_some() && cli.mode != Mode::Movevm {
         bail!("--profile is for --mode movevm (nodes take `node run --profile`)");
@@ -166,6 +182,7 @@ fn run() -> Result<()> {
                     })
                     .transpose()
                     .context("compiling the workload's Move code")?,
+                dest: cli.dest,
             })?;
             tracing::info!(
                 "signed {} transactions in {:.1} s",

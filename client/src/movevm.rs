@@ -3,6 +3,7 @@
 
 use crate::Cli;
 use anyhow::{Context, Result};
+use executor::ExecConfig;
 use node::standalone::{run_movevm, StandaloneSettings};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,6 +23,11 @@ pub fn run(cli: &Cli) -> Result<()> {
             payload: cli.payload,
             workload: cli.workload,
             workload_arg: cli.workload_arg,
+            dest: cli.dest,
+            execution: ExecConfig {
+                fees: cli.fees,
+                ..ExecConfig::default()
+            },
         },
         &stop,
     )

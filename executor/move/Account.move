@@ -50,6 +50,23 @@ module 0x1::Account {
         Coin::transfer(sender, fee_account, fee);
     }
 
+    /// The epilogue when the fees of a block are credited together (`--fees=block`): the
+    /// sequence number is consumed and the fee leaves the sender's coin, with the same check as
+    /// `epilogue`'s transfer, but the fee account is not touched here. Credited per transaction,
+    /// every transaction of a block writes that one account, and no two could run in parallel.
+    fun epilogue_deferring_fee(sender: &signer, sender_address: address, fee: u64)
+    acquires Account {
+        let account = borrow_global_mut<Account>(sender_address);
+        account.sequence_number = account.sequence_number + 1;
+        Coin::withdraw(sender, fee);
+    }
+
+    /// After the last transaction of a block run with `epilogue_deferring_fee`: the fees they
+    /// paid, all at once, to the fee account.
+    fun credit_fees(fee_account: address, total: u64) {
+        Coin::deposit(fee_account, total);
+    }
+
     public fun sequence_number(owner: address): u64 acquires Account {
         borrow_global<Account>(owner).sequence_number
     }

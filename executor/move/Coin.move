@@ -6,8 +6,11 @@ module 0x1::Coin {
     }
 
     /// SmallBank keeps money outside the coins (checking and savings): it takes it out of a coin
-    /// and puts it back through `withdraw` and `deposit`, which no other module may call.
+    /// and puts it back through `withdraw` and `deposit`, which no other module may call. The
+    /// adapter's `Account` uses the same two to charge fees per transaction and credit them per
+    /// block (`Account::epilogue_deferring_fee`, `Account::credit_fees`).
     friend 0x1::SmallBank;
+    friend 0x1::Account;
 
     const EINSUFFICIENT_BALANCE: u64 = 1;
 

@@ -8,31 +8,40 @@
 //! 2. the payload, metered by [`Meter`] (Diem's gas schedule, `gas.rs`) after the intrinsic gas
 //!    of the transaction's size, up to max gas;
 //! 3. the epilogue (`Account::epilogue`, Move, unmetered): sequence number + 1, fee = gas used ×
-//!    gas price, paid to [`FEE_ACCOUNT`].
+//!    gas price, paid to [`FEE_ACCOUNT`]. Run as a block with fees credited per block
+//!    ([`FeeCredit::Block`], the default), the epilogue only takes the fee out of the sender's
+//!    coin (`Account::epilogue_deferring_fee`) and the block's fees reach the fee account
+//!    together after its last transaction (`Account::credit_fees`).
 //!
 //! If the payload aborts or runs out of gas (or the epilogue fails after it, say the payload
 //! spent the money for the fee), the session is dropped with all its effects and the epilogue
 //! runs alone in a fresh one: the fee is charged and the sequence number consumed, as Diem does.
 //! The prologue checked that the balance covers the largest fee, so that epilogue cannot fail.
+//!
+//! The rules ([`AdapterRules`]) run against any resolver and return their effects, so that the
+//! parallel schemes (`parallel/`) run them too; [`AdapterExecutor`] holds the store and the VM.
 
-use crate::executor::{Executor, FailReason, Outcome, RejectReason};
+use crate::executor::{BlockStats, BlockTx, Executor, FailReason, Outcome, RejectReason};
 use crate::gas::{intrinsic_gas, Meter, INTERNAL_UNITS_PER_GAS};
 use crate::genesis::Genesis;
 use crate::move_calls::{fail_reason, Invocation, MoveCalls, Refusal};
-use crate::move_compile::CompiledMove;
 use crate::move_genesis::genesis;
+use crate::move_logic::{Effects, FeeCredit, TransactionLogic};
 use crate::move_natives::{identifier, natives};
 use crate::move_state::MoveState;
 use crate::move_storage::InMemoryStorage;
 use crate::move_vm::MoveError;
+use crate::parallel::{BlockRunner, ExecConfig};
 use crate::snapshot::{self, SnapshotError};
 use crate::transaction::{Address, Transaction, ADDRESS_LEN};
 use crate::workload::Workload;
 use crypto::{Digest, PublicKey};
 use move_binary_format::errors::{Location, VMError};
 use move_core_types::account_address::AccountAddress;
+use move_core_types::effects::ChangeSet;
 use move_core_types::identifier::Identifier;
 use move_core_types::language_storage::{ModuleId, StructTag};
+use move_core_types::resolver::MoveResolver;
 use move_core_types::vm_status::StatusCode;
 use move_vm_runtime::move_vm::MoveVM;
 use move_vm_runtime::session::Session;
@@ -88,26 +97,31 @@ struct AccountFunctions {
     module: ModuleId,
     prologue: Identifier,
     epilogue: Identifier,
+    epilogue_deferring_fee: Identifier,
+    credit_fees: Identifier,
     sequence_number_tag: StructTag,
 }
 
-pub struct AdapterExecutor {
-    vm: MoveVM,
-    storage: InMemoryStorage,
+/// The adapter's rules for one transaction, over any state (see the module documentation).
+pub(crate) struct AdapterRules {
     calls: MoveCalls,
-    state: MoveState,
     account: AccountFunctions,
     gas: GasParameters,
     /// The meter's limit in internal units: `max_gas` of `gas`, or finer in tests.
     meter_limit: u64,
     /// Off only to measure what metering costs (`without_gas_metering`).
     metered: bool,
-    gas_used: u64,
 }
 
-// `VMError` is large, and it is what every call into the VM returns; these helpers pass it on as
-// the VM gave it (boxing it would add an allocation to every failed transaction for nothing).
-#[allow(clippy::result_large_err)]
+pub struct AdapterExecutor {
+    vm: MoveVM,
+    storage: InMemoryStorage,
+    rules: AdapterRules,
+    state: MoveState,
+    gas_used: u64,
+    blocks: BlockRunner,
+}
+
 impl AdapterExecutor {
     /// The adapter of the transfer workload.
     pub fn from_genesis(genesis: &Genesis, gas: GasParameters) -> Result<Self, MoveError> {
@@ -142,12 +156,13 @@ impl AdapterExecutor {
         gas: GasParameters,
         workload: Workload,
     ) -> Result<Self, MoveError> {
-        let compiled = CompiledMove::get()?;
         let vm = MoveVM::new(natives()?).map_err(|e| MoveError::Vm(format!("{e:?}")))?;
         let account = AccountFunctions {
             module: ModuleId::new(AccountAddress::ONE, identifier("Account")?),
             prologue: identifier("prologue")?,
             epilogue: identifier("epilogue")?,
+            epilogue_deferring_fee: identifier("epilogue_deferring_fee")?,
+            credit_fees: identifier("credit_fees")?,
             sequence_number_tag: StructTag {
                 address: AccountAddress::ONE,
                 module: identifier("Account")?,
@@ -156,7 +171,7 @@ impl AdapterExecutor {
             },
         };
         let storage = genesis(&vm, workload, |genesis| {
-            genesis.publish(&[&compiled.account_module])?;
+            genesis.publish()?;
             // The fee account: a coin and no key, so nothing can spend from it.
             genesis.call(FEE_ACCOUNT, "Coin", "mint", &[&0u64.to_le_bytes()])?;
             for (key, balance) in accounts {
@@ -171,26 +186,35 @@ impl AdapterExecutor {
         Ok(AdapterExecutor {
             vm,
             storage,
-            calls: MoveCalls::new()?,
+            rules: AdapterRules {
+                calls: MoveCalls::new()?,
+                account,
+                gas,
+                meter_limit: gas.max_gas.saturating_mul(INTERNAL_UNITS_PER_GAS),
+                metered: true,
+            },
             state: MoveState::new()?,
-            account,
-            gas,
-            meter_limit: gas.max_gas.saturating_mul(INTERNAL_UNITS_PER_GAS),
-            metered: true,
             gas_used: 0,
+            blocks: BlockRunner::new(ExecConfig::default())?,
         })
+    }
+
+    /// How blocks run ([`ExecConfig`]: the scheme, its threads, when fees are credited).
+    pub fn with_execution(mut self, config: ExecConfig) -> Result<Self, MoveError> {
+        self.blocks = BlockRunner::new(config)?;
+        Ok(self)
     }
 
     /// The adapter with the payload's instructions not metered (only the intrinsic gas is
     /// charged): everything else the same, so that a benchmark of the two tells what metering
     /// costs. Not for runs: nothing then bounds a transaction's execution.
     pub fn without_gas_metering(mut self) -> Self {
-        self.metered = false;
+        self.rules.metered = false;
         self
     }
 
     pub fn gas_parameters(&self) -> GasParameters {
-        self.gas
+        self.rules.gas
     }
 
     /// `(checking, savings)` of `address`'s SmallBank account (`--workload=smallbank`).
@@ -206,72 +230,30 @@ impl AdapterExecutor {
     pub fn sequence_number(&self, address: &Address) -> Option<u64> {
         let bytes = self.storage.resource(
             &AccountAddress::new(address.0),
-            &self.account.sequence_number_tag,
+            &self.rules.account.sequence_number_tag,
         )?;
         // `Account { sequence_number: u64, authentication_key: vector<u8> }`: the u64 first.
         Some(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?))
     }
+}
 
-    fn run(&mut self, tx: &Transaction) -> Outcome {
-        let invocation = match self.calls.resolve(&tx.payload, &tx.sender) {
-            Ok(invocation) => invocation,
-            Err(Refusal::WrongPayload) => return Outcome::Rejected(RejectReason::WrongPayload),
-            Err(Refusal::ScriptNotAllowed) => {
-                return Outcome::Rejected(RejectReason::ScriptNotAllowed)
-            }
-        };
-        let mut session = self.vm.new_session(&self.storage);
-        if let Err(error) = self.prologue(&mut session, tx) {
-            return Outcome::Rejected(reject_reason(&error));
-        }
-        let mut meter = Meter::with_internal_limit(self.meter_limit);
-        let ran = meter
-            .charge(intrinsic_gas(tx.encoded_len()))
-            .map_err(|e| e.finish(Location::Undefined))
-            .and_then(|()| {
-                if self.metered {
-                    payload(&mut session, &invocation, &mut meter)
-                } else {
-                    payload(&mut session, &invocation, &mut UnmeteredGasMeter)
-                }
-            });
-        let gas_used = meter.used();
-        self.gas_used = self.gas_used.saturating_add(gas_used);
-        let fee = gas_used.saturating_mul(self.gas.gas_price);
-        let result = match ran {
-            Ok(()) => match self.epilogue(&mut session, &tx.sender, fee) {
-                Ok(()) => session.finish().map_err(|error| (error, true)),
-                Err(error) => {
-                    drop(session);
-                    Err((error, true))
-                }
-            },
-            Err(error) => {
-                drop(session);
-                Err((error, false))
-            }
-        };
-        match result {
-            Ok((changes, _events)) => {
-                self.storage.apply(changes);
-                Outcome::Executed
-            }
-            Err((error, in_epilogue)) => {
-                let reason = if in_epilogue {
-                    FailReason::Vm(format!("epilogue {:?}", error.major_status()))
-                } else {
-                    fail_reason(&error, true)
-                };
-                self.charge_after_failure(&tx.sender, fee, reason)
-            }
-        }
-    }
-
+// `VMError` is large, and it is what every call into the VM returns; these helpers pass it on as
+// the VM gave it (boxing it would add an allocation to every failed transaction for nothing).
+#[allow(clippy::result_large_err)]
+impl AdapterRules {
     /// The epilogue alone, in a fresh session: the failed payload's effects are gone, the fee is
     /// charged and the sequence number consumed.
-    fn charge_after_failure(&mut self, sender: &Address, fee: u64, reason: FailReason) -> Outcome {
-        let mut session = self.vm.new_session(&self.storage);
-        let charged = match self.epilogue(&mut session, sender, fee) {
+    fn charge_after_failure<S: MoveResolver>(
+        &self,
+        vm: &MoveVM,
+        state: &S,
+        sender: &Address,
+        fee: u64,
+        fees: FeeCredit,
+        (reason, gas_used): (FailReason, u64),
+    ) -> Effects {
+        let mut session = vm.new_session(state);
+        let charged = match self.epilogue(&mut session, sender, fee, fees) {
             Ok(()) => session.finish(),
             Err(error) => {
                 drop(session);
@@ -279,26 +261,31 @@ impl AdapterExecutor {
             }
         };
         match charged {
-            Ok((changes, _events)) => {
-                self.storage.apply(changes);
-                Outcome::Failed(reason)
-            }
+            Ok((changes, _events)) => Effects {
+                outcome: Outcome::Failed(reason),
+                changes,
+                gas_used,
+                deferred_fee: deferred(fee, fees),
+            },
             // Unreachable while the prologue checks the balance against the largest fee; if it
             // happened, the Move sequence number would lag the ledger's nonce and the sender's
             // next transactions would be rejected as too new, which the counters would show.
-            Err(error) => Outcome::Failed(FailReason::Vm(format!(
-                "failure epilogue {:?}",
-                error.major_status()
-            ))),
+            Err(error) => Effects {
+                gas_used,
+                ..Effects::failed(FailReason::Vm(format!(
+                    "failure epilogue {:?}",
+                    error.major_status()
+                )))
+            },
         }
     }
 
     // Prologue, payload and epilogue are kept out of line so that a profile (`--profile`)
     // splits the adapter's time between them by frame name.
     #[inline(never)]
-    fn prologue(
+    fn prologue<S: MoveResolver>(
         &self,
-        session: &mut Session<'_, '_, InMemoryStorage>,
+        session: &mut Session<'_, '_, S>,
         tx: &Transaction,
     ) -> Result<(), VMError> {
         let nonce = tx.nonce.to_le_bytes();
@@ -316,22 +303,124 @@ impl AdapterExecutor {
     }
 
     #[inline(never)]
-    fn epilogue(
+    fn epilogue<S: MoveResolver>(
         &self,
-        session: &mut Session<'_, '_, InMemoryStorage>,
+        session: &mut Session<'_, '_, S>,
         sender: &Address,
         fee: u64,
+        fees: FeeCredit,
     ) -> Result<(), VMError> {
         let fee = fee.to_le_bytes();
+        let (function, args) = match fees {
+            FeeCredit::PerTransaction => (
+                &self.account.epilogue,
+                vec![&sender.0[..], &sender.0[..], &fee, &FEE_ACCOUNT.0[..]],
+            ),
+            FeeCredit::Block => (
+                &self.account.epilogue_deferring_fee,
+                vec![&sender.0[..], &sender.0[..], &fee],
+            ),
+        };
         session
             .execute_function_bypass_visibility(
                 &self.account.module,
-                &self.account.epilogue,
+                function,
                 vec![],
-                vec![&sender.0[..], &sender.0[..], &fee, &FEE_ACCOUNT.0[..]],
+                args,
                 &mut UnmeteredGasMeter,
             )
             .map(|_| ())
+    }
+}
+
+// As above: the VM's errors pass through as it gave them.
+#[allow(clippy::result_large_err)]
+impl TransactionLogic for AdapterRules {
+    fn run<S: MoveResolver>(
+        &self,
+        vm: &MoveVM,
+        state: &S,
+        tx: &Transaction,
+        fees: FeeCredit,
+    ) -> Effects {
+        let invocation = match self.calls.resolve(&tx.payload, &tx.sender) {
+            Ok(invocation) => invocation,
+            Err(Refusal::WrongPayload) => return Effects::rejected(RejectReason::WrongPayload),
+            Err(Refusal::ScriptNotAllowed) => {
+                return Effects::rejected(RejectReason::ScriptNotAllowed)
+            }
+        };
+        let mut session = vm.new_session(state);
+        if let Err(error) = self.prologue(&mut session, tx) {
+            return Effects::rejected(reject_reason(&error));
+        }
+        let mut meter = Meter::with_internal_limit(self.meter_limit);
+        let ran = meter
+            .charge(intrinsic_gas(tx.encoded_len()))
+            .map_err(|e| e.finish(Location::Undefined))
+            .and_then(|()| {
+                if self.metered {
+                    payload(&mut session, &invocation, &mut meter)
+                } else {
+                    payload(&mut session, &invocation, &mut UnmeteredGasMeter)
+                }
+            });
+        let gas_used = meter.used();
+        let fee = gas_used.saturating_mul(self.gas.gas_price);
+        let result = match ran {
+            Ok(()) => match self.epilogue(&mut session, &tx.sender, fee, fees) {
+                Ok(()) => session.finish().map_err(|error| (error, true)),
+                Err(error) => {
+                    drop(session);
+                    Err((error, true))
+                }
+            },
+            Err(error) => {
+                drop(session);
+                Err((error, false))
+            }
+        };
+        match result {
+            Ok((changes, _events)) => Effects {
+                outcome: Outcome::Executed,
+                changes,
+                gas_used,
+                deferred_fee: deferred(fee, fees),
+            },
+            Err((error, in_epilogue)) => {
+                let reason = if in_epilogue {
+                    FailReason::Vm(format!("epilogue {:?}", error.major_status()))
+                } else {
+                    fail_reason(&error, || true)
+                };
+                self.charge_after_failure(vm, state, &tx.sender, fee, fees, (reason, gas_used))
+            }
+        }
+    }
+
+    fn credit_fees<S: MoveResolver>(&self, vm: &MoveVM, state: &S, fees: u64) -> Option<ChangeSet> {
+        let mut session = vm.new_session(state);
+        let total = fees.to_le_bytes();
+        session
+            .execute_function_bypass_visibility(
+                &self.account.module,
+                &self.account.credit_fees,
+                vec![],
+                vec![&FEE_ACCOUNT.0[..], &total],
+                &mut UnmeteredGasMeter,
+            )
+            .ok()?;
+        // Only an overflow of the fee account's coin could fail the credit: out of reach (more
+        // than 2^64 coins of fees). The audit's supply check would show it.
+        session.finish().ok().map(|(changes, _events)| changes)
+    }
+}
+
+/// The fee left for the end of the block under `fees`.
+fn deferred(fee: u64, fees: FeeCredit) -> u64 {
+    match fees {
+        FeeCredit::Block => fee,
+        FeeCredit::PerTransaction => 0,
     }
 }
 
@@ -339,8 +428,8 @@ impl AdapterExecutor {
 /// prologue and the epilogue.
 #[inline(never)]
 #[allow(clippy::result_large_err)]
-fn payload(
-    session: &mut Session<'_, '_, InMemoryStorage>,
+fn payload<S: MoveResolver>(
+    session: &mut Session<'_, '_, S>,
     invocation: &Invocation<'_>,
     meter: &mut impl GasMeter,
 ) -> Result<(), VMError> {
@@ -369,8 +458,30 @@ fn reject_reason(error: &VMError) -> RejectReason {
 }
 
 impl Executor for AdapterExecutor {
+    /// One transaction, its fee credited at once (a block of one).
     fn execute(&mut self, tx: &Transaction) -> Outcome {
-        self.run(tx)
+        let effects = self
+            .rules
+            .run(&self.vm, &self.storage, tx, FeeCredit::PerTransaction);
+        self.storage.apply(effects.changes);
+        self.gas_used = self.gas_used.saturating_add(effects.gas_used);
+        effects.outcome
+    }
+
+    fn runs_blocks(&self) -> bool {
+        true
+    }
+
+    fn execute_block(&mut self, block: &[BlockTx<'_>]) -> Vec<Outcome> {
+        let result = self
+            .blocks
+            .run(&self.rules, &self.vm, &mut self.storage, block);
+        self.gas_used = self.gas_used.saturating_add(result.gas_used);
+        result.outcomes
+    }
+
+    fn block_stats(&self) -> BlockStats {
+        self.blocks.stats()
     }
 
     fn balance(&self, address: &Address) -> Option<u64> {
@@ -516,7 +627,7 @@ mod tests {
         for limit in (0..needed).step_by(3) {
             let (before_sender, before_receiver) = (f.balance(0), f.balance(1));
             let fees = f.ex.fees_collected();
-            f.ex.meter_limit = limit;
+            f.ex.rules.meter_limit = limit;
             let outcome = f.ex.execute(&f.transfer(0, nonce, 1, 5));
             nonce += 1;
             if outcome == Outcome::Executed {

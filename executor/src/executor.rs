@@ -1,9 +1,11 @@
-//! What every executor offers the ledger: run one already-sequenced transaction, read a balance,
-//! and digest the whole state so replicas (and the two executors) can be compared.
+//! What every executor offers the ledger: run one already-sequenced transaction or a block of
+//! them, read a balance, and digest the whole state so replicas (and the two executors) can be
+//! compared.
 
 use crate::snapshot::SnapshotError;
 use crate::transaction::{Address, Transaction};
 use crypto::Digest;
+use serde::Serialize;
 
 /// Why a sequenced transaction changed nothing. The sender's nonce is consumed all the same.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,10 +106,68 @@ impl Outcome {
     }
 }
 
+/// One transaction of a block, in the order the ledger sequenced the block.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockTx<'a> {
+    pub tx: &'a Transaction,
+    /// The same block sends this transaction's nonce again later: if this one is rejected
+    /// (it then consumed no nonce), that later copy runs in its own place, which the ledger's
+    /// plan did not foresee, so the block must end here and the ledger plans the rest again.
+    pub stop_if_rejected: bool,
+}
+
+/// What the parallel schemes did, cumulative (zero under sequential execution).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BlockStats {
+    /// Blocks run, by any scheme.
+    pub blocks: u64,
+    /// Transaction executions beyond one per transaction: Block-STM's incarnations after an
+    /// abort, and the re-runs of a block `waves` sent back to sequential execution.
+    pub reexecutions: u64,
+    /// Block-STM validations that found a read changed and aborted the transaction.
+    pub validation_aborts: u64,
+    /// Block-STM executions that stopped on an estimate of a lower transaction and waited for it.
+    pub dependency_waits: u64,
+    /// Blocks a parallel scheme handed back to sequential execution: under `waves`, a
+    /// transaction read or wrote beyond its declared sets.
+    pub sequential_fallbacks: u64,
+    /// `waves`: conflict-free levels run (a block of independent transactions is one).
+    pub waves: u64,
+}
+
 pub trait Executor {
     /// Runs `tx` against the state. The ledger has already checked the sender and the nonce;
     /// signatures are the verifier's business.
     fn execute(&mut self, tx: &Transaction) -> Outcome;
+
+    /// Whether the ledger should hand this executor whole blocks ([`Executor::execute_block`],
+    /// after planning them) rather than one transaction at a time. The ledger's plan assumes
+    /// that a sender's transactions after one of theirs that was rejected are rejected too (the
+    /// adapter's prologue finds the sequence number unchanged) and change nothing.
+    fn runs_blocks(&self) -> bool {
+        false
+    }
+
+    /// Runs `block` as if one transaction after another in its order, and returns the outcomes
+    /// of those that ran: all of them, or up to and including the first one rejected that has
+    /// `stop_if_rejected` (the rest must leave the state untouched).
+    fn execute_block(&mut self, block: &[BlockTx<'_>]) -> Vec<Outcome> {
+        let mut outcomes = Vec::with_capacity(block.len());
+        for entry in block {
+            let outcome = self.execute(entry.tx);
+            let stop = entry.stop_if_rejected && matches!(outcome, Outcome::Rejected(_));
+            outcomes.push(outcome);
+            if stop {
+                break;
+            }
+        }
+        outcomes
+    }
+
+    /// What the parallel schemes did so far.
+    fn block_stats(&self) -> BlockStats {
+        BlockStats::default()
+    }
 
     /// The balance of `address`, or `None` if the account does not exist.
     fn balance(&self, address: &Address) -> Option<u64>;

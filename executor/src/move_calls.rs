@@ -164,8 +164,9 @@ impl Invocation<'_> {
 const ABORT: u64 = 1;
 
 /// Why a call failed, from the VM's error. `sender_has_coin` tells, for a transfer, which of the
-/// two accounts was missing.
-pub(crate) fn fail_reason(error: &VMError, sender_has_coin: bool) -> FailReason {
+/// two accounts was missing; it is asked only then (it reads the state, and a parallel scheme
+/// tracks every read).
+pub(crate) fn fail_reason(error: &VMError, sender_has_coin: impl Fn() -> bool) -> FailReason {
     let module = match error.location() {
         Location::Module(id) => Some(id.name().as_str()),
         _ => None,
@@ -178,7 +179,7 @@ pub(crate) fn fail_reason(error: &VMError, sender_has_coin: bool) -> FailReason 
         }
         // `transfer` borrows the sender's coin first: if that one exists, the destination's
         // is the one missing.
-        (StatusCode::MISSING_DATA, _, _) if !sender_has_coin => FailReason::UnknownSender,
+        (StatusCode::MISSING_DATA, _, _) if !sender_has_coin() => FailReason::UnknownSender,
         (StatusCode::MISSING_DATA, _, _) => FailReason::UnknownDestination,
         (StatusCode::ARITHMETIC_ERROR, _, _) => FailReason::Overflow,
         (StatusCode::OUT_OF_GAS, _, _) => FailReason::OutOfGas,

@@ -48,13 +48,14 @@ pub(crate) fn genesis(
 }
 
 impl GenesisSession<'_, '_> {
-    /// Publishes `Coin`, `extra` (the adapter's `Account`) and every workload's module, as one
-    /// bundle whatever the workload: `Coin` names `SmallBank` its friend, and the VM loads a
-    /// module's friends with it, so neither can be published (or used) without the other.
-    pub(crate) fn publish(&mut self, extra: &[&[u8]]) -> Result<(), MoveError> {
+    /// Publishes `Coin`, the adapter's `Account` and every workload's module, as one bundle
+    /// whatever the VM and the workload: `Coin` names `SmallBank` and `Account` its friends, and
+    /// the VM loads a module's friends with it, so none can be published (or used) without the
+    /// others. The bare VM creates no `Account` resource and never calls the module.
+    pub(crate) fn publish(&mut self) -> Result<(), MoveError> {
         let compiled = CompiledMove::get()?;
-        let modules = std::iter::once(&compiled.coin_module[..])
-            .chain(extra.iter().copied())
+        let modules = [&compiled.coin_module[..], &compiled.account_module[..]]
+            .into_iter()
             .chain(compiled.workload_modules.iter().map(|m| &m[..]))
             .map(<[u8]>::to_vec)
             .collect();

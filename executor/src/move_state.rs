@@ -26,6 +26,11 @@ impl MoveState {
         })
     }
 
+    /// `Coin::Coin`.
+    pub(crate) fn coin_tag(&self) -> &StructTag {
+        &self.coin
+    }
+
     pub(crate) fn balance(&self, storage: &InMemoryStorage, address: &Address) -> Option<u64> {
         storage
             .resource(&AccountAddress::new(address.0), &self.coin)

@@ -6,7 +6,7 @@ use move_core_types::account_address::AccountAddress;
 use move_core_types::effects::{ChangeSet, Op};
 use move_core_types::language_storage::{ModuleId, StructTag};
 use move_core_types::resolver::{ModuleResolver, ResourceResolver};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 
@@ -31,8 +31,8 @@ pub struct InMemoryStorage {
 }
 
 /// An interned `StructTag`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct ResourceType(u32);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct ResourceType(u32);
 
 impl InMemoryStorage {
     pub fn new() -> Self {
@@ -76,6 +76,22 @@ impl InMemoryStorage {
         *self.resource_types.entry(tag).or_insert(next)
     }
 
+    /// Numbers every type of `tags` not numbered yet: the parallel schemes key what transactions
+    /// read and write by number, and can only do so for types the store knows.
+    pub(crate) fn intern_all<'a>(&mut self, tags: impl IntoIterator<Item = &'a StructTag>) {
+        for tag in tags {
+            if !self.resource_types.contains_key(tag) {
+                self.intern(tag.clone());
+            }
+        }
+    }
+
+    /// The number of type `tag`, if numbered.
+    #[cfg(test)]
+    fn resource_type(&self, tag: &StructTag) -> Option<ResourceType> {
+        self.resource_types.get(tag).copied()
+    }
+
     /// Every `(address, bytes)` holding a resource of type `tag`, in no particular order.
     pub fn resources_of<'a>(
         &'a self,
@@ -104,8 +120,16 @@ impl InMemoryStorage {
     /// Every resource, in (address, type) order, each type written once in a table: the same
     /// bytes on every node holding the same resources, whatever order they were interned in.
     /// Modules are not in it: they are published at genesis and no transaction changes them.
+    /// Only the types some resource has are in the table: a type numbered ahead of use (for
+    /// the parallel schemes) changes nothing.
     pub fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
-        let mut tags: Vec<&StructTag> = self.resource_types.keys().collect();
+        let used: FxHashSet<ResourceType> = self.resources.keys().map(|(_, ty)| *ty).collect();
+        let mut tags: Vec<&StructTag> = self
+            .resource_types
+            .iter()
+            .filter(|(_, ty)| used.contains(ty))
+            .map(|(tag, _)| tag)
+            .collect();
         tags.sort_unstable();
         let index: FxHashMap<ResourceType, u32> = tags
             .iter()
@@ -139,6 +163,8 @@ impl InMemoryStorage {
             })?;
             restored.resources.insert((address, resource_type), bytes);
         }
+        // Types numbered here before stay numbered (the snapshot only lists types in use).
+        restored.intern_all(self.resource_types.keys());
         restored.modules = std::mem::take(&mut self.modules);
         *self = restored;
         Ok(())
@@ -245,6 +271,22 @@ mod tests {
             Ok(Some(vec![9]))
         );
         assert_eq!(store.get_module(&ModuleId::new(b, module)), Ok(None));
+    }
+
+    #[test]
+    fn types_numbered_ahead_of_use_change_no_snapshot_and_survive_a_restore() {
+        let address = AccountAddress::new([4; AccountAddress::LENGTH]);
+        let mut store = InMemoryStorage::new();
+        let mut changes = ChangeSet::new();
+        changes
+            .add_resource_op(address, tag(), Op::New(vec![1]))
+            .expect("op");
+        store.apply(changes);
+        let before = store.snapshot().expect("encodes");
+        store.intern_all(&[tag_named("Later")]);
+        assert_eq!(store.snapshot().expect("encodes"), before);
+        store.restore(&before).expect("restores");
+        assert!(store.resource_type(&tag_named("Later")).is_some());
     }
 
     #[test]

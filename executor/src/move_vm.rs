@@ -1,21 +1,28 @@
 //! The bare Move executor (`--vm=bare`): the modules published at genesis, one VM for the life of
 //! the executor (its loader caches the modules and, by hash, the scripts), and a fresh session per
-//! transaction, unmetered, whose change set is applied to the in-memory store.
+//! transaction, unmetered, whose change set is applied to the in-memory store. The rules of one
+//! transaction ([`BareRules`]) run against any resolver, so the parallel schemes run them too.
 
-use crate::executor::{Executor, FailReason, Outcome};
+use crate::executor::{BlockStats, BlockTx, Executor, FailReason, Outcome};
 use crate::genesis::Genesis;
 use crate::move_calls::{fail_reason, MoveCalls, Refusal};
 use crate::move_compile::{CompiledMove, MoveCompileError};
 use crate::move_genesis::genesis;
+use crate::move_logic::{Effects, FeeCredit, TransactionLogic};
 use crate::move_natives::natives;
 use crate::move_state::MoveState;
 use crate::move_storage::InMemoryStorage;
+use crate::parallel::{BlockRunner, ExecConfig};
 use crate::snapshot::SnapshotError;
 use crate::transaction::{Address, Transaction};
 use crate::workload::Workload;
 use bytes::Bytes;
 use crypto::Digest;
 use move_binary_format::errors::VMError;
+use move_core_types::account_address::AccountAddress;
+use move_core_types::effects::ChangeSet;
+use move_core_types::language_storage::StructTag;
+use move_core_types::resolver::MoveResolver;
 use move_vm_runtime::move_vm::MoveVM;
 use move_vm_types::gas::UnmeteredGasMeter;
 use thiserror::Error;
@@ -32,13 +39,22 @@ pub enum MoveError {
     Mint { address: Address, message: String },
     #[error("invalid Move identifier: {0}")]
     Identifier(String),
+    #[error("cannot start the executor's thread pool: {0}")]
+    Pool(String),
+}
+
+/// The bare VM's rules for one transaction: the call in a session, unmetered, no fees.
+pub(crate) struct BareRules {
+    calls: MoveCalls,
+    coin: StructTag,
 }
 
 pub struct MoveExecutor {
     vm: MoveVM,
     storage: InMemoryStorage,
-    calls: MoveCalls,
+    rules: BareRules,
     state: MoveState,
+    blocks: BlockRunner,
 }
 
 impl MoveExecutor {
@@ -77,23 +93,34 @@ impl MoveExecutor {
     ) -> Result<Self, MoveError> {
         let vm = MoveVM::new(natives()?).map_err(|e| MoveError::Vm(format!("{e:?}")))?;
         let storage = genesis(&vm, workload, |genesis| {
-            genesis.publish(&[])?;
+            genesis.publish()?;
             for (address, balance) in accounts {
                 genesis.open_account(address, balance)?;
             }
             Ok(())
         })?;
+        let state = MoveState::new()?;
         Ok(MoveExecutor {
             vm,
             storage,
-            calls: MoveCalls::new()?,
-            state: MoveState::new()?,
+            rules: BareRules {
+                calls: MoveCalls::new()?,
+                coin: state.coin_tag().clone(),
+            },
+            state,
+            blocks: BlockRunner::new(ExecConfig::default())?,
         })
+    }
+
+    /// How blocks run ([`ExecConfig`]: the scheme and its threads; the bare VM has no fees).
+    pub fn with_execution(mut self, config: ExecConfig) -> Result<Self, MoveError> {
+        self.blocks = BlockRunner::new(config)?;
+        Ok(self)
     }
 
     /// The transfer script this executor accepts.
     pub fn script(&self) -> Bytes {
-        Bytes::from_static(self.calls.transfer_script())
+        Bytes::from_static(self.rules.calls.transfer_script())
     }
 
     pub fn storage(&self) -> &InMemoryStorage {
@@ -104,36 +131,83 @@ impl MoveExecutor {
     pub fn bank_account(&self, address: &Address) -> Option<(u64, u64)> {
         self.state.bank_account(&self.storage, address)
     }
+}
 
-    fn fail_reason(&self, error: &VMError, sender: &Address) -> FailReason {
-        fail_reason(error, self.balance(sender).is_some())
+impl BareRules {
+    fn fail_reason<S: MoveResolver>(
+        &self,
+        error: &VMError,
+        state: &S,
+        sender: &Address,
+    ) -> FailReason {
+        fail_reason(error, || {
+            state
+                .get_resource(&AccountAddress::new(sender.0), &self.coin)
+                .is_ok_and(|coin| coin.is_some())
+        })
     }
 }
 
-impl Executor for MoveExecutor {
-    fn execute(&mut self, tx: &Transaction) -> Outcome {
+impl TransactionLogic for BareRules {
+    fn run<S: MoveResolver>(
+        &self,
+        vm: &MoveVM,
+        state: &S,
+        tx: &Transaction,
+        _: FeeCredit,
+    ) -> Effects {
         let invocation = match self.calls.resolve(&tx.payload, &tx.sender) {
             Ok(invocation) => invocation,
-            Err(Refusal::WrongPayload) => return Outcome::Failed(FailReason::WrongPayload),
-            Err(Refusal::ScriptNotAllowed) => return Outcome::Failed(FailReason::ScriptNotAllowed),
+            Err(Refusal::WrongPayload) => return Effects::failed(FailReason::WrongPayload),
+            Err(Refusal::ScriptNotAllowed) => return Effects::failed(FailReason::ScriptNotAllowed),
         };
         if invocation
             .call
             .is_some_and(|call| !call.within_unmetered_bounds())
         {
-            return Outcome::Failed(FailReason::Unbounded);
+            return Effects::failed(FailReason::Unbounded);
         }
-        let mut session = self.vm.new_session(&self.storage);
+        let mut session = vm.new_session(state);
         if let Err(error) = invocation.run(&mut session, &mut UnmeteredGasMeter) {
-            return Outcome::Failed(self.fail_reason(&error, &tx.sender));
+            drop(session);
+            return Effects::failed(self.fail_reason(&error, state, &tx.sender));
         }
         match session.finish() {
-            Ok((changes, _events)) => {
-                self.storage.apply(changes);
-                Outcome::Executed
-            }
-            Err(error) => Outcome::Failed(self.fail_reason(&error, &tx.sender)),
+            Ok((changes, _events)) => Effects {
+                changes,
+                ..Effects::unchanged(Outcome::Executed)
+            },
+            Err(error) => Effects::failed(self.fail_reason(&error, state, &tx.sender)),
         }
+    }
+
+    /// The bare VM charges nothing.
+    fn credit_fees<S: MoveResolver>(&self, _: &MoveVM, _: &S, _: u64) -> Option<ChangeSet> {
+        None
+    }
+}
+
+impl Executor for MoveExecutor {
+    fn execute(&mut self, tx: &Transaction) -> Outcome {
+        let effects = self
+            .rules
+            .run(&self.vm, &self.storage, tx, FeeCredit::PerTransaction);
+        self.storage.apply(effects.changes);
+        effects.outcome
+    }
+
+    fn runs_blocks(&self) -> bool {
+        true
+    }
+
+    fn execute_block(&mut self, block: &[BlockTx<'_>]) -> Vec<Outcome> {
+        self.blocks
+            .run(&self.rules, &self.vm, &mut self.storage, block)
+            .outcomes
+    }
+
+    fn block_stats(&self) -> BlockStats {
+        self.blocks.stats()
     }
 
     fn balance(&self, address: &Address) -> Option<u64> {

@@ -396,7 +396,7 @@ fn smallbank_procedure(sender: &Address, to: Address, nonce: u64) -> Procedure {
 }
 
 /// SplitMix64's output function: a fast, well-mixed hash of a counter.
-fn splitmix64(x: u64) -> u64 {
+pub(crate) fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -1,5 +1,6 @@
 //! The executor stage: one thread that sequences verified transactions by sender nonce and runs
-//! them (native transfers or the Move VM), reporting what ran and a digest of the state.
+//! them (native transfers or the Move VM), a committed batch at a time, reporting what ran and a
+//! digest of the state.
 
 use crate::checkpointing::Checkpointing;
 use crate::metrics::{now_ms, SampleEvent, SampleLog, Value};
@@ -126,13 +127,13 @@ impl<E: Executor> Stage for ExecutorStage<E> {
                 return None;
             }
         }
-        for tx in batch.txs {
-            if !self.delay.is_zero() {
+        if !self.delay.is_zero() {
+            for _ in &batch.txs {
                 spin(self.delay);
             }
-            // Drops are counted by the ledger; nothing else to do with them here.
-            let _: Result<(), DropReason> = self.ledger.apply_into(tx, &mut self.done);
         }
+        // The whole batch at once: the executor may run it in parallel (`--exec`).
+        self.ledger.execute_block(batch.txs, &mut self.done);
         let t_ms = now_ms();
         for completed in self.done.drain(..) {
             if let (true, Some(samples)) = (completed.is_sample(), &self.samples) {

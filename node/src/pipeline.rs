@@ -18,8 +18,8 @@ use consensus::metered::{self, MeteredReceiver};
 use consensus::CommittedBatch;
 use crypto::ParallelVerifier;
 use executor::{
-    opaque_sample_id, signed_sample_id, AdapterExecutor, CallStyle, GasParameters, Genesis,
-    MoveExecutor, NativeExecutor, Workload,
+    opaque_sample_id, signed_sample_id, AdapterExecutor, CallStyle, ExecConfig, GasParameters,
+    Genesis, MoveExecutor, NativeExecutor, Workload,
 };
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -159,6 +159,8 @@ pub struct StageSettings {
     pub checkpointing: Option<Checkpointing>,
     /// The workload whose genesis state the Move executor starts from (`--workload`).
     pub workload: Workload,
+    /// How the Move executor runs a batch (`--exec`, `--exec-threads`, `--fees`).
+    pub execution: ExecConfig,
 }
 
 impl Pipeline {
@@ -213,12 +215,14 @@ impl Pipeline {
         let delay = settings.executor_delay;
         let checkpointing = settings.checkpointing;
         let workload = settings.workload;
+        let exec = settings.execution;
         let checker_samples = if settings.hops { samples.clone() } else { None };
         let executor = match (execution, settings.vm) {
             (Execution::Move, Vm::Adapter) => spawn_stage(
                 move || {
                     let gas = GasParameters::default();
                     let vm = AdapterExecutor::from_genesis_for(&genesis, gas, workload)
+                        .and_then(|vm| vm.with_execution(exec))
                         .context("starting the Move adapter")?;
                     Ok(ExecutorStage::new(vm, &genesis, backlog, samples)
                         .with_delay(delay)
@@ -231,6 +235,7 @@ impl Pipeline {
             (Execution::Move, Vm::Bare) => spawn_stage(
                 move || {
                     let vm = MoveExecutor::from_genesis_for(&genesis, workload)
+                        .and_then(|vm| vm.with_execution(exec))
                         .context("starting the Move executor")?;
                     Ok(ExecutorStage::new(vm, &genesis, backlog, samples)
                         .with_delay(delay)

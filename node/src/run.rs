@@ -16,7 +16,7 @@ use consensus::mempool::{Mempool, MempoolMetrics, SampleHooks};
 use consensus::network::{EmulationSpec, NetEmulation};
 use consensus::{metered, Committee, Consensus, MempoolLink, Parameters, StateSyncLink, Store};
 use crypto::KeyPair;
-use executor::{Genesis, Workload};
+use executor::{ExecConfig, FeeCredit, Genesis, Workload};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -53,6 +53,12 @@ pub struct RunArgs {
     /// genesis state (smallbank opens every account's bank).
     #[arg(long, default_value_t = Workload::Transfer)]
     pub workload: Workload,
+    /// When the adapter's fees reach the fee account (`hotmove --vm adapter`): `block` (each
+    /// transaction pays its fee out of its coin, the batch's fees are credited together after
+    /// it; the state after the batch is the same) or `per-tx` (each transaction credits the one
+    /// fee account, a hotspot no two transactions can run in parallel around).
+    #[arg(long, default_value_t = FeeCredit::Block)]
+    pub fees: FeeCredit,
     /// Signature-verifier threads (default: all cores).
     #[arg(long)]
     pub verifier_threads: Option<usize>,
@@ -119,6 +125,9 @@ impl NodeConfig {
                 args.workload,
                 args.mode.as_str()
             );
+        }
+        if args.fees != FeeCredit::Block && args.vm != Vm::Adapter {
+            anyhow::bail!("--fees is for the adapter's fees: give --vm adapter");
         }
         let genesis = match (pipeline.execution, &args.genesis) {
             (None, _) => None,
@@ -249,6 +258,10 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 vm: args.vm,
                 checkpointing: Some(checkpointing),
                 workload: args.workload,
+                execution: ExecConfig {
+                    fees: args.fees,
+                    ..ExecConfig::default()
+                },
             },
             &mut registry,
         )

@@ -13,7 +13,7 @@ use consensus::mempool::batch::{now_ms, BatchBuilder};
 use consensus::metered::{self, MeteredSender};
 use consensus::CommittedBatch;
 use crypto::PublicKey;
-use executor::{Address, Genesis, Load, Transaction, Workload};
+use executor::{Address, Dest, ExecConfig, Genesis, Load, Payees, Transaction, Workload};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,6 +49,10 @@ pub struct StandaloneSettings {
     pub workload: Workload,
     /// `--workload-arg` (`None`: the workload's default).
     pub workload_arg: Option<u64>,
+    /// Whom transfers and SmallBank's payments pay.
+    pub dest: Dest,
+    /// How the executor runs each batch.
+    pub execution: ExecConfig,
 }
 
 /// Runs until the duration is over or `stop` is set, printing a METRICS line every second and
@@ -62,6 +66,10 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
         .as_deref()
         .map(Profiler::start)
         .transpose()?;
+    settings
+        .dest
+        .check(settings.accounts)
+        .map_err(anyhow::Error::msg)?;
     let genesis = Genesis::generate(settings.accounts, BALANCE, GENESIS_SEED);
     let load = Load::new(
         settings.workload,
@@ -69,7 +77,7 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
         settings.payload.style(),
     )
     .context("compiling the workload's Move code")?;
-    let generator = Generator::new(&genesis, load);
+    let generator = Generator::new(&genesis, load, settings.dest);
     let capacity = settings.channel_capacity.div_ceil(BATCH).max(1);
 
     let mut registry = Registry::new("movevm", "movevm", Mode::Movevm.as_str());
@@ -92,6 +100,7 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
                 vm: settings.vm,
                 checkpointing: None,
                 workload: settings.workload,
+                execution: settings.execution,
             },
             &mut registry,
         )
@@ -151,18 +160,21 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
     Ok(registry)
 }
 
-/// Account `i` sends its workload's call (a transfer: 1 to account `i + 1` mod n) round after
-/// round, with sequential nonces. Transactions are unsigned: this mode measures the Move
-/// executor, not ed25519.
+/// Account `i` sends its workload's call (a transfer: 1 to its payee, account `i + 1` mod n
+/// under `--dest=ring`) round after round, with sequential nonces. Transactions are unsigned:
+/// this mode measures the Move executor, not ed25519.
 struct Generator {
     senders: Vec<(PublicKey, Address)>,
     nonces: Vec<u64>,
     load: Load,
+    payees: Payees,
     next: usize,
+    /// Transactions generated so far: what the payees are drawn by.
+    count: u64,
 }
 
 impl Generator {
-    fn new(genesis: &Genesis, load: Load) -> Self {
+    fn new(genesis: &Genesis, load: Load, dest: Dest) -> Self {
         let senders: Vec<(PublicKey, Address)> = genesis
             .accounts
             .iter()
@@ -170,9 +182,11 @@ impl Generator {
             .collect();
         Generator {
             nonces: vec![0; senders.len()],
+            payees: Payees::new(dest, GENESIS_SEED, senders.len()),
             senders,
             load,
             next: 0,
+            count: 0,
         }
     }
 
@@ -182,9 +196,11 @@ impl Generator {
         for _ in 0..BATCH {
             let from = self.next;
             let to = (from + 1) % self.senders.len();
+            let payee = self.payees.payee(self.count, from, to);
+            self.count += 1;
             let (key, sender) = self.senders[from];
             let nonce = self.nonces[from];
-            let payload = self.load.payload(&sender, self.senders[to].1, nonce);
+            let payload = self.load.payload(&sender, self.senders[payee].1, nonce);
             let tx = Transaction::unsigned(key, nonce, payload);
             encoded.clear();
             encoded.extend_from_slice(&tx.encode());
@@ -288,6 +304,8 @@ mod tests {
                 payload,
                 workload,
                 workload_arg: None,
+                dest: Dest::Ring,
+                execution: ExecConfig::default(),
             },
             &stop,
         )
@@ -346,13 +364,49 @@ mod tests {
         assert_eq!(bank > 0, workload == Workload::SmallBank, "{line}");
     }
 
+    /// The payees of one generated batch under each `--dest`.
+    fn payees_of(dest: Dest, accounts: usize) -> Vec<(Address, Address)> {
+        let genesis = Genesis::generate(accounts, BALANCE, GENESIS_SEED);
+        let load = Load::new(Workload::Transfer, None, PayloadKind::Entry.style()).expect("load");
+        let mut generator = Generator::new(&genesis, load, dest);
+        let mut builder = BatchBuilder::with_capacity(BATCH * 256);
+        let batch = generator.batch(&mut builder);
+        batch
+            .batch
+            .transactions()
+            .map(|bytes| {
+                let tx = Transaction::decode(&bytes).expect("decodes");
+                match tx.payload {
+                    executor::Payload::MoveEntry { destination, .. } => (tx.sender, destination),
+                    other => panic!("{other:?}"),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_generator_pays_whom_dest_says() {
+        let genesis = Genesis::generate(8, BALANCE, GENESIS_SEED);
+        let address = |i: usize| genesis.accounts[i].address();
+        let ring = payees_of(Dest::Ring, 8);
+        for (k, (sender, payee)) in ring.iter().enumerate() {
+            assert_eq!((*sender, *payee), (address(k % 8), address((k + 1) % 8)));
+        }
+        let hot = payees_of(Dest::Hot(1), 8);
+        assert!(hot.iter().all(|(_, payee)| *payee == address(0)));
+        let uniform = payees_of(Dest::Uniform, 8);
+        assert!(uniform.iter().all(|(sender, payee)| sender != payee));
+        let distinct: std::collections::HashSet<_> = uniform.iter().map(|(_, p)| *p).collect();
+        assert_eq!(distinct.len(), 8, "{BATCH} draws reach every account");
+    }
+
     #[test]
     fn the_movevm_pipeline_decodes_what_it_executes() {
         // A batch as the generator makes it, with one transaction cut short: only decoding can
         // tell, and the executor must never see it.
         let genesis = Genesis::generate(4, BALANCE, GENESIS_SEED);
         let load = Load::new(Workload::Transfer, None, PayloadKind::Script.style()).expect("load");
-        let mut generator = Generator::new(&genesis, load);
+        let mut generator = Generator::new(&genesis, load, Dest::Ring);
         let mut builder = BatchBuilder::with_capacity(BATCH * 256);
         let good = generator.batch(&mut builder);
         let mut txs: Vec<Bytes> = good.batch.transactions().collect();
@@ -386,6 +440,7 @@ mod tests {
                     vm: Vm::Bare,
                     checkpointing: None,
                     workload: Workload::Transfer,
+                    execution: ExecConfig::default(),
                 },
                 &mut registry,
             )

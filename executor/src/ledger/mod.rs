@@ -25,6 +25,8 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod plan;
+
 /// Why a transaction was discarded without running (its nonce is not consumed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DropReason {
@@ -174,6 +176,11 @@ struct LedgerSnapshot {
 
 pub struct Ledger<E> {
     executor: E,
+    sequencer: Sequencer,
+}
+
+/// The ledger's own state: every sender's next nonce and backlog, and the counters.
+struct Sequencer {
     senders: FxHashMap<Address, SenderState>,
     max_backlog_per_sender: usize,
     stats: LedgerStats,
@@ -202,10 +209,12 @@ impl<E: Executor> Ledger<E> {
             .collect();
         Ledger {
             executor,
-            senders,
-            max_backlog_per_sender,
-            stats: LedgerStats::default(),
-            failed_by_reason: BTreeMap::new(),
+            sequencer: Sequencer {
+                senders,
+                max_backlog_per_sender,
+                stats: LedgerStats::default(),
+                failed_by_reason: BTreeMap::new(),
+            },
         }
     }
 
@@ -225,11 +234,9 @@ impl<E: Executor> Ledger<E> {
         tx: Transaction,
         done: &mut Vec<Completed>,
     ) -> Result<(), DropReason> {
-        let result = self.sequence(tx, done);
-        if let Err(reason) = result {
-            *self.stats.dropped.slot(reason) += 1;
-        }
-        result
+        let executor = &mut self.executor;
+        self.sequencer
+            .apply(tx, done, &mut |tx| executor.execute(tx))
     }
 
     /// [`Self::apply_into`] with a fresh vector: `Ok(empty)` means the transaction is waiting.
@@ -239,7 +246,169 @@ impl<E: Executor> Ledger<E> {
         Ok(done)
     }
 
-    fn sequence(&mut self, tx: Transaction, done: &mut Vec<Completed>) -> Result<(), DropReason> {
+    /// Sequences a committed batch in its order, with exactly the result of
+    /// [`Self::apply_into`] on each transaction (drops are counted). An executor that runs
+    /// blocks ([`Executor::runs_blocks`]) gets the batch whole: the ledger first plans it on its
+    /// own state (`plan.rs`: which transactions run and in which order, which wait or are
+    /// dropped), so that the executor sees only transactions that run, then sequences the batch
+    /// for real, taking each outcome from the executor's result. A rejection (the adapter's
+    /// prologue) consumes no nonce, which the plan could not know: the sender's transactions
+    /// after it were rejected as too new (no effect) and go back to waiting; if the batch sends
+    /// the rejected nonce again, the executor stops there and the rest is planned anew.
+    pub fn execute_block(&mut self, mut txs: Vec<Transaction>, done: &mut Vec<Completed>) {
+        if !self.executor.runs_blocks() {
+            for tx in txs {
+                // Drops are counted; nothing else to do with them here.
+                let _ = self.apply_into(tx, done);
+            }
+            return;
+        }
+        while !txs.is_empty() {
+            let (planned, outcomes) = {
+                let plan = plan::plan(&self.sequencer, &txs);
+                let outcomes = self.executor.execute_block(&plan.entries);
+                (plan.identities(), outcomes)
+            };
+            // A block that ended early settled the arrivals up to the one its last transaction
+            // came from; the rest are planned again on the state it left.
+            let ran = outcomes.len();
+            let stopped = ran > 0
+                && planned[ran - 1].stop_if_rejected
+                && matches!(outcomes[ran - 1], Outcome::Rejected(_));
+            let settled = if stopped {
+                planned[ran - 1].arrival + 1
+            } else {
+                txs.len()
+            };
+            let mut known: FxHashMap<(Address, u64), Outcome> = planned
+                .iter()
+                .zip(outcomes)
+                .map(|(entry, outcome)| ((entry.sender, entry.nonce), outcome))
+                .collect();
+            for tx in txs.drain(..settled) {
+                // Drops are counted; nothing else to do with them here.
+                let _ = self.sequencer.apply(tx, done, &mut |tx| {
+                    // What the sequencing runs was planned, and so ran (see `plan.rs`). Were it
+                    // not, it did not run: reported as not run, a bug the counters would show.
+                    known
+                        .remove(&(tx.sender, tx.nonce))
+                        .unwrap_or(Outcome::Rejected(RejectReason::PrologueError))
+                });
+            }
+        }
+    }
+
+    /// Failed transactions by reason (`FailReason::as_str`), for METRICS `failed_by_reason`.
+    pub fn failed_by_reason(&self) -> &BTreeMap<String, u64> {
+        &self.sequencer.failed_by_reason
+    }
+
+    pub fn stats(&self) -> &LedgerStats {
+        &self.sequencer.stats
+    }
+
+    pub fn state_digest(&self) -> Digest {
+        self.executor.state_digest()
+    }
+
+    pub fn executor(&self) -> &E {
+        &self.executor
+    }
+
+    pub fn balance(&self, address: &Address) -> Option<u64> {
+        self.executor.balance(address)
+    }
+
+    /// The whole state: sequencing, counters and the executor's state.
+    pub fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
+        let mut senders: Vec<(Address, u64, Vec<Transaction>)> = self
+            .sequencer
+            .senders
+            .iter()
+            .filter(|(_, s)| s.next_nonce > 0 || !s.backlog.is_empty())
+            .map(|(address, s)| {
+                (
+                    *address,
+                    s.next_nonce,
+                    s.backlog.values().cloned().collect(),
+                )
+            })
+            .collect();
+        senders.sort_unstable_by_key(|(address, _, _)| *address);
+        snapshot::encode(&LedgerSnapshot {
+            senders,
+            executed: self.sequencer.stats.executed,
+            failed: self.sequencer.stats.failed,
+            dropped: self.sequencer.stats.dropped,
+            failed_by_reason: self.sequencer.failed_by_reason.clone(),
+            executor: self.executor.snapshot()?,
+        })
+    }
+
+    /// Replaces the whole state with a snapshot's, taken by a ledger of the same genesis. On an
+    /// error nothing changed.
+    pub fn restore(&mut self, bytes: &[u8]) -> Result<(), SnapshotError> {
+        let snapshot: LedgerSnapshot = snapshot::decode(bytes)?;
+        for (address, _, backlog) in &snapshot.senders {
+            let Some(state) = self.sequencer.senders.get(address) else {
+                return Err(SnapshotError::UnknownAccount(*address));
+            };
+            if backlog.iter().any(|tx| tx.public_key != state.public_key) {
+                return Err(SnapshotError::Mismatch(format!(
+                    "a backlogged transaction of {address:?} is not signed by its key"
+                )));
+            }
+        }
+        self.executor.restore(&snapshot.executor)?;
+        for state in self.sequencer.senders.values_mut() {
+            state.next_nonce = 0;
+            state.backlog.clear();
+        }
+        let mut backlog = 0;
+        for (address, next_nonce, txs) in snapshot.senders {
+            if let Some(state) = self.sequencer.senders.get_mut(&address) {
+                state.next_nonce = next_nonce;
+                backlog += txs.len() as u64;
+                state.backlog = txs.into_iter().map(|tx| (tx.nonce, tx)).collect();
+            }
+        }
+        self.sequencer.stats = LedgerStats {
+            executed: snapshot.executed,
+            failed: snapshot.failed,
+            dropped: snapshot.dropped,
+            backlog,
+        };
+        self.sequencer.failed_by_reason = snapshot.failed_by_reason;
+        Ok(())
+    }
+
+    /// The nonce `address` must use next, if it is a known account.
+    pub fn next_nonce(&self, address: &Address) -> Option<u64> {
+        self.sequencer.senders.get(address).map(|s| s.next_nonce)
+    }
+}
+
+impl Sequencer {
+    /// Sequences `tx`, running what may run with `run`; counts a drop.
+    fn apply(
+        &mut self,
+        tx: Transaction,
+        done: &mut Vec<Completed>,
+        run: &mut impl FnMut(&Transaction) -> Outcome,
+    ) -> Result<(), DropReason> {
+        let result = self.sequence(tx, done, run);
+        if let Err(reason) = result {
+            *self.stats.dropped.slot(reason) += 1;
+        }
+        result
+    }
+
+    fn sequence(
+        &mut self,
+        tx: Transaction,
+        done: &mut Vec<Completed>,
+        run: &mut impl FnMut(&Transaction) -> Outcome,
+    ) -> Result<(), DropReason> {
         let state = self
             .senders
             .get_mut(&tx.sender)
@@ -264,7 +433,7 @@ impl<E: Executor> Ledger<E> {
 
         let mut next = tx;
         loop {
-            let outcome = self.executor.execute(&next);
+            let outcome = run(&next);
             match outcome {
                 Outcome::Rejected(reason) => {
                     // Not run: the nonce stays, and what waits behind it keeps waiting.
@@ -297,94 +466,6 @@ impl<E: Executor> Ledger<E> {
                 _ => return Ok(()),
             }
         }
-    }
-
-    /// Failed transactions by reason (`FailReason::as_str`), for METRICS `failed_by_reason`.
-    pub fn failed_by_reason(&self) -> &BTreeMap<String, u64> {
-        &self.failed_by_reason
-    }
-
-    pub fn stats(&self) -> &LedgerStats {
-        &self.stats
-    }
-
-    pub fn state_digest(&self) -> Digest {
-        self.executor.state_digest()
-    }
-
-    pub fn executor(&self) -> &E {
-        &self.executor
-    }
-
-    pub fn balance(&self, address: &Address) -> Option<u64> {
-        self.executor.balance(address)
-    }
-
-    /// The whole state: sequencing, counters and the executor's state.
-    pub fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
-        let mut senders: Vec<(Address, u64, Vec<Transaction>)> = self
-            .senders
-            .iter()
-            .filter(|(_, s)| s.next_nonce > 0 || !s.backlog.is_empty())
-            .map(|(address, s)| {
-                (
-                    *address,
-                    s.next_nonce,
-                    s.backlog.values().cloned().collect(),
-                )
-            })
-            .collect();
-        senders.sort_unstable_by_key(|(address, _, _)| *address);
-        snapshot::encode(&LedgerSnapshot {
-            senders,
-            executed: self.stats.executed,
-            failed: self.stats.failed,
-            dropped: self.stats.dropped,
-            failed_by_reason: self.failed_by_reason.clone(),
-            executor: self.executor.snapshot()?,
-        })
-    }
-
-    /// Replaces the whole state with a snapshot's, taken by a ledger of the same genesis. On an
-    /// error nothing changed.
-    pub fn restore(&mut self, bytes: &[u8]) -> Result<(), SnapshotError> {
-        let snapshot: LedgerSnapshot = snapshot::decode(bytes)?;
-        for (address, _, backlog) in &snapshot.senders {
-            let Some(state) = self.senders.get(address) else {
-                return Err(SnapshotError::UnknownAccount(*address));
-            };
-            if backlog.iter().any(|tx| tx.public_key != state.public_key) {
-                return Err(SnapshotError::Mismatch(format!(
-                    "a backlogged transaction of {address:?} is not signed by its key"
-                )));
-            }
-        }
-        self.executor.restore(&snapshot.executor)?;
-        for state in self.senders.values_mut() {
-            state.next_nonce = 0;
-            state.backlog.clear();
-        }
-        let mut backlog = 0;
-        for (address, next_nonce, txs) in snapshot.senders {
-            if let Some(state) = self.senders.get_mut(&address) {
-                state.next_nonce = next_nonce;
-                backlog += txs.len() as u64;
-                state.backlog = txs.into_iter().map(|tx| (tx.nonce, tx)).collect();
-            }
-        }
-        self.stats = LedgerStats {
-            executed: snapshot.executed,
-            failed: snapshot.failed,
-            dropped: snapshot.dropped,
-            backlog,
-        };
-        self.failed_by_reason = snapshot.failed_by_reason;
-        Ok(())
-    }
-
-    /// The nonce `address` must use next, if it is a known account.
-    pub fn next_nonce(&self, address: &Address) -> Option<u64> {
-        self.senders.get(address).map(|s| s.next_nonce)
     }
 }
 
