@@ -2,7 +2,9 @@
 are carried out by the nodes (net_emulation.py); the injector records them when they happen.
 
 The injector knows nothing of processes or SSH: a `NodeControl` kills and restarts node i and
-reports the latest round the nodes announced (`consensus.round` of their METRICS lines). The
+reports the latest round the nodes announced, with its leader as the node saw it
+(`consensus.round` and `consensus.leader` of their METRICS lines: under the reputation rule only
+the nodes can tell who leads; lines without a leader fall back to round-robin, `leader.py`). The
 runner calls `tick()` from its wait loop; every event is recorded in a `FaultLog`.
 
 A METRICS line comes once a second while a round lasts about 100 ms under load, so a round read
@@ -14,13 +16,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from .fault_events import CRASH, HEAL, PARTITION, RESTART, FaultEvent, FaultLog
 from .fault_schedule import FaultSchedule
-from .leader import leader_index
+from .json_path import number
+from .leader import leader_index, named_index
 
 # How long a due leader kill waits for a fresh METRICS line (they come once a second).
 LEADER_WAIT_MS = 3000.0
@@ -33,9 +36,30 @@ class NodeControl(Protocol):
     def restart(self, node: int) -> None:
         """Start node `node` again with its exact command, appending to its log."""
 
-    def latest_round(self, nodes: Sequence[int], since_ms: float) -> int | None:
+    def latest_round(self, nodes: Sequence[int], since_ms: float) -> RoundView | None:
         """The highest `consensus.round` in the given nodes' latest METRICS lines written at or
-        after `since_ms` (wall clock ms); None while none is that recent."""
+        after `since_ms` (wall clock ms), with the leader that line names; None while none is
+        that recent."""
+
+
+@dataclass(frozen=True)
+class RoundView:
+    """A round a node reported, and the short name of its leader as the node saw it (None: the
+    line does not say)."""
+
+    round: int
+    leader: str | None = None
+
+
+def round_view(record: Mapping[str, Any]) -> list[RoundView]:
+    """The round a METRICS record reports, with its leader if the record names one (none or
+    one view)."""
+    value = number(record, ("consensus", "round"))
+    if value is None:
+        return []
+    consensus = record.get("consensus")
+    leader = consensus.get("leader") if isinstance(consensus, Mapping) else None
+    return [RoundView(int(value), leader if isinstance(leader, str) else None)]
 
 
 @dataclass(order=True)
@@ -121,14 +145,22 @@ class FaultInjector:
 
     def _kill_leader(self, since_ms: float) -> None:
         up = [i for i in range(self.live_nodes) if i not in self.down]
-        round_ = self.control.latest_round(up, since_ms)
-        if round_ is None:
+        view = self.control.latest_round(up, since_ms)
+        if view is None:
             if self.clock() * 1000.0 - since_ms > LEADER_WAIT_MS:
                 self.out.write("fault: no node reported a round; no leader killed\n")
                 self.leader_kill_armed_ms = None
             return
         self.leader_kill_armed_ms = None
-        node = leader_index(self.names, round_)
+        round_ = view.round
+        node = (
+            leader_index(self.names, round_)
+            if view.leader is None
+            else named_index(self.names, view.leader)
+        )
+        if node is None:
+            self.out.write(f"fault: the leader of round {round_} ({view.leader}) is no member\n")
+            return
         if node in self.down or node >= self.live_nodes:
             self.out.write(f"fault: the leader of round {round_} (node-{node}) is already down\n")
             return

@@ -1,4 +1,5 @@
-"""Which node leads a round: Rust's `Committee::leader` (consensus/src/config.rs) in Python.
+"""Which node leads a round: Rust's round-robin `Committee::leader` (consensus/src/config.rs) in
+Python, for logs whose METRICS lines do not name the leader, and the node a short name is.
 
 The committee is a `BTreeMap<PublicKey, Authority>` and the leader of round r is the key at
 position r mod n in key order. A public key orders by its 32 bytes, which is the order of its
@@ -31,3 +32,13 @@ def leader_index(names: Sequence[str], round_: int) -> int:
     """The index (node-i) of the node that leads `round_`."""
     lowered = [name.lower() for name in names]
     return lowered.index(leader_name(lowered, round_))
+
+
+def named_index(names: Sequence[str], short: str) -> int | None:
+    """The index of the node whose key the short name (its first hex digits, as the node prints
+    a key) begins; None if no node's does."""
+    short = short.lower()
+    for index, name in enumerate(names):
+        if name.lower().startswith(short):
+            return index
+    return None

@@ -8,7 +8,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .json_path import number
+from .fault_injector import RoundView, round_view
 from .processes import ManagedProcess, ProcessSet
 from .progress import LogFollower
 
@@ -35,13 +35,11 @@ class LocalNodeControl:
         old = self.nodes[node]
         self.nodes[node] = self.processes.start(old.name, old.command, old.log_path, append=True)
 
-    def latest_round(self, nodes: Sequence[int], since_ms: float) -> int | None:
-        rounds = []
+    def latest_round(self, nodes: Sequence[int], since_ms: float) -> RoundView | None:
+        views = []
         for index in nodes:
             record = self.followers[index].poll()
             if record is None or float(record["time_ms"]) < since_ms:
                 continue
-            value = number(record, ("consensus", "round"))
-            if value is not None:
-                rounds.append(int(value))
-        return max(rounds) if rounds else None
+            views.extend(round_view(record))
+        return max(views, key=lambda view: view.round, default=None)

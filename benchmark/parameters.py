@@ -32,8 +32,13 @@ POSITIVE = frozenset(
         "idle_timeout_ms",
         "max_pending_sync_blocks",
         "checkpoint_rounds",
+        "leader_window",
+        "max_uncommitted_bytes",
+        "max_retained_bytes",
     }
 )
+# The node's leader rules (`LeaderRule` in consensus/src/hotstuff/leader.rs).
+LEADER_RULES = ("round-robin", "reputation")
 
 
 class ParametersError(HarnessError):
@@ -45,6 +50,8 @@ class NodeParameters:
     """Node parameters (times in ms, sizes in bytes); None means "the node's default"."""
 
     timeout_delay: int | None = None
+    leader: str | None = None
+    leader_window: int | None = None
     sync_retry_delay: int | None = None
     sync_retry_nodes: int | None = None
     batch_size: int | None = None
@@ -57,6 +64,8 @@ class NodeParameters:
     channel_capacity: int | None = None
     max_backlog_per_sender: int | None = None
     max_request_digests: int | None = None
+    max_uncommitted_bytes: int | None = None
+    max_retained_bytes: int | None = None
     max_uncommitted_batches_per_author: int | None = None
     max_connections: int | None = None
     idle_timeout_ms: int | None = None
@@ -64,7 +73,13 @@ class NodeParameters:
     checkpoint_rounds: int | None = None
 
     def __post_init__(self) -> None:
+        if self.leader is not None and self.leader not in LEADER_RULES:
+            raise ParametersError(
+                f"unknown leader rule {self.leader!r}; expected one of {', '.join(LEADER_RULES)}"
+            )
         for name, value in self.to_json().items():
+            if not isinstance(value, int):
+                continue
             lowest = 1 if name in POSITIVE else 0
             if value < lowest:
                 raise ParametersError(f"{name} must be at least {lowest}, got {value}")
@@ -78,7 +93,7 @@ class NodeParameters:
         """The node parameters among `data`'s keys (other keys are ignored)."""
         return cls(**{name: data[name] for name in cls.names() if data.get(name) is not None})
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> dict[str, int | str]:
         """Only the fields that were set: the node fills in the rest."""
         return {name: value for name, value in asdict(self).items() if value is not None}
 

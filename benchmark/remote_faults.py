@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .json_path import number
+from .fault_injector import RoundView, round_view
 from .metrics import MalformedLineError, parse_line
 
 
@@ -29,8 +29,8 @@ class RemoteNodeControl:
     def restart(self, node: int) -> None:
         self.run(node, self.restart_scripts[node])
 
-    def latest_round(self, nodes: Sequence[int], since_ms: float) -> int | None:
-        rounds = []
+    def latest_round(self, nodes: Sequence[int], since_ms: float) -> RoundView | None:
+        views = []
         for index in nodes:
             text = self.run(
                 index,
@@ -42,7 +42,5 @@ class RemoteNodeControl:
                 continue
             if record is None or float(record["time_ms"]) < since_ms:
                 continue
-            value = number(record, ("consensus", "round"))
-            if value is not None:
-                rounds.append(int(value))
-        return max(rounds) if rounds else None
+            views.extend(round_view(record))
+        return max(views, key=lambda view: view.round, default=None)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from io import StringIO
 
-from benchmark.fault_injector import FaultInjector
+from benchmark.fault_injector import FaultInjector, RoundView
 from benchmark.fault_schedule import schedule_from_flags
 from benchmark.leader import leader_index
 
@@ -19,6 +19,8 @@ class FakeNodes:
     now: list[float]
     round_: int = 7
     round_written_at: float = 0.0  # seconds
+    # The leader the lines name (None: lines of nodes that do not say).
+    leader: str | None = None
     actions: list[tuple[str, int, float]] = field(default_factory=list)
 
     def kill(self, node: int) -> None:
@@ -27,8 +29,10 @@ class FakeNodes:
     def restart(self, node: int) -> None:
         self.actions.append(("restart", node, self.now[0]))
 
-    def latest_round(self, nodes: Sequence[int], since_ms: float) -> int | None:
-        return self.round_ if self.round_written_at * 1000.0 >= since_ms else None
+    def latest_round(self, nodes: Sequence[int], since_ms: float) -> RoundView | None:
+        if self.round_written_at * 1000.0 < since_ms:
+            return None
+        return RoundView(self.round_, self.leader)
 
 
 def run(
@@ -37,9 +41,11 @@ def run(
     until: float,
     step: float = 0.25,
     duration: float = 1000.0,
+    *,
+    leader: str | None = None,
 ) -> FakeNodes:
     now = [0.0]
-    nodes = FakeNodes(now)
+    nodes = FakeNodes(now, leader=leader)
     injector = FaultInjector(
         schedule_from_flags(crashes, period),
         nodes,
@@ -71,6 +77,14 @@ def test_the_leader_of_a_fresh_round_is_killed_and_restarted_half_a_period_later
     # Due at 2.5 s; the next line comes at 3 s with round 10: its leader is killed then.
     assert kill == ("kill", leader_index(NAMES, 10), 3.0)
     assert restart == ("restart", kill[1], 4.25)
+
+
+def test_the_leader_a_node_names_is_the_one_killed() -> None:
+    # Under the reputation rule only the nodes know who leads: node 3 ("bb..."), not the
+    # round-robin leader of the round.
+    nodes = run([], "2.5", 4.9, leader="bbbbbbbb")
+    assert nodes.actions[0] == ("kill", 3, 3.0)
+    assert leader_index(NAMES, 10) != 3
 
 
 def test_no_leader_kill_is_due_at_the_end_of_the_run() -> None:

@@ -32,29 +32,38 @@ def rust_fields() -> list[str]:
     return re.findall(r"pub (\w+):", body)
 
 
-def rust_defaults() -> dict[str, int]:
-    """`impl Default for Parameters`: `name: 1_000,` or `name: 8 * 1024 * 1024,`."""
+def rust_defaults() -> dict[str, int | str]:
+    """`impl Default for Parameters`: `name: 1_000,`, `name: 8 * 1024 * 1024,`, or an enum
+    variant, `name: LeaderRule::RoundRobin,` (read as its serde name, `round-robin`)."""
     text = CONFIG_RS.read_text()
     body = _block(text[text.index("impl Default for Parameters") :], "Parameters {")
-    defaults = {}
+    defaults: dict[str, int | str] = {}
     for name, expression in re.findall(r"(\w+):\s*([\d_ *]+),", body):
         value = 1
         for factor in expression.split("*"):
             value *= int(factor.strip().replace("_", ""))
         defaults[name] = value
+    for name, variant in re.findall(r"(\w+):\s*\w+::(\w+),", body):
+        defaults[name] = re.sub(r"(?<!^)([A-Z])", r"-\1", variant).lower()
     return defaults
 
 
-def readme_parameter_defaults() -> dict[str, int]:
-    """The README's parameters table: | `field` | default | meaning |."""
-    rows = re.findall(r"^\| `(\w+)` \| ([\d,]+) \|", README.read_text(), flags=re.MULTILINE)
-    return {name: int(value.replace(",", "")) for name, value in rows}
+def readme_parameter_defaults() -> dict[str, int | str]:
+    """The README's parameters table: | `field` | default | meaning |, the default a number or a
+    `word`."""
+    text = README.read_text()
+    rows = re.findall(r"^\| `(\w+)` \| ([\d,]+) \|", text, flags=re.MULTILINE)
+    defaults: dict[str, int | str] = {name: int(value.replace(",", "")) for name, value in rows}
+    words = re.findall(r"^\| `(\w+)` \| `([\w-]+)` \|", text, flags=re.MULTILINE)
+    defaults.update(dict(words))
+    return defaults
 
 
 def test_the_parser_reads_expressions() -> None:
     defaults = rust_defaults()
     assert defaults, "no defaults found in config.rs"
-    assert all(value > 0 for value in defaults.values())
+    assert all(value > 0 for value in defaults.values() if isinstance(value, int))
+    assert defaults["leader"] == "round-robin"
 
 
 def test_node_parameters_are_spelled_as_the_node_spells_them() -> None:

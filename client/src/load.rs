@@ -72,7 +72,7 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
     }
     info!("{name}: waiting for {} nodes", nodes.len());
     wait_for_nodes(&nodes).await?;
-    let mut connection = NodeConnection::open(target, &nodes)
+    let connection = NodeConnection::open(target, &nodes)
         .await
         .with_context(|| format!("connecting to {target}"))?;
     let mut window = ResendWindow::default();
@@ -107,10 +107,19 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
     };
     tokio::pin!(stop);
     let mut result = Ok(());
+    // The deadline of the burst being written, to count it late if it ends after its interval.
+    let mut late: Option<Instant> = None;
+    // The source ran out: the last burst is written, then the client stops.
+    let mut exhausted = false;
+    // The connection travels with the write in progress, if any: a node that applies
+    // back-pressure (its mempool is full) blocks the write, and the loop must still report
+    // once a second and stop on time meanwhile. No burst is made while one is being written;
+    // the ticks missed meanwhile come as catch-up bursts (or count as late).
+    let mut idle = Some(connection);
+    let mut writing = None;
     loop {
         tokio::select! {
-            deadline = ticker.tick() => {
-                let mut exhausted = false;
+            deadline = ticker.tick(), if idle.is_some() && !exhausted => {
                 let mut txs = Vec::with_capacity(burst as usize);
                 let now = Instant::now();
                 for i in 0..burst {
@@ -131,9 +140,22 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
                 }
                 window.expire(now);
                 ClientMetrics::add(&metrics.sent, txs.len() as u64);
-                if send_all(&mut connection, txs).await.is_err() {
+                if let Some(mut connection) = idle.take() {
+                    writing = Some(Box::pin(async move {
+                        let written = send_all(&mut connection, txs).await;
+                        (connection, written)
+                    }));
+                }
+                if exhausted {
+                    info!("{name}: every pre-signed transaction was sent");
+                }
+                late = Some(deadline);
+            },
+            (mut connection, written) = async { writing.as_mut().expect("guarded").await }, if writing.is_some() => {
+                writing = None;
+                if written.is_err() {
                     // The node went away: move to another, and send again what it may have
-                    // dropped (this burst included).
+                    // dropped (the last burst included).
                     let give_up = end.unwrap_or_else(|| Instant::now() + WAIT_FOR_NODES);
                     let moved = match connection.fail_over(give_up).await {
                         Ok(moved) => moved,
@@ -152,11 +174,11 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
                         info!("{name}: now sending to {moved}; resent the last {count} transactions");
                     }
                 }
+                idle = Some(connection);
                 if exhausted {
-                    info!("{name}: every pre-signed transaction was sent");
                     break;
                 }
-                if Instant::now() > deadline + BURST_INTERVAL {
+                if late.take().is_some_and(|deadline| Instant::now() > deadline + BURST_INTERVAL) {
                     let missed = ClientMetrics::add(&metrics.missed_bursts, 1);
                     if missed.is_power_of_two() {
                         warn!("{name}: cannot keep {} tx/s ({missed} late bursts)", cli.rate);

@@ -1,5 +1,6 @@
 //! The committee and the protocol parameters, both read from JSON files.
 
+pub use crate::hotstuff::leader::LeaderRule;
 use crypto::PublicKey;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -108,7 +109,7 @@ impl Committee {
         self.total_stake().div_ceil(3)
     }
 
-    /// Round-robin over the authorities in key order.
+    /// Round-robin over the authorities in key order (the rule `LeaderRule::RoundRobin`).
     pub fn leader(&self, round: Round) -> PublicKey {
         let keys: Vec<_> = self.authorities.keys().collect();
         *keys[(round % keys.len() as u64) as usize]
@@ -137,6 +138,12 @@ impl Committee {
 pub struct Parameters {
     /// Pacemaker: ms without progress before a node times out of its round.
     pub timeout_delay: u64,
+    /// Who leads a round: `round-robin`, or `reputation` (drawn among the members that took
+    /// part in the last `leader_window` blocks; see `hotstuff/leader.rs`).
+    pub leader: LeaderRule,
+    /// Blocks of history the reputation rule reads. Below `gc_depth`, so the blocks it reads
+    /// are still stored.
+    pub leader_window: usize,
     /// ms before a missing block or batch is requested again.
     pub sync_retry_delay: u64,
     /// How many peers a retried batch request goes to.
@@ -171,6 +178,15 @@ pub struct Parameters {
     /// request, so the cap bounds what one request costs. Honest requests name the missing
     /// batches of one block: at most `max_block_digests`.
     pub max_request_digests: usize,
+    /// Admission back-pressure: once this node's own sealed batches that are not yet committed
+    /// reach this many bytes, the mempool stops taking client transactions until some commit.
+    /// The clients' writes then block (they count the bursts they could not send in time), and
+    /// what waits in the committee is bounded: latency by about this over the throughput.
+    pub max_uncommitted_bytes: u64,
+    /// The most bytes of committed batches a node keeps for peers that may still fetch them;
+    /// past it the oldest go, even within the GC window (a peer that needs one then catches up
+    /// by state sync). Bounds memory when a peer lags, whatever the rounds and the time do.
+    pub max_retained_bytes: u64,
     /// Most batches a committee member may have stored on this node that are not yet committed;
     /// more are refused (not acknowledged, counted in `refused_batches`). Honest authors have a
     /// few seconds of batches in flight; this bounds what a Byzantine member can make every node
@@ -198,6 +214,8 @@ impl Default for Parameters {
     fn default() -> Self {
         Parameters {
             timeout_delay: 1_000,
+            leader: LeaderRule::RoundRobin,
+            leader_window: 10,
             sync_retry_delay: 10_000,
             sync_retry_nodes: 3,
             batch_size: 500_000,
@@ -210,6 +228,8 @@ impl Default for Parameters {
             channel_capacity: 1_000,
             max_backlog_per_sender: 1_000,
             max_request_digests: 1_024,
+            max_uncommitted_bytes: 8 * 1024 * 1024,
+            max_retained_bytes: 256 * 1024 * 1024,
             max_uncommitted_batches_per_author: 1_000,
             max_connections: 512,
             idle_timeout_ms: 60_000,
@@ -252,6 +272,19 @@ impl Parameters {
                  and max_pending_sync_blocks must be > 0"
                     .into(),
             );
+        }
+        if self.max_uncommitted_bytes < self.batch_size as u64 || self.max_retained_bytes == 0 {
+            return Err(format!(
+                "max_uncommitted_bytes ({}) must be at least batch_size ({}), and \
+                 max_retained_bytes must be > 0",
+                self.max_uncommitted_bytes, self.batch_size
+            ));
+        }
+        if self.leader_window == 0 || self.leader_window as Round >= self.gc_depth {
+            return Err(format!(
+                "leader_window ({}) must be > 0 and below gc_depth ({})",
+                self.leader_window, self.gc_depth
+            ));
         }
         if self.checkpoint_rounds == 0 || self.checkpoint_rounds >= self.gc_depth {
             return Err(format!(

@@ -3,6 +3,8 @@
 mod common;
 
 use common::*;
+use consensus::config::LeaderRule;
+use consensus::Parameters;
 use crypto::KeyPair;
 use std::collections::HashSet;
 use std::io::{Read, Write};
@@ -83,6 +85,47 @@ fn three_of_four_keep_committing_when_one_never_starts() {
     assert_prefixes(&nodes.iter().map(|n| n.committed()).collect::<Vec<_>>());
     // The dead node's rounds can only end by timeout.
     assert!(nodes.iter().any(|n| n.timeouts() > 0));
+}
+
+/// Round-robin gives a member that never started every fourth round, and each of them ends in a
+/// timeout. By reputation it falls out of the history once the first window of blocks passed
+/// without it, and the committee stops timing out on it.
+#[test]
+fn reputation_stops_electing_a_member_that_never_started() {
+    let keys = keys(4);
+    let committee = committee(&keys);
+    let parameters = Parameters {
+        leader: LeaderRule::Reputation,
+        ..test_parameters()
+    };
+    let nodes: Vec<_> = keys[..3]
+        .iter()
+        .map(|k| TestNode::spawn(k.clone(), committee.clone(), parameters.clone()))
+        .collect();
+    let _loads = Load::on_members(&committee, &keys[..3], 1_000);
+    // Past the first window: the dead member was never in the history.
+    wait_until("the first commits", Duration::from_secs(90), || {
+        nodes
+            .iter()
+            .all(|n| n.round() > 2 * parameters.leader_window as u64)
+    });
+    let round = nodes.iter().map(|n| n.round()).max().expect("nodes");
+    let timeouts: Vec<u64> = nodes.iter().map(|n| n.timeouts()).collect();
+    let committed = nodes[0].committed_count();
+    wait_until("a hundred more rounds", Duration::from_secs(120), || {
+        nodes.iter().all(|n| n.round() > round + 100)
+    });
+    // Round-robin would have timed out on about 25 of them. Weight 1 in 3,001 makes even one
+    // unlikely; two per node would be a rule that does not skip the member.
+    for (node, before) in nodes.iter().zip(&timeouts) {
+        assert!(
+            node.timeouts() <= before + 2,
+            "timeouts went from {before} to {}",
+            node.timeouts()
+        );
+    }
+    assert!(nodes[0].committed_count() > committed);
+    assert_prefixes(&nodes.iter().map(|n| n.committed()).collect::<Vec<_>>());
 }
 
 #[test]

@@ -847,3 +847,50 @@ fn no_instrumentation_leaves_out_stage_cpu_and_hops() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A node whose mempool is full stops reading its clients' connections. Its clients' writes
+/// then block, and a client must still report once a second and stop on SIGTERM meanwhile (or
+/// the harness would see neither its counters nor its end).
+#[test]
+fn a_client_blocked_by_its_node_still_reports_and_stops() {
+    let dir = temp_dir("blocked-client");
+    // A "node" that accepts and never reads.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let target = listener.local_addr().expect("address").to_string();
+    let held = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for stream in listener.incoming().take(2) {
+            kept.push(stream.expect("accept"));
+        }
+        std::thread::sleep(Duration::from_secs(30));
+        drop(kept);
+    });
+    let log_path = dir.join("client.log");
+    let log = std::fs::File::create(&log_path).expect("log");
+    let mut client = Processes(vec![Command::new(client_bin())
+        .args([
+            "--mode", "hotstuff", "--target", &target, "--nodes", &target,
+        ])
+        .args(["--rate", "2000000", "--duration", "0", "--size", "200"])
+        .stdout(log)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("client starts")]);
+    // The socket buffers fill within milliseconds at this rate: from then on every write
+    // blocks. Lines keep coming regardless.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metrics_lines(&log_path).len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the blocked client stopped reporting"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        terminate(&mut client.0[0]),
+        "the blocked client did not stop on SIGTERM"
+    );
+    let lines = metrics_lines(&log_path);
+    assert_eq!(lines.last().expect("lines")["final"], true);
+    drop(held);
+}

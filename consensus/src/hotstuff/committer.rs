@@ -80,6 +80,13 @@ impl CommittedBatch {
 pub struct GcWindow {
     pub rounds: Round,
     pub time: Duration,
+    /// The most bytes of committed batches kept for peers: past it, the oldest go even inside
+    /// the window. A peer that stops signing (slow, partitioned, or one the QCs keep leaving
+    /// out) would otherwise make a node keep everything committed in the time window: at
+    /// hundreds of MB/s that is gigabytes, and fresh pages for every new batch cost more CPU
+    /// than the batch itself, which kept an overloaded committee slow for good. A peer that
+    /// needs a batch gone everywhere catches up by state sync.
+    pub bytes: u64,
 }
 
 impl GcWindow {
@@ -87,6 +94,7 @@ impl GcWindow {
         GcWindow {
             rounds: parameters.gc_depth,
             time: Duration::from_millis(parameters.gc_retention_ms),
+            bytes: parameters.max_retained_bytes,
         }
     }
 }
@@ -96,18 +104,30 @@ impl GcWindow {
 /// (a leader that names an already committed batch gets no vote) and the committer against its
 /// own copy (a batch is delivered once, and a batch missing from the store is known to be one it
 /// delivered and collected). Both copies forget on the same rule, and the committer deletes a
-/// batch's bytes at the latest then (sooner once every peer holds it: see `free`), so what one
-/// has forgotten the store no longer holds either.
+/// batch's bytes at the latest then (sooner once every peer holds it, or when the bytes kept
+/// exceed the window's budget: see `free`), so what one has forgotten the store no longer holds
+/// either.
 pub struct RecentlyCommitted {
     window: GcWindow,
     /// Batch digest -> digest of the block that committed it.
     by_batch: HashMap<Digest, Digest>,
-    /// (round, commit time, batches) per committed block, oldest first.
-    order: VecDeque<(Round, Instant, Vec<Digest>)>,
+    /// The committed blocks, oldest first.
+    order: VecDeque<CommittedBlock>,
     /// Batches of the block being recorded, until `close_block`.
     open: Vec<Digest>,
     /// How many blocks at the front of `order` had their batches handed out by `free` already.
     freed: usize,
+    /// Bytes of the batches not handed out yet (by `free` or `expire`).
+    kept_bytes: u64,
+}
+
+/// One committed block's batches, as remembered.
+struct CommittedBlock {
+    round: Round,
+    at: Instant,
+    batches: Vec<Digest>,
+    /// Their bytes (0 where they are not counted: the core's copy).
+    bytes: u64,
 }
 
 impl RecentlyCommitted {
@@ -118,6 +138,7 @@ impl RecentlyCommitted {
             order: VecDeque::new(),
             open: Vec::new(),
             freed: 0,
+            kept_bytes: 0,
         }
     }
 
@@ -133,7 +154,7 @@ impl RecentlyCommitted {
         for batch in &block.payload {
             self.insert_one(*batch, digest);
         }
-        self.close_block(block.round);
+        self.close_block(block.round, 0);
     }
 
     /// Records one batch of the block being committed; false if it was already recorded.
@@ -148,10 +169,17 @@ impl RecentlyCommitted {
         }
     }
 
-    /// Ends the block whose batches `insert_one` recorded: they expire with its round.
-    pub fn close_block(&mut self, round: Round) {
+    /// Ends the block whose batches `insert_one` recorded, `bytes` in all: they expire with
+    /// its round.
+    pub fn close_block(&mut self, round: Round, bytes: u64) {
         let batches = std::mem::take(&mut self.open);
-        self.order.push_back((round, Instant::now(), batches));
+        self.kept_bytes += bytes;
+        self.order.push_back(CommittedBlock {
+            round,
+            at: Instant::now(),
+            batches,
+            bytes,
+        });
     }
 
     /// Forgets the batches committed outside the GC window (more than `rounds` rounds before
@@ -160,36 +188,41 @@ impl RecentlyCommitted {
     pub fn expire(&mut self, round: Round) -> Vec<Digest> {
         let now = Instant::now();
         let mut expired = Vec::new();
-        while let Some((r, at, _)) = self.order.front() {
-            let recent_round = r.saturating_add(self.window.rounds) >= round;
-            let recent_time = now.saturating_duration_since(*at) < self.window.time;
+        while let Some(front) = self.order.front() {
+            let recent_round = front.round.saturating_add(self.window.rounds) >= round;
+            let recent_time = now.saturating_duration_since(front.at) < self.window.time;
             if recent_round || recent_time {
                 break;
             }
-            if let Some((_, _, batches)) = self.order.pop_front() {
-                for batch in &batches {
+            if let Some(block) = self.order.pop_front() {
+                for batch in &block.batches {
                     self.by_batch.remove(batch);
                 }
                 if self.freed > 0 {
                     self.freed -= 1;
                 } else {
-                    expired.extend(batches);
+                    self.kept_bytes -= block.bytes;
+                    expired.extend(block.batches);
                 }
             }
         }
         expired
     }
 
-    /// Returns, once each, the batches (still remembered) of blocks outside the round window
-    /// that every peer holds (round at most `held_by_all`, see `PeerRounds`): their bytes may
-    /// go before the time window ends, as no peer can still need them from us.
+    /// Returns, once each, the batches (still remembered) that may go before the window ends:
+    /// those of blocks outside the round window that every peer holds (round at most
+    /// `held_by_all`, see `PeerRounds`), as no peer can still need them from us; and, oldest
+    /// first, those over the window's byte budget.
     pub fn free(&mut self, round: Round, held_by_all: Round) -> Vec<Digest> {
         let mut freed = Vec::new();
-        while let Some((r, _, batches)) = self.order.get(self.freed) {
-            if r.saturating_add(self.window.rounds) >= round || *r > held_by_all {
+        while let Some(block) = self.order.get(self.freed) {
+            let held = block.round.saturating_add(self.window.rounds) < round
+                && block.round <= held_by_all;
+            if !held && self.kept_bytes <= self.window.bytes {
                 break;
             }
-            freed.extend_from_slice(batches);
+            self.kept_bytes -= block.bytes;
+            freed.extend_from_slice(&block.batches);
             self.freed += 1;
         }
         freed
@@ -232,6 +265,8 @@ impl Committer {
             let digest = block.digest();
             // Each batch leaves once the next one is ready, so the last can carry `last_of_block`.
             let mut ready: Option<CommittedBatch> = None;
+            // Bytes of the batches delivered for this block, for the window's budget.
+            let mut block_bytes = 0;
             for batch in &block.payload {
                 // Delivered once: by an earlier block, or earlier in this one. The core rejects
                 // such proposals; this guards blocks it accepted before it knew (a node that
@@ -266,6 +301,7 @@ impl Committer {
                     }
                 };
                 let now = now_ms();
+                block_bytes += batch.bytes().len() as u64;
                 self.metrics
                     .record_batch_latency(now.saturating_sub(batch.sealed_at_ms()) as f64);
                 self.metrics
@@ -302,7 +338,7 @@ impl Committer {
                 info!("committed-batch consumer is gone; committer stops");
                 return;
             }
-            self.delivered.close_block(block.round);
+            self.delivered.close_block(block.round, block_bytes);
             self.garbage_collect(block.round);
         }
     }
@@ -384,6 +420,7 @@ mod tests {
         let window = GcWindow {
             rounds: 1,
             time: Duration::ZERO,
+            bytes: u64::MAX,
         };
         let Running {
             tx_commit,
@@ -444,6 +481,7 @@ mod tests {
         let window = GcWindow {
             rounds: 100,
             time: Duration::from_secs(3_600),
+            bytes: u64::MAX,
         };
         let Running {
             tx_commit,
@@ -499,6 +537,7 @@ mod tests {
         let window = GcWindow {
             rounds: 1,
             time: Duration::from_secs(3_600),
+            bytes: u64::MAX,
         };
         let Running {
             store,
@@ -523,16 +562,6 @@ mod tests {
                 &keys[0],
             )
         };
-        async fn commit(
-            tx: &mpsc::Sender<Block>,
-            rx: &mut metered::MeteredReceiver<CommittedBatch>,
-            block: Block,
-        ) {
-            let round = block.round;
-            tx.send(block).await.expect("send");
-            let committed = rx.recv().await.expect("committer alive");
-            assert_eq!(committed.round, round);
-        }
         commit(&tx_commit, &mut rx_output, block(1, 0)).await;
         commit(&tx_commit, &mut rx_output, block(3, 1)).await;
         commit(&tx_commit, &mut rx_output, block(4, 2)).await;
@@ -548,12 +577,67 @@ mod tests {
         assert!(stored(1) && stored(2) && stored(3) && stored(4));
     }
 
+    /// Sends `block` to the committer and waits for its delivery: the committer handles blocks in
+    /// turn, so the previous block's garbage collection is done by then.
+    async fn commit(
+        tx: &mpsc::Sender<Block>,
+        rx: &mut metered::MeteredReceiver<CommittedBatch>,
+        block: Block,
+    ) {
+        let round = block.round;
+        tx.send(block).await.expect("send");
+        let committed = rx.recv().await.expect("committer alive");
+        assert_eq!(committed.round, round);
+    }
+
+    /// A peer that stops signing (or that the QCs keep leaving out) must not make a node keep
+    /// every committed batch for the whole time window: past the byte budget, the oldest go.
+    #[tokio::test]
+    async fn committed_bytes_kept_for_peers_stay_within_the_budget() {
+        let keys = keys(4);
+        let batches: Vec<Batch> = [b"a", b"b", b"c", b"d"]
+            .iter()
+            .map(|tag| batch(*tag))
+            .collect();
+        let size = batches[0].bytes().len() as u64;
+        let window = GcWindow {
+            rounds: 100,
+            time: Duration::from_secs(3_600),
+            bytes: 2 * size,
+        };
+        let Running {
+            store,
+            tx_commit,
+            mut rx_output,
+            ..
+        } = committer_over(&batches.iter().collect::<Vec<_>>(), window).await;
+        let block =
+            |round: Round, payload| signed_block(QC::genesis(), None, round, payload, &keys[0]);
+        for (i, batch) in batches.iter().enumerate() {
+            commit(
+                &tx_commit,
+                &mut rx_output,
+                block(i as Round + 1, vec![batch.digest()]),
+            )
+            .await;
+        }
+        // An empty block, so the last one's garbage collection is done.
+        commit(&tx_commit, &mut rx_output, block(5, vec![])).await;
+        // No peer holds anything and the window is long: only the budget freed the oldest.
+        let stored: Vec<bool> = batches
+            .iter()
+            .map(|b| store.batches().contains(&b.digest()).expect("read"))
+            .collect();
+        assert_eq!(stored, vec![false, false, true, true]);
+    }
+
     #[test]
     fn a_batch_freed_early_is_not_returned_again_when_it_expires() {
         let keys = keys(4);
         let window = GcWindow {
             rounds: 1,
             time: Duration::ZERO,
+            bytes: u64::MAX,
         };
         let mut recent = RecentlyCommitted::new(window);
         let (a, b) = (Digest::of(b"a"), Digest::of(b"b"));
@@ -576,6 +660,7 @@ mod tests {
         let window = GcWindow {
             rounds: 100,
             time: Duration::from_secs(3_600),
+            bytes: u64::MAX,
         };
         let Running {
             tx_commit,

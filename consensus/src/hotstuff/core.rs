@@ -8,6 +8,7 @@ use super::aggregator::{Aggregator, AggregatorError};
 use super::checkpoint::{Checkpoint, CheckpointReply, CheckpointSlot};
 use super::committer::GcWindow;
 use super::holders::PeerRounds;
+use super::leader::LeaderElector;
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
 use super::metrics::ConsensusMetrics;
 use super::payload::{PayloadError, PayloadWaiter};
@@ -126,6 +127,10 @@ pub struct Core {
     timeout_rounds: HashMap<PublicKey, Round>,
     /// Who signed which certified rounds: tells the committer when every peer holds a batch.
     peer_rounds: PeerRounds,
+    /// Who leads each round (see `leader.rs`).
+    elector: LeaderElector,
+    /// The leader of the current round, if this node can tell: whom its timeout blames.
+    round_leader: Option<PublicKey>,
     timer: Timer,
     network: ReliableSender,
     cancel_handlers: BTreeMap<Round, Vec<CancelHandler>>,
@@ -246,6 +251,7 @@ impl Core {
             committee.clone(),
             Duration::from_millis(parameters.timeout_delay),
         );
+        let elector = LeaderElector::new(parameters.leader, &committee, parameters.leader_window);
         let mut core = Core {
             name,
             aggregator: Aggregator::new(committee.clone()),
@@ -276,6 +282,8 @@ impl Core {
             high_qc: resumed.high_qc,
             timeout_rounds: HashMap::new(),
             peer_rounds: channels.peer_rounds,
+            elector,
+            round_leader: None,
             network: ReliableSender::authenticated(
                 DEFAULT_RELIABLE_CAPACITY,
                 max_frame_size,
@@ -331,7 +339,9 @@ impl Core {
     async fn run(mut self) {
         self.metrics.round.store(self.round, Ordering::Relaxed);
         // The leader of the first round proposes without waiting for a certificate.
-        if self.name == self.committee.leader(self.round) {
+        let anchor = self.high_qc.hash;
+        self.enter_round_led_from(&anchor);
+        if self.is_leader(self.round, &anchor) {
             self.try_propose(None).await;
         }
         loop {
@@ -416,7 +426,7 @@ impl Core {
 
     async fn local_timeout_round(&mut self) -> Result<(), ConsensusError> {
         warn!("timeout in round {}", self.round);
-        self.metrics.timeouts.fetch_add(1, Ordering::Relaxed);
+        self.metrics.record_timeout(self.round_leader);
         self.safety.timed_out(self.round);
         self.persist_safety().await?;
         // Votes go to the next leader only. If that leader is down, the block we voted for
@@ -428,7 +438,7 @@ impl Core {
         if let Some(vote) = self.last_vote.take().filter(|v| v.round == self.round) {
             self.broadcast(&ConsensusMessage::Vote(vote.clone()))
                 .await?;
-            if self.committee.leader(self.round + 1) != self.name {
+            if !self.is_leader(self.round + 1, &vote.hash) {
                 self.handle_vote(vote).await?;
             }
         }
@@ -473,8 +483,29 @@ impl Core {
     }
 
     async fn process_qc(&mut self, qc: &QC) {
+        let moved = qc.round >= self.round;
         self.advance_round(qc.round).await;
         self.update_high_qc(qc);
+        if moved {
+            self.enter_round_led_from(&qc.hash);
+        }
+    }
+
+    /// The leader of `round`, whose proposal extends the chain ending at `anchor`, if this node
+    /// holds that chain's window.
+    fn leader(&self, round: Round, anchor: &Digest) -> Option<PublicKey> {
+        self.elector.leader(round, anchor)
+    }
+
+    fn is_leader(&self, round: Round, anchor: &Digest) -> bool {
+        self.leader(round, anchor) == Some(self.name)
+    }
+
+    /// Notes who leads the round just entered through a certificate of the chain ending at
+    /// `anchor` (its timeout, if any, blames that leader; the METRICS line shows it).
+    fn enter_round_led_from(&mut self, anchor: &Digest) {
+        self.round_leader = self.leader(self.round, anchor);
+        self.metrics.set_leader(self.round_leader);
     }
 
     // ---- proposing ---------------------------------------------------------------------------
@@ -521,8 +552,9 @@ impl Core {
     }
 
     async fn propose(&mut self, tc: Option<TC>) -> Result<(), ConsensusError> {
-        if self.committee.leader(self.round) != self.name || self.round <= self.last_proposed_round
-        {
+        // The anchor voters will read off the block (`LeaderElector::anchor_of`).
+        let anchor = tc.as_ref().map_or(self.high_qc.hash, |tc| tc.high_qc.hash);
+        if !self.is_leader(self.round, &anchor) || self.round <= self.last_proposed_round {
             return Ok(());
         }
         self.last_proposed_round = self.round;
@@ -580,7 +612,7 @@ impl Core {
         if let Some(qc) = self.aggregator.add_vote(vote)? {
             debug!("assembled {:?}", qc);
             self.process_qc(&qc).await;
-            if self.name == self.committee.leader(self.round) {
+            if self.is_leader(self.round, &qc.hash) {
                 self.try_propose(None).await;
             }
         }
@@ -612,8 +644,9 @@ impl Core {
         if let Some(tc) = self.aggregator.add_timeout(timeout)? {
             debug!("assembled {:?}", tc);
             self.advance_round(tc.round).await;
+            self.enter_round_led_from(&tc.high_qc.hash);
             self.broadcast(&ConsensusMessage::TC(tc.clone())).await?;
-            if self.name == self.committee.leader(self.round) {
+            if self.is_leader(self.round, &tc.high_qc.hash) {
                 self.try_propose(Some(tc)).await;
             }
             return Ok(());
@@ -671,7 +704,8 @@ impl Core {
         // Adopt the TC's QC first: the block we may propose next must extend it (safety rule 2).
         self.update_high_qc(&tc.high_qc);
         self.advance_round(tc.round).await;
-        if self.name == self.committee.leader(self.round) {
+        self.enter_round_led_from(&tc.high_qc.hash);
+        if self.is_leader(self.round, &tc.high_qc.hash) {
             self.try_propose(Some(tc)).await;
         }
         Ok(())
@@ -708,6 +742,21 @@ impl Core {
         if let Some(tc) = block.tc.as_ref().filter(|_| !tc_checked) {
             tc.verify(&self.committee)?;
         }
+        self.elector.record(&block);
+        // A proposal for a round we are in (or ahead of) must come from its leader. Older
+        // blocks (ancestors we fetch) are vouched for by the QCs of their children instead, and
+        // one whose window we lack is checked again before we vote for it.
+        if block.round >= self.round {
+            if let Some(leader) = self.leader(block.round, &LeaderElector::anchor_of(&block)) {
+                if leader != block.author {
+                    return Err(MessageError::WrongLeader {
+                        author: block.author,
+                        round: block.round,
+                    }
+                    .into());
+                }
+            }
+        }
         self.process_block(&block).await
     }
 
@@ -731,7 +780,11 @@ impl Core {
         tc.verify(&self.committee)?;
         // Adopt the TC's QC first: a block we propose next must extend it (safety rule 2).
         self.update_high_qc(&tc.high_qc);
+        let moved = tc.round >= self.round;
         self.advance_round(tc.round).await;
+        if moved {
+            self.enter_round_led_from(&tc.high_qc.hash);
+        }
         Ok(true)
     }
 
@@ -770,7 +823,9 @@ impl Core {
             self.aged_commit_round = round;
             self.commit_times.pop_front();
         }
-        let keep = self.stored_blocks.split_off(&self.prune_floor());
+        let floor = self.prune_floor();
+        self.elector.prune(floor);
+        let keep = self.stored_blocks.split_off(&floor);
         for digests in std::mem::replace(&mut self.stored_blocks, keep).into_values() {
             self.store.blocks().remove_in_background(&digests);
         }
@@ -801,16 +856,33 @@ impl Core {
         if block.round != self.round {
             return Ok(());
         }
+        // Only for the round's leader, which we can tell now that the block's chain is stored.
+        if self.leader(block.round, &LeaderElector::anchor_of(block)) != Some(block.author) {
+            debug!(
+                "not voting for {:?}: not the leader of its round here",
+                block
+            );
+            return Ok(());
+        }
         if let Some(vote) = self.make_vote(block).await {
             self.last_vote = Some(vote.clone());
-            let next_leader = self.committee.leader(self.round + 1);
-            if next_leader == self.name {
-                self.handle_vote(vote).await?;
-            } else if let Some(authority) = self.committee.authority(&next_leader) {
-                let address = authority.consensus_address;
-                let bytes = wire::encode(&ConsensusMessage::Vote(vote))?;
-                let handler = self.network.send(address, bytes).await;
-                self.keep_handlers(vec![handler]);
+            match self.leader(self.round + 1, &vote.hash) {
+                Some(next_leader) if next_leader == self.name => self.handle_vote(vote).await?,
+                Some(next_leader) => {
+                    if let Some(authority) = self.committee.authority(&next_leader) {
+                        let address = authority.consensus_address;
+                        let bytes = wire::encode(&ConsensusMessage::Vote(vote))?;
+                        let handler = self.network.send(address, bytes).await;
+                        self.keep_handlers(vec![handler]);
+                    }
+                }
+                // We cannot tell who leads next (a block of the window is missing here):
+                // whoever it is gets the vote.
+                None => {
+                    self.broadcast(&ConsensusMessage::Vote(vote.clone()))
+                        .await?;
+                    self.handle_vote(vote).await?;
+                }
             }
         }
         Ok(())
@@ -886,6 +958,7 @@ impl Core {
 
     /// Writes `block` to the store, tracked for pruning like every block we keep.
     async fn store_block(&mut self, block: &Block) -> Result<(), ConsensusError> {
+        self.elector.record(block);
         let digest = block.digest();
         if !self.store.blocks().contains(&digest)? {
             self.stored_blocks

@@ -1,6 +1,8 @@
 //! Counters the node reads once per interval for its METRICS line.
 
+use crypto::PublicKey;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -17,6 +19,11 @@ pub struct ConsensusMetrics {
     pub checkpoint_round: AtomicU64,
     /// Seal-to-commit latency (ms) of batches committed since the last drain.
     batch_latencies_ms: Mutex<Vec<f64>>,
+    /// The leader of the current round as this node sees it (short name), if it can tell.
+    leader: Mutex<Option<String>>,
+    /// This node's timeouts, by the leader of the round that timed out (short name; `?` when
+    /// it could not tell who led).
+    timed_out_leaders: Mutex<BTreeMap<String, u64>>,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -29,6 +36,8 @@ pub struct ConsensusSnapshot {
     pub timeouts: u64,
     pub checkpoints_adopted: u64,
     pub checkpoint_round: u64,
+    pub leader: Option<String>,
+    pub timed_out_leaders: BTreeMap<String, u64>,
 }
 
 impl ConsensusMetrics {
@@ -45,6 +54,20 @@ impl ConsensusMetrics {
             .unwrap_or_default()
     }
 
+    pub fn set_leader(&self, leader: Option<PublicKey>) {
+        if let Ok(mut current) = self.leader.lock() {
+            *current = leader.map(|name| name.to_string());
+        }
+    }
+
+    pub fn record_timeout(&self, leader: Option<PublicKey>) {
+        self.timeouts.fetch_add(1, Ordering::Relaxed);
+        let name = leader.map_or_else(|| "?".to_string(), |name| name.to_string());
+        if let Ok(mut counts) = self.timed_out_leaders.lock() {
+            *counts.entry(name).or_default() += 1;
+        }
+    }
+
     pub fn snapshot(&self) -> ConsensusSnapshot {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         ConsensusSnapshot {
@@ -56,6 +79,12 @@ impl ConsensusMetrics {
             timeouts: load(&self.timeouts),
             checkpoints_adopted: load(&self.checkpoints_adopted),
             checkpoint_round: load(&self.checkpoint_round),
+            leader: self.leader.lock().map(|l| l.clone()).unwrap_or_default(),
+            timed_out_leaders: self
+                .timed_out_leaders
+                .lock()
+                .map(|c| c.clone())
+                .unwrap_or_default(),
         }
     }
 }

@@ -7,6 +7,7 @@ mod core;
 mod handler;
 mod helper;
 mod holders;
+pub mod leader;
 pub mod messages;
 mod metrics;
 mod payload;

@@ -239,6 +239,7 @@ mod tests {
         let window = GcWindow {
             rounds: 10,
             time: Duration::from_secs(60),
+            bytes: u64::MAX,
         };
         let mut waiter = PayloadWaiter::new(store, tx_mempool, tx_loopback, window);
         let block = |round, payload, author: usize| {

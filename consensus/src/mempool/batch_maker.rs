@@ -1,8 +1,10 @@
 //! Packs client transactions into batches, keeps each sealed batch and broadcasts it to peers.
 //!
 //! A batch is sealed when its payload reaches `batch_size` bytes, or `max_batch_delay` after its
-//! first transaction, whichever comes first; an empty batch is never sealed.
+//! first transaction, whichever comes first; an empty batch is never sealed. While this node's
+//! sealed, uncommitted batches fill the [`Backlog`], no transactions are taken (see `backlog.rs`).
 
+use super::backlog::Backlog;
 use super::batch::{now_ms, Batch, BatchBuilder, TX_PREFIX_LEN};
 use super::message::BATCH_TAG;
 use super::metrics::MempoolMetrics;
@@ -41,6 +43,8 @@ pub struct BatchMaker {
     /// Buffer reserved per batch: room for the transaction that crosses `batch_size`, so a
     /// batch is never reallocated (and copied) as it fills. Untouched pages cost no memory.
     capacity: usize,
+    /// This node's sealed, uncommitted batches: no transactions are taken while it is full.
+    backlog: Backlog,
 }
 
 impl BatchMaker {
@@ -55,6 +59,7 @@ impl BatchMaker {
         rx_transactions: mpsc::Receiver<TxChunk>,
         tx_quorum_waiter: mpsc::Sender<QuorumWaiterMessage>,
         network: ReliableSender,
+        backlog: Backlog,
     ) -> JoinHandle<()> {
         let capacity = batch_size + TX_PREFIX_LEN + MAX_TRANSACTION_SIZE.min(batch_size);
         let maker = BatchMaker {
@@ -72,6 +77,7 @@ impl BatchMaker {
             builder: BatchBuilder::with_frame_prefix(&[BATCH_TAG], capacity),
             tx_bytes: 0,
             capacity,
+            backlog,
         };
         tokio::spawn(maker.run())
     }
@@ -80,8 +86,10 @@ impl BatchMaker {
         let timer = sleep(self.max_batch_delay);
         tokio::pin!(timer);
         loop {
+            let full = self.backlog.is_full();
             tokio::select! {
-                chunk = self.rx_transactions.recv() => {
+                () = Self::pause(&self.backlog, &self.metrics), if full => {}
+                chunk = self.rx_transactions.recv(), if !full => {
                     let Some(chunk) = chunk else {
                         // No more transactions: seal what is left so it is not lost.
                         if !self.builder.is_empty() {
@@ -89,15 +97,16 @@ impl BatchMaker {
                         }
                         return;
                     };
+                    let TxChunk { received_ms, txs, room } = chunk;
                     let tracing = self.samples.is_some();
-                    for (i, tx) in chunk.txs.into_iter().enumerate() {
+                    for (i, tx) in txs.into_iter().enumerate() {
                         if self.builder.is_empty() {
                             // The delay counts from the batch's first transaction.
                             timer.as_mut().reset(Instant::now() + self.max_batch_delay);
                         }
                         if tracing && (i == 0 || self.builder.is_empty()) {
                             self.arrivals
-                                .push((self.builder.tx_count(), chunk.received_ms));
+                                .push((self.builder.tx_count(), received_ms));
                         }
                         self.builder.push(&tx);
                         self.tx_bytes += tx.len() as u64;
@@ -105,6 +114,9 @@ impl BatchMaker {
                             return;
                         }
                     }
+                    // The transactions are in batches now: the chunk's room in the queue from
+                    // the clients' port goes back.
+                    drop(room);
                 }
                 () = &mut timer, if !self.builder.is_empty() => {
                     if !self.seal().await {
@@ -113,6 +125,15 @@ impl BatchMaker {
                 }
             }
         }
+    }
+
+    /// Waits until the backlog has room, counting the time as back-pressure. A batch being
+    /// filled is still sealed by its timer meanwhile.
+    async fn pause(backlog: &Backlog, metrics: &MempoolMetrics) {
+        let start = Instant::now();
+        MempoolMetrics::add(&metrics.backpressure_pauses, 1);
+        backlog.room().await;
+        MempoolMetrics::add(&metrics.backpressure_ms, start.elapsed().as_millis() as u64);
     }
 
     /// Seals, stores and broadcasts the current batch. Returns false once the quorum waiter is
@@ -135,6 +156,7 @@ impl BatchMaker {
             error!("cannot store sealed batch {digest}, dropping it: {e}");
             return true;
         }
+        self.backlog.sealed(digest, batch.bytes().len() as u64);
         let addresses = self.peers.iter().map(|(address, _)| *address).collect();
         let handlers = self.network.broadcast(addresses, frame).await;
         let acks = self
@@ -196,13 +218,23 @@ mod tests {
         rx: mpsc::Receiver<QuorumWaiterMessage>,
         store: BatchStore,
         metrics: Arc<MempoolMetrics>,
+        backlog: Backlog,
     }
 
     fn harness(batch_size: usize, max_batch_delay: Duration) -> Harness {
+        harness_with_backlog(batch_size, max_batch_delay, u64::MAX)
+    }
+
+    fn harness_with_backlog(
+        batch_size: usize,
+        max_batch_delay: Duration,
+        max_uncommitted_bytes: u64,
+    ) -> Harness {
         let (tx, rx_transactions) = mpsc::channel(16);
         let (tx_quorum_waiter, rx) = mpsc::channel(16);
         let store = crate::store::Store::new().batches();
         let metrics = Arc::new(MempoolMetrics::default());
+        let backlog = Backlog::new(max_uncommitted_bytes, metrics.clone());
         // No peers: nothing goes on the network, the batch still reaches the quorum waiter.
         BatchMaker::spawn(
             batch_size,
@@ -214,12 +246,14 @@ mod tests {
             rx_transactions,
             tx_quorum_waiter,
             ReliableSender::new(),
+            backlog.clone(),
         );
         Harness {
             tx,
             rx,
             store,
             metrics,
+            backlog,
         }
     }
 
@@ -227,6 +261,7 @@ mod tests {
         TxChunk {
             received_ms: now_ms(),
             txs: txs.to_vec(),
+            room: None,
         }
     }
 
@@ -297,5 +332,43 @@ mod tests {
         );
         // And the timer does not fire again for an empty builder.
         assert!(tokio::time::timeout(10 * delay, h.rx.recv()).await.is_err());
+    }
+
+    /// Once this node's sealed, uncommitted batches reach the limit, no transaction is taken
+    /// (the queue from the clients' port fills and its connections stop reading) until a batch
+    /// commits; the time stopped is counted.
+    #[tokio::test(start_paused = true)]
+    async fn stops_taking_transactions_while_the_backlog_is_full() {
+        let tx_size = 100;
+        let batch_size = 10 * (TX_PREFIX_LEN + tx_size);
+        let mut h = harness_with_backlog(batch_size, Duration::from_secs(3600), 1);
+        let txs: Vec<Bytes> = (0..30u8).map(|i| Bytes::from(vec![i; tx_size])).collect();
+        h.tx.send(chunk(&txs[..10])).await.expect("send");
+        let first = h.rx.recv().await.expect("first batch");
+        assert!(h.backlog.is_full());
+        // Full: the next chunks wait in the channel, untaken.
+        h.tx.send(chunk(&txs[10..20])).await.expect("send");
+        h.tx.send(chunk(&txs[20..])).await.expect("send");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(
+            h.rx.try_recv().is_err(),
+            "sealed while the backlog was full"
+        );
+        assert_eq!(h.metrics.sealed_batches.load(Ordering::Relaxed), 1);
+        assert_eq!(h.tx.capacity(), h.tx.max_capacity() - 2);
+        // The first batch commits: one more batch is taken, which fills the backlog again.
+        h.backlog.settled(&[first.digest]);
+        let second = h.rx.recv().await.expect("second batch");
+        assert_eq!(
+            stored(&h.store, &second).transactions().collect::<Vec<_>>(),
+            txs[10..20]
+        );
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(h.rx.try_recv().is_err());
+        h.backlog.settled(&[second.digest]);
+        let third = h.rx.recv().await.expect("third batch");
+        assert_eq!(stored(&h.store, &third).tx_count(), 10);
+        assert_eq!(h.metrics.backpressure_pauses.load(Ordering::Relaxed), 3);
+        assert!(h.metrics.backpressure_ms.load(Ordering::Relaxed) >= 120_000);
     }
 }

@@ -21,6 +21,13 @@ pub struct MempoolMetrics {
     /// Batches refused because their sender already had `max_uncommitted_batches_per_author`
     /// uncommitted batches stored here.
     pub refused_batches: AtomicU64,
+    /// Times the batch maker stopped taking transactions because this node's sealed,
+    /// uncommitted batches reached `max_uncommitted_bytes`, and the ms it spent stopped: the
+    /// back-pressure its clients felt.
+    pub backpressure_pauses: AtomicU64,
+    pub backpressure_ms: AtomicU64,
+    /// Gauge: bytes of this node's sealed, uncommitted batches (see `Backlog`).
+    pub uncommitted_bytes: AtomicU64,
 }
 
 impl MempoolMetrics {

@@ -11,6 +11,7 @@
 //! Actors are tasks connected by bounded channels of `channel_capacity`; batches stay `Bytes`
 //! from the builder to the store and to every peer.
 
+mod backlog;
 pub mod batch;
 mod batch_maker;
 mod helper;
@@ -33,6 +34,7 @@ use crate::network::{
     DEFAULT_SIMPLE_QUEUE_CAPACITY,
 };
 use crate::store::Store;
+use backlog::Backlog;
 use batch::{HEADER_LEN, TX_PREFIX_LEN};
 use batch_maker::BatchMaker;
 use crypto::{Digest, PublicKey, SecretKey};
@@ -120,6 +122,7 @@ impl Mempool {
         let (tx_helper, rx_helper) = mpsc::channel(capacity);
 
         let idle_timeout = Duration::from_millis(parameters.idle_timeout_ms);
+        let backlog = Backlog::new(parameters.max_uncommitted_bytes, metrics.clone());
         let (_, tx_receiver) = TxReceiver::spawn(
             listen_address(authority.transactions_address),
             max_transaction_size(&parameters),
@@ -171,8 +174,10 @@ impl Mempool {
             samples.clone(),
             rx_batch_maker,
             tx_quorum_waiter,
-            // Unacknowledged batches kept per peer: a dead peer costs at most this many.
-            ReliableSender::authenticated(capacity, parameters.max_frame_size, credentials.clone()),
+            // Unacknowledged batches kept per peer: a dead peer costs at most this many bytes.
+            ReliableSender::authenticated(capacity, parameters.max_frame_size, credentials.clone())
+                .with_max_bytes(peer_buffer_bytes(&parameters)),
+            backlog.clone(),
         );
         QuorumWaiter::spawn(
             committee.stake(&name),
@@ -180,6 +185,7 @@ impl Mempool {
             rx_quorum_waiter,
             tx_consensus,
             samples,
+            backlog.clone(),
         );
         let network = SimpleSender::authenticated(
             DEFAULT_SIMPLE_QUEUE_CAPACITY,
@@ -204,9 +210,19 @@ impl Mempool {
             network,
             parameters.max_request_digests,
             quota,
+            backlog,
         );
         Ok(())
     }
+}
+
+/// Bytes of batches kept per peer until it acknowledges them. Room for several backlogs' worth,
+/// so a peer that is merely slow still gets every batch through its connection (rather than by
+/// requests when a block names them); a dead peer holds no more than this.
+fn peer_buffer_bytes(parameters: &Parameters) -> usize {
+    (parameters.max_uncommitted_bytes as usize)
+        .saturating_mul(8)
+        .max(2 * parameters.max_frame_size)
 }
 
 /// The largest transaction accepted from clients: bounded by [`MAX_TRANSACTION_SIZE`], by the

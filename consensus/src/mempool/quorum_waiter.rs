@@ -4,7 +4,15 @@
 //! once its ack arrives. Batches are waited on concurrently, and digests leave in sealing order:
 //! all batches go to the same peers, so holding a quick batch behind a slower earlier one costs
 //! little and gives the core the batches in the order the clients sent them.
+//!
+//! Peers that have not acknowledged at the quorum still get the batch: every member needs every
+//! batch of a block to vote for it. Cancelling the send to the slowest peer (as once done) made
+//! exactly the peer that was behind fetch each batch again by request, from the author and then
+//! from others, when a block named it: more work for the node least able to afford it, and a
+//! loop that kept it behind. The remaining sends stay with the reliable sender, whose per-peer
+//! buffer is bounded in bytes (a dead peer costs at most that).
 
+use super::backlog::Backlog;
 use super::batch::now_ms;
 use super::message::ACK;
 use super::SampleHooks;
@@ -13,6 +21,8 @@ use crate::network::CancelHandler;
 use crypto::Digest;
 use futures::stream::{FuturesOrdered, FuturesUnordered};
 use futures::StreamExt;
+use std::future::Future;
+use std::pin::Pin;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::warn;
@@ -31,6 +41,10 @@ pub struct QuorumWaiter {
     rx_batches: mpsc::Receiver<QuorumWaiterMessage>,
     tx_consensus: mpsc::Sender<Digest>,
     samples: Option<SampleHooks>,
+    /// A batch that cannot reach a quorum leaves the backlog here.
+    backlog: Backlog,
+    /// Acks still due after their batch's quorum: the sends stay alive until they resolve.
+    stragglers: FuturesUnordered<PendingAck>,
 }
 
 impl QuorumWaiter {
@@ -40,6 +54,7 @@ impl QuorumWaiter {
         rx_batches: mpsc::Receiver<QuorumWaiterMessage>,
         tx_consensus: mpsc::Sender<Digest>,
         samples: Option<SampleHooks>,
+        backlog: Backlog,
     ) -> JoinHandle<()> {
         let waiter = QuorumWaiter {
             own_stake,
@@ -47,6 +62,8 @@ impl QuorumWaiter {
             rx_batches,
             tx_consensus,
             samples,
+            backlog,
+            stragglers: FuturesUnordered::new(),
         };
         tokio::spawn(waiter.run())
     }
@@ -68,6 +85,7 @@ impl QuorumWaiter {
                         return;
                     }
                 }
+                Some(_) = self.stragglers.next(), if !self.stragglers.is_empty() => {}
             }
         }
         // The batch maker is gone; still release what reaches a quorum.
@@ -79,7 +97,13 @@ impl QuorumWaiter {
     }
 
     /// Returns false once consensus no longer listens.
-    async fn release(&self, (result, samples): (Result<Digest, Digest>, Vec<String>)) -> bool {
+    async fn release(&mut self, quorum: Quorum) -> bool {
+        let Quorum {
+            result,
+            samples,
+            stragglers,
+        } = quorum;
+        self.stragglers.extend(stragglers);
         match result {
             Ok(digest) => {
                 if let Some(hooks) = &self.samples {
@@ -92,42 +116,69 @@ impl QuorumWaiter {
             }
             Err(digest) => {
                 warn!("batch {digest} cannot reach a quorum: its sends were dropped");
+                self.backlog.settled(&[digest]);
                 true
             }
         }
     }
 }
 
-/// Resolves with `Ok(digest)` once acks (plus our own stake) reach `threshold`. Acks still
-/// pending then are dropped, which tells the sender to stop retrying slow or dead peers. Resolves
-/// with `Err(digest)` if every send was cancelled before a quorum (the sender shut down). The
-/// batch's sample ids come back with the result.
+/// An ack on its way: the stake of the peer if it acknowledged, `None` if it refused or the send
+/// was dropped.
+type PendingAck = Pin<Box<dyn Future<Output = Option<Stake>> + Send>>;
+
+/// How the wait for one batch's quorum ended.
+struct Quorum {
+    /// `Ok(digest)` at a quorum, `Err(digest)` if every send was dropped before one.
+    result: Result<Digest, Digest>,
+    /// Ids of the latency samples in the batch.
+    samples: Vec<String>,
+    /// Acks still due at the quorum.
+    stragglers: Vec<PendingAck>,
+}
+
+/// Resolves with `Ok(digest)` once acks (plus our own stake) reach `threshold`, handing back
+/// the acks still pending (their sends go on), or with `Err(digest)` if every send was dropped
+/// before a quorum (the sender shut down, or its buffer overflowed). The batch's sample ids come
+/// back with the result.
 async fn wait_for_quorum(
     message: QuorumWaiterMessage,
     own_stake: Stake,
     threshold: Stake,
-) -> (Result<Digest, Digest>, Vec<String>) {
+) -> Quorum {
     let mut total = own_stake;
-    let mut acks: FuturesUnordered<_> = message
+    let mut acks: FuturesUnordered<PendingAck> = message
         .acks
         .into_iter()
-        .map(|(stake, handler)| async move {
-            // A peer that refused the batch (its quota for us is full) does not hold it.
-            handler
-                .await
-                .ok()
-                .filter(|reply| &reply[..] == ACK)
-                .map(|_| stake)
+        .map(|(stake, handler)| -> PendingAck {
+            Box::pin(async move {
+                // A peer that refused the batch (its quota for us is full) does not hold it.
+                handler
+                    .await
+                    .ok()
+                    .filter(|reply| &reply[..] == ACK)
+                    .map(|_| stake)
+            })
         })
         .collect();
     while total < threshold {
         match acks.next().await {
             Some(Some(stake)) => total += stake,
             Some(None) => {}
-            None => return (Err(message.digest), message.samples),
+            None => {
+                return Quorum {
+                    result: Err(message.digest),
+                    samples: message.samples,
+                    stragglers: Vec::new(),
+                }
+            }
         }
     }
-    (Ok(message.digest), message.samples)
+    Quorum {
+        result: Ok(message.digest),
+        samples: message.samples,
+        stragglers: acks.into_iter().collect(),
+    }
 }
 
 #[cfg(test)]
@@ -167,12 +218,16 @@ mod tests {
         assert!(rx.try_recv().is_err(), "released before a quorum");
     }
 
+    fn unbounded_backlog() -> Backlog {
+        Backlog::new(u64::MAX, Default::default())
+    }
+
     #[tokio::test]
     async fn releases_at_a_quorum_and_not_before() {
-        // Four authorities of stake 1: quorum 3 = ourselves + two acks; the third peer is dead.
+        // Four authorities of stake 1: quorum 3 = ourselves + two acks; the third peer is slow.
         let (tx_batches, rx_batches) = mpsc::channel(8);
         let (tx_consensus, mut rx) = mpsc::channel(8);
-        QuorumWaiter::spawn(1, 3, rx_batches, tx_consensus, None);
+        QuorumWaiter::spawn(1, 3, rx_batches, tx_consensus, None, unbounded_backlog());
 
         let (first, mut first_acks, first_digest) = batch(b"first", 3);
         let (second, mut second_acks, second_digest) = batch(b"second", 3);
@@ -196,24 +251,34 @@ mod tests {
         .await
         .expect("released");
         assert_eq!(released, (Some(first_digest), Some(second_digest)));
-        // The remaining, never-answered ack was abandoned: its sender sees the drop.
-        assert!(first_acks[0].is_closed());
-        assert!(second_acks[0].is_closed());
+        // The slow peer's sends are not cancelled: it needs the batches to vote. (Dropping the
+        // wait would close these, and the reliable sender would skip the unwritten messages.)
+        nothing_released(&mut rx).await;
+        assert!(!first_acks[0].is_closed());
+        assert!(!second_acks[0].is_closed());
+        // Its late acks are taken and change nothing.
+        first_acks.remove(0).send(ack()).expect("still awaited");
+        second_acks.remove(0).send(ack()).expect("still awaited");
+        nothing_released(&mut rx).await;
     }
 
     #[tokio::test]
     async fn a_lone_authority_needs_no_acks_and_cancelled_sends_release_nothing() {
         let (tx_batches, rx_batches) = mpsc::channel(8);
         let (tx_consensus, mut rx) = mpsc::channel(8);
-        QuorumWaiter::spawn(1, 3, rx_batches, tx_consensus, None);
-        let (doomed, senders, _) = batch(b"doomed", 3);
+        let backlog = Backlog::new(1, Default::default());
+        QuorumWaiter::spawn(1, 3, rx_batches, tx_consensus, None, backlog.clone());
+        let (doomed, senders, digest) = batch(b"doomed", 3);
+        backlog.sealed(digest, 10);
         tx_batches.send(doomed).await.expect("send");
         drop(senders);
         nothing_released(&mut rx).await;
+        // Given up: it no longer holds the mempool back.
+        assert_eq!(backlog.bytes(), 0);
 
         let (tx_batches, rx_batches) = mpsc::channel(8);
         let (tx_consensus, mut rx) = mpsc::channel(8);
-        QuorumWaiter::spawn(1, 1, rx_batches, tx_consensus, None);
+        QuorumWaiter::spawn(1, 1, rx_batches, tx_consensus, None, unbounded_backlog());
         let (alone, _, digest) = batch(b"alone", 0);
         tx_batches.send(alone).await.expect("send");
         let released = tokio::time::timeout(Duration::from_secs(5), rx.recv())

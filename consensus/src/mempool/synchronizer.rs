@@ -10,6 +10,7 @@
 //! serve it. Arrival is learnt from the store (`notify_read`), so whoever writes the batch (the
 //! peer handler, usually) needs no link to this actor.
 
+use super::backlog::Backlog;
 use super::message::MempoolMessage;
 use super::quota::AuthorQuota;
 use super::ConsensusMempoolMessage;
@@ -58,8 +59,10 @@ pub struct Synchronizer {
     /// Most digests in one request: peers refuse longer ones (`Parameters::max_request_digests`),
     /// and it keeps a long list of missing batches from making a frame too large.
     max_request_digests: usize,
-    /// Told of commits, so committed batches stop counting against their senders.
+    /// Told of commits, so committed batches stop counting against their senders...
     quota: AuthorQuota,
+    /// ...and our own against our backlog.
+    backlog: Backlog,
     rx_consensus: mpsc::Receiver<ConsensusMempoolMessage>,
     network: SimpleSender,
     /// The latest round announced by `Cleanup`.
@@ -80,6 +83,7 @@ impl Synchronizer {
         network: SimpleSender,
         max_request_digests: usize,
         quota: AuthorQuota,
+        backlog: Backlog,
     ) -> JoinHandle<()> {
         let synchronizer = Synchronizer {
             name,
@@ -90,6 +94,7 @@ impl Synchronizer {
             sync_retry_nodes,
             max_request_digests: max_request_digests.max(1),
             quota,
+            backlog,
             rx_consensus,
             network,
             round: 0,
@@ -115,7 +120,8 @@ impl Synchronizer {
                     }
                     Some(ConsensusMempoolMessage::Cleanup(round)) => self.cleanup(round),
                     Some(ConsensusMempoolMessage::Committed(digests)) => {
-                        self.quota.committed(&digests)
+                        self.quota.committed(&digests);
+                        self.backlog.settled(&digests);
                     }
                     None => return,
                 },
@@ -359,6 +365,7 @@ mod tests {
             SimpleSender::new(),
             1_024,
             AuthorQuota::new(1_000),
+            Backlog::new(u64::MAX, Default::default()),
         );
         tx
     }
@@ -388,6 +395,7 @@ mod tests {
             SimpleSender::new(),
             1_024,
             AuthorQuota::new(1_000),
+            Backlog::new(u64::MAX, Default::default()),
         );
         let missing = Digest::of(b"withheld");
         let (me, author) = (peers.names[0], peers.names[1]);

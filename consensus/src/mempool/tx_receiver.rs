@@ -3,6 +3,12 @@
 //! Clients write one length-delimited frame per transaction and read nothing. To keep the cost
 //! per transaction low, every frame already buffered on a connection is gathered into one chunk
 //! and the chunk is one channel message (not one message per transaction).
+//!
+//! The chunks waiting for the batch maker are bounded in bytes, over all connections
+//! ([`MAX_QUEUED_BYTES`]): a connection reserves room before it gathers a chunk, and the chunk
+//! gives the room back once the batch maker has taken it. When the batch maker stops taking
+//! transactions (this node's backlog is full), the room runs out, connections stop reading, and
+//! the clients' writes block: back-pressure reaches the load generator instead of memory.
 
 use super::batch::now_ms;
 use super::metrics::MempoolMetrics;
@@ -14,7 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::codec::FramedRead;
 use tracing::{debug, warn};
@@ -32,6 +38,9 @@ const READ_BUFFER: usize = 64 * 1024;
 /// connection waits for room before it reads more), this bounds what one client holds in flight.
 const MAX_CHUNK_BYTES: usize = 1 << 20;
 
+/// Bytes of chunks queued for the batch maker, over all connections.
+pub const MAX_QUEUED_BYTES: usize = 8 << 20;
+
 /// Pause after a failed `accept` (e.g. out of file descriptors) so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -41,6 +50,8 @@ pub struct TxChunk {
     /// taken once per chunk rather than per transaction.
     pub received_ms: u64,
     pub txs: Vec<Bytes>,
+    /// The chunk's room in the queue to the batch maker, given back when the chunk is dropped.
+    pub room: Option<OwnedSemaphorePermit>,
 }
 
 pub struct TxReceiver {
@@ -52,6 +63,8 @@ pub struct TxReceiver {
     idle_timeout: Duration,
     tx_batch_maker: mpsc::Sender<TxChunk>,
     metrics: Arc<MempoolMetrics>,
+    /// Room, in bytes, for chunks on their way to the batch maker.
+    queue: Arc<Semaphore>,
 }
 
 impl TxReceiver {
@@ -73,6 +86,7 @@ impl TxReceiver {
             idle_timeout,
             tx_batch_maker,
             metrics,
+            queue: Arc::new(Semaphore::new(MAX_QUEUED_BYTES)),
         };
         Ok((local, tokio::spawn(receiver.run())))
     }
@@ -100,6 +114,7 @@ impl TxReceiver {
                             self.idle_timeout,
                             self.tx_batch_maker.clone(),
                             self.metrics.clone(),
+                            self.queue.clone(),
                         ));
                     }
                     Err(e) => {
@@ -125,7 +140,11 @@ async fn serve(
     idle_timeout: Duration,
     tx_batch_maker: mpsc::Sender<TxChunk>,
     metrics: Arc<MempoolMetrics>,
+    queue: Arc<Semaphore>,
 ) {
+    // The most one chunk can hold: it stops gathering past MAX_CHUNK_BYTES, by one transaction
+    // at most.
+    let reserve = (MAX_CHUNK_BYTES + max_tx_size).min(MAX_QUEUED_BYTES) as u32;
     let mut frames = FramedRead::with_capacity(socket, codec(max_tx_size), READ_BUFFER);
     loop {
         let Ok(next) = tokio::time::timeout(idle_timeout, frames.next()).await else {
@@ -139,6 +158,11 @@ async fn serve(
                 return;
             }
             None => return,
+        };
+        // Room first, so nothing more is read from this client while the queue is full: its
+        // writes then block. Waiting connections are served in turn (the semaphore is fair).
+        let Ok(mut room) = queue.clone().acquire_many_owned(reserve).await else {
+            return;
         };
         let received_ms = now_ms();
         let mut bytes = first.len();
@@ -167,9 +191,13 @@ async fn serve(
         // Forward what was read even if the connection then failed: those transactions were
         // complete frames.
         MempoolMetrics::add(&metrics.received_txs, chunk.len() as u64);
+        // Keep room for what was read; the rest goes back at once.
+        let used = room.split(bytes.min(reserve as usize));
+        drop(room);
         let chunk = TxChunk {
             received_ms,
             txs: chunk,
+            room: used,
         };
         if tx_batch_maker.send(chunk).await.is_err() {
             return;
@@ -311,5 +339,77 @@ mod tests {
         })
         .await
         .expect("a new client is served once the idle ones left");
+    }
+
+    /// A batch maker that takes nothing (its backlog is full) must not make the port buffer
+    /// without bound: chunks wait within MAX_QUEUED_BYTES, the connection stops reading and the
+    /// client's writes block; once chunks are taken, every transaction arrives, in order.
+    #[tokio::test]
+    async fn an_idle_batch_maker_stops_the_port_reading() {
+        let (tx, mut rx) = mpsc::channel(100_000);
+        let tx_size = 1_000;
+        let (address, _handle) = TxReceiver::spawn(
+            "127.0.0.1:0".parse().expect("addr"),
+            tx_size,
+            16,
+            Duration::from_secs(60),
+            tx,
+            Arc::default(),
+        )
+        .await
+        .expect("bind");
+        // Four times the queue, more than the kernel's socket buffers on loopback can take too.
+        let count = 4 * MAX_QUEUED_BYTES / tx_size;
+        let client = tokio::spawn(async move {
+            let socket = TcpStream::connect(address).await.expect("connect");
+            let mut client = FramedWrite::new(socket, codec(2 * tx_size));
+            for i in 0..count as u32 {
+                let mut tx = vec![0u8; tx_size];
+                tx[..4].copy_from_slice(&i.to_be_bytes());
+                client.feed(Bytes::from(tx)).await.expect("feed");
+            }
+            SinkExt::<Bytes>::flush(&mut client).await.expect("flush");
+        });
+        // Wait until the queue is as full as it gets: less room left than one chunk needs.
+        let queued = |rx: &mpsc::Receiver<TxChunk>| rx.len();
+        tokio::time::timeout(Duration::from_secs(20), async {
+            let mut last = 0;
+            loop {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let now = queued(&rx);
+                if now > 0 && now == last {
+                    break;
+                }
+                last = now;
+            }
+        })
+        .await
+        .expect("the queue fills");
+        let mut chunks = Vec::new();
+        while let Ok(chunk) = rx.try_recv() {
+            chunks.push(chunk);
+        }
+        let bytes: usize = chunks.iter().flat_map(|c| &c.txs).map(Bytes::len).sum();
+        assert!(bytes <= MAX_QUEUED_BYTES, "{bytes} bytes queued");
+        assert!(!client.is_finished(), "the client's writes never blocked");
+        // Taking the chunks gives their room back: the rest arrives, in order.
+        fn check(next: &mut u32, chunk: TxChunk) {
+            for tx in chunk.txs {
+                assert_eq!(tx[..4], next.to_be_bytes());
+                *next += 1;
+            }
+        }
+        let mut next = 0u32;
+        for chunk in chunks {
+            check(&mut next, chunk);
+        }
+        tokio::time::timeout(Duration::from_secs(60), async {
+            while (next as usize) < count {
+                check(&mut next, rx.recv().await.expect("chunk"));
+            }
+        })
+        .await
+        .expect("every transaction arrives once the queue drains");
+        client.await.expect("client");
     }
 }

@@ -31,6 +31,9 @@ use tracing::{debug, warn};
 /// Messages kept per peer by default before the oldest is dropped.
 pub const DEFAULT_RELIABLE_CAPACITY: usize = 10_000;
 
+/// Bytes kept per peer by default before the oldest message is dropped.
+pub const DEFAULT_RELIABLE_BYTES: usize = 64 << 20;
+
 /// First delay before reconnecting; doubles after each attempt that delivers nothing.
 const INITIAL_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -43,8 +46,9 @@ pub type CancelHandler = oneshot::Receiver<Bytes>;
 /// Reliable sender: one connection task per peer. Every message stays in a bounded per-peer
 /// buffer until the peer acknowledges it; the peer's handler writes exactly one reply frame per
 /// message, in order. On a connection error the task reconnects with exponential backoff and
-/// retransmits unacknowledged, not cancelled messages in order. When the buffer is full the
-/// oldest message is dropped, so a dead peer never blocks the caller nor grows memory.
+/// retransmits unacknowledged, not cancelled messages in order. When the buffer is full (in
+/// messages or in bytes) the oldest message is dropped, so a dead peer never blocks the caller
+/// nor grows memory.
 ///
 /// Clones share the same connections. Connection tasks stop when the last clone is dropped.
 #[derive(Clone)]
@@ -55,6 +59,7 @@ pub struct ReliableSender {
 struct Inner {
     peers: Mutex<HashMap<SocketAddr, Arc<Peer>>>,
     capacity: usize,
+    max_bytes: usize,
     max_frame_size: usize,
     shutdown: CancellationToken,
     /// Proven on every connection when set (the committee's ports require it).
@@ -103,11 +108,21 @@ impl ReliableSender {
             inner: Arc::new(Inner {
                 peers: Mutex::new(HashMap::new()),
                 capacity: capacity.max(1),
+                max_bytes: DEFAULT_RELIABLE_BYTES,
                 max_frame_size,
                 shutdown: CancellationToken::new(),
                 credentials,
             }),
         }
+    }
+
+    /// Keeps at most `max_bytes` of unacknowledged messages per peer (besides the count). Set
+    /// before the first send.
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.max_bytes = max_bytes.max(1);
+        }
+        self
     }
 
     /// Queues `data` for `address` and returns at once; the handler resolves with the ack.
@@ -163,6 +178,7 @@ impl ReliableSender {
                 let peer = Arc::new(Peer::new(
                     address,
                     self.inner.capacity,
+                    self.inner.max_bytes,
                     self.inner.max_frame_size,
                     self.inner.credentials.clone(),
                 ));
@@ -200,6 +216,7 @@ impl Pending {
 struct Peer {
     address: SocketAddr,
     capacity: usize,
+    max_bytes: usize,
     max_frame_size: usize,
     credentials: Option<Arc<Credentials>>,
     /// The emulated link to this peer, if any.
@@ -213,6 +230,8 @@ struct Peer {
 struct State {
     /// Unacknowledged messages in `seq` order.
     queue: VecDeque<Pending>,
+    /// Bytes of the messages in `queue`.
+    bytes: usize,
     next_seq: u64,
     /// Messages with `seq` below this were written on the current connection (or skipped as
     /// cancelled).
@@ -229,6 +248,7 @@ impl Peer {
     fn new(
         address: SocketAddr,
         capacity: usize,
+        max_bytes: usize,
         max_frame_size: usize,
         credentials: Option<Arc<Credentials>>,
     ) -> Self {
@@ -239,6 +259,7 @@ impl Peer {
         Self {
             address,
             capacity,
+            max_bytes,
             max_frame_size,
             credentials,
             link,
@@ -253,10 +274,12 @@ impl Peer {
 
     fn push(&self, data: Bytes, reply: oneshot::Sender<Bytes>) {
         let mut state = self.lock();
-        if state.queue.len() >= self.capacity {
+        while !state.queue.is_empty()
+            && (state.queue.len() >= self.capacity || state.bytes + data.len() > self.max_bytes)
+        {
             // Dropping the oldest entry drops its reply sender, so its handler errors. If it is
             // in flight, its ack will find no entry and be ignored.
-            state.queue.pop_front();
+            state.pop_front();
             state.overflowed += 1;
             if state.overflowed.is_power_of_two() {
                 warn!(
@@ -269,6 +292,7 @@ impl Peer {
         let seq = state.next_seq;
         state.next_seq += 1;
         let sent = self.link.as_ref().map(|_| Instant::now());
+        state.bytes += data.len();
         state.queue.push_back(Pending {
             seq,
             data,
@@ -316,6 +340,7 @@ impl Peer {
     fn end_connection(&self) -> bool {
         let mut state = self.lock();
         state.queue.retain(|pending| !pending.cancelled());
+        state.bytes = state.queue.iter().map(|pending| pending.data.len()).sum();
         state.cursor = 0;
         state.in_flight.clear();
         std::mem::take(&mut state.acked) > 0
@@ -472,7 +497,7 @@ impl Peer {
         // wrote `seq`; if `seq` itself is gone it was dropped on overflow.
         let mut ack = Some(ack);
         while state.queue.front().is_some_and(|front| front.seq <= seq) {
-            if let Some(pending) = state.queue.pop_front() {
+            if let Some(pending) = state.pop_front() {
                 if pending.seq == seq {
                     if let Some(ack) = ack.take() {
                         // The caller may have dropped its handler; nothing to do then.
@@ -486,6 +511,15 @@ impl Peer {
             self.wake.notify_one();
         }
         Ok(())
+    }
+}
+
+impl State {
+    /// Takes the oldest message off the queue, keeping `bytes` in step.
+    fn pop_front(&mut self) -> Option<Pending> {
+        let pending = self.queue.pop_front()?;
+        self.bytes -= pending.data.len();
+        Some(pending)
     }
 }
 

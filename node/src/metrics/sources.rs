@@ -62,7 +62,23 @@ impl Source for ConsensusSource {
             .counter("sealed_txs", load(&mempool.sealed_txs))
             .counter("sealed_bytes", load(&mempool.sealed_bytes))
             .counter("received_batches", load(&mempool.received_batches))
-            .counter("rejected_frames", load(&mempool.rejected_frames));
+            .counter("rejected_frames", load(&mempool.rejected_frames))
+            .counter("refused_batches", load(&mempool.refused_batches))
+            .counter("backpressure_pauses", load(&mempool.backpressure_pauses))
+            .counter("backpressure_ms", load(&mempool.backpressure_ms))
+            .gauge("uncommitted_bytes", load(&mempool.uncommitted_bytes))
+            .counts(
+                "timed_out_leaders",
+                "leader",
+                state
+                    .timed_out_leaders
+                    .iter()
+                    .map(|(leader, count)| (leader.clone(), *count as f64))
+                    .collect(),
+            );
+        if let Some(leader) = &state.leader {
+            snapshot.section("consensus").text("leader", leader.clone());
+        }
         if snapshot.takes_interval() {
             snapshot.top().json(
                 "batch_latencies_ms",

@@ -240,6 +240,39 @@ async fn a_full_buffer_drops_the_oldest() {
 }
 
 #[tokio::test]
+async fn a_buffer_full_in_bytes_drops_the_oldest() {
+    let address = free_address().await;
+    // Room for 1,000 bytes: three messages of 400 keep the last two only.
+    let mut sender = ReliableSender::with_capacity(100).with_max_bytes(1_000);
+    let big = |i: u8| Bytes::from(vec![i; 400]);
+    let first = sender.send(address, big(0)).await;
+    let second = sender.send(address, big(1)).await;
+    let third = sender.send(address, big(2)).await;
+    dropped(first).await;
+
+    let listener = TcpListener::bind(address)
+        .await
+        .expect("bind the same port");
+    let mut connection = accept(&listener).await;
+    assert_eq!(next_frame(&mut connection).await, big(1));
+    assert_eq!(next_frame(&mut connection).await, big(2));
+    ack(&mut connection, b"a1").await;
+    ack(&mut connection, b"a2").await;
+    assert_eq!(&acked(second).await[..], b"a1");
+    assert_eq!(&acked(third).await[..], b"a2");
+    // Acknowledged bytes free their room: two more fit without dropping anything.
+    let later = [
+        sender.send(address, big(3)).await,
+        sender.send(address, big(4)).await,
+    ];
+    for (i, handler) in later.into_iter().enumerate() {
+        assert_eq!(next_frame(&mut connection).await, big(3 + i as u8));
+        ack(&mut connection, b"ok").await;
+        assert_eq!(&acked(handler).await[..], b"ok");
+    }
+}
+
+#[tokio::test]
 async fn ack_of_a_dropped_message_is_ignored() {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("address");
