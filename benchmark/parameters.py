@@ -34,6 +34,7 @@ POSITIVE = frozenset(
         "checkpoint_rounds",
         "leader_window",
         "max_uncommitted_bytes",
+        "max_unexecuted_bytes",
         "max_retained_bytes",
     }
 )
@@ -65,6 +66,7 @@ class NodeParameters:
     max_backlog_per_sender: int | None = None
     max_request_digests: int | None = None
     max_uncommitted_bytes: int | None = None
+    max_unexecuted_bytes: int | None = None
     max_retained_bytes: int | None = None
     max_uncommitted_batches_per_author: int | None = None
     max_connections: int | None = None

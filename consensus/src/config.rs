@@ -183,6 +183,9 @@ pub struct Parameters {
     /// The clients' writes then block (they count the bursts they could not send in time), and
     /// what waits in the committee is bounded: latency by about this over the throughput.
     pub max_uncommitted_bytes: u64,
+    /// Pipeline back-pressure: while this node's application (its last stage) is more than this
+    /// many bytes of committed batches behind consensus, the blocks it leads carry no batches.
+    pub max_unexecuted_bytes: u64,
     /// The most bytes of committed batches a node keeps for peers that may still fetch them;
     /// past it the oldest go, even within the GC window (a peer that needs one then catches up
     /// by state sync). Bounds memory when a peer lags, whatever the rounds and the time do.
@@ -229,6 +232,7 @@ impl Default for Parameters {
             max_backlog_per_sender: 1_000,
             max_request_digests: 1_024,
             max_uncommitted_bytes: 8 * 1024 * 1024,
+            max_unexecuted_bytes: 4 * 1024 * 1024,
             max_retained_bytes: 256 * 1024 * 1024,
             max_uncommitted_batches_per_author: 1_000,
             max_connections: 512,
@@ -273,11 +277,14 @@ impl Parameters {
                     .into(),
             );
         }
-        if self.max_uncommitted_bytes < self.batch_size as u64 || self.max_retained_bytes == 0 {
+        if self.max_uncommitted_bytes < self.batch_size as u64
+            || self.max_unexecuted_bytes < self.batch_size as u64
+            || self.max_retained_bytes == 0
+        {
             return Err(format!(
-                "max_uncommitted_bytes ({}) must be at least batch_size ({}), and \
-                 max_retained_bytes must be > 0",
-                self.max_uncommitted_bytes, self.batch_size
+                "max_uncommitted_bytes ({}) and max_unexecuted_bytes ({}) must be at least \
+                 batch_size ({}), and max_retained_bytes must be > 0",
+                self.max_uncommitted_bytes, self.max_unexecuted_bytes, self.batch_size
             ));
         }
         if self.leader_window == 0 || self.leader_window as Round >= self.gc_depth {

@@ -21,7 +21,7 @@ mod test_alloc;
 pub use config::{Committee, Parameters, Round, Stake};
 pub use hotstuff::{
     Checkpoint, CheckpointPolicy, CheckpointSlot, CommittedBatch, Consensus, ConsensusHandle,
-    ConsensusMetrics, FatalError, MempoolLink, StateSyncLink,
+    ConsensusMetrics, FatalError, MempoolLink, PipelineProgress, StateSyncLink,
 };
 pub use mempool::batch::Batch;
 pub use store::Store;

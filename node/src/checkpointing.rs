@@ -1,10 +1,12 @@
 //! The last stage's part in state sync: checkpoint the state after the blocks the policy picks,
 //! and take over a checkpoint consensus adopted from peers (see the consensus crate's
-//! `checkpoint.rs`).
+//! `checkpoint.rs`); and its report of each committed batch it is done with, which tells
+//! consensus how far behind the node's execution is (`progress.rs` there).
 
 use bytes::Bytes;
 use consensus::{
-    Checkpoint, CheckpointPolicy, CheckpointSlot, CommittedBatch, Round, StateSyncLink,
+    Checkpoint, CheckpointPolicy, CheckpointSlot, CommittedBatch, PipelineProgress, Round,
+    StateSyncLink,
 };
 use crypto::Digest;
 use std::sync::mpsc::Receiver;
@@ -18,6 +20,8 @@ pub struct Position {
     pub block: Digest,
     /// The last batch of its block: once it is applied, the state is the state after the block.
     pub last_of_block: bool,
+    /// The committed batch's size, as consensus counted it when it handed the batch out.
+    pub bytes: u64,
 }
 
 impl Position {
@@ -26,6 +30,7 @@ impl Position {
             round: committed.round,
             block: committed.block,
             last_of_block: committed.last_of_block,
+            bytes: committed.batch.bytes().len() as u64,
         }
     }
 }
@@ -36,6 +41,8 @@ pub struct Checkpointing {
     policy: CheckpointPolicy,
     /// Batches of rounds up to this one are in a restored checkpoint already.
     floor: Round,
+    /// Where the batches this stage is done with are counted.
+    progress: Arc<PipelineProgress>,
 }
 
 impl Checkpointing {
@@ -47,6 +54,7 @@ impl Checkpointing {
             restores,
             policy: CheckpointPolicy::new(every),
             floor: 0,
+            progress: link.progress.clone(),
         }
     }
 
@@ -64,18 +72,24 @@ impl Checkpointing {
     }
 
     /// Whether a batch at `position` is already part of a restored checkpoint: it was committed
-    /// before consensus adopted the checkpoint and was still on its way here.
+    /// before consensus adopted the checkpoint and was still on its way here. The stage is done
+    /// with such a batch.
     pub fn skips(&self, position: &Position) -> bool {
-        position.round <= self.floor
+        let skip = position.round <= self.floor;
+        if skip {
+            self.progress.applied(position.bytes);
+        }
+        skip
     }
 
-    /// After a batch at `position` is applied: if it completed a block the policy picks,
-    /// publishes the state `snapshot` gives.
+    /// After a batch at `position` is applied: counts it as done, and if it completed a block
+    /// the policy picks, publishes the state `snapshot` gives.
     pub fn applied<E: std::fmt::Display>(
         &mut self,
         position: &Position,
         snapshot: impl FnOnce() -> Result<Vec<u8>, E>,
     ) {
+        self.progress.applied(position.bytes);
         if !position.last_of_block || !self.policy.due(position.round) {
             return;
         }
@@ -99,6 +113,7 @@ mod tests {
             round,
             block: Digest::of(&round.to_le_bytes()),
             last_of_block,
+            bytes: 100,
         }
     }
 
@@ -116,6 +131,9 @@ mod tests {
             (latest.round, latest.state.as_ref()),
             (10, &b"after 10"[..])
         );
+        // Every batch applied counts against what consensus handed out.
+        link.progress.delivered(400);
+        assert_eq!(link.progress.behind(), 100);
         assert_eq!(latest.digest, Digest::of(b"after 10"));
     }
 
@@ -127,8 +145,11 @@ mod tests {
         let adopted = Checkpoint::new(Digest::of(b"b"), 37, Bytes::from_static(b"peers' state"));
         link.restore.send(Arc::new(adopted.clone())).expect("send");
         assert_eq!(checkpointing.pending_restore().as_deref(), Some(&adopted));
+        link.progress.delivered(200);
         assert!(checkpointing.skips(&position(37, true)));
         assert!(!checkpointing.skips(&position(38, false)));
+        // A skipped batch is done with; one still to apply is not.
+        assert_eq!(link.progress.behind(), 100);
         assert_eq!(link.checkpoints.latest().as_deref(), Some(&adopted));
         // The next checkpoint is the makers' next: round 40 onwards.
         let state = || Ok::<_, String>(b"mine".to_vec());

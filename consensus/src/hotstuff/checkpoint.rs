@@ -14,6 +14,7 @@
 //! blocks, hence [`CheckpointPolicy`]: a rule on the committed sequence alone, not on time.
 
 use super::messages::Block;
+use super::progress::PipelineProgress;
 use super::wire;
 use crate::config::Round;
 use crate::store::{Meta, Store, StoreError, Table};
@@ -161,11 +162,13 @@ impl CheckpointSlot {
 /// `checkpoints`; consensus sends one adopted from peers on `restore`, before it outputs any
 /// batch of a block after it. The application must then replace its state with the
 /// checkpoint's and ignore committed batches of rounds up to the checkpoint's (they may still be
-/// on their way from before).
+/// on their way from before). The application also reports in `progress` every committed batch
+/// it is done with, so consensus knows how far behind it is.
 #[derive(Clone)]
 pub struct StateSyncLink {
     pub checkpoints: CheckpointSlot,
     pub restore: mpsc::Sender<Arc<Checkpoint>>,
+    pub progress: Arc<PipelineProgress>,
 }
 
 impl StateSyncLink {
@@ -176,6 +179,7 @@ impl StateSyncLink {
         let link = StateSyncLink {
             checkpoints: CheckpointSlot::kept_in(store),
             restore,
+            progress: Arc::default(),
         };
         (link, rx_restore)
     }

@@ -2,6 +2,7 @@
 
 use super::messages::Block;
 use super::metrics::ConsensusMetrics;
+use super::progress::PipelineProgress;
 use crate::config::{Parameters, Round};
 use crate::mempool::batch::{now_ms, Batch, BatchBuilder};
 use crate::metered::MeteredSender;
@@ -238,6 +239,8 @@ pub struct Committer {
     delivered: RecentlyCommitted,
     /// The round up to which every peer holds the committed chain (see `PeerRounds`).
     held_by_all: watch::Receiver<Round>,
+    /// Counts the bytes handed out, against what the application applied.
+    progress: Arc<PipelineProgress>,
 }
 
 impl Committer {
@@ -248,6 +251,7 @@ impl Committer {
         tx_output: MeteredSender<CommittedBatch>,
         metrics: Arc<ConsensusMetrics>,
         held_by_all: watch::Receiver<Round>,
+        progress: Arc<PipelineProgress>,
     ) {
         let committer = Committer {
             store: store.batches(),
@@ -256,6 +260,7 @@ impl Committer {
             metrics,
             delivered: RecentlyCommitted::new(window),
             held_by_all,
+            progress,
         };
         tokio::spawn(committer.run());
     }
@@ -302,6 +307,7 @@ impl Committer {
                 };
                 let now = now_ms();
                 block_bytes += batch.bytes().len() as u64;
+                self.progress.delivered(batch.bytes().len() as u64);
                 self.metrics
                     .record_batch_latency(now.saturating_sub(batch.sealed_at_ms()) as f64);
                 self.metrics
@@ -401,6 +407,7 @@ mod tests {
             tx_output,
             Arc::new(ConsensusMetrics::default()),
             rx_held,
+            Arc::default(),
         );
         Running {
             store,

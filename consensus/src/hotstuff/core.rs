@@ -12,6 +12,7 @@ use super::leader::LeaderElector;
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
 use super::metrics::ConsensusMetrics;
 use super::payload::{PayloadError, PayloadWaiter};
+use super::progress::PipelineProgress;
 use super::proposer::PayloadBuffer;
 use super::safety::{self, SafetyRules};
 use super::safety_state::{SafetyState, SafetyStateError, SafetyStore};
@@ -108,6 +109,9 @@ pub struct Core {
     checkpoints: CheckpointSlot,
     state_sync: StateSync,
     metrics: Arc<ConsensusMetrics>,
+    /// How far the application is behind: past `max_unexecuted_bytes`, our blocks carry no
+    /// batches (see `progress.rs`).
+    progress: Arc<PipelineProgress>,
 
     round: Round,
     safety: SafetyRules,
@@ -166,6 +170,8 @@ pub struct CoreChannels {
     pub checkpoints: CheckpointSlot,
     /// Fed with every QC the core verifies (see `PeerRounds`).
     pub peer_rounds: PeerRounds,
+    /// How far the application is behind (see `progress.rs`).
+    pub progress: Arc<PipelineProgress>,
 }
 
 impl Core {
@@ -272,6 +278,7 @@ impl Core {
             checkpoints: channels.checkpoints,
             state_sync,
             metrics,
+            progress: channels.progress,
             round: resumed.resume_round(),
             safety: SafetyRules::resume(resumed.last_voted_round),
             safety_store,
@@ -361,7 +368,8 @@ impl Core {
                 },
                 Some(digest) = self.rx_digests.recv() => {
                     self.buffer.push(digest);
-                    match self.pending_proposal.take() {
+                    let ready = self.has_payload();
+                    match self.pending_proposal.take_if(|_| ready) {
                         Some(tc) => self.propose(tc).await,
                         None => Ok(()),
                     }
@@ -510,10 +518,20 @@ impl Core {
 
     // ---- proposing ---------------------------------------------------------------------------
 
-    /// True when proposing now would only add an empty block to an idle chain: nothing queued,
-    /// and neither of the two blocks the next commit would need carries a payload.
+    /// Whether our application is too far behind for our blocks to carry batches.
+    fn application_behind(&self) -> bool {
+        self.progress.behind() > self.parameters.max_unexecuted_bytes
+    }
+
+    /// Whether our next block may carry batches: some are queued and the application keeps up.
+    fn has_payload(&self) -> bool {
+        !self.buffer.is_empty() && !self.application_behind()
+    }
+
+    /// True when proposing now would only add an empty block to an idle chain: no batch to
+    /// propose, and neither of the two blocks the next commit would need carries a payload.
     fn should_wait(&self) -> Result<bool, ConsensusError> {
-        if !self.buffer.is_empty() {
+        if self.has_payload() {
             return Ok(false);
         }
         let Some(b1) = self.synchronizer.stored_block(&self.high_qc.hash)? else {
@@ -528,8 +546,9 @@ impl Core {
         Ok(b0.payload.is_empty() || b0.round <= self.last_committed_round)
     }
 
-    /// Proposes now, or (on an idle chain) once a digest arrives or `max_batch_delay` passes,
-    /// so an idle committee does not spin through empty rounds as fast as the network allows.
+    /// Proposes now, or (on an idle chain, or one whose application is behind) once a digest
+    /// may go in or `max_batch_delay` passes, so such a committee does not spin through empty
+    /// rounds as fast as the network allows.
     async fn try_propose(&mut self, tc: Option<TC>) {
         match self.should_wait() {
             Ok(true) => {
@@ -565,9 +584,15 @@ impl Core {
         let mut state = self.safety_state();
         state.last_voted_round = state.last_voted_round.max(self.round);
         self.safety_store.save(state).await?;
-        let payload = self
-            .buffer
-            .take(self.round, self.parameters.max_block_digests);
+        let payload = if self.application_behind() {
+            self.metrics
+                .withheld_proposals
+                .fetch_add(1, Ordering::Relaxed);
+            Vec::new()
+        } else {
+            self.buffer
+                .take(self.round, self.parameters.max_block_digests)
+        };
         let block = Block::new(
             self.high_qc.clone(),
             tc,
@@ -1077,6 +1102,7 @@ mod tests {
         rx_fatal: watch::Receiver<Option<FatalError>>,
         rx_restore: std::sync::mpsc::Receiver<Arc<Checkpoint>>,
         rx_held_by_all: watch::Receiver<Round>,
+        progress: Arc<PipelineProgress>,
         _rx_mempool: mpsc::Receiver<ConsensusMempoolMessage>,
         _tx_message: mpsc::Sender<ConsensusMessage>,
         _tx_digests: mpsc::Sender<Digest>,
@@ -1098,6 +1124,7 @@ mod tests {
         let (tx_restore, rx_restore) = std::sync::mpsc::channel();
         let (peer_rounds, rx_held_by_all) = PeerRounds::new(keys[0].name, &committee(&keys));
         let checkpoints = CheckpointSlot::kept_in(&store);
+        let progress = Arc::new(PipelineProgress::default());
         let core = Core::new(
             keys[0].name,
             committee(&keys),
@@ -1120,6 +1147,7 @@ mod tests {
                 tx_restore,
                 peer_rounds,
                 checkpoints,
+                progress: progress.clone(),
             },
             Arc::new(ConsensusMetrics::default()),
         )
@@ -1129,6 +1157,7 @@ mod tests {
             rx_fatal,
             rx_restore,
             rx_held_by_all,
+            progress,
             keys,
             rx_commit,
             _rx_mempool: rx_mempool,
@@ -1191,6 +1220,33 @@ mod tests {
                 .await;
         }
         assert_eq!(h.core.aggregator.rounds(), 0);
+    }
+
+    /// While the application is more than `max_unexecuted_bytes` behind, the blocks this node
+    /// leads carry no batches (they stay queued); once it caught up, they go in.
+    #[tokio::test]
+    async fn a_leader_whose_application_is_behind_proposes_no_batches() {
+        let mut h = harness(Parameters::default());
+        let ours: Vec<Round> = (1..20)
+            .filter(|r| h.core.committee.leader(*r) == h.keys[0].name)
+            .take(2)
+            .collect();
+        let batch = Digest::of(b"batch");
+        h.core.buffer.push(batch);
+        h.progress
+            .delivered(h.core.parameters.max_unexecuted_bytes + 1);
+        h.core.round = ours[0];
+        h.core.propose(None).await.expect("propose");
+        let withheld = h.core.own_blocks.pop_front().expect("a block");
+        assert!(withheld.payload.is_empty());
+        assert_eq!(h.core.metrics.withheld_proposals.load(Ordering::Relaxed), 1);
+        // The application catches up: the queued batch goes into the next block we lead.
+        h.progress
+            .applied(h.core.parameters.max_unexecuted_bytes + 1);
+        h.core.round = ours[1];
+        h.core.propose(None).await.expect("propose");
+        let block = h.core.own_blocks.pop_front().expect("a block");
+        assert_eq!(block.payload, vec![batch]);
     }
 
     /// Issue 12 item 6: `max_block_digests` holds for received proposals, not only our own.

@@ -14,6 +14,9 @@ pub struct ConsensusMetrics {
     pub committed_txs: AtomicU64,
     pub committed_bytes: AtomicU64,
     pub timeouts: AtomicU64,
+    /// Blocks this node proposed without batches because its application was more than
+    /// `max_unexecuted_bytes` behind.
+    pub withheld_proposals: AtomicU64,
     /// Checkpoints adopted from peers (state sync), and the round of the last one.
     pub checkpoints_adopted: AtomicU64,
     pub checkpoint_round: AtomicU64,
@@ -34,6 +37,7 @@ pub struct ConsensusSnapshot {
     pub committed_txs: u64,
     pub committed_bytes: u64,
     pub timeouts: u64,
+    pub withheld_proposals: u64,
     pub checkpoints_adopted: u64,
     pub checkpoint_round: u64,
     pub leader: Option<String>,
@@ -77,6 +81,7 @@ impl ConsensusMetrics {
             committed_txs: load(&self.committed_txs),
             committed_bytes: load(&self.committed_bytes),
             timeouts: load(&self.timeouts),
+            withheld_proposals: load(&self.withheld_proposals),
             checkpoints_adopted: load(&self.checkpoints_adopted),
             checkpoint_round: load(&self.checkpoint_round),
             leader: self.leader.lock().map(|l| l.clone()).unwrap_or_default(),

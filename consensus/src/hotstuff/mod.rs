@@ -11,6 +11,7 @@ pub mod leader;
 pub mod messages;
 mod metrics;
 mod payload;
+mod progress;
 mod proposer;
 mod safety;
 mod safety_state;
@@ -24,6 +25,7 @@ pub use committer::CommittedBatch;
 pub use core::FatalError;
 pub use messages::{Block, ConsensusMessage, Timeout, Vote, QC, TC};
 pub use metrics::{ConsensusMetrics, ConsensusSnapshot};
+pub use progress::PipelineProgress;
 
 use crate::config::{Committee, Parameters};
 use crate::mempool::ConsensusMempoolMessage;
@@ -140,6 +142,7 @@ impl Consensus {
             tx_output,
             metrics.clone(),
             held_by_all,
+            state_sync.progress.clone(),
         );
         core::Core::spawn(
             name,
@@ -158,6 +161,7 @@ impl Consensus {
                 credentials,
                 tx_restore: state_sync.restore,
                 checkpoints: state_sync.checkpoints,
+                progress: state_sync.progress,
                 peer_rounds,
             },
             metrics.clone(),

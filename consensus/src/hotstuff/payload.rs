@@ -275,6 +275,7 @@ mod tests {
         let window = GcWindow {
             rounds: 10,
             time: Duration::from_secs(60),
+            bytes: u64::MAX,
         };
         let mut waiter = PayloadWaiter::new(store.clone(), tx_mempool, tx_loopback, window);
         let round = 5;

@@ -39,7 +39,7 @@ const READ_BUFFER: usize = 64 * 1024;
 const MAX_CHUNK_BYTES: usize = 1 << 20;
 
 /// Bytes of chunks queued for the batch maker, over all connections.
-pub const MAX_QUEUED_BYTES: usize = 8 << 20;
+pub const MAX_QUEUED_BYTES: usize = 4 << 20;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);

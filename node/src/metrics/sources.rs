@@ -55,6 +55,7 @@ impl Source for ConsensusSource {
             .counter("committed_txs", state.committed_txs as f64)
             .counter("committed_bytes", state.committed_bytes as f64)
             .counter("timeouts", state.timeouts as f64)
+            .counter("withheld_proposals", state.withheld_proposals as f64)
             .counter("checkpoints_adopted", state.checkpoints_adopted as f64)
             .gauge("checkpoint_round", state.checkpoint_round as f64)
             .counter("received_txs", load(&mempool.received_txs))
