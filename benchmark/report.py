@@ -9,6 +9,7 @@ from .report_analysis import (
     projection_section,
     resources_section,
 )
+from .rounds import rounds_section
 from .stats import LatencyStats
 from .summary import StageRow, Summary, Throughput
 
@@ -124,6 +125,9 @@ def render_summary(summary: Summary) -> str:
             f"{_num(clients.target_tps)} tx/s asked, {clients.missed_bursts:,} late bursts, "
             f"{clients.samples_matched:,}/{clients.samples_sent:,} samples matched",
         ]
+    rounds = rounds_section(summary.rounds)
+    if rounds:
+        lines += ["", *rounds]
     lines += [
         "",
         " + STAGES (cpu: cores used; µs/tx: CPU per transaction per node; busy: share of",

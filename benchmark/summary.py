@@ -45,6 +45,7 @@ from .metrics import ProcessMetrics, Record, RunMetrics
 from .profiles import ProfileSummary
 from .projection import DEFAULT_PROJECT_CORES, Projection, project
 from .resources import Machine, Resources, resources
+from .rounds import Rounds, rounds_of
 from .samples import first_sends, sample_events
 from .stage_cpu import stage_cpu
 from .stage_paths import CONSENSUS, SECTION_STAGES, input_channel, output_channel, stages_in
@@ -58,6 +59,14 @@ FALLS_BEHIND = 0.95
 SATURATED_BUSY = 0.8
 CLIENT_SHORTFALL = 0.9
 KEEPS_UP = 0.95
+# Share of the window the mempools held their clients back past which the clients' shortfall is
+# the system's back-pressure, not the load generator's limit.
+HELD_BACK = 0.05
+# Share of rounds that timed out past which a run that kept up pays for it in latency.
+TIMED_OUT = 0.01
+# Seal-to-commit p50 past which a run that did not keep up was in the collapsed state (batches
+# waited longer than the default round timeout).
+COLLAPSED_MS = 1000.0
 # Processes write a METRICS line a second: a line this close to an end of the window is at it.
 LINE_SLACK_MS = 1500.0
 STAGE_ORDER = ("consensus", "store", "generator", "decoder", "verifier", "executor")
@@ -138,6 +147,8 @@ class Summary:
     timeline: dict[str, Any] = field(default_factory=dict)
     # Filled in from the profile files after the run (see profiles.py), not from METRICS.
     profile: ProfileSummary | None = None
+    # Rounds, timeouts and back-pressure over the window (see rounds.py); None without nodes.
+    rounds: Rounds | None = None
 
     @property
     def mode(self) -> str:
@@ -426,6 +437,8 @@ def find_bottleneck(
     clients: ClientStats | None,
     consensus: Throughput | None,
     machines: Sequence[Machine] = (),
+    *,
+    rounds: Rounds | None = None,
 ) -> Bottleneck:
     """Name the component that limited the run, with the numbers that show it.
 
@@ -447,8 +460,13 @@ def find_bottleneck(
        pushed to the requested rate and the clients are the limit, but only if the system kept up
        with what they did send (rule 3). If it did not, something inside limits the run even at
        the lower rate: the rules below name it, and a note says the clients fell short too.
+       Clients the nodes held back (their mempools at their bound for at least HELD_BACK, 5 %, of
+       the window) did not fall short on their own: the system pushed back, so it is held to the
+       rate asked, and the rules inside name what limited it.
     3. The offered load. If end-to-end throughput reached KEEPS_UP (95 %) of what the clients
-       sent, the system kept up: nothing inside it limited the run; raise the rate.
+       sent, the system kept up: nothing inside it limited the run; raise the rate. Unless at
+       least TIMED_OUT (1 %) of the rounds timed out: the load went through, but late, and the
+       verdict names the timeouts and whose rounds they were (latency is the symptom).
     4. Falling behind. Input channels are deep (the consensus output holds `channel_capacity`
        whole batches), so a slow stage can fall behind for a whole run without ever filling its
        input. The first stage, in pipeline order, whose throughput is below FALLS_BEHIND (95 %)
@@ -463,11 +481,65 @@ def find_bottleneck(
        system does not keep up with the load: ordering and dissemination (HotStuff, mempool,
        network) limit the rate at which transactions reach the pipeline.
     """
-    verdict = _inside_the_system(stages, end_to_end, clients, consensus, machines)
+    held_back = rounds is not None and (rounds.backpressure_share or 0.0) >= HELD_BACK
+    verdict = _inside_the_system(
+        stages, end_to_end, clients, consensus, machines, held_back=held_back
+    )
+    if verdict.kept_up and rounds is not None and rounds.timeout_share >= TIMED_OUT:
+        verdict = _timeouts(rounds, end_to_end, verdict)
+    notes = list(verdict.notes)
     shortfall = _client_shortfall(clients)
-    if shortfall is not None and verdict.stage != "client":
-        verdict = replace(verdict, notes=(*verdict.notes, shortfall))
-    return verdict
+    if shortfall is not None and held_back and rounds is not None:
+        notes.append(
+            f"the mempools held their clients back {rounds.backpressure_share:.0%} of the window:"
+            " the committee ran at its capacity, and the clients' shortfall is its back-pressure."
+        )
+    elif shortfall is not None and verdict.stage != "client":
+        notes.append(shortfall)
+    collapsed = _collapsed(verdict, consensus, rounds, held_back)
+    if collapsed is not None:
+        notes.append(collapsed)
+    return replace(verdict, notes=tuple(notes))
+
+
+def _timeouts(rounds: Rounds, end_to_end: Throughput, kept_up: Bottleneck) -> Bottleneck:
+    """Rule 3's exception: the load went through, but timed-out rounds delayed it."""
+    blamed = ", ".join(f"{leader} x{n}" for leader, n in rounds.timed_out_leaders.items())
+    p50 = end_to_end.latency.p50_ms if end_to_end.latency.count else None
+    return Bottleneck(
+        stage="consensus",
+        rule="timeouts",
+        explanation=(
+            f"it kept up with the load ({kept_up.explanation.split(':')[0]}), but "
+            f"{rounds.timeouts:,.0f} of {rounds.rounds:,.0f} rounds timed out "
+            f"({rounds.timeout_share:.1%}"
+            + (f"; leaders {blamed}" if blamed else "")
+            + "): latency is the symptom"
+            + (f" (end-to-end p50 {p50:,.0f} ms)." if p50 is not None else ".")
+        ),
+        evidence={
+            **kept_up.evidence,
+            "timed_out_share": rounds.timeout_share,
+            "rounds_per_s": rounds.rounds_per_second,
+        },
+    )
+
+
+def _collapsed(
+    verdict: Bottleneck, consensus: Throughput | None, rounds: Rounds | None, held_back: bool
+) -> str | None:
+    """The note on a run that did not keep up and let its batches queue: the collapsed state
+    the back-pressure exists to prevent (latency grows with the queue, and the queue with it)."""
+    if verdict.kept_up or held_back or consensus is None or consensus.latency.count == 0:
+        return None
+    p50 = consensus.latency.p50_ms
+    if p50 is None or p50 < COLLAPSED_MS:
+        return None
+    pace = f" at {rounds.rounds_per_second:,.1f} rounds/s" if rounds is not None else ""
+    return (
+        f"collapsed: batches waited p50 {p50 / 1000:,.1f} s from seal to commit{pace}, longer"
+        " than a round's timeout, and the mempools did not hold the clients back: the queue grew."
+    )
 
 
 def _inside_the_system(
@@ -476,9 +548,11 @@ def _inside_the_system(
     clients: ClientStats | None,
     consensus: Throughput | None,
     machines: Sequence[Machine],
+    *,
+    held_back: bool,
 ) -> Bottleneck:
-    """`find_bottleneck`'s rules, before the note on the clients."""
-    offered = _offered_load(end_to_end, clients)
+    """`find_bottleneck`'s rules, before the notes."""
+    offered = _offered_load(end_to_end, clients, held_back)
     first = (
         _cpu_rule(stages, offered, machines)
         or _back_pressure(stages)
@@ -577,9 +651,15 @@ def _back_pressure(stages: Sequence[StageRow]) -> Bottleneck | None:
     return None
 
 
-def _offered_load(end_to_end: Throughput, clients: ClientStats | None) -> Bottleneck | None:
+def _offered_load(
+    end_to_end: Throughput, clients: ClientStats | None, held_back: bool = False
+) -> Bottleneck | None:
     """Rules 2 and 3 of `find_bottleneck`: the clients fell short, or the system kept up."""
     if clients is None or clients.target_tps <= 0:
+        return None
+    # Held back by the nodes, the clients sent what the system took: only the rate asked tells
+    # whether it kept up.
+    if held_back and end_to_end.tps < KEEPS_UP * clients.target_tps:
         return None
     kept_up = end_to_end.tps >= KEEPS_UP * clients.sent_tps
     # Clients that fell short limit the run only if the system took all they sent: when it did
@@ -663,6 +743,7 @@ def summarize(
     window = steady_window(run, warmup_fraction)
     clients_stats: ClientStats | None = None
     consensus: Throughput | None = None
+    counted: Sequence[ProcessMetrics] = ()
     if mode == "movevm":
         processes = run.movevm
         if not processes:
@@ -692,6 +773,7 @@ def summarize(
             clients_stats = client_stats(run.clients, window, len(latencies), sent)
     stages = stage_table(processes, window)
     used = resources(run, window, _local_cores(config), _hosts(config))
+    rounds = rounds_of(run.nodes, counted, window) if consensus is not None else None
     last_event = "commit" if mode == "hotstuff" else "execute"
     project_cores = int(config.get("project_cores") or DEFAULT_PROJECT_CORES)
     price = config.get("instance_price")
@@ -703,7 +785,10 @@ def summarize(
         end_to_end=end_to_end,
         clients=clients_stats,
         stages=stages,
-        bottleneck=find_bottleneck(stages, end_to_end, clients_stats, consensus, used.machines),
+        bottleneck=find_bottleneck(
+            stages, end_to_end, clients_stats, consensus, used.machines, rounds=rounds
+        ),
+        rounds=rounds,
         hops=hop_latencies(run.clients, run.nodes, window, last_event) if run.nodes else (),
         resources=used,
         projection=_with_caveat(
