@@ -21,6 +21,7 @@ use super::synchronizer::{SyncError, Synchronizer};
 use super::timer::Timer;
 use super::wire;
 use crate::config::{Committee, Parameters, Round, Stake};
+use crate::mempool::batch::now_ms;
 use crate::mempool::ConsensusMempoolMessage;
 use crate::network::handshake::Credentials;
 use crate::network::{
@@ -1069,6 +1070,7 @@ impl Core {
             self.metrics
                 .committed_blocks
                 .fetch_add(1, Ordering::Relaxed);
+            self.metrics.record_commit(now_ms());
             self.tx_commit
                 .send(block)
                 .await

@@ -22,6 +22,9 @@ pub struct ConsensusMetrics {
     pub checkpoint_round: AtomicU64,
     /// Seal-to-commit latency (ms) of batches committed since the last drain.
     batch_latencies_ms: Mutex<Vec<f64>>,
+    /// Wall time (ms since the epoch) of the first commit since the last drain; 0: none. When
+    /// commits resumed after a stall, to the ms, though lines come once a second.
+    first_commit_ms: AtomicU64,
     /// The leader of the current round as this node sees it (short name), if it can tell.
     leader: Mutex<Option<String>>,
     /// This node's timeouts, by the leader of the round that timed out (short name; `?` when
@@ -49,6 +52,18 @@ impl ConsensusMetrics {
         if let Ok(mut latencies) = self.batch_latencies_ms.lock() {
             latencies.push(ms);
         }
+    }
+
+    /// A block committed at `now_ms`.
+    pub fn record_commit(&self, now_ms: u64) {
+        let _ =
+            self.first_commit_ms
+                .compare_exchange(0, now_ms, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// The time of the first commit since the last call, if any.
+    pub fn take_first_commit(&self) -> Option<u64> {
+        Some(self.first_commit_ms.swap(0, Ordering::Relaxed)).filter(|t| *t > 0)
     }
 
     pub fn drain_batch_latencies(&self) -> Vec<f64> {

@@ -102,6 +102,7 @@ impl Consensus {
         // Only members that prove their key get their messages read (issue 12 item 5).
         let gate =
             Gate::for_committee(name, Purpose::Consensus, &committee).emulating(emulation.clone());
+        let presence = gate.presence.clone();
         Receiver::spawn_with(
             listen_address(authority.consensus_address),
             ReceiverConfig {
@@ -118,7 +119,8 @@ impl Consensus {
         .await?;
         let credentials =
             Credentials::for_committee(name, secret.clone(), Purpose::Consensus, &committee)
-                .emulating(emulation);
+                .emulating(emulation)
+                .hearing(presence);
         // The core learns from QCs which rounds every peer holds; the committer frees batches
         // by it.
         let (peer_rounds, held_by_all) = holders::PeerRounds::new(name, &committee);

@@ -145,6 +145,7 @@ impl Mempool {
         };
         let gate =
             Gate::for_committee(name, Purpose::Mempool, &committee).emulating(emulation.clone());
+        let presence = gate.presence.clone();
         let config = ReceiverConfig {
             max_connections: parameters.max_connections,
             idle_timeout,
@@ -159,7 +160,8 @@ impl Mempool {
         }
 
         let credentials = Credentials::for_committee(name, secret, Purpose::Mempool, &committee)
-            .emulating(emulation);
+            .emulating(emulation)
+            .hearing(presence);
         let peers = committee
             .others(&name, |a| a.mempool_address)
             .into_iter()

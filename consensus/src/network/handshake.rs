@@ -27,6 +27,7 @@
 //! together may take 3 %. Its handshake alone would add mutual authentication but no integrity.
 
 use super::emulation::NetEmulation;
+use super::presence::Presence;
 use crate::config::{Authority, Committee};
 use crypto::{PublicKey, SecretKey, Signature};
 use rand::RngCore;
@@ -109,6 +110,8 @@ pub struct Credentials {
     pub purpose: Purpose,
     acceptors: Arc<HashMap<SocketAddr, PublicKey>>,
     pub(crate) emulation: Option<Arc<NetEmulation>>,
+    /// Where this purpose's receiver announces members that connect to us (see `presence.rs`).
+    pub(crate) presence: Arc<Presence>,
 }
 
 impl Credentials {
@@ -120,6 +123,7 @@ impl Credentials {
             purpose,
             acceptors: Arc::new(HashMap::new()),
             emulation: None,
+            presence: Presence::new(),
         }
     }
 
@@ -158,6 +162,13 @@ impl Credentials {
         self.emulation = emulation;
         self
     }
+
+    /// Senders with these credentials retry a member at once when `presence` says it connected
+    /// to us (pass the presence of the gate of the same purpose).
+    pub fn hearing(mut self, presence: Arc<Presence>) -> Self {
+        self.presence = presence;
+        self
+    }
 }
 
 /// Whom an acceptor lets in: the committee's keys, for one purpose; from which hosts members
@@ -171,6 +182,8 @@ pub struct Gate {
     /// Members per host address, from the committee's addresses.
     pub(crate) member_hosts: Arc<HashMap<IpAddr, usize>>,
     pub(crate) emulation: Option<Arc<NetEmulation>>,
+    /// Told of every member that proves its key here.
+    pub presence: Arc<Presence>,
 }
 
 impl Gate {
@@ -187,6 +200,7 @@ impl Gate {
             members: Arc::new(members.into_iter().collect()),
             member_hosts: Arc::new(HashMap::new()),
             emulation: None,
+            presence: Presence::new(),
         }
     }
 

@@ -20,6 +20,7 @@ pub mod handshake;
 pub mod link;
 #[cfg(test)]
 mod link_tests;
+pub mod presence;
 mod receiver;
 mod reliable_sender;
 mod simple_sender;
@@ -30,6 +31,7 @@ pub use codec::{codec, Writer, DEFAULT_MAX_FRAME_SIZE};
 pub use emulation::{EmulationError, EmulationSpec, NetEmulation};
 pub use error::HandlerError;
 pub use link::{Link, LinkState};
+pub use presence::Presence;
 pub use receiver::{
     MessageHandler, Receiver, ReceiverConfig, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };

@@ -185,6 +185,7 @@ async fn serve<H: MessageHandler>(
         Some(gate) => match handshake::accept(&mut socket, gate).await {
             Ok(name) => {
                 debug!(%peer, %name, "peer authenticated");
+                gate.presence.arrived(&name);
                 link = gate.emulation.as_ref().and_then(|e| e.link_of(&name));
                 member = slots.map(|slots| slots.enter(name));
                 handler.for_peer(name)

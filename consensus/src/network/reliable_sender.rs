@@ -10,8 +10,10 @@
 use super::codec::{codec, DEFAULT_MAX_FRAME_SIZE};
 use super::handshake::Credentials;
 use super::link::{sleep_until_due, DelayLine, Link, LinkState};
+use super::presence::Presence;
 use super::transport::{connect, FrameWriter};
 use bytes::Bytes;
+use crypto::PublicKey;
 use futures::{FutureExt, StreamExt};
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -58,9 +60,7 @@ pub struct ReliableSender {
 
 struct Inner {
     peers: Mutex<HashMap<SocketAddr, Arc<Peer>>>,
-    capacity: usize,
-    max_bytes: usize,
-    max_frame_size: usize,
+    limits: Limits,
     shutdown: CancellationToken,
     /// Proven on every connection when set (the committee's ports require it).
     credentials: Option<Arc<Credentials>>,
@@ -107,9 +107,12 @@ impl ReliableSender {
         Self {
             inner: Arc::new(Inner {
                 peers: Mutex::new(HashMap::new()),
-                capacity: capacity.max(1),
-                max_bytes: DEFAULT_RELIABLE_BYTES,
-                max_frame_size,
+                limits: Limits {
+                    capacity: capacity.max(1),
+                    max_bytes: DEFAULT_RELIABLE_BYTES,
+                    max_frame_size,
+                    backoff: (INITIAL_BACKOFF, MAX_BACKOFF),
+                },
                 shutdown: CancellationToken::new(),
                 credentials,
             }),
@@ -120,7 +123,18 @@ impl ReliableSender {
     /// before the first send.
     pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.max_bytes = max_bytes.max(1);
+            inner.limits.max_bytes = max_bytes.max(1);
+        }
+        self
+    }
+
+    /// Waits at least `initial`, then twice as long after each attempt that delivers nothing, up
+    /// to `max`, between connection attempts to a peer (tests use long waits). Set before the
+    /// first send.
+    #[cfg(test)]
+    fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.limits.backoff = (initial, max);
         }
         self
     }
@@ -128,11 +142,11 @@ impl ReliableSender {
     /// Queues `data` for `address` and returns at once; the handler resolves with the ack.
     pub async fn send(&mut self, address: SocketAddr, data: Bytes) -> CancelHandler {
         let (reply, handler) = oneshot::channel();
-        if data.len() > self.inner.max_frame_size {
+        if data.len() > self.inner.limits.max_frame_size {
             warn!(
                 peer = %address,
                 size = data.len(),
-                max = self.inner.max_frame_size,
+                max = self.inner.limits.max_frame_size,
                 "dropping message larger than the maximum frame size"
             );
             return handler;
@@ -177,9 +191,7 @@ impl ReliableSender {
             .or_insert_with(|| {
                 let peer = Arc::new(Peer::new(
                     address,
-                    self.inner.capacity,
-                    self.inner.max_bytes,
-                    self.inner.max_frame_size,
+                    self.inner.limits,
                     self.inner.credentials.clone(),
                 ));
                 let task = peer.clone();
@@ -215,9 +227,7 @@ impl Pending {
 
 struct Peer {
     address: SocketAddr,
-    capacity: usize,
-    max_bytes: usize,
-    max_frame_size: usize,
+    limits: Limits,
     credentials: Option<Arc<Credentials>>,
     /// The emulated link to this peer, if any.
     link: Option<Arc<Link>>,
@@ -245,22 +255,14 @@ struct State {
 }
 
 impl Peer {
-    fn new(
-        address: SocketAddr,
-        capacity: usize,
-        max_bytes: usize,
-        max_frame_size: usize,
-        credentials: Option<Arc<Credentials>>,
-    ) -> Self {
+    fn new(address: SocketAddr, limits: Limits, credentials: Option<Arc<Credentials>>) -> Self {
         let link = credentials
             .as_ref()
             .and_then(|c| c.emulation.as_ref())
             .and_then(|e| e.link_to(&address));
         Self {
             address,
-            capacity,
-            max_bytes,
-            max_frame_size,
+            limits,
             credentials,
             link,
             state: Mutex::new(State::default()),
@@ -275,7 +277,8 @@ impl Peer {
     fn push(&self, data: Bytes, reply: oneshot::Sender<Bytes>) {
         let mut state = self.lock();
         while !state.queue.is_empty()
-            && (state.queue.len() >= self.capacity || state.bytes + data.len() > self.max_bytes)
+            && (state.queue.len() >= self.limits.capacity
+                || state.bytes + data.len() > self.limits.max_bytes)
         {
             // Dropping the oldest entry drops its reply sender, so its handler errors. If it is
             // in flight, its ack will find no entry and be ignored.
@@ -305,7 +308,7 @@ impl Peer {
 
     /// Connects whenever there is something to deliver, forever (until shutdown).
     async fn keep_connected(&self) {
-        let mut backoff = Backoff::new();
+        let mut backoff = Backoff::new(self.limits.backoff);
         loop {
             self.wait_for_work().await;
             match connect(self.address, self.credentials.as_deref()).await {
@@ -320,9 +323,25 @@ impl Peer {
                 backoff.reset();
             }
             if self.has_live_messages() {
-                tokio::time::sleep(backoff.next_delay()).await;
+                let delay = backoff.next_delay();
+                match self.member_here() {
+                    // A member that connects to us listens again: no reason to wait longer.
+                    Some((presence, member)) => tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = presence.arrival(member) => backoff.reset(),
+                    },
+                    None => tokio::time::sleep(delay).await,
+                }
             }
         }
+    }
+
+    /// The member expected at this address and where its arrivals are announced (committee
+    /// links only).
+    fn member_here(&self) -> Option<(&Presence, &PublicKey)> {
+        let credentials = self.credentials.as_deref()?;
+        let member = credentials.acceptor_at(&self.address)?;
+        Some((&credentials.presence, member))
     }
 
     async fn wait_for_work(&self) {
@@ -350,7 +369,7 @@ impl Peer {
     async fn serve(&self, stream: TcpStream) -> io::Error {
         let (read, write) = stream.into_split();
         let mut writer = FrameWriter::new(write);
-        let mut reader = FramedRead::new(read, codec(self.max_frame_size));
+        let mut reader = FramedRead::new(read, codec(self.limits.max_frame_size));
         // Writing and reading acks run concurrently: a peer blocked on writing acks we do not
         // read would stop reading our messages.
         let (written, read) = match &self.link {
@@ -422,7 +441,7 @@ impl Peer {
         let mut batch = Vec::new();
         let mut next_due = None;
         for pending in queue.range(start..) {
-            if in_flight.len() >= self.capacity {
+            if in_flight.len() >= self.limits.capacity {
                 break;
             }
             if let (Some(crossing), Some(sent)) = (&crossing, pending.sent) {
@@ -485,7 +504,7 @@ impl Peer {
 
     fn acknowledge(&self, ack: Bytes) -> io::Result<()> {
         let mut state = self.lock();
-        let window_was_full = state.in_flight.len() >= self.capacity;
+        let window_was_full = state.in_flight.len() >= self.limits.capacity;
         let Some(seq) = state.in_flight.pop_front() else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -531,28 +550,45 @@ struct Crossing {
     now: Instant,
 }
 
+/// What every peer of a sender is held to.
+#[derive(Clone, Copy)]
+struct Limits {
+    /// Messages kept until acknowledged, and written before an ack.
+    capacity: usize,
+    /// Bytes kept until acknowledged.
+    max_bytes: usize,
+    /// Longer messages are refused.
+    max_frame_size: usize,
+    /// First and longest wait between connection attempts.
+    backoff: (Duration, Duration),
+}
+
 /// Exponential backoff with jitter, so peers restarting together do not reconnect in lockstep.
 struct Backoff {
     next: Duration,
+    initial: Duration,
+    max: Duration,
 }
 
 impl Backoff {
-    fn new() -> Self {
+    fn new((initial, max): (Duration, Duration)) -> Self {
         Self {
-            next: INITIAL_BACKOFF,
+            next: initial,
+            initial,
+            max,
         }
     }
 
     fn reset(&mut self) {
-        self.next = INITIAL_BACKOFF;
+        self.next = self.initial;
     }
 
     fn next_delay(&mut self) -> Duration {
         let base = self.next;
-        self.next = (base * 2).min(MAX_BACKOFF);
+        self.next = (base * 2).min(self.max);
         // Uniform in [base / 2, base * 3 / 2), capped.
         let jitter = rand::thread_rng().gen_range(0.5..1.5);
-        base.mul_f64(jitter).min(MAX_BACKOFF)
+        base.mul_f64(jitter).min(self.max)
     }
 }
 

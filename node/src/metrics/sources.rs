@@ -85,6 +85,11 @@ impl Source for ConsensusSource {
                 "batch_latencies_ms",
                 json!(self.consensus.drain_batch_latencies()),
             );
+            if let Some(t_ms) = self.consensus.take_first_commit() {
+                snapshot
+                    .section("consensus")
+                    .json("first_commit_ms", json!(t_ms));
+            }
         }
     }
 }

@@ -342,3 +342,51 @@ async fn lucky_broadcast_reaches_the_requested_number_of_peers() {
         assert_eq!(&acked(handler).await[..], b"ack:y");
     }
 }
+
+/// A member back from an outage dials us before we retry it: its connection to our port is word
+/// that it listens again, and our sender retries it at once instead of sleeping out a backoff
+/// that had grown while it was down (here a minute, so only the word can explain the delivery).
+#[tokio::test]
+async fn recovery_a_member_that_connects_to_us_is_retried_at_once() {
+    use crate::network::handshake::{Credentials, Gate, Purpose};
+    use crate::network::{Receiver, ReceiverConfig};
+    use crypto::KeyPair;
+    let (us, them) = (KeyPair::from_seed(1), KeyPair::from_seed(2));
+    let members = [us.name, them.name];
+    // Our port: its gate announces members that connect.
+    let gate = Gate::new(us.name, Purpose::Mempool, members);
+    let presence = gate.presence.clone();
+    let (ours, _) = TestHandler::new();
+    let (our_address, _ours) = Receiver::spawn_with(
+        free_address().await,
+        ReceiverConfig::gated(1024, gate),
+        ours,
+    )
+    .await
+    .expect("bind ours");
+    // Their port, down for now.
+    let their_address = free_address().await;
+    let credentials = Credentials::new(us.name, us.secret.clone(), Purpose::Mempool)
+        .dialling([(their_address, them.name)])
+        .hearing(presence);
+    let mut sender = ReliableSender::authenticated(8, 1024, credentials)
+        .with_backoff(Duration::from_secs(60), Duration::from_secs(60));
+    let pending = sender.send(their_address, message(1)).await;
+    // The first attempt fails at once (nothing listens); the sender then waits a minute.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // They come back: their port listens, and they dial ours with a message of their own.
+    let gate = Gate::new(them.name, Purpose::Mempool, members);
+    let (theirs, mut received) = TestHandler::new();
+    let _theirs = Receiver::spawn_with(their_address, ReceiverConfig::gated(1024, gate), theirs)
+        .await
+        .expect("bind theirs");
+    let their_credentials = Credentials::new(them.name, them.secret.clone(), Purpose::Mempool)
+        .dialling([(our_address, us.name)]);
+    let mut theirs = ReliableSender::authenticated(8, 1024, their_credentials);
+    acked(theirs.send(our_address, message(2)).await).await;
+    // Ours goes out now, not in a minute.
+    assert_eq!(&acked(pending).await[..], b"ack:m1");
+    let got = timeout(DEADLINE, received.recv()).await.expect("in time");
+    assert_eq!(got.as_deref(), Some(&message(1)[..]));
+}
