@@ -30,6 +30,7 @@ from benchmark.config import REMOTE_DEFAULTS, ConfigError
 from benchmark.errors import HarnessError
 from benchmark.fault_schedule import FaultSchedule, schedule_from_flags
 from benchmark.flags import (
+    FlagError,
     default_text,
     either,
     optional_float,
@@ -474,5 +475,57 @@ def plot(
             print(f"wrote {path}")
         for path in plot_commits(ROOT / results, ROOT / output, mode):
             print(f"wrote {path}")
+
+    _guard(action)
+
+
+@task(
+    auto_shortflags=False,
+    help={
+        "name": "the experiment: overload | leaders",
+        "quick": "a CI-sized version (short runs at low rates): checks the machinery only",
+        "output": "directory of the page and its figures (default: docs/results; --quick:"
+        " results/experiments, so a quick page never replaces a full one)",
+        "build": "run `cargo build --release` first",
+        "logs": "directory of the runs' log directories",
+        "results": "directory of the saved results (one JSON per run)",
+        "binaries": "directory holding node and client (default: target/release)",
+        "base_port": "first port of node 0",
+    },
+)
+def experiment(
+    c: Context,
+    name: str,
+    quick: bool = False,
+    output: str = "",
+    build: bool = True,
+    logs: str = "logs",
+    results: str = "results",
+    binaries: str = "",
+    base_port: str | None = None,
+) -> None:
+    """Run a named experiment end to end and write its results page (docs/results/NAME.md)."""
+
+    def action() -> None:
+        from benchmark.experiments import EXPERIMENTS  # noqa: PLC0415
+        from benchmark.experiments.runner import run_experiment  # noqa: PLC0415
+
+        chosen = EXPERIMENTS.get(name)
+        if chosen is None:
+            raise FlagError(f"unknown experiment {name!r}; one of {', '.join(EXPERIMENTS)}")
+        default = "results/experiments" if quick else "docs/results"
+        page = run_experiment(
+            chosen,
+            quick=quick,
+            repo_root=ROOT,
+            output=ROOT / (output or default),
+            logs_dir=ROOT / logs,
+            results_dir=ROOT / results,
+            out=sys.stdout,
+            binaries=ROOT / binaries if binaries else None,
+            build=build,
+            base_port=positive_int(base_port, "base_port") if base_port else DEFAULT_BASE_PORT,
+        )
+        print(f"wrote {page}")
 
     _guard(action)

@@ -1,0 +1,14 @@
+"""Named experiments: `fab experiment NAME` runs one end to end and writes its results page,
+`docs/results/NAME.md`, with its plots beside it (`runner.py`, `page.py`). Each experiment
+(a module here) says which `fab local` configurations it runs, full and `--quick`, and how their
+summaries become tables and plots; every number of a page comes from the runs it made."""
+
+from __future__ import annotations
+
+from .experiment import Configuration, Experiment, Outcome
+from .leaders import LEADERS
+from .overload import OVERLOAD
+
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (OVERLOAD, LEADERS)}
+
+__all__ = ["EXPERIMENTS", "Configuration", "Experiment", "Outcome"]

@@ -1,0 +1,64 @@
+"""What an experiment is: configurations of `fab local`, and what to make of their runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..summary import Summary
+from .page import Page
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One `fab local` command of an experiment: its flags as a user types them (a flag without
+    a value is a switch, `--store`), repeatable fault flags apart."""
+
+    label: str
+    flags: Mapping[str, str | bool]
+    crash: tuple[str, ...] = ()
+    partition: tuple[str, ...] = ()
+    kill_leader_every: str | None = None
+
+    def command(self) -> str:
+        parts = ["fab", "local"]
+        for name, value in self.flags.items():
+            flag = "--" + name.replace("_", "-")
+            if value is True:
+                parts.append(flag)
+            elif value is not False:
+                parts.append(f"{flag}={value}")
+        parts += [f"--crash={spec}" for spec in self.crash]
+        parts += [f"--partition={spec}" for spec in self.partition]
+        if self.kill_leader_every is not None:
+            parts.append(f"--kill-leader-every={self.kill_leader_every}")
+        return " ".join(parts)
+
+    def flag_values(self) -> dict[str, object | None]:
+        """The flags as `fab local` hands them to `flags.sweep_from_flags`: text, or True for a
+        switch."""
+        return {
+            name: (value if value is True else str(value)) for name, value in self.flags.items()
+        }
+
+
+@dataclass
+class Outcome:
+    """A configuration's runs: their summaries (one per run, every rate of a sweep), and why it
+    stopped early if it did (a process failed, an audit failed)."""
+
+    configuration: Configuration
+    summaries: list[Summary] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    # What the experiment asks, in a paragraph of the page.
+    question: str
+    # The configurations of a full run, and of a `--quick` one (CI-sized).
+    configurations: Callable[[bool], Sequence[Configuration]]
+    # Fills the page from the outcomes, in the order of `configurations`.
+    write: Callable[[Sequence[Outcome], Page], None]

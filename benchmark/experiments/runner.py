@@ -1,0 +1,112 @@
+"""Runs an experiment's configurations on this machine and writes its page.
+
+Every configuration is checked before the first run (a mistake in the last should cost seconds,
+not the hour before it), the binaries are built once, and a configuration that fails (a process
+died, an audit failed) is recorded on the page with why, and the others still run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from ..errors import HarnessError
+from ..fault_schedule import FaultSchedule, schedule_from_flags
+from ..flags import sweep_from_flags
+from ..local import DEFAULT_BASE_PORT, LocalBench
+from ..local import build as cargo_build
+from .experiment import Configuration, Experiment, Outcome
+from .page import Machine, Page, commit_of
+
+
+def run_experiment(
+    experiment: Experiment,
+    *,
+    quick: bool,
+    repo_root: Path,
+    output: Path,
+    logs_dir: Path,
+    results_dir: Path,
+    out: TextIO,
+    binaries: Path | None = None,
+    build: bool = True,
+    base_port: int = DEFAULT_BASE_PORT,
+) -> Path:
+    """Runs every configuration of `experiment` and writes its page into `output`; returns the
+    page's path."""
+    machine = Machine.this_one()
+    configurations = experiment.configurations(quick)
+    prepared = [_prepare(c) for c in configurations]
+    if build:
+        cargo_build(repo_root, out)
+    outcomes: list[Outcome] = []
+    for configuration, points, schedule in prepared:
+        out.write(f"\n== {experiment.name}: {configuration.label}: {configuration.command()}\n")
+        out.flush()
+        runner = LocalBench(
+            repo_root=repo_root,
+            base_port=base_port,
+            logs_dir=logs_dir,
+            results_dir=results_dir,
+            binaries=binaries,
+            fault_schedule=schedule,
+            out=out,
+        )
+        outcome = Outcome(configuration)
+        try:
+            for point in points:
+                outcome.summaries += runner.run(point)
+        except HarnessError as error:
+            outcome.error = str(error).splitlines()[0]
+            out.write(f"{configuration.label} stopped: {outcome.error}\n")
+        outcomes.append(outcome)
+    page = Page(name=experiment.name, title=experiment.title, directory=output)
+    _header(page, experiment, configurations, machine, commit_of(repo_root), quick=quick)
+    experiment.write(outcomes, page)
+    failed = [o for o in outcomes if o.error is not None]
+    if failed:
+        page.section(
+            "Runs that did not finish",
+            *[f"- {o.configuration.label}: {o.error}" for o in failed],
+        )
+    return page.write()
+
+
+def _prepare(configuration: Configuration) -> tuple[Configuration, list, FaultSchedule]:
+    """The points and fault schedule of a configuration, checked now (a bad flag is one error
+    before anything runs)."""
+    points = sweep_from_flags(configuration.flag_values())
+    schedule = schedule_from_flags(
+        list(configuration.crash), configuration.kill_leader_every, list(configuration.partition)
+    )
+    for point in points:
+        schedule.check(point)
+    return configuration, points, schedule
+
+
+def _header(
+    page: Page,
+    experiment: Experiment,
+    configurations: Sequence[Configuration],
+    machine: Machine,
+    commit: str,
+    *,
+    quick: bool,
+) -> None:
+    page.add("", experiment.question)
+    size = (
+        "`--quick`: a CI-sized version (short runs at low rates); its figures check the"
+        " machinery, they are not measurements to quote."
+        if quick
+        else "the full experiment."
+    )
+    page.section(
+        "How this page was made",
+        f"Written by `fab experiment {experiment.name}{' --quick' if quick else ''}`, {size}",
+        "",
+        f"- Machine: {machine.describe()}.",
+        f"- Commit: `{commit}`.",
+        "- Commands (each repeated `--runs` times, every rate of a list in turn):",
+        *[f"  - {c.label}: `{c.command()}`" for c in configurations],
+    )
