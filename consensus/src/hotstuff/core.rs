@@ -8,7 +8,7 @@ use super::aggregator::{Aggregator, AggregatorError};
 use super::checkpoint::{Checkpoint, CheckpointReply, CheckpointSlot};
 use super::committer::GcWindow;
 use super::holders::PeerRounds;
-use super::leader::LeaderElector;
+use super::leader::{LeaderElector, Opening};
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
 use super::metrics::ConsensusMetrics;
 use super::payload::{PayloadError, PayloadWaiter};
@@ -348,8 +348,8 @@ impl Core {
         self.metrics.round.store(self.round, Ordering::Relaxed);
         // The leader of the first round proposes without waiting for a certificate.
         let anchor = self.high_qc.hash;
-        self.enter_round_led_from(&anchor);
-        if self.is_leader(self.round, &anchor) {
+        self.enter_round_opened_by(Opening::Qc(&anchor));
+        if self.is_leader(self.round, Opening::Qc(&anchor)) {
             self.try_propose(None).await;
         }
         loop {
@@ -447,7 +447,7 @@ impl Core {
         if let Some(vote) = self.last_vote.take().filter(|v| v.round == self.round) {
             self.broadcast(&ConsensusMessage::Vote(vote.clone()))
                 .await?;
-            if !self.is_leader(self.round + 1, &vote.hash) {
+            if !self.is_leader(self.round + 1, Opening::Qc(&vote.hash)) {
                 self.handle_vote(vote).await?;
             }
         }
@@ -496,24 +496,23 @@ impl Core {
         self.advance_round(qc.round).await;
         self.update_high_qc(qc);
         if moved {
-            self.enter_round_led_from(&qc.hash);
+            self.enter_round_opened_by(Opening::Qc(&qc.hash));
         }
     }
 
-    /// The leader of `round`, whose proposal extends the chain ending at `anchor`, if this node
-    /// holds that chain's window.
-    fn leader(&self, round: Round, anchor: &Digest) -> Option<PublicKey> {
-        self.elector.leader(round, anchor)
+    /// The leader of `round`, opened by `opening`, if this node can tell (see `leader.rs`).
+    fn leader(&self, round: Round, opening: Opening<'_>) -> Option<PublicKey> {
+        self.elector.leader(round, opening)
     }
 
-    fn is_leader(&self, round: Round, anchor: &Digest) -> bool {
-        self.leader(round, anchor) == Some(self.name)
+    fn is_leader(&self, round: Round, opening: Opening<'_>) -> bool {
+        self.leader(round, opening) == Some(self.name)
     }
 
-    /// Notes who leads the round just entered through a certificate of the chain ending at
-    /// `anchor` (its timeout, if any, blames that leader; the METRICS line shows it).
-    fn enter_round_led_from(&mut self, anchor: &Digest) {
-        self.round_leader = self.leader(self.round, anchor);
+    /// Notes who leads the round just entered through `opening` (its timeout, if any, blames
+    /// that leader; the METRICS line shows it).
+    fn enter_round_opened_by(&mut self, opening: Opening<'_>) {
+        self.round_leader = self.leader(self.round, opening);
         self.metrics.set_leader(self.round_leader);
     }
 
@@ -572,9 +571,12 @@ impl Core {
     }
 
     async fn propose(&mut self, tc: Option<TC>) -> Result<(), ConsensusError> {
-        // The anchor voters will read off the block (`LeaderElector::anchor_of`).
-        let anchor = tc.as_ref().map_or(self.high_qc.hash, |tc| tc.high_qc.hash);
-        if !self.is_leader(self.round, &anchor) || self.round <= self.last_proposed_round {
+        // What voters will read off the block (`Opening::of`).
+        let opening = match &tc {
+            Some(tc) => Opening::Tc(tc),
+            None => Opening::Qc(&self.high_qc.hash),
+        };
+        if !self.is_leader(self.round, opening) || self.round <= self.last_proposed_round {
             return Ok(());
         }
         self.last_proposed_round = self.round;
@@ -638,7 +640,7 @@ impl Core {
         if let Some(qc) = self.aggregator.add_vote(vote)? {
             debug!("assembled {:?}", qc);
             self.process_qc(&qc).await;
-            if self.is_leader(self.round, &qc.hash) {
+            if self.is_leader(self.round, Opening::Qc(&qc.hash)) {
                 self.try_propose(None).await;
             }
         }
@@ -670,9 +672,9 @@ impl Core {
         if let Some(tc) = self.aggregator.add_timeout(timeout)? {
             debug!("assembled {:?}", tc);
             self.advance_round(tc.round).await;
-            self.enter_round_led_from(&tc.high_qc.hash);
+            self.enter_round_opened_by(Opening::Tc(&tc));
             self.broadcast(&ConsensusMessage::TC(tc.clone())).await?;
-            if self.is_leader(self.round, &tc.high_qc.hash) {
+            if self.is_leader(self.round, Opening::Tc(&tc)) {
                 self.try_propose(Some(tc)).await;
             }
             return Ok(());
@@ -730,8 +732,8 @@ impl Core {
         // Adopt the TC's QC first: the block we may propose next must extend it (safety rule 2).
         self.update_high_qc(&tc.high_qc);
         self.advance_round(tc.round).await;
-        self.enter_round_led_from(&tc.high_qc.hash);
-        if self.is_leader(self.round, &tc.high_qc.hash) {
+        self.enter_round_opened_by(Opening::Tc(&tc));
+        if self.is_leader(self.round, Opening::Tc(&tc)) {
             self.try_propose(Some(tc)).await;
         }
         Ok(())
@@ -773,7 +775,7 @@ impl Core {
         // blocks (ancestors we fetch) are vouched for by the QCs of their children instead, and
         // one whose window we lack is checked again before we vote for it.
         if block.round >= self.round {
-            if let Some(leader) = self.leader(block.round, &LeaderElector::anchor_of(&block)) {
+            if let Some(leader) = self.leader(block.round, Opening::of(&block)) {
                 if leader != block.author {
                     return Err(MessageError::WrongLeader {
                         author: block.author,
@@ -809,7 +811,7 @@ impl Core {
         let moved = tc.round >= self.round;
         self.advance_round(tc.round).await;
         if moved {
-            self.enter_round_led_from(&tc.high_qc.hash);
+            self.enter_round_opened_by(Opening::Tc(tc));
         }
         Ok(true)
     }
@@ -882,17 +884,18 @@ impl Core {
         if block.round != self.round {
             return Ok(());
         }
-        // Only for the round's leader, which we can tell now that the block's chain is stored.
-        if self.leader(block.round, &LeaderElector::anchor_of(block)) != Some(block.author) {
-            debug!(
-                "not voting for {:?}: not the leader of its round here",
-                block
-            );
-            return Ok(());
+        // Only for the round's leader. A node that cannot tell (a block of the history window is
+        // missing: it is back from a crash and syncing) votes for the first valid proposal of
+        // the round: who proposes changes no safety rule, and its vote may be the quorum's.
+        if let Some(leader) = self.leader(block.round, Opening::of(block)) {
+            if leader != block.author {
+                debug!("not voting for {:?}: not the leader of its round here", block);
+                return Ok(());
+            }
         }
         if let Some(vote) = self.make_vote(block).await {
             self.last_vote = Some(vote.clone());
-            match self.leader(self.round + 1, &vote.hash) {
+            match self.leader(self.round + 1, Opening::Qc(&vote.hash)) {
                 Some(next_leader) if next_leader == self.name => self.handle_vote(vote).await?,
                 Some(next_leader) => {
                     if let Some(authority) = self.committee.authority(&next_leader) {

@@ -2,38 +2,45 @@
 //!
 //! Round-robin elects every member in turn, so a member that crashed (or stays silent) still gets
 //! every n-th round, and each of its rounds costs the committee a timeout. With reputation (as in
-//! DiemBFT v4 and Aptos's `LeaderReputation`), the leader of a round is drawn from the members
-//! that took part in the chain's recent history: the authors of the last `window` blocks of the
-//! chain the round extends, and the members whose votes certified them. A member that stops
-//! taking part falls out of that history within `window` blocks and is then elected rarely
-//! (weight 1 against 1,000), so it costs a timeout now and then, not every n-th round; once it
-//! takes part again (its votes are in a certificate, or a block of its is certified) it is back
-//! at full weight.
+//! DiemBFT v4 and Aptos's `LeaderReputation`), the leader is drawn, with a seed that is the round
+//! alone, by weight:
 //!
-//! Agreement. Every input is in the chain the round's proposal extends, named by the
-//! certificate that opened the round: the QC of the previous round in the common case (the
-//! anchor is the block it certifies), or the high QC of the previous round's TC after a timeout.
-//! Nodes holding the same certificate and the same blocks compute the same leader; the draw is
-//! seeded by the round alone. A voter checks a proposal against the anchor the proposal itself
-//! names, so it agrees with the proposer. A node that lacks a block of the window cannot
-//! compute it (`None`): it does not vote or propose until it has synced the chain.
+//! - A round opened by a QC (the common case) reads the last `window` blocks of the chain the QC
+//!   certifies. A member whose latest turn as leader in it failed (a later block carries the TC
+//!   of its round) weighs 1; one that authored a block or signed a certificate there, 1,000;
+//!   anyone else 1. So a crashed member stops being elected after its first failed round, a
+//!   silent one after a window, and both are still tried now and then; a block of theirs or
+//!   their votes in a certificate bring them back. The authors of the last f blocks sit out,
+//!   which spreads leadership as round-robin does.
+//! - A round opened by a TC is led by one of the TC's signers (1,000 against 1): members that
+//!   were there to time out a moment ago. This needs no history, so a node back from a crash or
+//!   an outage can tell who leads (and lead) before it has synced the chain.
+//!
+//! Agreement. Every input is in the certificate that opened the round and the chain it names, so
+//! nodes holding the same certificate and blocks elect the same leader. A voter checks a proposal
+//! against the certificate the proposal itself carries, so it agrees with the proposer. A node
+//! that lacks a block of the window cannot tell (`None`); it still votes for the first valid
+//! proposal of the round (whoever proposes cannot change the safety rules), and learns the chain
+//! as it syncs it.
 //!
 //! What a Byzantine member can do. It cannot raise its own weight above an honest member's, nor
 //! pick the seed. As the aggregator of a round's votes it can leave an honest member out of that
-//! QC, but honest aggregators include every vote that arrives in time, and the honest member's
-//! own certified blocks count too; a member left out everywhere keeps weight 1 > 0 and is back
-//! after its next certified block. After a timeout, a leader with several certified branches to
-//! extend could try each as an anchor: the windows differ only in their last few blocks, so the
-//! choice moves little (the tests check the share it gets).
+//! QC, but honest aggregators include every vote that arrives in time, and the member's own
+//! certified blocks count too; a member left out everywhere keeps weight 1 and is back after its
+//! next certified block. After a timeout, whoever proposes may carry any valid TC, and with it
+//! pick among a few signer sets: a Byzantine member can thereby lead more of the rounds that
+//! follow timeouts than its share, but it cannot keep an honest member out of them.
 
-use super::messages::Block;
+use super::messages::{Block, TC};
 use crate::config::{Committee, Round, Stake};
 use crypto::{Digest, Hash, PublicKey};
 use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// Weight of a member that took part in the window, and of one that did not (per unit of
-/// stake). The ratio is Aptos's for failed leaders: a silent member is still drawn, rarely.
+/// Weight of a member that took part in the window, and of one that did not or whose latest
+/// turn as leader failed (per unit of stake). The ratio is Aptos's for failed leaders: such a
+/// member is still drawn, rarely.
 const ACTIVE_WEIGHT: u64 = 1_000;
 const INACTIVE_WEIGHT: u64 = 1;
 
@@ -71,6 +78,24 @@ impl std::str::FromStr for LeaderRule {
     }
 }
 
+/// What opened a round: the QC of the round before (naming the block it certifies), or the TC
+/// of the round before.
+#[derive(Clone, Copy, Debug)]
+pub enum Opening<'a> {
+    Qc(&'a Digest),
+    Tc(&'a TC),
+}
+
+impl<'a> Opening<'a> {
+    /// What opened the round of `block`, as the block itself says.
+    pub fn of(block: &'a Block) -> Self {
+        match &block.tc {
+            Some(tc) => Opening::Tc(tc),
+            None => Opening::Qc(&block.qc.hash),
+        }
+    }
+}
+
 /// What the election reads of a block: the header fields, not the payload.
 #[derive(Clone, Debug)]
 struct Link {
@@ -78,6 +103,9 @@ struct Link {
     parent: Digest,
     /// The members whose votes certified the parent (the signers of the block's QC).
     parent_signers: Vec<PublicKey>,
+    /// The round a TC in the block says timed out, and the block that TC's high QC certifies
+    /// (whose chain names the leader that failed).
+    timed_out: Option<(Round, Digest)>,
 }
 
 pub struct LeaderElector {
@@ -93,6 +121,9 @@ pub struct LeaderElector {
     links: HashMap<Digest, Link>,
     /// Digests by round, to forget old links.
     by_round: BTreeMap<Round, Vec<Digest>>,
+    /// Leaders of rounds opened by a QC, by (round, certified block): each is asked for many
+    /// times (by every later window that holds a TC of its round).
+    memo: RefCell<HashMap<(Round, Digest), Option<PublicKey>>>,
 }
 
 impl LeaderElector {
@@ -110,6 +141,7 @@ impl LeaderElector {
             exclude,
             links: HashMap::new(),
             by_round: BTreeMap::new(),
+            memo: RefCell::default(),
         }
     }
 
@@ -132,6 +164,7 @@ impl LeaderElector {
                 author: block.author,
                 parent: *block.parent(),
                 parent_signers: block.qc.votes.iter().map(|(name, _)| *name).collect(),
+                timed_out: block.tc.as_ref().map(|tc| (tc.round, tc.high_qc.hash)),
             },
         );
         self.by_round.entry(block.round).or_default().push(digest);
@@ -146,29 +179,48 @@ impl LeaderElector {
         {
             self.links.remove(&digest);
         }
+        self.memo.get_mut().retain(|(r, _), _| *r >= round);
     }
 
-    /// The anchor of a proposal: the block its round's opening certificate certifies.
-    pub fn anchor_of(block: &Block) -> Digest {
-        match &block.tc {
-            Some(tc) => tc.high_qc.hash,
-            None => block.qc.hash,
+    /// The leader of `round`, opened by `opening`; `None` if a block of the window is missing
+    /// here.
+    pub fn leader(&self, round: Round, opening: Opening<'_>) -> Option<PublicKey> {
+        match (self.rule, opening) {
+            (LeaderRule::RoundRobin, _) => {
+                let count = self.members.len() as u64;
+                Some(self.members[(round % count) as usize].0)
+            }
+            (LeaderRule::Reputation, Opening::Qc(anchor)) => self.after_qc(round, anchor),
+            (LeaderRule::Reputation, Opening::Tc(tc)) => {
+                let signers: HashSet<PublicKey> = tc.votes.iter().map(|(name, ..)| *name).collect();
+                let weighted = self.members.iter().map(|(name, stake)| {
+                    let weight = if signers.contains(name) {
+                        ACTIVE_WEIGHT
+                    } else {
+                        INACTIVE_WEIGHT
+                    };
+                    (*name, weight * u64::from(*stake))
+                });
+                draw(round, weighted)
+            }
         }
     }
 
-    /// The leader of `round`, whose proposal extends the chain ending at `anchor`; `None` if a
-    /// block of the window is missing here.
-    pub fn leader(&self, round: Round, anchor: &Digest) -> Option<PublicKey> {
-        let count = self.members.len() as u64;
-        let round_robin = self.members[(round % count) as usize].0;
-        match self.rule {
-            LeaderRule::RoundRobin => Some(round_robin),
-            LeaderRule::Reputation => self.by_reputation(round, anchor),
+    fn after_qc(&self, round: Round, anchor: &Digest) -> Option<PublicKey> {
+        if let Some(known) = self.memo.borrow().get(&(round, *anchor)) {
+            return *known;
         }
+        let leader = self.by_reputation(round, anchor);
+        self.memo.borrow_mut().insert((round, *anchor), leader);
+        leader
     }
 
     fn by_reputation(&self, round: Round, anchor: &Digest) -> Option<PublicKey> {
         let mut active = HashSet::new();
+        // Members whose latest turn as leader in the window failed, and those whose latest
+        // turn succeeded (a block of theirs), newest first: the first seen decides.
+        let mut failed = HashSet::new();
+        let mut decided = HashSet::new();
         let mut recent = HashSet::new();
         let mut next = *anchor;
         for depth in 0..self.window {
@@ -177,7 +229,17 @@ impl LeaderElector {
                 break;
             }
             let link = self.links.get(&next)?;
-            active.insert(link.author);
+            if decided.insert(link.author) {
+                active.insert(link.author);
+            }
+            if let Some((timed_out, high_qc)) = link.timed_out {
+                // The round the TC ended was opened by that QC, as far as its signers knew.
+                if let Some(leader) = self.after_qc(timed_out, &high_qc) {
+                    if decided.insert(leader) {
+                        failed.insert(leader);
+                    }
+                }
+            }
             active.extend(link.parent_signers.iter().copied());
             if depth < self.exclude {
                 recent.insert(link.author);
@@ -189,7 +251,7 @@ impl LeaderElector {
             .iter()
             .filter(|(name, _)| !recent.contains(name))
             .map(|(name, stake)| {
-                let weight = if active.contains(name) {
+                let weight = if active.contains(name) && !failed.contains(name) {
                     ACTIVE_WEIGHT
                 } else {
                     INACTIVE_WEIGHT
@@ -204,16 +266,22 @@ impl LeaderElector {
                 .map(|(name, stake)| (*name, u64::from(*stake)))
                 .collect();
         }
-        let total: u64 = candidates.iter().map(|(_, w)| w).sum();
-        let mut draw = seed(round) % total.max(1);
-        for (name, weight) in &candidates {
-            if draw < *weight {
-                return Some(*name);
-            }
-            draw -= weight;
-        }
-        candidates.last().map(|(name, _)| *name)
+        draw(round, candidates)
     }
+}
+
+/// The member the round's seed falls on, each with its weight.
+fn draw(round: Round, weighted: impl IntoIterator<Item = (PublicKey, u64)>) -> Option<PublicKey> {
+    let weighted: Vec<(PublicKey, u64)> = weighted.into_iter().collect();
+    let total: u64 = weighted.iter().map(|(_, w)| w).sum();
+    let mut point = seed(round) % total.max(1);
+    for (name, weight) in &weighted {
+        if point < *weight {
+            return Some(*name);
+        }
+        point -= weight;
+    }
+    weighted.last().map(|(name, _)| *name)
 }
 
 /// A number every node derives from the round alone, so no one can steer it.
