@@ -457,6 +457,35 @@ pub(crate) mod testing {
             self.memory.len(column)
         }
     }
+
+    /// The in-memory backend whose writes to the columns in `failing` fail, as a full or broken
+    /// disk's would.
+    #[derive(Default)]
+    pub(crate) struct FailingBackend {
+        memory: MemoryBackend,
+        pub(crate) failing: Arc<Mutex<Vec<Column>>>,
+    }
+
+    impl Backend for FailingBackend {
+        fn get(&self, column: Column, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
+            self.memory.get(column, key)
+        }
+        fn put(&self, column: Column, key: &[u8], value: Bytes) -> Result<(), StoreError> {
+            if lock(&self.failing).contains(&column) {
+                return Err(StoreError::backend(column, "no space left on device"));
+            }
+            self.memory.put(column, key, value)
+        }
+        fn delete(&self, column: Column, keys: &[&[u8]]) -> Result<(), StoreError> {
+            self.memory.delete(column, keys)
+        }
+        fn scan(&self, column: Column) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+            self.memory.scan(column)
+        }
+        fn len(&self, column: Column) -> usize {
+            self.memory.len(column)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -435,6 +435,10 @@ impl Core {
 
     async fn local_timeout_round(&mut self) -> Result<(), ConsensusError> {
         warn!("timeout in round {}", self.round);
+        // First: whatever fails below, the next attempt is a timeout delay away. A timer left
+        // expired fires again at once, and a safety write that keeps failing (a full disk) would
+        // spin the core and flood the log.
+        self.timer.reset();
         self.metrics.record_timeout(self.round_leader);
         self.safety.timed_out(self.round);
         self.persist_safety().await?;
@@ -458,7 +462,6 @@ impl Core {
             &self.signature_service,
         )
         .await;
-        self.timer.reset();
         self.broadcast(&ConsensusMessage::Timeout(timeout.clone()))
             .await?;
         self.handle_timeout(timeout).await
@@ -1252,6 +1255,31 @@ mod tests {
         h.core.propose(None).await.expect("propose");
         let block = h.core.own_blocks.pop_front().expect("a block");
         assert_eq!(block.payload, vec![batch]);
+    }
+
+    /// A safety write that fails in a timeout (a full disk) still resets the round timer: the
+    /// next attempt comes a timeout delay later. Left expired, the timer fired again at once and
+    /// the core spun on the failing write, a warning per turn.
+    #[tokio::test(start_paused = true)]
+    async fn recovery_a_failed_safety_write_in_a_timeout_resets_the_timer() {
+        let backend = crate::store::testing::FailingBackend::default();
+        let failing = backend.failing.clone();
+        let mut h = harness_on(Store::with_backend(backend), Parameters::default());
+        let delay = Duration::from_millis(h.core.parameters.timeout_delay);
+        tokio::time::advance(delay * 2).await;
+        assert!(
+            h.core.timer.deadline() <= Instant::now(),
+            "the timer expired"
+        );
+        crate::store::lock(&failing).push(Column::Safety);
+        assert!(matches!(
+            h.core.local_timeout_round().await,
+            Err(ConsensusError::SafetyState(_))
+        ));
+        assert!(
+            h.core.timer.deadline() >= Instant::now() + delay,
+            "the timer was left expired: it fires again at once"
+        );
     }
 
     /// Issue 12 item 6: `max_block_digests` holds for received proposals, not only our own.

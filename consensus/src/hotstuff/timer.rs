@@ -22,6 +22,12 @@ impl Timer {
     pub fn reset(&mut self) {
         self.sleep.as_mut().reset(Instant::now() + self.delay);
     }
+
+    /// When the timer fires next.
+    #[cfg(test)]
+    pub fn deadline(&self) -> Instant {
+        self.sleep.deadline()
+    }
 }
 
 impl Future for Timer {
