@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
             ConsensusMessage::Vote(vote) => vote.verify(committee),
             ConsensusMessage::Timeout(timeout) => timeout.verify(committee),
             ConsensusMessage::TC(tc) => tc.verify(committee),
-            ConsensusMessage::Checkpoint(reply) => reply.block.verify(committee),
+            ConsensusMessage::Checkpoint(reply) => reply.verify(committee),
             ConsensusMessage::SyncRequest(..) | ConsensusMessage::CheckpointRequest(..) => Ok(()),
         };
     }

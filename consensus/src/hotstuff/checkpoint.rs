@@ -8,15 +8,17 @@
 //!
 //! Consensus does not know what the application's state means; it moves it as bytes and checks
 //! it against a digest. Instead of a ledger info signed by a quorum, a node accepts a checkpoint
-//! once members with f+1 stake reported the same block and the same state digest: at least one
-//! of them is honest, so the block was committed and the state is what executing the chain up
-//! to it gives (see `state_sync.rs`). This needs every honest member to checkpoint at the same
-//! blocks, hence [`CheckpointPolicy`]: a rule on the committed sequence alone, not on time.
+//! once members with f+1 stake reported the same block and the same state digest, each report
+//! carrying a proof that the block committed (`commit_proof.rs`) and answering a request of
+//! ours: at least one of the reporters is honest, so the state is what executing the chain up to
+//! the block gives (see `state_sync.rs`). This needs every honest member to checkpoint at the
+//! same blocks, hence [`CheckpointPolicy`]: a rule on the committed sequence alone, not on time.
 
-use super::messages::Block;
+use super::commit_proof::CommitProof;
+use super::messages::{Block, MessageError};
 use super::progress::PipelineProgress;
 use super::wire;
-use crate::config::Round;
+use crate::config::{Committee, Round};
 use crate::store::{Meta, Store, StoreError, Table};
 use bincode::Options;
 use bytes::Bytes;
@@ -185,20 +187,24 @@ impl StateSyncLink {
     }
 }
 
-/// A member's answer to `CheckpointRequest`: its latest checkpoint and the block it follows
-/// (which the requester stores as its root).
+/// A member's answer to `CheckpointRequest`: its latest checkpoint, the block it follows (which
+/// the requester stores as its root) and the proof that this block committed.
 #[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CheckpointReply {
     /// Who answers; the network handler checks it is the authenticated peer.
     pub author: PublicKey,
     pub block: Block,
+    pub proof: CommitProof,
     pub state: Bytes,
 }
 
 impl CheckpointReply {
-    /// What members must agree on: the block and the digest of the state after it.
-    pub fn key(&self) -> (Digest, Digest) {
-        (self.block.digest(), Digest::of(&self.state))
+    /// Checks the block (its signature and certificates: it becomes the requester's root, and
+    /// the leader election reads its QC's signers) and that it committed. The state is not
+    /// looked at: only f+1 matching reports vouch for it.
+    pub fn verify(&self, committee: &Committee) -> Result<(), MessageError> {
+        self.block.verify(committee)?;
+        self.proof.verify(&self.block, committee)
     }
 }
 

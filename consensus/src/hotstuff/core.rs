@@ -6,6 +6,7 @@
 
 use super::aggregator::{Aggregator, AggregatorError};
 use super::checkpoint::{Checkpoint, CheckpointReply, CheckpointSlot};
+use super::commit_proof::DirectCommits;
 use super::committer::GcWindow;
 use super::holders::PeerRounds;
 use super::leader::{LeaderElector, Opening};
@@ -132,6 +133,9 @@ pub struct Core {
     timeout_rounds: HashMap<PublicKey, Round>,
     /// Who signed which certified rounds: tells the committer when every peer holds a batch.
     peer_rounds: PeerRounds,
+    /// The QCs that made blocks commit, from which the helper proves our checkpoint's block
+    /// committed.
+    direct_commits: DirectCommits,
     /// Who leads each round (see `leader.rs`).
     elector: LeaderElector,
     /// The leader of the current round, if this node can tell: whom its timeout blames.
@@ -171,6 +175,8 @@ pub struct CoreChannels {
     pub checkpoints: CheckpointSlot,
     /// Fed with every QC the core verifies (see `PeerRounds`).
     pub peer_rounds: PeerRounds,
+    /// Where the core records what made each direct commit (see `commit_proof.rs`).
+    pub direct_commits: DirectCommits,
     /// How far the application is behind (see `progress.rs`).
     pub progress: Arc<PipelineProgress>,
 }
@@ -290,6 +296,7 @@ impl Core {
             high_qc: resumed.high_qc,
             timeout_rounds: HashMap::new(),
             peer_rounds: channels.peer_rounds,
+            direct_commits: channels.direct_commits,
             elector,
             round_leader: None,
             network: ReliableSender::authenticated(
@@ -856,6 +863,7 @@ impl Core {
         }
         let floor = self.prune_floor();
         self.elector.prune(floor);
+        self.direct_commits.prune_below(floor);
         let keep = self.stored_blocks.split_off(&floor);
         for digests in std::mem::replace(&mut self.stored_blocks, keep).into_values() {
             self.store.blocks().remove_in_background(&digests);
@@ -880,6 +888,7 @@ impl Core {
 
         // b0 <- b1 <- block: block certifies b1, b1 certifies b0.
         if safety::commits(&b0, &b1) && b0.round > self.last_committed_round {
+            self.direct_commits.record(b0.round, &block.qc);
             self.commit(b0).await?;
         }
 
@@ -944,12 +953,20 @@ impl Core {
             .await
     }
 
+    /// Counts a member's checkpoint report, cheapest checks first: a block not past our last
+    /// commit is of no use, a reply we did not ask for (or a member's second to one request) is
+    /// not looked at, and the proof that the block committed is checked before the state is
+    /// hashed (see `state_sync.rs`).
     async fn handle_checkpoint(&mut self, reply: CheckpointReply) -> Result<(), ConsensusError> {
         if reply.block.round <= self.last_committed_round {
             return Ok(());
         }
-        reply.block.check_structure(&self.committee)?;
-        match self.state_sync.add(reply, self.last_committed_round) {
+        if !self.state_sync.admit(&reply.author) {
+            debug!("{:?} was not asked for; ignored", reply);
+            return Ok(());
+        }
+        reply.verify(&self.committee)?;
+        match self.state_sync.add(reply) {
             Some(adopted) => self.adopt_checkpoint(adopted).await,
             None => Ok(()),
         }
@@ -1096,6 +1113,7 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hotstuff::commit_proof::CommitProof;
     use crate::hotstuff::messages::tests::{committee, keys, qc, signed_block, timeout, vote};
     use crate::network::handshake::Purpose;
     use crate::store::Column;
@@ -1154,6 +1172,7 @@ mod tests {
                 ),
                 tx_restore,
                 peer_rounds,
+                direct_commits: DirectCommits::default(),
                 checkpoints,
                 progress: progress.clone(),
             },
@@ -1785,9 +1804,30 @@ mod tests {
         );
     }
 
-    /// State sync: a node that has nothing (a restart on an empty store) adopts a checkpoint
-    /// once f+1 members report it, hands its state to the application, and from then on
-    /// commits the blocks after it, and only those, without any block below it.
+    /// A member's report of the checkpoint after `root` (of `chain`, consecutive rounds), with
+    /// the proof that it committed: its child in `chain` and that child's QC.
+    fn report(
+        keys: &[KeyPair],
+        member: usize,
+        chain: &[Block],
+        root: usize,
+        state: &'static [u8],
+    ) -> CheckpointReply {
+        let child = &chain[root + 1];
+        CheckpointReply {
+            author: keys[member].name,
+            block: chain[root].clone(),
+            proof: CommitProof {
+                descendants: vec![child.clone()],
+                qc: qc(child.digest(), child.round, &keys[..3]),
+            },
+            state: bytes::Bytes::from_static(state),
+        }
+    }
+
+    /// State sync: a node that has nothing (a restart on an empty store) and asked for a
+    /// checkpoint adopts one once f+1 members report it, hands its state to the application,
+    /// and from then on commits the blocks after it, and only those, without any block below it.
     #[tokio::test]
     async fn a_checkpoint_reported_by_f_plus_one_members_becomes_the_root() {
         let mut h = harness(Parameters {
@@ -1796,16 +1836,18 @@ mod tests {
         });
         // The committee's chain, rounds 1 to 60; this node saw none of it.
         let chain = h.chain(None, 1, 60);
-        let root = chain[49].clone();
-        let reply = |member: usize| CheckpointReply {
-            author: h.keys[member].name,
-            block: root.clone(),
-            state: bytes::Bytes::from_static(b"state after round 50"),
-        };
-        h.core.handle_checkpoint(reply(1)).await.expect("valid");
+        assert!(h.core.state_sync.should_request(), "a request goes out");
+        h.core
+            .handle_checkpoint(report(&h.keys, 1, &chain, 49, b"state after round 50"))
+            .await
+            .expect("valid");
         assert!(h.rx_restore.try_recv().is_err(), "one member is not enough");
-        h.core.handle_checkpoint(reply(2)).await.expect("valid");
+        h.core
+            .handle_checkpoint(report(&h.keys, 2, &chain, 49, b"state after round 50"))
+            .await
+            .expect("valid");
         let restored = h.rx_restore.try_recv().expect("f+1 members agree");
+        let root = chain[49].clone();
         assert_eq!(restored.round, 50);
         assert_eq!(restored.block, root.digest());
         assert_eq!(restored.state.as_ref(), b"state after round 50");
@@ -1819,20 +1861,98 @@ mod tests {
         assert_eq!(h.committed(), (51..=58).collect::<Vec<Round>>());
     }
 
+    /// Members push reports of a real checkpoint, each with a valid proof, that this node never
+    /// asked for: however many agree, it does not adopt one (it would hand the application a
+    /// state in the middle of its own replay). Before, unrequested replies counted as any other.
+    #[tokio::test]
+    async fn byzantine_checkpoint_replies_nobody_asked_for_are_ignored() {
+        let mut h = harness(Parameters {
+            gc_depth: 10,
+            ..Parameters::default()
+        });
+        let chain = h.chain(None, 1, 60);
+        for member in 1..4 {
+            let pushed = report(&h.keys, member, &chain, 49, b"pushed state");
+            h.core.handle_checkpoint(pushed).await.expect("ignored");
+        }
+        assert!(
+            h.rx_restore.try_recv().is_err(),
+            "adopted unrequested reports"
+        );
+        assert_eq!(h.core.last_committed_round, 0);
+        assert_eq!(h.core.state_sync.held(), 0, "unrequested reports were kept");
+    }
+
+    /// Reports of a block the chain never committed (certified, but its child is two rounds
+    /// later), or of a block with a forged certificate, are refused however many members send
+    /// them: the block would become the node's root. Before, the block's structure was all that
+    /// was checked.
+    #[tokio::test]
+    async fn byzantine_a_checkpoint_of_an_uncommitted_block_is_not_adopted() {
+        let mut h = harness(Parameters {
+            gc_depth: 10,
+            ..Parameters::default()
+        });
+        let chain = h.chain(None, 1, 60);
+        // Round 50's block, then a child of round 52 certified by a QC: 50 is not committed.
+        let orphan_child = h.block(Some(&chain[49]), 52, vec![]);
+        let keys = h.keys.clone();
+        let uncommitted = |member: usize| CheckpointReply {
+            proof: CommitProof {
+                descendants: vec![orphan_child.clone()],
+                qc: qc(orphan_child.digest(), 52, &keys[..3]),
+            },
+            ..report(&keys, member, &chain, 49, b"forged state")
+        };
+        // A committed block whose certificate was swapped for one with too few signers (the
+        // block digest does not cover the signatures).
+        let forged_qc = |member: usize| {
+            let mut reply = report(&keys, member, &chain, 49, b"forged state");
+            reply.block.qc.votes.truncate(1);
+            reply
+        };
+        assert!(h.core.state_sync.should_request());
+        for member in 1..4 {
+            assert!(h.core.handle_checkpoint(uncommitted(member)).await.is_err());
+        }
+        h.core.state_sync = StateSync::new(h.core.committee.clone(), Duration::from_secs(1));
+        assert!(h.core.state_sync.should_request());
+        for member in 1..4 {
+            assert!(h.core.handle_checkpoint(forged_qc(member)).await.is_err());
+        }
+        assert!(
+            h.rx_restore.try_recv().is_err(),
+            "adopted an unproven block"
+        );
+        assert_eq!(h.core.last_committed_round, 0);
+    }
+
     /// A checkpoint not past what the node committed is ignored, however many report it.
     #[tokio::test]
     async fn a_checkpoint_behind_the_last_commit_is_ignored() {
         let (mut h, chain) = committed_chain(0).await;
+        assert!(h.core.state_sync.should_request());
         for member in 1..4 {
-            let reply = CheckpointReply {
-                author: h.keys[member].name,
-                block: chain[49].clone(),
-                state: bytes::Bytes::from_static(b"old"),
-            };
+            let reply = report(&h.keys, member, &chain, 49, b"old");
             h.core.handle_checkpoint(reply).await.expect("valid");
         }
         assert!(h.rx_restore.try_recv().is_err());
         assert_eq!(h.core.last_committed_round, 98);
+    }
+
+    /// What the helper builds its proofs from: every direct commit's child QC, pruned with the
+    /// blocks.
+    #[tokio::test]
+    async fn direct_commits_are_recorded_and_pruned_with_the_blocks() {
+        let (h, chain) = committed_chain(0).await;
+        let commits = &h.core.direct_commits;
+        let qc = commits.first_at_or_above(98).expect("round 98 committed");
+        assert_eq!((qc.hash, qc.round), (chain[98].digest(), 99));
+        assert!(commits.first_at_or_above(99).is_none());
+        let floor = h.core.prune_floor();
+        assert!(floor > 1);
+        let oldest = commits.first_at_or_above(0).expect("some kept");
+        assert_eq!(oldest.round, floor + 1);
     }
 
     /// The committer frees a batch early only for rounds every peer signed a QC of: the core

@@ -2,6 +2,7 @@
 //! checkpoint (state sync).
 
 use super::checkpoint::{CheckpointReply, CheckpointSlot};
+use super::commit_proof::{CommitProof, DirectCommits};
 use super::messages::ConsensusMessage;
 use super::wire;
 use crate::config::Committee;
@@ -31,6 +32,8 @@ pub struct Helper {
     committee: Committee,
     store: BlockStore,
     checkpoints: CheckpointSlot,
+    /// What proves our checkpoint's block committed.
+    direct_commits: DirectCommits,
     /// When each member last got a checkpoint from us.
     checkpoint_served: HashMap<PublicKey, Instant>,
     rx_requests: mpsc::Receiver<HelperRequest>,
@@ -43,6 +46,7 @@ impl Helper {
         committee: Committee,
         store: Store,
         checkpoints: CheckpointSlot,
+        direct_commits: DirectCommits,
         rx_requests: mpsc::Receiver<HelperRequest>,
         network: SimpleSender,
     ) {
@@ -52,6 +56,7 @@ impl Helper {
             // Blocks only: a batch digest asked for as a block is not served either.
             store: store.blocks(),
             checkpoints,
+            direct_commits,
             checkpoint_served: HashMap::new(),
             rx_requests,
             network,
@@ -107,13 +112,23 @@ impl Helper {
         Some(ConsensusMessage::Propose(block))
     }
 
-    /// The latest checkpoint, with the block it follows (while that block is still stored).
+    /// The latest checkpoint, with the block it follows (while that block is still stored) and
+    /// the proof that this block committed (once a commit at or above it is known here).
     fn checkpoint(&self, origin: &PublicKey) -> Option<ConsensusMessage> {
         let Some(checkpoint) = self.checkpoints.latest() else {
             debug!("{origin} asked for a checkpoint; we have none yet");
             return None;
         };
         let block = self.read_block(&checkpoint.block)?;
+        let Some(proof) = CommitProof::build(&block, &self.direct_commits, |digest| {
+            self.read_block(digest)
+        }) else {
+            debug!(
+                "{origin} asked for a checkpoint; we cannot prove round {} committed yet",
+                checkpoint.round
+            );
+            return None;
+        };
         debug!(
             "sending the checkpoint of round {} ({} bytes) to {origin}",
             checkpoint.round,
@@ -122,6 +137,7 @@ impl Helper {
         Some(ConsensusMessage::Checkpoint(CheckpointReply {
             author: self.name,
             block,
+            proof,
             state: checkpoint.state.clone(),
         }))
     }
@@ -165,6 +181,7 @@ mod tests {
             committee: committee(&keys),
             store: Store::new().blocks(),
             checkpoints: CheckpointSlot::default(),
+            direct_commits: DirectCommits::default(),
             checkpoint_served: HashMap::new(),
             rx_requests: rx,
             network: SimpleSender::new(),

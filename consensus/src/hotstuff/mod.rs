@@ -2,6 +2,7 @@
 
 mod aggregator;
 pub mod checkpoint;
+pub mod commit_proof;
 mod committer;
 mod core;
 mod handler;
@@ -124,12 +125,14 @@ impl Consensus {
         // The core learns from QCs which rounds every peer holds; the committer frees batches
         // by it.
         let (peer_rounds, held_by_all) = holders::PeerRounds::new(name, &committee);
+        let direct_commits = commit_proof::DirectCommits::default();
 
         helper::Helper::spawn(
             name,
             committee.clone(),
             store.clone(),
             state_sync.checkpoints.clone(),
+            direct_commits.clone(),
             rx_helper,
             SimpleSender::authenticated(
                 DEFAULT_SIMPLE_QUEUE_CAPACITY,
@@ -165,6 +168,7 @@ impl Consensus {
                 checkpoints: state_sync.checkpoints,
                 progress: state_sync.progress,
                 peer_rounds,
+                direct_commits,
             },
             metrics.clone(),
         )
