@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use node::metrics::{serve_prometheus, ProcessSource, Registry};
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -20,6 +21,32 @@ const BURST_INTERVAL: Duration = Duration::from_millis(50);
 const BURSTS_PER_SECOND: u64 = 20;
 /// Nodes get this long to come up before the client gives up.
 const WAIT_FOR_NODES: Duration = Duration::from_secs(60);
+/// At the end of the run, a burst its node is holding back gets this long to be written.
+const LAST_WRITE_GRACE: Duration = Duration::from_secs(2);
+
+/// What a burst adds to the counters, so that a burst never written can be taken back out.
+#[derive(Clone, Copy, Default)]
+struct BurstTally {
+    txs: u64,
+    bytes: u64,
+    invalid: u64,
+}
+
+impl BurstTally {
+    fn count(&self, metrics: &ClientMetrics) {
+        ClientMetrics::add(&metrics.sent, self.txs);
+        ClientMetrics::add(&metrics.sent_bytes, self.bytes);
+        ClientMetrics::add(&metrics.invalid_sent, self.invalid);
+    }
+
+    fn take_back(&self, metrics: &ClientMetrics) {
+        metrics.sent.fetch_sub(self.txs, Ordering::Relaxed);
+        metrics.sent_bytes.fetch_sub(self.bytes, Ordering::Relaxed);
+        metrics
+            .invalid_sent
+            .fetch_sub(self.invalid, Ordering::Relaxed);
+    }
+}
 
 pub struct NextTx {
     pub bytes: Bytes,
@@ -117,18 +144,20 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
     // the ticks missed meanwhile come as catch-up bursts (or count as late).
     let mut idle = Some(connection);
     let mut writing = None;
+    let mut in_flight = BurstTally::default();
     loop {
         tokio::select! {
             deadline = ticker.tick(), if idle.is_some() && !exhausted => {
                 let mut txs = Vec::with_capacity(burst as usize);
+                let mut tally = BurstTally::default();
                 let now = Instant::now();
                 for i in 0..burst {
                     let Some(tx) = source.next(i == 0) else {
                         exhausted = true;
                         break;
                     };
-                    ClientMetrics::add(&metrics.sent_bytes, tx.bytes.len() as u64);
-                    ClientMetrics::add(&metrics.invalid_sent, tx.invalid as u64);
+                    tally.bytes += tx.bytes.len() as u64;
+                    tally.invalid += tx.invalid as u64;
                     if let Some(id) = tx.sample_id {
                         metrics.push_sample(SampleSent { id, t_ms: now_ms() });
                     }
@@ -139,7 +168,11 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
                     txs.push(tx.bytes);
                 }
                 window.expire(now);
-                ClientMetrics::add(&metrics.sent, txs.len() as u64);
+                tally.txs = txs.len() as u64;
+                // Counted now, so the once-a-second lines show what is being offered while a
+                // node holds the write back.
+                tally.count(&metrics);
+                in_flight = tally;
                 if let Some(mut connection) = idle.take() {
                     writing = Some(Box::pin(async move {
                         let written = send_all(&mut connection, txs).await;
@@ -189,6 +222,22 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
             _ = &mut stop => break,
             _ = sigterm.recv() => break,
             _ = sigint.recv() => break,
+        }
+    }
+    // The run ended with a burst counted and not yet written: write it (the node may still be
+    // holding it back), or take it out of the count. The audit compares what clients sent with
+    // what nodes committed; a burst counted but never written would read as lost transactions.
+    if let Some(write) = writing.take() {
+        match tokio::time::timeout(LAST_WRITE_GRACE, write).await {
+            Ok((_, Ok(()))) => {}
+            Ok((_, Err(e))) => {
+                warn!("{name}: the last burst was not written: {e}");
+                in_flight.take_back(&metrics);
+            }
+            Err(_) => {
+                warn!("{name}: the last burst was still held back after {LAST_WRITE_GRACE:?}; not counted as sent");
+                in_flight.take_back(&metrics);
+            }
         }
     }
     registry.emit(true);

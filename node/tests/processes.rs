@@ -894,3 +894,52 @@ fn a_client_blocked_by_its_node_still_reports_and_stops() {
     assert_eq!(lines.last().expect("lines")["final"], true);
     drop(held);
 }
+
+/// A client counts as sent what it wrote to its node. A write its node held back when the run
+/// ended is finished before the last report (or taken back out of the count): the audit compares
+/// what clients sent with what nodes committed, and a burst counted but never written reads as
+/// transactions the system lost.
+#[test]
+fn a_client_counts_as_sent_only_what_reached_its_node() {
+    use std::io::Read;
+    let dir = temp_dir("sent-is-written");
+    // A "node" that reads nothing for a while (its mempool is full), then everything.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let target = listener.local_addr().expect("address").to_string();
+    let reader = std::thread::spawn(move || {
+        // The first connection is the client's probe that the node is up.
+        let mut streams = listener.incoming();
+        let _probe = streams.next();
+        let mut stream = streams.next().expect("client connects").expect("accept");
+        std::thread::sleep(Duration::from_millis(1_300));
+        let mut received = Vec::new();
+        stream.read_to_end(&mut received).expect("read");
+        // Length-delimited frames: a 4-byte big-endian length, then the transaction.
+        let mut frames = 0u64;
+        let mut at = 0;
+        while at + 4 <= received.len() {
+            let length = u32::from_be_bytes(received[at..at + 4].try_into().expect("4 bytes"));
+            at += 4 + length as usize;
+            frames += 1;
+        }
+        assert_eq!(at, received.len(), "a frame was cut");
+        frames
+    });
+    let log_path = dir.join("client.log");
+    let log = std::fs::File::create(&log_path).expect("log");
+    let mut client = Command::new(client_bin())
+        .args([
+            "--mode", "hotstuff", "--target", &target, "--nodes", &target,
+        ])
+        .args(["--rate", "400000", "--duration", "1", "--size", "200"])
+        .stdout(log)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("client starts");
+    let status = client.wait().expect("client ends");
+    assert!(status.success(), "client failed: {status}");
+    let received = reader.join().expect("reader");
+    let last = metrics_lines(&log_path).pop().expect("a final line");
+    assert_eq!(last["final"], true);
+    assert_eq!(last["sent"].as_u64(), Some(received), "{last}");
+}

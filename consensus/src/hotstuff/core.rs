@@ -901,7 +901,10 @@ impl Core {
         // the round: who proposes changes no safety rule, and its vote may be the quorum's.
         if let Some(leader) = self.leader(block.round, Opening::of(block)) {
             if leader != block.author {
-                debug!("not voting for {:?}: not the leader of its round here", block);
+                debug!(
+                    "not voting for {:?}: not the leader of its round here",
+                    block
+                );
                 return Ok(());
             }
         }

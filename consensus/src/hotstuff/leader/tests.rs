@@ -221,7 +221,10 @@ fn a_crashed_member_is_skipped_after_its_first_failed_round_and_readmitted_when_
         .iter()
         .filter(|b| b.round > start && b.round <= start + 40 && b.tc.is_some())
         .count();
-    assert!((1..=2).contains(&early), "{early} timeouts in the first 40 rounds");
+    assert!(
+        (1..=2).contains(&early),
+        "{early} timeouts in the first 40 rounds"
+    );
     let shares = chain.shares(&chain.elector(), 100_000);
     assert!(
         shares[3] > 0,
@@ -299,5 +302,8 @@ fn a_round_opened_by_a_timeout_is_led_by_a_signer_and_needs_no_history() {
         leaders[chain.index(leader.expect("no history needed"))] += 1;
     }
     assert!(leaders[1] <= 2, "{leaders:?}");
-    assert!(leaders.iter().filter(|n| **n > 100).count() == 3, "{leaders:?}");
+    assert!(
+        leaders.iter().filter(|n| **n > 100).count() == 3,
+        "{leaders:?}"
+    );
 }
