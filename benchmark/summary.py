@@ -663,8 +663,8 @@ def _offered_load(
         return None
     kept_up = end_to_end.tps >= KEEPS_UP * clients.sent_tps
     # Clients that fell short limit the run only if the system took all they sent: when it did
-    # not, it would not have taken more either (hotstuff at 700,000 tx/s asked: the clients
-    # sent 373,000, consensus committed 258,000 of them with a p50 of 5 s).
+    # not, it would not have taken more either (a committee that falls behind what the clients
+    # send is the limit, however far the clients fell short of the rate asked).
     if clients.sent_tps < CLIENT_SHORTFALL * clients.target_tps and kept_up:
         return Bottleneck(
             stage="client",

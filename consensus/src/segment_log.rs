@@ -3,8 +3,8 @@
 //! Batches are the store's bulk (hundreds of KB each, hundreds a second at speed), written once,
 //! read a few times soon after (the committer, a peer's sync request), and deleted together
 //! `gc_depth` rounds after they commit. A B-tree is the wrong shape for that: redb copied every
-//! 500 KB value into its pages, checksummed and freed them again, and `hotstuff --store` lost
-//! about 40 % of its capacity to it. A log writes each batch once, sequentially, and deletes
+//! 500 KB value into its pages, checksummed and freed them again, which cost `hotstuff --store`
+//! a large share of its capacity (`docs/store.md`). A log writes each batch once, sequentially, and deletes
 //! whole files. Blocks follow the same life (written once, pruned in order), in a log of their
 //! own.
 //!
@@ -36,10 +36,9 @@
 //! A file is recycled only while it is younger than [`RECYCLE_WITHIN`], then deleted like
 //! before. Linux writes a file's dirty pages to disk once they have been dirty for
 //! `vm.dirty_expire_centisecs` (30 s by default), and a file overwritten again and again never
-//! gets clean: recycling without an age limit made the kernel write the dead batches of every
-//! recycled file every 30 s, bursts of about 290 MB for four local nodes that held up the
-//! safety state's `fdatasync` behind them (p99 latency 367–820 ms in 60-s `hotstuff` runs
-//! against 113 ms). A file deleted before its pages expire takes them with it unwritten.
+//! gets clean: recycling without an age limit makes the kernel write the dead batches of every
+//! recycled file every 30 s, in bursts that hold up the safety state's `fdatasync` behind them
+//! (and with it every vote). A file deleted before its pages expire takes them with it unwritten.
 //!
 //! Durability: records are written with `pwrite` and never synced. They survive a crash of the
 //! process (the kernel holds them), not of the machine; a batch lost that way is fetched from

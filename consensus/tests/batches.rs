@@ -1,4 +1,4 @@
-//! Batch availability against hostile leaders and lagging nodes (issue 12, items 1, 3 and 4):
+//! Batch availability against hostile leaders and lagging nodes:
 //! real nodes on loopback ports, a Byzantine stand-in that signs with a committee key and speaks
 //! the real wire format, and a test-only TCP proxy that partitions one node.
 
@@ -82,10 +82,10 @@ impl MessageHandler for MempoolPort {
 }
 
 enum Attack {
-    /// Item 1: sign a block for an old round of ours, show it to two honest nodes (they store
+    /// Sign a block for an old round of ours, show it to two honest nodes (they store
     /// it, then see the round is old), then propose a block whose payload names that block.
     BlockAsBatch { held: Option<QC> },
-    /// Item 3: propose a batch committed a few rounds ago, then a fresh batch twice in one block.
+    /// Propose a batch committed a few rounds ago, then a fresh batch twice in one block.
     Repropose {
         committed: Arc<Mutex<Vec<Digest>>>,
         fresh: Digest,
@@ -336,7 +336,7 @@ fn honest_nodes(keys: &[KeyPair], committee: &Committee) -> (Vec<TestNode>, Vec<
     (nodes, loads)
 }
 
-/// Item 1: a block digest in a payload must not count as an available batch, and peers must
+/// A block digest in a payload must not count as an available batch, and peers must
 /// never serve block bytes as a batch. Before the fix the two nodes that stored the old block
 /// vote, the third waits forever for a "batch" peers serve as block bytes, and with the stand-in
 /// voting no further QC can form: the committee stalls.
@@ -376,7 +376,7 @@ fn byzantine_block_digest_named_as_a_batch_does_not_stall() {
     }
 }
 
-/// Item 3: a leader that re-proposes a batch committed a few rounds ago, or names one batch
+/// A leader that re-proposes a batch committed a few rounds ago, or names one batch
 /// twice in a block, must get no votes. Before the fix both blocks commit and every node
 /// delivers those batches twice.
 #[test]
@@ -473,7 +473,7 @@ async fn proxy(listener: TcpListener, target: SocketAddr, cut: watch::Receiver<b
     }
 }
 
-/// Item 4: one node is cut off for well over `gc_depth` rounds while the others commit; each
+/// One node is cut off for well over `gc_depth` rounds while the others commit; each
 /// peer's reliable buffer towards it overflows, so the batches it missed must come through
 /// batch sync. Before the fix the peers have deleted them (`gc_depth` rounds after commit) and
 /// the node never commits again.

@@ -1,8 +1,8 @@
 //! A Byzantine member against three honest nodes on loopback, over the real wire format.
 //!
 //! The stand-in holds one committee key and runs no consensus of its own: it never proposes (its
-//! rounds end in TCs), and it answers what it hears with attacks an honest node must shrug off
-//! (issue 12, items 2, 6 and 7): TCs that claim a high QC of round u64::MAX, honest blocks relayed
+//! rounds end in TCs), and it answers what it hears with attacks an honest node must shrug off:
+//! TCs that claim a high QC of round u64::MAX, honest blocks relayed
 //! with their TC stripped or swapped, replayed votes, votes and timeouts far in the future and at
 //! round u64::MAX. A second stand-in relays handshakes: it answers every honest node that dials it
 //! with another honest node's hello, to enter that node's port as the dialer.
@@ -185,8 +185,8 @@ async fn attack(keys: KeyPair, committee: Committee, listener: TcpListener, atta
                     let heard = timeouts.entry(timeout.round).or_default();
                     heard.insert(timeout.author, timeout.clone());
                     if heard.len() == 2 {
-                        // Two honest timeouts and our own claiming an absurd high QC: before
-                        // item 2 this verified and made the next proposal unvotable.
+                        // Two honest timeouts and our own claiming an absurd high QC: a TC that
+                        // verified would make the next proposal unvotable.
                         let honest: Vec<Timeout> = heard.values().cloned().collect();
                         let best = honest
                             .iter()

@@ -1,4 +1,4 @@
-//! Issue 12, item 5: strangers on the ports of real nodes on loopback.
+//! Strangers on the ports of real nodes on loopback.
 
 mod common;
 

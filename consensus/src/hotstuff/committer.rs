@@ -67,16 +67,16 @@ impl CommittedBatch {
 /// memory by commit throughput times the window (about 50 MB for 30 s at 8,000 tx/s of 200 B).
 /// The round window still applies on an idle chain, where 30 s may be a handful of rounds. A
 /// peer that is behind by more than the window cannot fetch the batches anymore and needs state
-/// sync (issue 13).
+/// sync.
 ///
 /// The time window is what a peer that is behind may need; a healthy committee needs none of it.
 /// So the committer frees a batch's bytes as soon as the round window has passed and every other
 /// member has signed a QC at or above the batch's round (`PeerRounds`): none of them can still
 /// be fetching it. Only a peer that stops signing makes batches stay for the whole time window.
-/// Keeping every batch for 30 s whatever the peers did made a node's memory grow by its commit
-/// throughput for 30 s (0.9 GB at 150,000 tx/s of 200 B); every new batch then landed in memory
-/// the kernel had to zero first, which doubled the nodes' CPU and tripled the latency of a
-/// 2-core run (`clear_page_erms` took two thirds of a node's CPU time).
+/// Keeping every batch for the whole time window whatever the peers did would make a node's
+/// memory grow by its commit throughput times the window, and every new batch would land in
+/// fresh memory the kernel must fault in and zero first: at speed that costs more CPU than the
+/// node's own work (see `docs/overload.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcWindow {
     pub rounds: Round,

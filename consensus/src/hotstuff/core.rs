@@ -1087,7 +1087,7 @@ impl Core {
             }
             self.payload.committed(&block);
             info!("committed {:?}", block);
-            // Released from their senders' mempool quotas (issue 12 item 5). Best effort: a
+            // Released from their senders' mempool quotas. Best effort: a
             // mempool that is gone has no quota to release.
             let _ = self
                 .tx_mempool
@@ -1233,7 +1233,7 @@ mod tests {
         }
     }
 
-    /// Issue 12 item 6: a member signs votes and timeouts for rounds far ahead. Each is a valid
+    /// A member signs votes and timeouts for rounds far ahead. Each is a valid
     /// message, but none may create an aggregator entry the node keeps until it reaches them.
     #[tokio::test]
     async fn byzantine_far_future_votes_and_timeouts_are_not_buffered() {
@@ -1304,7 +1304,7 @@ mod tests {
         );
     }
 
-    /// Issue 12 item 6: `max_block_digests` holds for received proposals, not only our own.
+    /// `max_block_digests` holds for received proposals, not only our own.
     #[tokio::test]
     async fn byzantine_oversized_proposal_is_rejected_on_receipt() {
         let parameters = Parameters {
@@ -1338,7 +1338,7 @@ mod tests {
         (h, chain)
     }
 
-    /// Issue 12 item 6: blocks far below the committed round are deleted, not kept forever.
+    /// Blocks far below the committed round are deleted, not kept forever.
     #[tokio::test]
     async fn blocks_below_the_gc_window_are_pruned() {
         // Rounds alone decide here; the time half of the window has its own test.
@@ -1365,7 +1365,7 @@ mod tests {
         assert_eq!(blocks.len(), 100);
     }
 
-    /// Issue 12 item 7: with more than f Byzantine members (here the test signs with three of
+    /// With more than f Byzantine members (here the test signs with three of
     /// the four keys) two conflicting blocks can both get a commit certificate. The node must
     /// notice, refuse to commit the second and halt, not log and carry on.
     #[tokio::test]
@@ -1407,7 +1407,7 @@ mod tests {
             .expect("no panic");
     }
 
-    /// Issue 12 item 7: `round + 1` must never overflow. A single vote of round u64::MAX is
+    /// `round + 1` must never overflow. A single vote of round u64::MAX is
     /// outside any window; even with the window open all the way, a quorum of such votes (f+1
     /// Byzantine signers are not needed for the QC check, only for this test) must not panic.
     #[tokio::test]
@@ -1432,7 +1432,7 @@ mod tests {
         assert_eq!(h.core.round, 1);
     }
 
-    /// Issue 12 item 7: a replayed vote or timeout is recognised as a duplicate before its
+    /// A replayed vote or timeout is recognised as a duplicate before its
     /// signature is checked (a corrupted signature shows the order), so replays cost no
     /// signature verification.
     #[tokio::test]
@@ -1614,7 +1614,7 @@ mod tests {
         assert_eq!(h.core.timeout_rounds.get(&byzantine.name), Some(&100));
     }
 
-    /// Issue 13: a replica restarted mid-round on its store never votes twice in that round. An
+    /// A replica restarted mid-round on its store never votes twice in that round. An
     /// equivocating leader's second block of round 1 gets no vote after the restart, while a
     /// replica that lost its state (a fresh store) would vote for it.
     #[tokio::test]

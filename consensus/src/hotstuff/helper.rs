@@ -16,8 +16,8 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 /// A member gets at most one checkpoint per this interval. A request is a few bytes and a reply
-/// may be megabytes: unthrottled, one member could make us send without end (issue 12's
-/// amplification). An honest member asks at most once per `timeout_delay` (1 s by default).
+/// may be megabytes: unthrottled, one member could make us send without end (an
+/// amplification attack). An honest member asks at most once per `timeout_delay` (1 s by default).
 const CHECKPOINT_REPLY_INTERVAL: Duration = Duration::from_millis(500);
 
 /// What a peer asked for, and who (the network handler checked the peer speaks for itself).
@@ -170,7 +170,7 @@ mod tests {
     use super::*;
     use crate::hotstuff::messages::tests::{committee, keys};
 
-    /// Issue 12's amplification, for checkpoints: a member that asks again and again gets one
+    /// Amplification through checkpoints: a member that asks again and again gets one
     /// reply per interval, and others are not held back by it.
     #[tokio::test(start_paused = true)]
     async fn byzantine_checkpoint_requests_are_answered_once_per_interval() {

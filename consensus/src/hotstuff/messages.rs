@@ -630,7 +630,7 @@ pub(crate) mod tests {
         ));
     }
 
-    /// Issue 12 item 2: one Byzantine signer claims `high_qc_round = u64::MAX` inside a TC
+    /// One Byzantine signer claims `high_qc_round = u64::MAX` inside a TC
     /// otherwise made of honest timeouts. Every signature is genuine, but no QC of that round
     /// exists, so the TC must not verify (it would make every later proposal unvotable).
     #[test]
@@ -674,7 +674,7 @@ pub(crate) mod tests {
         assert!(honest.verify(&committee).is_err());
     }
 
-    /// Issue 12 item 2: the block digest binds the TC, so a relay can neither strip a block's TC
+    /// The block digest binds the TC, so a relay can neither strip a block's TC
     /// nor swap it for another one without breaking the leader's signature.
     #[test]
     fn byzantine_relay_cannot_strip_or_swap_a_blocks_tc() {

@@ -100,7 +100,7 @@ impl Consensus {
         let (tx_fatal, rx_fatal) = watch::channel(None);
         let metrics = Arc::new(ConsensusMetrics::default());
 
-        // Only members that prove their key get their messages read (issue 12 item 5).
+        // Only members that prove their key get their messages read.
         let gate =
             Gate::for_committee(name, Purpose::Consensus, &committee).emulating(emulation.clone());
         let presence = gate.presence.clone();

@@ -282,7 +282,7 @@ mod tests {
     use tokio::net::TcpListener;
     use tokio_util::codec::Framed;
 
-    /// Issue 12 item 7: the author of a block whose parent we lack may be the one withholding
+    /// The author of a block whose parent we lack may be the one withholding
     /// it. The parent must be asked of peers known to hold it (the signers of the QC that
     /// certifies it) at once, not only after `sync_retry_delay` (10 s by default).
     #[tokio::test]
@@ -335,8 +335,8 @@ mod tests {
             .expect("a sync request for the parent");
     }
 
-    /// Issue 12 item 7 leftover: every block whose parent is missing was parked, with a future
-    /// and a store waiter, until the parent came, which may be never. A Byzantine leader signs
+    /// A block whose parent is missing must not stay parked, with a future and a store waiter,
+    /// until the parent comes, which may be never. A Byzantine leader signs
     /// as many blocks for its round as it likes; the table must stay bounded.
     #[tokio::test]
     async fn byzantine_parked_blocks_are_bounded() {

@@ -242,8 +242,8 @@ mod tests {
     use tokio::net::TcpListener;
     use tokio_util::codec::FramedRead;
 
-    /// Issue 12 item 5: a request naming one digest 260,000 times made 260,000 copies of the
-    /// batch (as many as the sender's queue took). One reply per distinct digest now.
+    /// A request that names one digest many times gets one reply per distinct digest, not a copy
+    /// of the batch per repeat (as many as the sender's queue would take).
     #[tokio::test]
     async fn byzantine_repeated_digests_get_one_reply_each() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");

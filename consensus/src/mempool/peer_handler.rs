@@ -216,7 +216,7 @@ mod tests {
         assert_eq!(got, Some((digests, requestor)));
     }
 
-    /// Issue 12 item 5: a request may name at most `max_request_digests` digests (a reply is a
+    /// A request may name at most `max_request_digests` digests (a reply is a
     /// batch per digest); a longer one is refused, counted and closes the connection.
     #[tokio::test]
     async fn byzantine_request_over_the_digest_cap_is_refused() {

@@ -200,7 +200,7 @@ async fn refuses_to_start_for_a_stranger() {
     assert!(matches!(result, Err(e) if e.kind() == io::ErrorKind::InvalidInput));
 }
 
-/// Issue 12 item 5: a member may have at most `max_uncommitted_batches_per_author` batches
+/// A member may have at most `max_uncommitted_batches_per_author` batches
 /// stored and uncommitted on a node; more are refused (a reply that is not an ack, counted) until
 /// some commit. Node 1's key plays the Byzantine member against node 0's mempool port.
 #[tokio::test]

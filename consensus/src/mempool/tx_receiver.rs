@@ -274,7 +274,7 @@ mod tests {
         assert!(rx.try_recv().is_err());
     }
 
-    /// Issue 12 item 5: the clients' port is open to anyone, so connections are capped; a
+    /// The clients' port is open to anyone, so connections are capped; a
     /// connection over the cap is closed at once, and a slot frees when a client leaves or
     /// stays silent past the idle timeout.
     #[tokio::test]

@@ -444,7 +444,7 @@ pub(crate) mod tests {
         (address, rx)
     }
 
-    /// Issue 12 item 5: on a gated port only members that prove their key are read; a stranger
+    /// On a gated port only members that prove their key are read; a stranger
     /// (raw frames, or a full handshake with a key outside the committee) is closed unread.
     #[tokio::test]
     async fn byzantine_gated_receiver_reads_members_only() {
@@ -488,7 +488,7 @@ pub(crate) mod tests {
         assert!(received.try_recv().is_err());
     }
 
-    /// Issue 12 item 5: connections over the cap are closed at once; a slot frees when a
+    /// Connections over the cap are closed at once; a slot frees when a
     /// connection ends.
     #[tokio::test]
     async fn byzantine_connection_flood_is_capped() {
@@ -523,7 +523,7 @@ pub(crate) mod tests {
         assert_eq!(&request(&mut second, b"still").await[..], b"ack:still");
     }
 
-    /// Issue 12 item 5: a connection that stays silent past the idle timeout is closed, so
+    /// A connection that stays silent past the idle timeout is closed, so
     /// idle (or half-sent) connections cannot hold slots forever.
     #[tokio::test]
     async fn byzantine_idle_connection_is_closed() {
