@@ -234,7 +234,7 @@ def served(release_binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.mark.e2e
 def test_every_query_names_served_metrics_and_labels(served: dict[str, set[str]]) -> None:
-    # The scrape itself: the families the README documents are there.
+    # The scrape itself: the families docs/metrics.md documents are there.
     assert {"hotmove_info", "hotmove_stage_items_total", "hotmove_sent_total"} <= set(served)
     assert "role" in served["hotmove_info"]
     for where, expr, legend in _queries(_dashboard()):

@@ -1,9 +1,10 @@
 """The harness's node parameters against their source of truth, Rust's `Parameters`.
 
 The harness holds no defaults of node parameters, but it must spell every field as the node does
-(the node rejects unknown fields), and the README must quote the node's defaults. Both are read
-here from `consensus/src/config.rs`, so a change on the Rust side fails this test until the
-README (and, for a new field, `NodeParameters`) follow.
+(the node rejects unknown fields), and the documentation must quote the node's defaults: the
+parameters table of `docs/parameters.md` and the flags that set node parameters in
+`docs/local.md`. Both are read here from `consensus/src/config.rs`, so a change on the Rust side
+fails this test until the docs (and, for a new field, `NodeParameters`) follow.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from benchmark.parameters import NodeParameters
 from .conftest import REPO_ROOT
 
 CONFIG_RS = REPO_ROOT / "consensus" / "src" / "config.rs"
-README = REPO_ROOT / "README.md"
+PARAMETERS_MD = REPO_ROOT / "docs" / "parameters.md"
+LOCAL_MD = REPO_ROOT / "docs" / "local.md"
 
 
 def _block(text: str, opening: str) -> str:
@@ -48,10 +50,10 @@ def rust_defaults() -> dict[str, int | str]:
     return defaults
 
 
-def readme_parameter_defaults() -> dict[str, int | str]:
-    """The README's parameters table: | `field` | default | meaning |, the default a number or a
-    `word`."""
-    text = README.read_text()
+def documented_parameter_defaults() -> dict[str, int | str]:
+    """The parameters table of `docs/parameters.md`: | `field` | default | meaning |, the default
+    a number or a `word`."""
+    text = PARAMETERS_MD.read_text()
     rows = re.findall(r"^\| `(\w+)` \| ([\d,]+) \|", text, flags=re.MULTILINE)
     defaults: dict[str, int | str] = {name: int(value.replace(",", "")) for name, value in rows}
     words = re.findall(r"^\| `(\w+)` \| `([\w-]+)` \|", text, flags=re.MULTILINE)
@@ -72,13 +74,14 @@ def test_node_parameters_are_spelled_as_the_node_spells_them() -> None:
 
 
 @pytest.mark.parametrize("name", NodeParameters.names())
-def test_the_readme_quotes_the_node_defaults(name: str) -> None:
-    assert readme_parameter_defaults().get(name) == rust_defaults()[name]
+def test_the_parameters_page_quotes_the_node_defaults(name: str) -> None:
+    assert documented_parameter_defaults().get(name) == rust_defaults()[name]
 
 
-def test_the_readme_flag_table_quotes_the_node_defaults() -> None:
-    """`--batch-size` and `--batch-delay` set node parameters: their row gives Rust's value."""
-    text = README.read_text()
+def test_the_flag_table_quotes_the_node_defaults() -> None:
+    """`--batch-size` and `--batch-delay` set node parameters: their row in `docs/local.md` gives
+    Rust's value."""
+    text = LOCAL_MD.read_text()
     defaults = rust_defaults()
     for flag, field in (("--batch-size", "batch_size"), ("--batch-delay", "max_batch_delay")):
         row = re.search(rf"^\| `{flag}` \| ([^|]+) \|", text, flags=re.MULTILINE)

@@ -203,10 +203,10 @@ def test_a_stand_in_run_can_be_scraped(standins: Path, tmp_path: Path) -> None:
     assert f"client-1   http://127.0.0.1:{metrics_port + 3}/metrics" in output
 
 
-def test_the_readme_scrape_config_matches_the_local_addresses() -> None:
-    """The README's local example lists nodes at P..P+n-1, as `local_endpoints` places them."""
-    readme = (REPO_ROOT / "README.md").read_text()
-    section = readme[readme.index("## Watching a run with Prometheus/Grafana") :]
+def test_the_documented_scrape_config_matches_the_local_addresses() -> None:
+    """The local example of `docs/metrics.md` lists nodes at P..P+n-1, as `local_endpoints`
+    places them."""
+    section = (REPO_ROOT / "docs" / "metrics.md").read_text()
     endpoints = local_endpoints(9100, BenchParameters(nodes=4))
     targets = ", ".join(f"'{e.public}'" for e in endpoints.nodes)
     assert f"targets: [{targets}]" in section
