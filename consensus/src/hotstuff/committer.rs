@@ -530,9 +530,9 @@ mod tests {
 
     /// The time window is for peers that are behind. When every peer signed a QC at a batch's
     /// round, its bytes go as soon as the round window passed, not after the time window (with
-    /// the time window alone a healthy node's memory grew by its throughput for 30 s, and the
-    /// kernel's zeroing of that fresh memory tripled the latency of a 2-core benchmark). While a
-    /// peer is behind, bytes stay. The time window here is an hour, so nothing below can have
+    /// the time window alone a healthy node's memory grows by its throughput times the window, all
+    /// of it fresh memory the kernel must zero; see `docs/overload.md`). While a peer is behind,
+    /// bytes stay. The time window here is an hour, so nothing below can have
     /// been freed by time.
     #[tokio::test]
     async fn frees_bytes_held_by_every_peer_without_waiting_for_the_time_window() {
