@@ -20,6 +20,7 @@ from .conftest import REPO_ROOT
 CONFIG_RS = REPO_ROOT / "consensus" / "src" / "config.rs"
 PARAMETERS_MD = REPO_ROOT / "docs" / "parameters.md"
 LOCAL_MD = REPO_ROOT / "docs" / "local.md"
+README = REPO_ROOT / "README.md"
 
 
 def _block(text: str, opening: str) -> str:
@@ -78,12 +79,29 @@ def test_the_parameters_page_quotes_the_node_defaults(name: str) -> None:
     assert documented_parameter_defaults().get(name) == rust_defaults()[name]
 
 
-def test_the_flag_table_quotes_the_node_defaults() -> None:
-    """`--batch-size` and `--batch-delay` set node parameters: their row in `docs/local.md` gives
-    Rust's value."""
-    text = LOCAL_MD.read_text()
+# The `fab local` flags that set a node parameter, and the parameter.
+NODE_PARAMETER_FLAGS = {
+    "--batch-size": "batch_size",
+    "--batch-delay": "max_batch_delay",
+    "--leader": "leader",
+    "--channel-capacity": "channel_capacity",
+}
+
+
+def _node_default(value: int | str) -> str:
+    return f"node default ({value:,})" if isinstance(value, int) else f"node default (`{value}`)"
+
+
+def test_the_flag_tables_quote_the_node_defaults() -> None:
+    """Flags that set node parameters: their row gives Rust's value as `node default (...)`, in
+    the table of every flag (`docs/local.md`, all of them) and in the README's common flags
+    (those it lists)."""
     defaults = rust_defaults()
-    for flag, field in (("--batch-size", "batch_size"), ("--batch-delay", "max_batch_delay")):
-        row = re.search(rf"^\| `{flag}` \| ([^|]+) \|", text, flags=re.MULTILINE)
-        assert row is not None, flag
-        assert row.group(1).strip() == f"node default ({defaults[field]:,})", flag
+    for page, every_flag in ((LOCAL_MD, True), (README, False)):
+        text = page.read_text()
+        for flag, field in NODE_PARAMETER_FLAGS.items():
+            row = re.search(rf"^\| `{flag}` \| ([^|]+) \|", text, flags=re.MULTILINE)
+            if row is None:
+                assert not every_flag, f"{page.name}: no row for {flag}"
+                continue
+            assert row.group(1).strip() == _node_default(defaults[field]), (page.name, flag)
