@@ -125,3 +125,116 @@ fn a_node_cut_off_by_the_emulation_catches_up_after_the_heal() {
         || nodes.iter().all(|n| n.committed_count() > after + 10),
     );
 }
+
+/// A node is cut off right after it proposed a block with batches, while the others commit that
+/// block and move far past the GC window; at the heal it adopts a checkpoint above its block.
+/// Its batches committed: proposing them again would get its rounds refused as "already
+/// committed" (each one it leads times out) until peers forget them, and then commit them a
+/// second time. After the heal: no batch twice anywhere, and none of its rounds times out.
+#[test]
+fn recovery_a_node_cut_off_right_after_it_proposed_does_not_propose_its_batches_again() {
+    let keys: Vec<KeyPair> = (0..4).map(|i| KeyPair::from_seed(760 + i)).collect();
+    let names: Vec<_> = keys.iter().map(|k| k.name).collect();
+    let committee = committee(&keys);
+    let parameters = Parameters {
+        gc_depth: 10,
+        gc_retention_ms: 0,
+        checkpoint_rounds: 5,
+        ..test_parameters()
+    };
+    // Every link 50 ms one way: the node's proposal has crossed 50 ms after it left, and
+    // nothing of the round it opens (votes to the next leader, whose block) can reach the node
+    // before 150 ms. The cut goes in between.
+    let spec = EmulationSpec {
+        default_delay_ms: 50,
+        ..EmulationSpec::default()
+    };
+    let views: Vec<_> = names
+        .iter()
+        .map(|me| Arc::new(NetEmulation::new(&spec, me, &committee)))
+        .collect();
+    let nodes: Vec<_> = keys
+        .iter()
+        .zip(&views)
+        .map(|(k, view)| {
+            TestNode::spawn_emulated(
+                k.clone(),
+                committee.clone(),
+                parameters.clone(),
+                Some(view.clone()),
+            )
+        })
+        .collect();
+    let _loads: Vec<_> = names
+        .iter()
+        .map(|name| Load::start(transactions_address(&committee, name), 1_000, 200))
+        .collect();
+    wait_until("first commits", Duration::from_secs(60), || {
+        nodes.iter().all(|n| n.committed_count() >= 20)
+    });
+
+    let lagging = 3;
+    let proposed = || {
+        nodes[lagging]
+            .handle
+            .metrics
+            .proposed_batches
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = proposed();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while proposed() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the node proposed no block with batches"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(90));
+    set_partition(&views, &names, lagging, true);
+    let round = nodes[0].round();
+    wait_until(
+        "the others to move five GC windows on",
+        Duration::from_secs(120),
+        || nodes[0].round() > round + 50,
+    );
+    set_partition(&views, &names, lagging, false);
+    wait_until(
+        "the node to adopt a checkpoint",
+        Duration::from_secs(60),
+        || !nodes[lagging].restored().is_empty(),
+    );
+    let back = nodes[lagging].committed_count();
+    wait_until("the node to commit again", Duration::from_secs(60), || {
+        nodes[lagging].committed_count() > back + 5
+    });
+    let name = names[lagging].to_string();
+    let timed_out = |i: usize| {
+        nodes[i]
+            .handle
+            .metrics
+            .snapshot()
+            .timed_out_leaders
+            .get(&name)
+            .copied()
+            .unwrap_or(0)
+    };
+    let timed_out_at_heal: Vec<u64> = (0..4).map(timed_out).collect();
+    let from = nodes[0].round();
+    // Past two GC windows: a batch proposed again would have committed a second time by then.
+    wait_until(
+        "the committee to move 30 rounds on",
+        Duration::from_secs(60),
+        || nodes.iter().all(|n| n.round() > from + 30),
+    );
+    let sequences: Vec<_> = nodes.iter().map(|n| n.committed()).collect();
+    for (i, sequence) in sequences.iter().enumerate() {
+        assert_no_batch_twice(i, sequence);
+    }
+    assert_prefixes(&sequences);
+    let timed_out_after: Vec<u64> = (0..4).map(timed_out).collect();
+    assert_eq!(
+        timed_out_after, timed_out_at_heal,
+        "rounds led by the node timed out after it was back"
+    );
+}

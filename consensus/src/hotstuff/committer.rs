@@ -55,6 +55,18 @@ impl CommittedBatch {
     }
 }
 
+/// What the core hands the committer, in commit order.
+#[derive(Debug)]
+pub enum ToCommitter {
+    /// A block that committed: its batches go to the application.
+    Commit(Block),
+    /// A block that committed at or below a checkpoint the core took as its root (adopted from
+    /// peers, or our own after a restart): the application has its effects in the checkpoint's
+    /// state. Its batches are recorded as committed and collected like delivered ones, never
+    /// delivered; otherwise they would stay in the store for good.
+    Skipped(Block),
+}
+
 /// How long committed batches stay in the store: until they are both `rounds` rounds and
 /// `time` old.
 ///
@@ -232,7 +244,7 @@ impl RecentlyCommitted {
 
 pub struct Committer {
     store: BatchStore,
-    rx_commit: mpsc::Receiver<Block>,
+    rx_commit: mpsc::Receiver<ToCommitter>,
     tx_output: MeteredSender<CommittedBatch>,
     metrics: Arc<ConsensusMetrics>,
     /// Batches delivered and not yet garbage-collected.
@@ -247,7 +259,7 @@ impl Committer {
     pub fn spawn(
         store: Store,
         window: GcWindow,
-        rx_commit: mpsc::Receiver<Block>,
+        rx_commit: mpsc::Receiver<ToCommitter>,
         tx_output: MeteredSender<CommittedBatch>,
         metrics: Arc<ConsensusMetrics>,
         held_by_all: watch::Receiver<Round>,
@@ -266,7 +278,14 @@ impl Committer {
     }
 
     async fn run(mut self) {
-        while let Some(block) = self.rx_commit.recv().await {
+        while let Some(input) = self.rx_commit.recv().await {
+            let block = match input {
+                ToCommitter::Commit(block) => block,
+                ToCommitter::Skipped(block) => {
+                    self.skip(&block);
+                    continue;
+                }
+            };
             let digest = block.digest();
             // Each batch leaves once the next one is ready, so the last can carry `last_of_block`.
             let mut ready: Option<CommittedBatch> = None;
@@ -349,6 +368,18 @@ impl Committer {
         }
     }
 
+    /// Records the batches of a block the application got through a checkpoint, for collection.
+    fn skip(&mut self, block: &Block) {
+        let digest = block.digest();
+        for batch in &block.payload {
+            self.delivered.insert_one(*batch, digest);
+        }
+        // Their bytes are not counted: they were never delivered, and reading them to count
+        // would cost a read of each from disk.
+        self.delivered.close_block(block.round, 0);
+        self.garbage_collect(block.round);
+    }
+
     /// Drops batches committed outside the GC window, or outside its round window once every
     /// peer holds them: every stage behind consensus got them already, and lagging peers had
     /// the window to fetch them.
@@ -382,7 +413,7 @@ mod tests {
     /// (see `PeerRounds`).
     struct Running {
         store: Store,
-        tx_commit: mpsc::Sender<Block>,
+        tx_commit: mpsc::Sender<ToCommitter>,
         rx_output: metered::MeteredReceiver<CommittedBatch>,
         tx_held: watch::Sender<Round>,
     }
@@ -436,17 +467,26 @@ mod tests {
         } = committer_over(&[&old, &fresh], window).await;
         let block = |round, payload| signed_block(QC::genesis(), None, round, payload, &keys[0]);
         tx_commit
-            .send(block(1, vec![old.digest()]))
+            .send(ToCommitter::Commit(block(1, vec![old.digest()])))
             .await
             .expect("send");
         // Rounds move on past the GC depth: `old` is collected.
-        tx_commit.send(block(5, vec![])).await.expect("send");
-        // A Byzantine leader re-proposes it, and names `fresh` twice.
         tx_commit
-            .send(block(9, vec![old.digest(), fresh.digest(), fresh.digest()]))
+            .send(ToCommitter::Commit(block(5, vec![])))
             .await
             .expect("send");
-        tx_commit.send(block(10, vec![])).await.expect("send");
+        // A Byzantine leader re-proposes it, and names `fresh` twice.
+        tx_commit
+            .send(ToCommitter::Commit(block(
+                9,
+                vec![old.digest(), fresh.digest(), fresh.digest()],
+            )))
+            .await
+            .expect("send");
+        tx_commit
+            .send(ToCommitter::Commit(block(10, vec![])))
+            .await
+            .expect("send");
         // Four blocks, four deliveries: the empty blocks (5 and 10) as empty-block markers.
         let mut delivered = Vec::new();
         tokio::time::timeout(Duration::from_secs(5), async {
@@ -502,7 +542,10 @@ mod tests {
             block(3, vec![a.digest()]),
         ];
         for b in &blocks {
-            tx_commit.send(b.clone()).await.expect("send");
+            tx_commit
+                .send(ToCommitter::Commit(b.clone()))
+                .await
+                .expect("send");
         }
         let mut delivered = Vec::new();
         for _ in 0..3 {
@@ -587,12 +630,12 @@ mod tests {
     /// Sends `block` to the committer and waits for its delivery: the committer handles blocks in
     /// turn, so the previous block's garbage collection is done by then.
     async fn commit(
-        tx: &mpsc::Sender<Block>,
+        tx: &mpsc::Sender<ToCommitter>,
         rx: &mut metered::MeteredReceiver<CommittedBatch>,
         block: Block,
     ) {
         let round = block.round;
-        tx.send(block).await.expect("send");
+        tx.send(ToCommitter::Commit(block)).await.expect("send");
         let committed = rx.recv().await.expect("committer alive");
         assert_eq!(committed.round, round);
     }
@@ -678,8 +721,14 @@ mod tests {
         let first = block(1, vec![a.digest(), b.digest()]);
         // `a` again at the end: skipped, so `c` is the last delivered.
         let second = block(2, vec![c.digest(), a.digest()]);
-        tx_commit.send(first.clone()).await.expect("send");
-        tx_commit.send(second.clone()).await.expect("send");
+        tx_commit
+            .send(ToCommitter::Commit(first.clone()))
+            .await
+            .expect("send");
+        tx_commit
+            .send(ToCommitter::Commit(second.clone()))
+            .await
+            .expect("send");
         let mut delivered = Vec::new();
         for _ in 0..3 {
             let committed = tokio::time::timeout(Duration::from_secs(5), rx_output.recv())

@@ -7,7 +7,7 @@
 use super::aggregator::{Aggregator, AggregatorError};
 use super::checkpoint::{Checkpoint, CheckpointReply, CheckpointSlot};
 use super::commit_proof::DirectCommits;
-use super::committer::GcWindow;
+use super::committer::{GcWindow, ToCommitter};
 use super::holders::PeerRounds;
 use super::leader::{LeaderElector, Opening};
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
@@ -101,7 +101,7 @@ pub struct Core {
     rx_message: mpsc::Receiver<ConsensusMessage>,
     rx_loopback: mpsc::Receiver<Block>,
     rx_digests: mpsc::Receiver<Digest>,
-    tx_commit: mpsc::Sender<Block>,
+    tx_commit: mpsc::Sender<ToCommitter>,
     tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
     tx_fatal: watch::Sender<Option<FatalError>>,
     /// Where an adopted checkpoint goes to the application (see `StateSyncLink`).
@@ -156,6 +156,11 @@ pub struct Core {
     /// A proposal we hold back while the chain is idle (see `should_wait`).
     pending_proposal: Option<Option<TC>>,
     proposal_deadline: Pin<Box<Sleep>>,
+    /// Blocks that committed without passing through `commit` (below a checkpoint taken as our
+    /// root), whose batches the mempool and the committer have yet to hear of (see
+    /// `settle_skipped`): the core is built outside the runtime, so a root taken there is
+    /// announced once it runs.
+    skipped: Vec<Block>,
 }
 
 pub struct CoreChannels {
@@ -163,7 +168,7 @@ pub struct CoreChannels {
     pub rx_loopback: mpsc::Receiver<Block>,
     pub tx_loopback: mpsc::Sender<Block>,
     pub rx_digests: mpsc::Receiver<Digest>,
-    pub tx_commit: mpsc::Sender<Block>,
+    pub tx_commit: mpsc::Sender<ToCommitter>,
     pub tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
     /// Where the core reports the error that stopped it (see `FatalError`).
     pub tx_fatal: watch::Sender<Option<FatalError>>,
@@ -312,6 +317,7 @@ impl Core {
             aged_commit_round: 0,
             pending_proposal: None,
             proposal_deadline: Box::pin(sleep(Duration::ZERO)),
+            skipped: Vec::new(),
         };
         // A restart on a durable store: resume from our own last checkpoint, if its block is
         // still stored (peers may have deleted what we would need to replay the chain, and when
@@ -352,6 +358,9 @@ impl Core {
     }
 
     async fn run(mut self) {
+        if let Err(e) = self.settle_skipped().await {
+            warn!("cannot settle the blocks below our checkpoint: {e}");
+        }
         self.metrics.round.store(self.round, Ordering::Relaxed);
         // The leader of the first round proposes without waiting for a certificate.
         let anchor = self.high_qc.hash;
@@ -618,6 +627,9 @@ impl Core {
         debug!("proposing {:?}", block);
         self.broadcast(&ConsensusMessage::Propose(block.clone()))
             .await?;
+        self.metrics
+            .proposed_batches
+            .fetch_add(block.payload.len() as u64, Ordering::Relaxed);
         self.own_blocks.push_back(block);
         Ok(())
     }
@@ -998,6 +1010,7 @@ impl Core {
         };
         self.store_block(&block).await?;
         self.take_root(block, checkpoint)?;
+        self.settle_skipped().await?;
         self.metrics
             .checkpoints_adopted
             .fetch_add(1, Ordering::Relaxed);
@@ -1029,23 +1042,74 @@ impl Core {
     /// our chain, and hands its state to the application. The state goes first: the application
     /// must have it before any batch of a block after the root, and those can only come after
     /// this.
+    ///
+    /// The root and the blocks between our last commit and it committed without us: of those we
+    /// hold, our own are done (not proposed again: peers would refuse them as committed for the
+    /// GC window, then commit them a second time), and every one is queued for `settle_skipped`.
+    /// Our blocks of the stretch we do not hold may or may not have committed: they are
+    /// forgotten, not proposed again.
     fn take_root(&mut self, block: Block, checkpoint: Checkpoint) -> Result<(), ConsensusError> {
         let round = block.round;
         if self.tx_restore.send(Arc::new(checkpoint)).is_err() {
             // An application without state (or gone) needs none; consensus goes on.
             debug!("no application takes checkpoints");
         }
+        let (mut skipped, unknown_up_to) = self.stored_ancestors(&block)?;
+        skipped.push(block.clone());
         let digest = block.digest();
         self.synchronizer.set_root(&block);
         self.last_committed_round = round;
         self.last_committed = digest;
         self.commit_times.push_back((round, Instant::now()));
-        self.payload.committed(&block);
+        for skipped in &skipped {
+            if skipped.author == self.name {
+                self.buffer.committed(skipped.round);
+            }
+            self.payload.committed(skipped);
+        }
+        self.buffer.forget_up_to(unknown_up_to);
         self.buffer.finalize_up_to(round);
         self.payload.cleanup(round);
+        self.skipped.extend(skipped);
         self.metrics
             .checkpoint_round
             .store(round, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The stored ancestors of `root` above our last commit, oldest first (they committed with
+    /// it), and the round up to which the chain below them is unknown here (0 if they reach our
+    /// last commit).
+    fn stored_ancestors(&self, root: &Block) -> Result<(Vec<Block>, Round), ConsensusError> {
+        let mut chain = VecDeque::new();
+        let mut parent = *root.parent();
+        let mut parent_round = root.qc.round;
+        while parent != self.last_committed && parent_round > self.last_committed_round {
+            match self.synchronizer.stored_block(&parent)? {
+                Some(block) => {
+                    parent = *block.parent();
+                    parent_round = block.qc.round;
+                    chain.push_front(block);
+                }
+                None => return Ok((chain.into(), parent_round)),
+            }
+        }
+        Ok((chain.into(), 0))
+    }
+
+    /// Tells the mempool (quotas, backlog) and the committer (which collects their batches) of
+    /// the blocks that committed below a root we took (see `take_root`).
+    async fn settle_skipped(&mut self) -> Result<(), ConsensusError> {
+        for block in std::mem::take(&mut self.skipped) {
+            let _ = self
+                .tx_mempool
+                .send(ConsensusMempoolMessage::Committed(block.payload.clone()))
+                .await;
+            self.tx_commit
+                .send(ToCommitter::Skipped(block))
+                .await
+                .map_err(|_| ConsensusError::ChannelClosed)?;
+        }
         Ok(())
     }
 
@@ -1098,7 +1162,7 @@ impl Core {
                 .fetch_add(1, Ordering::Relaxed);
             self.metrics.record_commit(now_ms());
             self.tx_commit
-                .send(block)
+                .send(ToCommitter::Commit(block))
                 .await
                 .map_err(|_| ConsensusError::ChannelClosed)?;
         }
@@ -1127,12 +1191,12 @@ mod tests {
     struct Harness {
         core: Core,
         keys: Vec<KeyPair>,
-        rx_commit: mpsc::Receiver<Block>,
+        rx_commit: mpsc::Receiver<ToCommitter>,
         rx_fatal: watch::Receiver<Option<FatalError>>,
         rx_restore: std::sync::mpsc::Receiver<Arc<Checkpoint>>,
         rx_held_by_all: watch::Receiver<Round>,
         progress: Arc<PipelineProgress>,
-        _rx_mempool: mpsc::Receiver<ConsensusMempoolMessage>,
+        rx_mempool: mpsc::Receiver<ConsensusMempoolMessage>,
         _tx_message: mpsc::Sender<ConsensusMessage>,
         _tx_digests: mpsc::Sender<Digest>,
     }
@@ -1190,7 +1254,7 @@ mod tests {
             progress,
             keys,
             rx_commit,
-            _rx_mempool: rx_mempool,
+            rx_mempool,
             _tx_message: tx_message,
             _tx_digests: tx_digests,
         }
@@ -1224,10 +1288,23 @@ mod tests {
             blocks
         }
 
+        /// Rounds of the blocks the committer was told committed below a root we took.
+        fn skipped(&mut self) -> Vec<Round> {
+            let mut rounds = Vec::new();
+            while let Ok(input) = self.rx_commit.try_recv() {
+                if let ToCommitter::Skipped(block) = input {
+                    rounds.push(block.round);
+                }
+            }
+            rounds
+        }
+
         fn committed(&mut self) -> Vec<Round> {
             let mut rounds = Vec::new();
-            while let Ok(block) = self.rx_commit.try_recv() {
-                rounds.push(block.round);
+            while let Ok(input) = self.rx_commit.try_recv() {
+                if let ToCommitter::Commit(block) = input {
+                    rounds.push(block.round);
+                }
             }
             rounds
         }
@@ -2046,5 +2123,109 @@ mod tests {
             restarted.core.checkpoints.latest().as_deref(),
             Some(&checkpoint)
         );
+    }
+
+    /// A chain of consecutive rounds `from..=to` extending `parent` whose block of `mine` is
+    /// the one this node proposed (`own`, of that round).
+    fn chain_through(h: &Harness, own: &Block, to: Round) -> Vec<Block> {
+        let mut chain = vec![own.clone()];
+        chain.extend(h.chain(Some(own), own.round + 1, to));
+        chain
+    }
+
+    /// This node proposes a block carrying a batch, is cut off while the others commit it, and
+    /// comes back by adopting a checkpoint above it: the batch is committed, so it must not be
+    /// proposed again (peers refuse it as committed for the GC window, so every round this node
+    /// leads times out, and once they forget it the batch commits a second time). The mempool
+    /// hears that the block committed (its batches no longer count against their author) and
+    /// the committer gets it to collect its batches. Before, `take_root` queued the batch again.
+    #[tokio::test]
+    async fn recovery_a_checkpoint_above_our_own_block_does_not_make_us_propose_it_again() {
+        let mut h = harness(Parameters {
+            gc_depth: 10,
+            ..Parameters::default()
+        });
+        let me = h.keys[0].name;
+        let mine = (2..)
+            .find(|r| h.leader(*r).name == me)
+            .expect("we lead a round");
+        let before = h.chain(None, 1, mine - 1);
+        for block in &before {
+            h.core.handle_proposal(block.clone()).await.expect("valid");
+        }
+        let batch = Digest::of(b"our batch");
+        h.core.buffer.push(batch);
+        // Our round, entered by the QC of the block before it.
+        h.core.round = mine;
+        h.core.high_qc = qc(before[before.len() - 1].digest(), mine - 1, &h.keys[..3]);
+        h.core.propose(None).await.expect("proposes");
+        let own = h.core.own_blocks.pop_front().expect("proposed");
+        assert_eq!(own.payload, vec![batch]);
+        // Cut off: the others commit our block and go on; the node asks for a checkpoint.
+        let chain = chain_through(&h, &own, 60);
+        assert!(h.core.state_sync.should_request());
+        for member in [1, 2] {
+            h.core
+                .handle_checkpoint(report(&h.keys, member, &chain, 40, b"state"))
+                .await
+                .expect("valid");
+        }
+        assert_eq!(h.core.last_committed_round, own.round + 40);
+        assert!(
+            h.core.buffer.is_empty(),
+            "the committed batch is queued to be proposed again"
+        );
+        let mut released = Vec::new();
+        while let Ok(message) = h.rx_mempool.try_recv() {
+            if let ConsensusMempoolMessage::Committed(digests) = message {
+                released.extend(digests);
+            }
+        }
+        assert!(released.is_empty(), "our block is not stored: not known");
+        let skipped = h.skipped();
+        assert_eq!(
+            skipped,
+            vec![own.round + 40],
+            "the root goes to the committer"
+        );
+    }
+
+    /// The same with our block stored (we saw it and its successors before the cut): the blocks
+    /// between our last commit and the root are known committed, so their batches are released
+    /// from their authors' quotas and handed to the committer for collection. Before, they
+    /// counted against their authors for good.
+    #[tokio::test]
+    async fn recovery_blocks_below_an_adopted_checkpoint_release_their_batches() {
+        let mut h = harness(Parameters {
+            gc_depth: 10,
+            ..Parameters::default()
+        });
+        let batch = Digest::of(b"a peer's batch");
+        let first = h.block(None, 1, vec![batch]);
+        let mut chain = vec![first.clone()];
+        chain.extend(h.chain(Some(&first), 2, 60));
+        // Stored as sync would store them, without committing (no QC of their children here).
+        for block in &chain[..3] {
+            h.core.store_block(block).await.expect("stored");
+        }
+        h.core.payload.committed(&Block::genesis());
+        assert!(h.core.state_sync.should_request());
+        // Root at round 3: its ancestors 1 and 2 are stored.
+        for member in [1, 2] {
+            h.core
+                .handle_checkpoint(report(&h.keys, member, &chain, 2, b"state"))
+                .await
+                .expect("valid");
+        }
+        assert_eq!(h.core.last_committed_round, 3);
+        let mut released = Vec::new();
+        while let Ok(message) = h.rx_mempool.try_recv() {
+            if let ConsensusMempoolMessage::Committed(digests) = message {
+                released.extend(digests);
+            }
+        }
+        assert_eq!(released, vec![batch]);
+        let skipped = h.skipped();
+        assert_eq!(skipped, vec![1, 2, 3]);
     }
 }

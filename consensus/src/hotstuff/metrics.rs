@@ -20,6 +20,9 @@ pub struct ConsensusMetrics {
     /// Checkpoints adopted from peers (state sync), and the round of the last one.
     pub checkpoints_adopted: AtomicU64,
     pub checkpoint_round: AtomicU64,
+    /// Batch digests this node put in its proposals (kept out of the METRICS line; tests watch
+    /// it to cut a node off right after it proposed).
+    pub proposed_batches: AtomicU64,
     /// Seal-to-commit latency (ms) of batches committed since the last drain.
     batch_latencies_ms: Mutex<Vec<f64>>,
     /// Wall time (ms since the epoch) of the first commit since the last drain; 0: none. When

@@ -3,6 +3,10 @@
 //! A digest leaves the queue when it goes into a block, but it is only forgotten once that block
 //! commits. If the commit rule passes over one of our blocks (a timeout orphaned it), its digests
 //! go back to the front of the queue, so no batch that reached a quorum of mempools is lost.
+//! A node that adopts a checkpoint learns of commits it never saw: its blocks that the committed
+//! chain holds are done, and those whose fate it cannot tell are forgotten rather than proposed
+//! again (a committed batch proposed again gets no vote while peers remember it, and commits a
+//! second time once they have forgotten it).
 
 use crate::config::Round;
 use crypto::Digest;
@@ -36,6 +40,13 @@ impl PayloadBuffer {
     /// Our block of `round` committed: its digests are done.
     pub fn committed(&mut self, round: Round) {
         self.in_flight.remove(&round);
+    }
+
+    /// Our blocks at or below `round` are of a stretch of the chain this node cannot tell the
+    /// commits of (it adopted a checkpoint above them): their digests are dropped, not proposed
+    /// again.
+    pub fn forget_up_to(&mut self, round: Round) {
+        self.in_flight = self.in_flight.split_off(&(round + 1));
     }
 
     /// Everything up to `round` is final: our blocks at or below it that did not commit never
@@ -78,5 +89,18 @@ mod tests {
         assert!(buffer.is_empty());
         buffer.finalize_up_to(9);
         assert_eq!(buffer.take(10, 10).len(), 3);
+    }
+
+    #[test]
+    fn forgotten_digests_are_not_proposed_again() {
+        let mut buffer = PayloadBuffer::default();
+        for i in 0..3 {
+            buffer.push(d(i));
+        }
+        buffer.take(3, 1);
+        buffer.take(5, 1);
+        buffer.forget_up_to(4);
+        buffer.finalize_up_to(6);
+        assert_eq!(buffer.take(7, 10), vec![d(1), d(2)]);
     }
 }

@@ -134,7 +134,10 @@ impl Mempool {
         .await?;
         // The mempool sees the batch namespace only.
         let store = store.batches();
-        let quota = AuthorQuota::new(parameters.max_uncommitted_batches_per_author);
+        let quota = AuthorQuota::new(
+            parameters.max_uncommitted_batches_per_author,
+            parameters.gc_depth,
+        );
         let handler = PeerHandler {
             store: store.clone(),
             metrics: metrics.clone(),

@@ -5,7 +5,7 @@ use super::batch::Batch;
 use super::helper::HelperRequest;
 use super::message::{MempoolMessage, ACK, REFUSED};
 use super::metrics::MempoolMetrics;
-use super::quota::AuthorQuota;
+use super::quota::{Admission, AuthorQuota};
 use crate::network::{HandlerError, MessageHandler, Writer};
 use crate::store::BatchStore;
 use bytes::Bytes;
@@ -49,10 +49,22 @@ impl MessageHandler for PeerHandler {
                     .contains(&digest)
                     .map_err(|e| HandlerError::Other(e.to_string()))?;
                 if !held {
-                    if let Some(author) = self.author {
-                        if !self.quota.admit(author, digest) {
+                    let admission = match self.author {
+                        Some(author) => self.quota.admit(author, digest),
+                        None if self.quota.is_committed(&digest) => Admission::Committed,
+                        None => Admission::Store,
+                    };
+                    match admission {
+                        Admission::Store => {}
+                        Admission::Refuse => {
                             MempoolMetrics::add(&self.metrics.refused_batches, 1);
                             writer.feed(Bytes::from_static(REFUSED)).await?;
+                            return Ok(());
+                        }
+                        // Committed and collected: stored again it would never be collected.
+                        // The sender is done with it all the same.
+                        Admission::Committed => {
+                            writer.feed(Bytes::from_static(ACK)).await?;
                             return Ok(());
                         }
                     }
@@ -122,7 +134,7 @@ mod tests {
             metrics: Arc::new(MempoolMetrics::default()),
             tx_helper,
             max_request_digests: 1_024,
-            quota: AuthorQuota::new(1_000),
+            quota: AuthorQuota::new(1_000, 50),
             author: None,
         };
         let (store, metrics) = (handler.store.clone(), handler.metrics.clone());
@@ -247,7 +259,7 @@ mod tests {
             metrics: Arc::new(MempoolMetrics::default()),
             tx_helper,
             max_request_digests: 1_024,
-            quota: AuthorQuota::new(1_000),
+            quota: AuthorQuota::new(1_000, 50),
             author: None,
         };
         let metrics = handler.metrics.clone();

@@ -120,7 +120,7 @@ impl Synchronizer {
                     }
                     Some(ConsensusMempoolMessage::Cleanup(round)) => self.cleanup(round),
                     Some(ConsensusMempoolMessage::Committed(digests)) => {
-                        self.quota.committed(&digests);
+                        self.quota.committed(&digests, self.round);
                         self.backlog.settled(&digests);
                     }
                     None => return,
@@ -247,6 +247,7 @@ impl Synchronizer {
         // the store's waiter lists can go.
         self.store.prune_waiters();
         self.round = self.round.max(round);
+        self.quota.cleanup(self.round);
         let (latest, gc_depth) = (self.round, self.gc_depth);
         self.pending
             .retain(|_, request| request.round.saturating_add(gc_depth) >= latest);
@@ -364,7 +365,7 @@ mod tests {
             rx,
             SimpleSender::new(),
             1_024,
-            AuthorQuota::new(1_000),
+            AuthorQuota::new(1_000, 50),
             Backlog::new(u64::MAX, Default::default()),
         );
         tx
@@ -394,7 +395,7 @@ mod tests {
             rx,
             SimpleSender::new(),
             1_024,
-            AuthorQuota::new(1_000),
+            AuthorQuota::new(1_000, 50),
             Backlog::new(u64::MAX, Default::default()),
         );
         let missing = Digest::of(b"withheld");
