@@ -6,9 +6,16 @@ summaries become tables and plots; every number of a page comes from the runs it
 from __future__ import annotations
 
 from .experiment import Configuration, Experiment, Outcome
+from .faults import FAULTS
 from .leaders import LEADERS
+from .modes import MODES
+from .multi_region import MULTI_REGION
 from .overload import OVERLOAD
+from .store import STORE
+from .workloads import WORKLOADS_EXPERIMENT
 
-EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (OVERLOAD, LEADERS)}
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e for e in (MODES, MULTI_REGION, FAULTS, WORKLOADS_EXPERIMENT, STORE, OVERLOAD, LEADERS)
+}
 
 __all__ = ["EXPERIMENTS", "Configuration", "Experiment", "Outcome"]

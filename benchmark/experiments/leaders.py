@@ -24,7 +24,7 @@ RULES = ("round-robin", "reputation")
 OUTAGE = "more than f down, then back"
 
 
-def _scenarios(quick: bool) -> list[tuple[str, dict[str, str], tuple[str, ...], str | None]]:
+def scenarios(quick: bool) -> list[tuple[str, dict[str, str], tuple[str, ...], str | None]]:
     """(label, flags, crashes, kill-leader period) of each scenario."""
     if quick:
         rate, duration, long, kill = "2000", "8", "12", "3"
@@ -48,7 +48,7 @@ def _configurations(quick: bool) -> Sequence[Configuration]:
             f"{rule}: {label}", {**flags, "leader": rule}, crash=crash, kill_leader_every=kill
         )
         for rule in RULES
-        for label, flags, crash, kill in _scenarios(quick)
+        for label, flags, crash, kill in scenarios(quick)
     ]
 
 

@@ -19,6 +19,9 @@ from ..local import build as cargo_build
 from .experiment import Configuration, Experiment, Outcome
 from .page import Machine, Page, commit_of
 
+# Flags whose value is a file.
+FILE_FLAGS = ("delay_matrix",)
+
 
 def run_experiment(
     experiment: Experiment,
@@ -37,7 +40,7 @@ def run_experiment(
     page's path."""
     machine = Machine.this_one()
     configurations = experiment.configurations(quick)
-    prepared = [_prepare(c) for c in configurations]
+    prepared = [prepare(c, repo_root) for c in configurations]
     if build:
         cargo_build(repo_root, out)
     outcomes: list[Outcome] = []
@@ -73,10 +76,18 @@ def run_experiment(
     return page.write()
 
 
-def _prepare(configuration: Configuration) -> tuple[Configuration, list, FaultSchedule]:
+def prepare(
+    configuration: Configuration, repo_root: Path
+) -> tuple[Configuration, list, FaultSchedule]:
     """The points and fault schedule of a configuration, checked now (a bad flag is one error
-    before anything runs)."""
-    points = sweep_from_flags(configuration.flag_values())
+    before anything runs). A file a flag names by a relative path (an experiment's
+    `--delay-matrix`) is the repository's, wherever `fab` was started."""
+    flags = configuration.flag_values()
+    for name in FILE_FLAGS:
+        given = flags.get(name)
+        if isinstance(given, str) and not Path(given).is_absolute():
+            flags[name] = str(repo_root / given)
+    points = sweep_from_flags(flags)
     schedule = schedule_from_flags(
         list(configuration.crash), configuration.kill_leader_every, list(configuration.partition)
     )

@@ -14,6 +14,7 @@ import pytest
 
 from benchmark.experiments import EXPERIMENTS, Configuration
 from benchmark.experiments.overload import verdict
+from benchmark.experiments.report_figures import CAPACITY
 from benchmark.metrics import load_run
 from benchmark.summary import Summary, summarize
 
@@ -70,6 +71,149 @@ def test_the_overload_verdict_finds_the_capacity_and_the_holes(run_summary: Summ
 
 
 NUMBER = re.compile(r"\d[\d,]*")
+Table = tuple[list[str], list[dict[str, str]]]
+
+
+def tables(page: str) -> list[Table]:
+    """Every Markdown table of a page: its headers, and its rows keyed by header."""
+    found: list[Table] = []
+    lines = page.splitlines()
+    for i, line in enumerate(lines):
+        if not (line.startswith("| ") and i + 1 < len(lines) and lines[i + 1].startswith("|---")):
+            continue
+        headers = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        rows = []
+        for row in lines[i + 2 :]:
+            if not row.startswith("| "):
+                break
+            cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+            rows.append(dict(zip(headers, cells, strict=True)))
+        found.append((headers, rows))
+    return found
+
+
+def table_with(page: str, header: str) -> list[list[dict[str, str]]]:
+    """The rows of every table that has a column `header`; at least one such table."""
+    found = [rows for headers, rows in tables(page) if header in headers]
+    assert found, f"no table with a column {header!r}:\n{page}"
+    return found
+
+
+def numbers_in(rows: list[dict[str, str]], *columns: str) -> None:
+    """Each of `columns` is there and holds a figure in every row."""
+    assert rows
+    for row in rows:
+        for column in columns:
+            assert NUMBER.search(row[column]), f"{column!r} has no figure in {row}"
+
+
+def _first_columns(page: str) -> None:
+    """Every row of the page's tables has its first three figures."""
+    rows = [line for line in page.splitlines() if line.startswith("| ") and "---" not in line]
+    body = [row for row in rows if not row.startswith("| rate asked") and "scenario" not in row]
+    assert body, page
+    for row in body:
+        cells = [cell.strip() for cell in row.strip("|").split("|")][1:]
+        assert all(NUMBER.search(cell) for cell in cells[:3]), row
+
+
+def _modes(page: str) -> None:
+    (rows,) = table_with(page, "capacity (tx/s)")
+    assert [r["configuration"] for r in rows] == [
+        c.label for c in EXPERIMENTS["modes"].configurations(True)
+    ]
+    numbers_in(
+        rows,
+        "capacity (tx/s)",
+        "delivered at capacity, median (tx/s)",
+        "projection, 4 cores per node (tx/s)",
+    )
+    with_report = [r for r in rows if r["configuration"] in CAPACITY]
+    assert len(with_report) == len(CAPACITY)
+    numbers_in(with_report, "report's (tx/s)", "capacity / report's", "projection / report's")
+    (ratios,) = table_with(page, "ratio")
+    assert len(ratios) == 4
+    numbers_in(ratios, "capacity", "projection (4 cores)", "report's")
+    (sweeps,) = table_with(page, "rate asked (tx/s)")
+    numbers_in(sweeps, "runs", "delivered, median (min-max)", "projection, median (tx/s)")
+
+
+def _multi_region(page: str) -> None:
+    (rows,) = table_with(page, "placement")
+    assert len(rows) == 8  # two placements, two modes, two rates
+    numbers_in(rows, *[h for h in rows[0] if h != "placement"])
+    verdicts = re.findall(
+        r"^- \*\*(The claim holds here|The claim does not hold here|Neither ran faster"
+        r"|Not decided)\*\*",
+        page,
+        re.MULTILINE,
+    )
+    assert len(verdicts) == 2, page
+    same_load = re.findall(r"^- At [\d,]+ tx/s asked .* rounds a second", page, re.MULTILINE)
+    assert len(same_load) == 2, page
+    assert re.search(r"round trips [\d,]+ to [\d,]+ ms", page)
+
+
+def _faults(page: str) -> None:
+    for rows in table_with(page, "scenario"):
+        assert len(rows) == 6
+        numbers_in(rows, "delivered tx/s", "of fault-free", "end-to-end p50 ms")
+        for row in rows:
+            assert re.fullmatch(r"ok \(\d+ checks\)", row["audit"]), row
+        came_back = [r for r in rows if not r["scenario"].startswith(("fault-free", "crash from"))]
+        assert len(came_back) == 4
+        for row in came_back:
+            assert re.search(r"\d+\.\d s", row["caught up after coming back"]), row
+        restarted = [r for r in came_back if not r["scenario"].startswith("partition")]
+        numbers_in(restarted, "commits resumed after the last restart")
+    assert len(table_with(page, "scenario")) == 2
+
+
+def _workloads(page: str) -> None:
+    found = table_with(page, "workload")
+    assert len(found) == 2  # movevm, hotmove
+    for rows in found:
+        assert len(rows) == 5
+        numbers_in(
+            rows,
+            "bare tx/s",
+            "bare executor µs/tx",
+            "adapter tx/s",
+            "adapter executor µs/tx",
+        )
+
+
+def _store(page: str) -> None:
+    found = table_with(page, "measure")
+    assert len(found) == 2  # hotstuff, hotcrypto
+    for rows in found:
+        both = [r for r in rows if r["measure"] != "store µs/tx"]
+        numbers_in(
+            both,
+            "without --store, median",
+            "--store, median",
+            "with / without, median (pairs)",
+        )
+        (store_row,) = [r for r in rows if r["measure"] == "store µs/tx"]
+        numbers_in([store_row], "--store, median")
+    for rows in table_with(page, "pair"):
+        assert len(rows) == 2
+        numbers_in(rows, *rows[0])
+
+
+PAGE_CHECKS = {
+    "overload": _first_columns,
+    "leaders": _first_columns,
+    "modes": _modes,
+    "multi-region": _multi_region,
+    "faults": _faults,
+    "workloads": _workloads,
+    "store": _store,
+}
+
+
+def test_every_experiment_has_its_page_checked() -> None:
+    assert set(PAGE_CHECKS) == set(EXPERIMENTS)
 
 
 @pytest.mark.e2e
@@ -95,12 +239,6 @@ def test_each_quick_experiment_writes_its_page(
     configurations = EXPERIMENTS[name].configurations(True)
     for configuration in configurations:
         assert f"`{configuration.command()}`" in page
-    # Every table row has its figures, and they came from runs: no dashes where numbers go.
-    rows = [line for line in page.splitlines() if line.startswith("| ") and "---" not in line]
-    body = [row for row in rows if not row.startswith("| rate asked") and "scenario" not in row]
-    assert body, page
-    for row in body:
-        cells = [cell.strip() for cell in row.strip("|").split("|")][1:]
-        assert all(NUMBER.search(cell) for cell in cells[:3]), row
+    PAGE_CHECKS[name](page)
     for figure in re.findall(r"\]\(([^)]+\.png)\)", page):
         assert (tmp_path / "pages" / figure).stat().st_size > 0

@@ -1,0 +1,189 @@
+"""`faults`: every fault the harness can inject, under each leader rule: what the committee
+delivered, how long each node that came back took to catch up, when commits resumed, and what
+the audit said.
+
+The scenarios are the four-node ones of `leaders` (fault-free, a node never booted, the leader
+killed every S seconds, more than f down then back: the same flags, so the two pages agree) and
+two more: one node crashed and restarted, and one node partitioned off and healed. Catch-up times
+and the audit are the run's fault analysis (`fault_analysis.py`), read again from its logs. A run
+whose audit fails stops its configuration (the runner names it under "Runs that did not finish"),
+so every row here passed its audit; the column says how many checks that was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import median
+
+from ..fault_analysis import FaultAnalysis, analyse_faults
+from ..fault_events import FaultLog
+from ..metrics import load_run
+from ..node_lives import mark_lives
+from ..summary import Summary
+from ..timeline import CatchUp
+from .experiment import Configuration, Experiment, Outcome
+from .leaders import OUTAGE, RULES, resumed_after_ms, scenarios
+from .measures import fmt, share
+from .page import Page
+
+FAULT_FREE = "fault-free"
+CRASH_AND_RESTART = "crash and restart"
+PARTITION_AND_HEAL = "partition and heal"
+# The names of `leaders`' scenarios on this page.
+NAMES = {"--faults=1": "crash from the start (--faults=1)", OUTAGE: OUTAGE}
+
+Scenario = tuple[str, dict[str, str], tuple[str, ...], str | None, tuple[str, ...]]
+
+
+def _name(label: str, kill: str | None) -> str:
+    if kill is not None:
+        return f"kill the leader every {kill} s ({label})"
+    return NAMES.get(label, label)
+
+
+def _scenarios(quick: bool) -> list[Scenario]:
+    """(label, flags, crashes, kill-leader period, partitions) of each scenario."""
+    shared = [s for s in scenarios(quick) if "nodes" not in s[1]]  # the four-node ones
+    base = shared[0][1]
+    if quick:
+        crash, partition = ("1@2:5",), ("3@2-5",)
+        longer = base
+    else:
+        crash, partition = ("1@5:15",), ("3@5-15",)
+        longer = {**base, "duration": "30"}
+    named: list[Scenario] = [
+        (NAMES.get(label, label), flags, crashes, kill, ())
+        for label, flags, crashes, kill in shared
+    ]
+    named.insert(2, (CRASH_AND_RESTART, longer, crash, None, ()))
+    named.insert(4, (PARTITION_AND_HEAL, longer, (), None, partition))
+    return named
+
+
+def _configurations(quick: bool) -> Sequence[Configuration]:
+    return [
+        Configuration(
+            f"{rule}: {label}",
+            {**flags, "leader": rule},
+            crash=crash,
+            kill_leader_every=kill,
+            partition=partition,
+        )
+        for rule in RULES
+        for label, flags, crash, kill, partition in _scenarios(quick)
+    ]
+
+
+def fault_analysis(summary: Summary) -> FaultAnalysis | None:
+    """The run's faults, catch-ups and audit, from the logs the summary names."""
+    logs = summary.config.get("logs")
+    if not isinstance(logs, str):
+        return None
+    directory = Path(logs)
+    faults = FaultLog.load(directory)
+    run = mark_lives(load_run(directory), faults)
+    return analyse_faults(run, faults, summary.config, summary.mode)
+
+
+def catch_up_text(catch_ups: Sequence[CatchUp]) -> str:
+    """How long the nodes that came back took to reach what the others had: one figure for one
+    comeback, the median and the longest of several, and how many never did."""
+    if not catch_ups:
+        return "-"
+    times = [c.caught_up_after for c in catch_ups if c.caught_up_after is not None]
+    missed = len(catch_ups) - len(times)
+    if len(catch_ups) == 1:
+        only = catch_ups[0]
+        if only.caught_up_after is None:
+            return f"did not (node-{only.node} reached {fmt(only.reached)} of {fmt(only.target)})"
+        return f"{only.caught_up_after:.1f} s (node-{only.node})"
+    text = f"{len(times)} of {len(catch_ups)}"
+    if times:
+        text += f": median {median(times):.1f} s, longest {max(times):.1f} s"
+    if missed:
+        text += f"; {missed} did not"
+    return text
+
+
+def audit_text(analysis: FaultAnalysis | None) -> str:
+    if analysis is None:
+        return "-"
+    report = analysis.audit
+    if report.ok:
+        return f"ok ({len(report.checks)} checks)"
+    return f"FAILED: {', '.join(c.name for c in report.failures)}"
+
+
+def scenario_row(
+    label: str,
+    summary: Summary,
+    base: Summary | None,
+    analysis: FaultAnalysis | None,
+    resumed_ms: float | None,
+) -> list[str]:
+    tps, p50 = summary.end_to_end.tps, summary.end_to_end.latency.p50_ms
+    base_tps = base.end_to_end.tps if base is not None else None
+    return [
+        label,
+        fmt(tps),
+        share(tps / base_tps) if base_tps else "-",
+        fmt(p50),
+        catch_up_text(analysis.commits_timeline.catch_ups) if analysis else "-",
+        fmt(resumed_ms, suffix=" ms"),
+        audit_text(analysis),
+    ]
+
+
+HEADERS = [
+    "scenario",
+    "delivered tx/s",
+    "of fault-free",
+    "end-to-end p50 ms",
+    "caught up after coming back",
+    "commits resumed after the last restart",
+    "audit",
+]
+
+
+def _write(outcomes: Sequence[Outcome], page: Page) -> None:
+    page.add(
+        "",
+        "Caught up: from a node's restart (or the end of its partition) until it had executed"
+        " what the others had when it came back (committed, in `hotstuff`). Commits resumed:"
+        " from the last restart of the run until the first commit of a node that stayed up.",
+    )
+    for rule in RULES:
+        prefix = f"{rule}: "
+        mine = [o for o in outcomes if o.configuration.label.startswith(prefix) and o.summaries]
+        first = next((o for o in mine if o.configuration.label == prefix + FAULT_FREE), None)
+        base = first.summaries[0] if first else None
+        rows = []
+        for outcome in mine:
+            summary = outcome.summaries[0]
+            rows.append(
+                scenario_row(
+                    outcome.configuration.label.removeprefix(prefix),
+                    summary,
+                    base,
+                    fault_analysis(summary),
+                    resumed_after_ms(summary),
+                )
+            )
+        page.section(f"`--leader={rule}`")
+        page.table(HEADERS, rows)
+
+
+FAULTS = Experiment(
+    name="faults",
+    title="Faults: crashes, restarts, leader kills, partitions, and more than f down",
+    question=(
+        "What does a committee deliver when a member crashes from the start, crashes and comes"
+        " back, when its leader is killed every few seconds, when a member is partitioned off"
+        " and healed, and when more than f members are down for a while; how long does a node"
+        " that comes back take to catch up, and does the audit hold? Under both leader rules"
+        " (`hotcrypto`, 4 nodes and 4 clients on this machine)."
+    ),
+    configurations=_configurations,
+    write=_write,
+)

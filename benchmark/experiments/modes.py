@@ -1,0 +1,272 @@
+"""`modes`: the report's table. The capacity of each mode, each one's capacity projection for a
+node of 4 cores (the report's instances), the report's figure beside them, and the ratios between
+modes beside the report's.
+
+Each configuration of a node mode is a sweep of rates, each run `runs` times; its capacity is the
+highest rate whose runs' median delivered kept up (`measures.capacity`), and the projection is
+the median over the runs at that rate. `movevm` has no rate: it runs as fast as it can, and its
+capacity is the median of what its runs delivered.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+
+from ..projection import CPU_BOUND
+from ..summary import Summary
+from .experiment import Configuration, Experiment, Outcome
+from .measures import (
+    Capacity,
+    capacity,
+    delivered,
+    fmt,
+    median_of,
+    projection_cores,
+    projection_tps,
+)
+from .overload import by_rate
+from .page import Page
+from .report_figures import (
+    ADAPTER_OVER_BARE,
+    CAPACITY,
+    HOTCRYPTO_OVER_HOTSTUFF,
+    HOTMOVE_OVER_HOTCRYPTO,
+    ReportFigure,
+)
+
+ADAPTER = "hotmove --vm=adapter"
+# After a ratio of capacities one of which is its sweep's highest rate.
+UNSETTLED = " *"
+MOVEVM_ADAPTER = "movevm --vm=adapter"
+
+
+def _configurations(quick: bool) -> Sequence[Configuration]:
+    # Rates are multiples of 80: a client sends its share (rate / 4) in 20 bursts a second,
+    # rounded down to whole transactions per burst.
+    if quick:
+        node_runs = {"runs": "1", "duration": "4"}
+        movevm_runs = {"runs": "1", "duration": "3"}
+        rates = {
+            "hotstuff": "20000,40000",
+            "hotcrypto": "2000,4000",
+            "hotmove": "2000,4000",
+            ADAPTER: "1200,2400",
+        }
+    else:
+        node_runs = {"runs": "3", "duration": "20"}
+        movevm_runs = {"runs": "5", "duration": "10"}
+        rates = {
+            "hotstuff": "100000,200000,300000,400000,500000,600000,700000",
+            "hotcrypto": "10000,16000,20000,24000,28000,32000,36000,40000,44000,48000",
+            "hotmove": "4000,8000,12000,16000,20000,24000,28000,32000",
+            ADAPTER: "4000,8000,12000,16000,20000,24000,28000",
+        }
+    return [
+        Configuration("hotstuff", {"mode": "hotstuff", "rate": rates["hotstuff"], **node_runs}),
+        Configuration("hotcrypto", {"mode": "hotcrypto", "rate": rates["hotcrypto"], **node_runs}),
+        Configuration("hotmove", {"mode": "hotmove", "rate": rates["hotmove"], **node_runs}),
+        Configuration(
+            ADAPTER, {"mode": "hotmove", "vm": "adapter", "rate": rates[ADAPTER], **node_runs}
+        ),
+        Configuration("movevm", {"mode": "movevm", **movevm_runs}),
+        Configuration(MOVEVM_ADAPTER, {"mode": "movevm", "vm": "adapter", **movevm_runs}),
+    ]
+
+
+def value(found: Capacity | None) -> float | None:
+    """The capacity as one number: the rate kept up, or what a saturating run delivered."""
+    if found is None:
+        return None
+    return float(found.rate) if found.rate is not None else found.delivered
+
+
+def limited_by(found: Capacity) -> str:
+    """What the projection of the runs at capacity says limits, the most frequent answer."""
+    bounds = Counter(
+        "the cores (CPU-bound)" if s.projection.bound == CPU_BOUND else s.projection.bound
+        for s in found.runs
+        if s.projection is not None
+    )
+    return bounds.most_common(1)[0][0] if bounds else "-"
+
+
+def capacity_rows(
+    capacities: dict[str, Capacity | None], runs: dict[str, list[Summary]] | None = None
+) -> list[list[str]]:
+    """A row per configuration; one that kept up with no rate shows its best run."""
+    rows = []
+    for label, found in capacities.items():
+        tried = (runs or {}).get(label, [])
+        none = f"none kept up (best {fmt(max(delivered(s) for s in tried))})" if tried else "-"
+        report = CAPACITY.get(label)
+        ours = value(found)
+        projected = found.median(projection_tps) if found else None
+        rows.append(
+            [
+                label,
+                found.describe() if found else none,
+                fmt(found.delivered) if found else "-",
+                fmt(projected),
+                limited_by(found) if found else "-",
+                report.text() if report else "-",
+                _unsettled(found) + report.against(ours) if report else "-",
+                report.against(projected) if report else "-",
+            ]
+        )
+    return rows
+
+
+def _unsettled(found: Capacity | None) -> str:
+    """`≥ ` before a figure drawn from a capacity the sweep may not have reached."""
+    return "≥ " if found is not None and found.at_top else ""
+
+
+def _ratio(top: float | None, bottom: float | None, mark: str = "") -> str:
+    return "-" if top is None or not bottom else f"{top / bottom:.2f}{mark}"
+
+
+def ratio_rows(capacities: dict[str, Capacity | None]) -> list[list[str]]:
+    def ours(label: str) -> float | None:
+        return value(capacities.get(label))
+
+    def projected(label: str) -> float | None:
+        found = capacities.get(label)
+        return found.median(projection_tps) if found else None
+
+    pairs: list[tuple[str, str, str, ReportFigure]] = [
+        ("hotcrypto / hotstuff", "hotcrypto", "hotstuff", HOTCRYPTO_OVER_HOTSTUFF.figure()),
+        ("hotmove / hotcrypto", "hotmove", "hotcrypto", HOTMOVE_OVER_HOTCRYPTO.figure()),
+        ("adapter / bare, in hotmove", ADAPTER, "hotmove", ADAPTER_OVER_BARE.figure()),
+        ("adapter / bare, in movevm", MOVEVM_ADAPTER, "movevm", ADAPTER_OVER_BARE.figure()),
+    ]
+
+    def mark(*labels: str) -> str:
+        return UNSETTLED if any(_unsettled(capacities.get(label)) for label in labels) else ""
+
+    return [
+        [
+            label,
+            _ratio(ours(top), ours(bottom), mark(top, bottom)),
+            _ratio(projected(top), projected(bottom)),
+            report.text(3),
+        ]
+        for label, top, bottom, report in pairs
+    ]
+
+
+def sweep_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
+    rows = []
+    for outcome in outcomes:
+        for rate, runs in by_rate(outcome.summaries).items():
+            is_movevm = outcome.summaries[0].mode == "movevm"
+            tps = [delivered(s) for s in runs]
+            rows.append(
+                [
+                    outcome.configuration.label,
+                    "as fast as it can" if is_movevm else fmt(rate),
+                    str(len(runs)),
+                    f"{fmt(median_of(tps))} ({fmt(min(tps))}-{fmt(max(tps))})",
+                    fmt(median_of([projection_tps(s) for s in runs])),
+                ]
+            )
+    return rows
+
+
+def _cores(outcomes: Sequence[Outcome]) -> str:
+    cores = {c for o in outcomes for s in o.summaries if (c := projection_cores(s)) is not None}
+    return ", ".join(str(c) for c in sorted(cores)) or "-"
+
+
+def _plot(capacities: dict[str, Capacity | None], page: Page, cores: str) -> None:
+    labels = list(capacities)
+    ours = [value(capacities[label]) or 0.0 for label in labels]
+    projected = [
+        (found.median(projection_tps) or 0.0) if (found := capacities[label]) else 0.0
+        for label in labels
+    ]
+    report = [
+        (CAPACITY[label].low + CAPACITY[label].high) / 2 if label in CAPACITY else 0.0
+        for label in labels
+    ]
+    figure, axes = plt.subplots(figsize=(9, 4.5))
+    width = 0.27
+    positions = range(len(labels))
+    axes.bar([p - width for p in positions], ours, width, label="capacity here")
+    axes.bar(list(positions), projected, width, label=f"projection, {cores} cores per node")
+    axes.bar([p + width for p in positions], report, width, label="the report's")
+    axes.set_xticks(list(positions), labels, rotation=20, ha="right")
+    axes.set_yscale("log")
+    axes.set_ylabel("tx/s")
+    axes.grid(True, axis="y", alpha=0.3)
+    axes.legend()
+    page.figure(figure, "capacity", "Capacity here, its projection, and the report's figure")
+
+
+def _write(outcomes: Sequence[Outcome], page: Page) -> None:
+    capacities = capacities_of(outcomes)
+    cores = _cores(outcomes)
+    page.section(
+        "Capacity beside the report's",
+        "Capacity: the highest rate asked whose runs delivered, in median, at least 95 % of it"
+        " (`≥`: the sweep's highest rate, the capacity may lie higher); `movevm` runs as fast"
+        " as it can, its capacity is its median. The projection is for one node of"
+        f" {cores} cores (the report's instances had 4 vCPUs), median of the runs at capacity;"
+        " measured with every node on this machine's cores, it errs low.",
+    )
+    page.table(
+        [
+            "configuration",
+            "capacity (tx/s)",
+            "delivered at capacity, median (tx/s)",
+            f"projection, {cores} cores per node (tx/s)",
+            "projection limited by",
+            "report's (tx/s)",
+            "capacity / report's",
+            "projection / report's",
+        ],
+        capacity_rows(capacities, {o.configuration.label: o.summaries for o in outcomes}),
+    )
+    page.add("", "What each figure of the report measured:", "")
+    page.add(*[f"- {label}: {figure.meaning}." for label, figure in CAPACITY.items()])
+    page.section("Ratios between modes")
+    page.table(
+        ["ratio", "capacity", f"projection ({cores} cores)", "report's"], ratio_rows(capacities)
+    )
+    page.add(
+        "",
+        f"{UNSETTLED.strip()}: a capacity in the ratio is its sweep's highest rate, so the ratio"
+        " is not settled; the projections' ratio is.",
+    )
+    page.section("Every rate of every sweep")
+    page.table(
+        [
+            "configuration",
+            "rate asked (tx/s)",
+            "runs",
+            "delivered, median (min-max)",
+            "projection, median (tx/s)",
+        ],
+        sweep_rows(outcomes),
+    )
+    _plot(capacities, page, cores)
+
+
+def capacities_of(outcomes: Sequence[Outcome]) -> dict[str, Capacity | None]:
+    return {o.configuration.label: capacity(o.summaries) for o in outcomes}
+
+
+MODES = Experiment(
+    name="modes",
+    title="Modes: the report's table, rerun",
+    question=(
+        "What does each mode sustain here (`hotstuff`, `hotcrypto`, `hotmove` with the bare VM"
+        " and behind the adapter, `movevm` alone), what would a node of 4 cores sustain (the"
+        " report's instances), and how do these and the ratios between modes compare with the"
+        " report's figures? (4 nodes and 4 clients on this machine; `movevm` one process.)"
+    ),
+    configurations=_configurations,
+    write=_write,
+)

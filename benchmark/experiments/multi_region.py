@@ -1,0 +1,293 @@
+"""`multi-region`: the report says its HotStuff ran faster across regions than inside one. Does
+it here, and what explains it either way?
+
+`hotcrypto` and `hotstuff`, each swept to its capacity twice at the same rates: the committee in
+one region (loopback, sub-millisecond, no emulation) and across four (`--delay-matrix` of
+`four-regions.csv`: published round-trip times between four AWS regions, its comments cite
+them). The page compares the capacities, then, at the highest rate both placements kept up
+(the same load), what a round carried and cost: rounds per second, transactions per batch and how
+full a batch was (the runs set `--batch-size`, the node's default, so the fill is known), batches
+per round, and the CPU a node spent per transaction (all its threads, and its consensus stage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+
+import matplotlib.pyplot as plt
+
+from ..net_emulation import read_delay_matrix
+from ..summary import Summary
+from .experiment import Configuration, Experiment, Outcome
+from .measures import (
+    Capacity,
+    Measure,
+    at_rate,
+    batch_fill,
+    batches_per_round,
+    capacity,
+    common_rate,
+    consensus_p50,
+    delivered,
+    e2e_p50,
+    fmt,
+    median_of,
+    node_us_per_tx,
+    rounds_per_second,
+    share,
+    stage_us_per_tx,
+    txs_per_batch,
+)
+from .overload import by_rate
+from .page import Page
+
+MATRIX = "benchmark/experiments/four-regions.csv"
+ONE = "one region"
+FOUR = "four regions"
+MODES = ("hotcrypto", "hotstuff")
+# The node's default batch size, given explicitly so that the runs record it.
+BATCH_SIZE = "500000"
+
+
+def _configurations(quick: bool) -> Sequence[Configuration]:
+    if quick:
+        rates = {"hotcrypto": "960,2000", "hotstuff": "8000,20000"}
+        runs = {"runs": "1", "duration": "5"}
+    else:
+        rates = {
+            "hotcrypto": "960,2000,4000,8000,12000,16000,20000,24000,28000,32000,40000",
+            "hotstuff": "4000,10000,20000,50000,100000,200000,300000,400000,500000",
+        }
+        runs = {"runs": "3", "duration": "30"}
+    configurations = []
+    for mode in MODES:
+        base = {"mode": mode, "rate": rates[mode], "batch_size": BATCH_SIZE, **runs}
+        configurations += [
+            Configuration(f"{mode}: {ONE}", base),
+            Configuration(f"{mode}: {FOUR}", {**base, "delay_matrix": MATRIX}),
+        ]
+    return configurations
+
+
+MEASURES = {
+    "rounds/s": (rounds_per_second, 1),
+    "tx per batch": (txs_per_batch, 0),
+    "batches per round": (batches_per_round, 2),
+    "node CPU µs/tx": (node_us_per_tx, 2),
+    "consensus µs/tx": (stage_us_per_tx("consensus"), 2),
+    "consensus p50 ms": (consensus_p50, 0),
+    "end-to-end p50 ms": (e2e_p50, 0),
+}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One placement's runs at a rate: medians of what explains a throughput."""
+
+    delivered: float | None
+    rounds_per_second: float | None
+    txs_per_batch: float | None
+    fill: float | None
+    batches_per_round: float | None
+    node_us: float | None
+    consensus_us: float | None
+
+    @classmethod
+    def of(cls, runs: Sequence[Summary]) -> Placement:
+        def m(measure: Measure) -> float | None:
+            return median_of([measure(s) for s in runs])
+
+        return cls(
+            delivered=m(delivered),
+            rounds_per_second=m(rounds_per_second),
+            txs_per_batch=m(txs_per_batch),
+            fill=m(batch_fill),
+            batches_per_round=m(batches_per_round),
+            node_us=m(node_us_per_tx),
+            consensus_us=m(stage_us_per_tx("consensus")),
+        )
+
+
+def _against(four: float | None, one: float | None, digits: int = 0, unit: str = "") -> str:
+    return f"{fmt(four, digits)}{unit} against {fmt(one, digits)}{unit}"
+
+
+def verdict(one: Sequence[Summary], four: Sequence[Summary]) -> list[str]:
+    """Whether four regions ran faster than one, and what the runs at the same load say why."""
+    if not one or not four:
+        return [f"- No run finished in {ONE if not one else FOUR}: nothing to compare."]
+    lines = [_claim(capacity(one), capacity(four), min(by_rate(four)))]
+    rate = common_rate(one, four)
+    if rate is not None:
+        load = "the highest rate both kept up"
+    else:
+        rate = min(set(by_rate(one)) & set(by_rate(four)), default=None)
+        load = "the lowest rate both were asked, which not both kept up"
+    if rate is None:
+        return lines
+    a, b = Placement.of(at_rate(four, rate)), Placement.of(at_rate(one, rate))
+    lines.append(
+        f"- At {fmt(rate)} tx/s asked ({load}), four regions delivered"
+        f" {_against(a.delivered, b.delivered)} tx/s and ran"
+        f" {_against(a.rounds_per_second, b.rounds_per_second, 1)} rounds a second; a batch"
+        f" carried {_against(a.txs_per_batch, b.txs_per_batch)} transactions (the batch size"
+        f" filled {share(a.fill)} against {share(b.fill)}), a block"
+        f" {_against(a.batches_per_round, b.batches_per_round, 2)} batches; a node spent"
+        f" {_against(a.node_us, b.node_us, 2, ' µs')} of CPU per transaction (its consensus stage"
+        f" {_against(a.consensus_us, b.consensus_us, 2, ' µs')})."
+    )
+    lines.append(_why(a, b))
+    return lines
+
+
+AT_LEAST = " (at least: the sweep's highest rate)"
+
+
+def _claim(single: Capacity | None, multi: Capacity | None, lowest: int) -> str:
+    if single is None or multi is None:
+        return _claim_without(single, multi, lowest)
+    at_least = AT_LEAST
+    figures = (
+        f"capacity {fmt(multi.rate)} tx/s{at_least if multi.at_top else ''} across four"
+        f" regions against {fmt(single.rate)} tx/s{at_least if single.at_top else ''} in one"
+    )
+    faster, slower = multi.rate or 0, single.rate or 0
+    if faster > slower:
+        return f"- **The claim holds here**: {figures}."
+    if faster < slower:
+        return f"- **The claim does not hold here**: {figures}."
+    if multi.at_top:
+        return f"- **Not decided**: {figures}; raise the sweep's rates."
+    return f"- **Neither ran faster** (within the sweep's steps): {figures}."
+
+
+def _claim_without(single: Capacity | None, multi: Capacity | None, lowest: int) -> str:
+    """The claim when a placement kept up with none of the rates asked."""
+    at_least = AT_LEAST
+    if multi is None and single is None:
+        return (
+            f"- **Not decided**: neither placement kept up with any rate asked (the lowest"
+            f" {fmt(lowest)} tx/s); lower the sweep's rates."
+        )
+    if multi is None:
+        return (
+            f"- **The claim does not hold here**: four regions kept up with none of the rates"
+            f" asked (the lowest {fmt(lowest)} tx/s), one region up to"
+            f" {fmt(single.rate if single else None)}"
+            f" tx/s{at_least if single and single.at_top else ''}."
+        )
+    return (
+        f"- **The claim holds here**: four regions kept up to {fmt(multi.rate if multi else None)}"
+        f" tx/s{at_least if multi and multi.at_top else ''}, one region with none of the rates"
+        " asked."
+    )
+
+
+def _why(four: Placement, one: Placement) -> str:
+    if four.node_us is None or one.node_us is None:
+        return "- The runs do not report the nodes' CPU: nothing to explain it with."
+    cheaper = four.node_us < one.node_us
+    fewer_rounds = (
+        four.rounds_per_second is not None
+        and one.rounds_per_second is not None
+        and four.rounds_per_second < one.rounds_per_second
+    )
+    if cheaper and fewer_rounds:
+        return (
+            "- Why: the same load in fewer rounds, so each round's fixed work (proposals, votes,"
+            " their signatures, a batch sealed per batch delay) is shared by more transactions;"
+            " the CPU a transaction costs falls, and where every node shares the same cores that"
+            " CPU is the capacity."
+        )
+    if cheaper:
+        return (
+            "- Why: a transaction cost less CPU across four regions although the rounds were"
+            " not fewer; the rounds and batches above are what to look at."
+        )
+    return (
+        "- Why not: across four regions a transaction cost as much CPU or more, so the wait"
+        " for the far members is not paid back in cheaper rounds."
+    )
+
+
+def detail_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
+    """Medians at every rate of every sweep."""
+    rows = []
+    for outcome in outcomes:
+        for rate, runs in by_rate(outcome.summaries).items():
+            rows.append(
+                [
+                    outcome.configuration.label,
+                    fmt(rate),
+                    fmt(median(delivered(s) for s in runs)),
+                    share(median_of([batch_fill(s) for s in runs])),
+                    *[fmt(median_of([m(s) for s in runs]), d) for m, d in MEASURES.values()],
+                ]
+            )
+    return rows
+
+
+def _matrix_line(repo_root: Path) -> str:
+    matrix = read_delay_matrix(repo_root / MATRIX, 4)
+    rtts = [2 * matrix[i][j] for i in range(4) for j in range(4) if i < j]
+    return (
+        f"The four regions' links (`{MATRIX}`, whose comments cite the source): round trips"
+        f" {fmt(min(rtts))} to {fmt(max(rtts))} ms, median {fmt(median(rtts))} ms."
+    )
+
+
+def _plot(outcomes: Sequence[Outcome], page: Page) -> None:
+    figure, axes = plt.subplots(1, len(MODES), figsize=(10, 4))
+    for axis, mode in zip(axes, MODES, strict=True):
+        for outcome in outcomes:
+            if not outcome.configuration.label.startswith(f"{mode}: ") or not outcome.summaries:
+                continue
+            points = [
+                (rate, median(delivered(s) for s in runs))
+                for rate, runs in by_rate(outcome.summaries).items()
+            ]
+            axis.plot(
+                *zip(*points, strict=True),
+                marker="o",
+                label=outcome.configuration.label.removeprefix(f"{mode}: "),
+            )
+        axis.set_title(mode)
+        axis.set_xlabel("Input rate asked (tx/s)")
+        axis.set_ylabel("Delivered, median (tx/s)")
+        axis.grid(True, alpha=0.3)
+        axis.legend()
+    page.figure(figure, "delivered", "Delivered against asked, one region and four")
+
+
+def _write(outcomes: Sequence[Outcome], page: Page) -> None:
+    by_label = {o.configuration.label: o.summaries for o in outcomes}
+    page.add("", _matrix_line(Path(__file__).resolve().parents[2]))
+    for mode in MODES:
+        page.section(
+            f"`{mode}`",
+            *verdict(by_label.get(f"{mode}: {ONE}", []), by_label.get(f"{mode}: {FOUR}", [])),
+        )
+    page.section("Every rate of every sweep (medians of the runs)")
+    page.table(
+        ["placement", "rate asked (tx/s)", "delivered (tx/s)", "batch fill", *MEASURES],
+        detail_rows(outcomes),
+    )
+    _plot(outcomes, page)
+
+
+MULTI_REGION = Experiment(
+    name="multi-region",
+    title="Multi-region: does HotStuff run faster across regions than inside one?",
+    question=(
+        "The report says its multi-region HotStuff ran faster than a single region. With the"
+        " published round-trip times between four regions emulated on the committee's links"
+        " (every node and client still on this machine), against one region, at the same rates:"
+        " does it hold here, and what explains it either way (batch fill, rounds per second,"
+        " CPU per transaction)?"
+    ),
+    configurations=_configurations,
+    write=_write,
+)

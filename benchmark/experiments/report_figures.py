@@ -1,0 +1,80 @@
+"""The figures of the report this testbed reproduces, in one place, with what each one measured.
+
+They are the only figures a results page holds that its runs did not make; a page prints them
+beside its own with the ratio. The report gives capacities in thousands of transactions per
+second, some as a range; its ratios between modes follow from them (`report_ratio`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ReportFigure:
+    """A figure of the report: `low` to `high` (equal when it gives one number)."""
+
+    low: float
+    high: float
+    meaning: str
+
+    def text(self, digits: int = 0) -> str:
+        if self.low == self.high:
+            return f"{self.low:,.{digits}f}"
+        return f"{self.low:,.{digits}f}-{self.high:,.{digits}f}"
+
+    def against(self, ours: float | None) -> str:
+        """Ours over the report's: a range of ratios where the report gives a range."""
+        if ours is None or self.low <= 0:
+            return "-"
+        if self.low == self.high:
+            return f"{ours / self.low:.2f}"
+        return f"{ours / self.high:.2f}-{ours / self.low:.2f}"
+
+
+# Capacity (tx/s) of each configuration of the report's table, keyed by the row the `modes`
+# experiment runs for it. Its instances had 4 vCPUs, one node each.
+CAPACITY: dict[str, ReportFigure] = {
+    "hotstuff": ReportFigure(
+        200_000, 200_000, "HotStuff alone: consensus on opaque transactions, no signature checked"
+    ),
+    "hotcrypto": ReportFigure(
+        50_000, 50_000, "HotStuff with every transaction's ed25519 signature checked"
+    ),
+    "hotmove": ReportFigure(
+        30_000, 35_000, "HotStuff, signatures and the Move VM executing every transaction"
+    ),
+    "hotmove --vm=adapter": ReportFigure(
+        10_000,
+        10_000,
+        "the report's DiemVM row: the Move VM behind Diem's adapter (prologue, gas, epilogue)."
+        " The report does not say whether consensus and signatures ran too; set beside"
+        " `hotmove --vm=adapter`, the system with consensus",
+    ),
+    "movevm": ReportFigure(
+        80_000, 80_000, "the Move VM alone: no consensus, no signatures, one process"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ReportRatio:
+    label: str
+    numerator: str
+    denominator: str
+
+    def figure(self) -> ReportFigure:
+        top, bottom = CAPACITY[self.numerator], CAPACITY[self.denominator]
+        return ReportFigure(
+            top.low / bottom.high,
+            top.high / bottom.low,
+            f"{self.numerator} over {self.denominator} in the report",
+        )
+
+
+# The ratios between modes the report's table implies.
+HOTMOVE_OVER_HOTCRYPTO = ReportRatio("hotmove / hotcrypto", "hotmove", "hotcrypto")
+ADAPTER_OVER_BARE = ReportRatio(
+    "adapter / bare (DiemVM / MoveVM)", "hotmove --vm=adapter", "movevm"
+)
+HOTCRYPTO_OVER_HOTSTUFF = ReportRatio("hotcrypto / hotstuff", "hotcrypto", "hotstuff")

@@ -1,0 +1,156 @@
+"""`workloads`: every workload under each VM and payload kind, in `movevm` (the VM alone, as fast
+as it runs) and in `hotmove` (behind consensus and signatures, a sweep of rates to its capacity).
+
+Each row is a workload and a payload kind; beside each VM its throughput and the CPU the executor
+spent per transaction (medians of the runs, at capacity in `hotmove`), then adapter over bare.
+The quick version runs every workload under both VMs, one payload kind each (alternating), in
+both modes; the full one runs every combination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..config import PAYLOADS, VMS, WORKLOADS
+from ..summary import Summary
+from .experiment import Configuration, Experiment, Outcome
+from .measures import Capacity, capacity, delivered, fmt, median_of, stage_us_per_tx
+from .overload import by_rate
+from .page import Page
+
+MOVE_MODES = ("movevm", "hotmove")
+# A cpuheavy transaction takes the VM about half a millisecond: the default channels (10,000
+# transactions) would take longer to drain after the load stops than a run waits for its
+# final METRICS lines.
+SLOW_WORKLOAD_CHANNEL = {"cpuheavy": "1000"}
+
+# hotmove rates to sweep, by workload: what 4 nodes on 2 cores could keep up with spans two
+# orders of magnitude between a transfer and a sort. Every rate is a multiple of 80: a client
+# sends its share (rate / 4) in 20 bursts a second, rounded down to whole transactions per burst.
+FULL_RATES = {
+    "transfer": "4000,8000,12000,16000,20000,24000",
+    "donothing": "4000,8000,12000,16000,20000,24000",
+    "smallbank": "4000,8000,12000,16000,20000,24000",
+    "kvstore": "480,960,1600,2400,3200,4800,6400",
+    "cpuheavy": "80,160,240,320,480,640,800",
+}
+QUICK_RATES = {
+    "transfer": "2000",
+    "donothing": "2000",
+    "smallbank": "2000",
+    "kvstore": "960",
+    "cpuheavy": "160",
+}
+
+
+def label_of(mode: str, workload: str, vm: str, payload: str) -> str:
+    return f"{mode}: {workload}, {vm}, {payload}"
+
+
+def _grid(quick: bool) -> list[tuple[str, str, str]]:
+    """(workload, vm, payload): all of them, or every workload under both VMs with one payload
+    kind (alternating)."""
+    if not quick:
+        return [(w, vm, p) for w in WORKLOADS for p in PAYLOADS for vm in VMS]
+    return [(w, vm, PAYLOADS[i % len(PAYLOADS)]) for i, w in enumerate(WORKLOADS) for vm in VMS]
+
+
+def _configurations(quick: bool) -> Sequence[Configuration]:
+    configurations = []
+    for mode in MOVE_MODES:
+        for workload, vm, payload in _grid(quick):
+            flags: dict[str, str | bool] = {
+                "mode": mode,
+                "workload": workload,
+                "vm": vm,
+                "payload": payload,
+            }
+            if workload in SLOW_WORKLOAD_CHANNEL:
+                flags["channel_capacity"] = SLOW_WORKLOAD_CHANNEL[workload]
+            if mode == "hotmove":
+                rates = QUICK_RATES if quick else FULL_RATES
+                flags["rate"] = rates[workload]
+                flags |= (
+                    {"runs": "1", "duration": "4"} if quick else {"runs": "1", "duration": "20"}
+                )
+            else:
+                flags |= (
+                    {"runs": "1", "duration": "2"} if quick else {"runs": "3", "duration": "10"}
+                )
+            configurations.append(Configuration(label_of(mode, workload, vm, payload), flags))
+    return configurations
+
+
+def _tps(found: Capacity | None) -> float | None:
+    if found is None:
+        return None
+    return float(found.rate) if found.rate is not None else found.delivered
+
+
+def _cells(runs: Sequence[Summary]) -> tuple[str, str]:
+    """Throughput and executor µs/tx of one VM's runs: at capacity, or, where no rate was kept
+    up, the best run and the cost at the lowest rate."""
+    executor = stage_us_per_tx("executor")
+    found = capacity(runs)
+    if found is not None:
+        return found.describe(), fmt(found.median(executor), 1)
+    if not runs:
+        return "-", "-"
+    lowest = by_rate(runs)[min(by_rate(runs))]
+    return (
+        f"none kept up (best {fmt(max(delivered(s) for s in runs))})",
+        fmt(median_of([executor(s) for s in lowest]), 1),
+    )
+
+
+def rows(mode: str, runs: dict[str, list[Summary]]) -> list[list[str]]:
+    """A row per workload and payload kind that ran under some VM."""
+    table = []
+    for workload in WORKLOADS:
+        for payload in PAYLOADS:
+            labels = {vm: label_of(mode, workload, vm, payload) for vm in VMS}
+            if all(label not in runs for label in labels.values()):
+                continue
+            cells = [workload, payload]
+            for vm in VMS:
+                cells += _cells(runs.get(labels[vm], []))
+            bare = _tps(capacity(runs.get(labels["bare"], [])))
+            adapter = _tps(capacity(runs.get(labels["adapter"], [])))
+            cells.append("-" if bare is None or adapter is None else f"{adapter / bare:.2f}")
+            table.append(cells)
+    return table
+
+
+def _write(outcomes: Sequence[Outcome], page: Page) -> None:
+    runs = {o.configuration.label: o.summaries for o in outcomes}
+    for mode in MOVE_MODES:
+        measure = (
+            "tx/s: the median of its runs, as fast as the VM runs"
+            if mode == "movevm"
+            else "tx/s: capacity, the highest rate whose runs' median kept up (≥: the sweep's"
+            " highest rate)"
+        )
+        page.section(f"`{mode}`", f"{measure}; executor µs/tx: its CPU per transaction, median.")
+        page.table(
+            [
+                "workload",
+                "payload",
+                *[h for vm in VMS for h in (f"{vm} tx/s", f"{vm} executor µs/tx")],
+                "adapter / bare",
+            ],
+            rows(mode, runs),
+        )
+
+
+WORKLOADS_EXPERIMENT = Experiment(
+    name="workloads",
+    title="Workloads: every workload, VM and payload kind, alone and behind consensus",
+    question=(
+        "What does each workload (transfer, donothing, cpuheavy, kvstore, smallbank) cost the"
+        " Move VM, bare and behind the adapter, as a script and as an entry function, alone"
+        " (`movevm`) and behind consensus and signatures (`hotmove`, 4 nodes and 4 clients on"
+        " this machine)?"
+    ),
+    configurations=_configurations,
+    write=_write,
+)

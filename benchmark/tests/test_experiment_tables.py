@@ -1,0 +1,394 @@
+"""The tables and verdicts of the `modes`, `multi-region`, `faults`, `workloads` and `store`
+experiments, drawn from synthetic summaries whose figures are set by hand (the real runs are in
+test_experiments.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from benchmark.audit import AuditReport
+from benchmark.experiments import (
+    EXPERIMENTS,
+    Configuration,
+    Outcome,
+    faults,
+    modes,
+    multi_region,
+    store,
+    workloads,
+)
+from benchmark.experiments.measures import capacity, common_rate
+from benchmark.experiments.report_figures import CAPACITY
+from benchmark.experiments.runner import prepare
+from benchmark.fault_analysis import FaultAnalysis
+from benchmark.fault_events import FaultLog
+from benchmark.metrics import load_run
+from benchmark.net_emulation import read_delay_matrix
+from benchmark.projection import project
+from benchmark.rounds import Rounds
+from benchmark.summary import Summary, summarize
+from benchmark.timeline import CatchUp, CommitsTimeline
+
+from .conftest import REPO_ROOT
+from .synthetic import write_run
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Summary:
+    logs = write_run(tmp_path_factory.mktemp("run"))
+    return summarize(load_run(logs), {"mode": "hotcrypto", "nodes": 2})
+
+
+def shaped(
+    summary: Summary,
+    *,
+    rate: int | None,
+    delivered: float,
+    mode: str = "hotcrypto",
+    rounds_per_s: float | None = None,
+    per_batch: float | None = None,
+    node_cores: float | None = None,
+    projected_us: float | None = None,
+    executor_us: float | None = None,
+    **config: object,
+) -> Summary:
+    """`summary` as a run of `mode` asked for `rate` that delivered `delivered` tx/s, with the
+    rounds, batch size, node CPU, projection and executor cost given."""
+    end_to_end = replace(summary.end_to_end, tps=delivered)
+    stages = tuple(
+        replace(row, batch_size=per_batch)
+        if row.name == "consensus" and per_batch is not None
+        else replace(row, us_per_tx=executor_us)
+        if row.name == "executor" and executor_us is not None
+        else row
+        for row in summary.stages
+    )
+    consensus = replace(summary.consensus, tps=delivered, bps=delivered * 200)
+    rounds = (
+        Rounds(rounds_per_s * 10, 0, 0.0, 0, 10.0) if rounds_per_s is not None else summary.rounds
+    )
+    resources = summary.resources
+    if node_cores is not None and resources is not None:
+        resources = replace(resources, nodes=replace(resources.nodes, cpu_cores=node_cores))
+    projection = project({"verifier": projected_us}, 4) if projected_us else summary.projection
+    return replace(
+        summary,
+        config={**summary.config, "mode": mode, "rate": rate, **config},
+        end_to_end=end_to_end,
+        consensus=consensus,
+        stages=stages,
+        rounds=rounds,
+        resources=resources,
+        projection=projection,
+    )
+
+
+# -- capacity ------------------------------------------------------------------------------------
+
+
+def test_capacity_is_the_highest_rate_whose_median_kept_up(base: Summary) -> None:
+    runs = [
+        shaped(base, rate=100, delivered=d)
+        for d in (99, 50, 98)  # median 98: kept up
+    ] + [
+        shaped(base, rate=200, delivered=d)
+        for d in (199, 150, 120)  # median 150: not
+    ]
+    found = capacity(runs)
+    assert found is not None
+    assert found.rate == 100
+    assert found.delivered == 98
+    assert not found.at_top
+    assert found.describe() == "100"
+    top = capacity([*runs, shaped(base, rate=300, delivered=290)])
+    assert top is not None
+    assert top.rate == 300
+    assert top.describe() == "≥ 300"
+    assert capacity([shaped(base, rate=100, delivered=50)]) is None
+    assert capacity([]) is None
+
+
+def test_a_saturating_run_is_its_own_capacity(base: Summary) -> None:
+    runs = [shaped(base, rate=20_000, delivered=d, mode="movevm") for d in (300, 100, 200)]
+    found = capacity(runs)
+    assert found is not None
+    assert found.rate is None
+    assert found.delivered == 200
+    assert found.describe() == "200"
+
+
+def test_the_common_rate_is_the_highest_both_sweeps_kept_up(base: Summary) -> None:
+    one = [shaped(base, rate=r, delivered=r) for r in (100, 200, 300)]
+    four = [shaped(base, rate=r, delivered=d) for r, d in ((100, 100), (200, 199), (300, 100))]
+    assert common_rate(one, four) == 200
+    assert common_rate(one, [shaped(base, rate=100, delivered=10)]) is None
+
+
+# -- modes ---------------------------------------------------------------------------------------
+
+
+def test_the_modes_table_sets_the_report_beside_ours(base: Summary) -> None:
+    def sweep(top: int, kept: int, us: float) -> list[Summary]:
+        return [
+            shaped(base, rate=r, delivered=r if r <= kept else r / 2, projected_us=us)
+            for r in range(top // 4, top + 1, top // 4)
+        ]
+
+    capacities = {
+        "hotstuff": capacity(sweep(800_000, 400_000, 5.0)),
+        "hotcrypto": capacity(sweep(80_000, 40_000, 20.0)),
+        "hotmove": capacity(sweep(40_000, 20_000, 40.0)),
+        modes.ADAPTER: capacity(sweep(20_000, 10_000, 80.0)),
+        "movevm": capacity([shaped(base, rate=None, delivered=240_000, mode="movevm")]),
+        modes.MOVEVM_ADAPTER: capacity([shaped(base, rate=None, delivered=60_000, mode="movevm")]),
+    }
+    rows = {row[0]: row for row in modes.capacity_rows(capacities)}
+    # configuration, capacity, delivered, projection, limited by, report's, ratios
+    assert rows["hotstuff"][1:4] == ["400,000", "400,000", "800,000"]
+    assert rows["hotstuff"][4] == "the cores (CPU-bound)"
+    assert rows["hotstuff"][5:] == ["200,000", "2.00", "4.00"]
+    assert rows["hotmove"][5:7] == ["30,000-35,000", "0.57-0.67"]
+    assert rows[modes.ADAPTER][5:7] == ["10,000", "1.00"]
+    assert rows["movevm"][1:3] == ["240,000", "240,000"]
+    assert rows["movevm"][6] == "3.00"
+    assert rows[modes.MOVEVM_ADAPTER][5:] == ["-", "-", "-"]
+    ratios = {row[0]: row[1:] for row in modes.ratio_rows(capacities)}
+    assert ratios["hotmove / hotcrypto"] == ["0.50", "0.50", "0.600-0.700"]
+    assert ratios["hotcrypto / hotstuff"][2] == "0.250"
+    assert ratios["adapter / bare, in hotmove"] == ["0.50", "0.50", "0.125"]
+    assert ratios["adapter / bare, in movevm"][0] == "0.25"
+    # A mode that kept up nowhere is said so, and its ratios are left out.
+    capacities["hotmove"] = None
+    tried = {"hotmove": [shaped(base, rate=1000, delivered=600)]}
+    rows = {row[0]: row for row in modes.capacity_rows(capacities, tried)}
+    assert rows["hotmove"][1:3] == ["none kept up (best 600)", "-"]
+    ratios = {row[0]: row[1:] for row in modes.ratio_rows(capacities)}
+    assert ratios["hotmove / hotcrypto"][:2] == ["-", "-"]
+
+
+def test_the_report_figures_say_what_they_measured() -> None:
+    labels = [c.label for c in modes.MODES.configurations(False)]
+    for label, figure in CAPACITY.items():
+        assert label in labels
+        assert figure.meaning
+        assert 0 < figure.low <= figure.high
+
+
+# -- multi-region --------------------------------------------------------------------------------
+
+
+def _placement(
+    base: Summary, kept: int, rounds: float, per_batch: float, cores: float
+) -> list[Summary]:
+    return [
+        shaped(
+            base,
+            rate=r,
+            delivered=r if r <= kept else r * 0.8,
+            rounds_per_s=rounds,
+            per_batch=per_batch,
+            node_cores=cores * r / 1000,
+            batch_size=500_000,
+        )
+        for r in (1000, 2000, 3000)
+    ]
+
+
+def test_multi_region_holds_when_four_regions_keep_up_with_more(base: Summary) -> None:
+    one = _placement(base, 2000, rounds=100.0, per_batch=50.0, cores=0.02)
+    four = _placement(base, 3000, rounds=10.0, per_batch=500.0, cores=0.01)
+    lines = multi_region.verdict(one, four)
+    assert lines[0].startswith("- **The claim holds here**: capacity 3,000 tx/s (at least")
+    assert "against 2,000 tx/s in one" in lines[0]
+    # The same load: 2,000 tx/s, each placement's medians there.
+    assert "At 2,000 tx/s asked (the highest rate both kept up)" in lines[1]
+    assert "ran 10.0 against 100.0 rounds a second" in lines[1]
+    assert "a batch carried 500 against 50 transactions" in lines[1]
+    # 500 transactions of 200 bytes in a batch of at most 500,000 bytes.
+    assert "filled 20% against 2%" in lines[1]
+    assert "a node spent 10.00 µs against 20.00 µs of CPU per transaction" in lines[1]
+    assert lines[2].startswith("- Why: the same load in fewer rounds")
+
+
+def test_multi_region_does_not_hold_when_one_region_keeps_up_with_more(base: Summary) -> None:
+    one = _placement(base, 2000, rounds=100.0, per_batch=50.0, cores=0.01)
+    four = _placement(base, 1000, rounds=10.0, per_batch=500.0, cores=0.02)
+    lines = multi_region.verdict(one, four)
+    assert lines[0].startswith("- **The claim does not hold here**: capacity 1,000 tx/s")
+    assert lines[2].startswith("- Why not:")
+    same = multi_region.verdict(one, _placement(base, 2000, 10.0, 500.0, 0.02))
+    assert same[0].startswith("- **Neither ran faster**")
+    assert multi_region.verdict(one, []) == [
+        "- No run finished in four regions: nothing to compare."
+    ]
+
+
+def test_multi_region_compares_the_same_load_when_four_regions_keep_up_with_none(
+    base: Summary,
+) -> None:
+    one = _placement(base, 2000, rounds=100.0, per_batch=50.0, cores=0.02)
+    four = _placement(base, 0, rounds=10.0, per_batch=50.0, cores=0.02)
+    lines = multi_region.verdict(one, four)
+    assert lines[0] == (
+        "- **The claim does not hold here**: four regions kept up with none of the rates asked"
+        " (the lowest 1,000 tx/s), one region up to 2,000 tx/s."
+    )
+    assert lines[1].startswith(
+        "- At 1,000 tx/s asked (the lowest rate both were asked, which not both kept up), four"
+        " regions delivered 800 against 1,000 tx/s and ran 10.0 against 100.0 rounds a second"
+    )
+    neither = multi_region.verdict(four, four)
+    assert neither[0].startswith("- **Not decided**: neither placement kept up")
+
+
+def test_the_four_regions_matrix_is_symmetric_round_trips_halved() -> None:
+    matrix = read_delay_matrix(REPO_ROOT / multi_region.MATRIX, 4)
+    for i in range(4):
+        assert matrix[i][i] == 0
+        for j in range(4):
+            assert matrix[i][j] == matrix[j][i]
+            if i != j:
+                assert 10 <= matrix[i][j] <= 150  # one-way, between regions of the world
+    text = (REPO_ROOT / multi_region.MATRIX).read_text()
+    assert "Source:" in text
+
+
+def test_a_relative_delay_matrix_is_the_repositorys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    configuration = multi_region.MULTI_REGION.configurations(True)[1]
+    assert configuration.flags["delay_matrix"] == multi_region.MATRIX
+    _, points, _ = prepare(configuration, REPO_ROOT)
+    assert points[0].delay_matrix == str(REPO_ROOT / multi_region.MATRIX)
+
+
+# -- faults --------------------------------------------------------------------------------------
+
+
+def _catch_up(node: int, after: float | None) -> CatchUp:
+    return CatchUp(node=node, restart_t=5.0, target=1000.0, caught_up_after=after, reached=800.0)
+
+
+def test_catch_up_times_are_said_per_comeback() -> None:
+    assert faults.catch_up_text([]) == "-"
+    assert faults.catch_up_text([_catch_up(1, 1.25)]) == "1.2 s (node-1)"
+    assert faults.catch_up_text([_catch_up(2, None)]) == "did not (node-2 reached 800 of 1,000)"
+    several = [_catch_up(0, 1.0), _catch_up(1, 3.0), _catch_up(2, 2.0), _catch_up(3, None)]
+    assert faults.catch_up_text(several) == "3 of 4: median 2.0 s, longest 3.0 s; 1 did not"
+
+
+def test_a_fault_row_sets_the_run_against_the_fault_free_one(base: Summary) -> None:
+    report = AuditReport()
+    report.add("state digests agree", True, "3 heights")
+    report.add("total supply conserved", True, "equal")
+    analysis = FaultAnalysis(
+        FaultLog(), CommitsTimeline(0.0, catch_ups=[_catch_up(1, 2.0)]), report
+    )
+    fault_free = shaped(base, rate=1000, delivered=1000)
+    row = faults.scenario_row(
+        "crash and restart", shaped(base, rate=1000, delivered=750), fault_free, analysis, 1234.0
+    )
+    assert row == [
+        "crash and restart",
+        "750",
+        "75%",
+        "195",  # the synthetic samples' send-to-execute p50
+        "2.0 s (node-1)",
+        "1,234 ms",
+        "ok (2 checks)",
+    ]
+    report.add("samples executed exactly once", False, "2 missing")
+    assert faults.audit_text(analysis) == "FAILED: samples executed exactly once"
+
+
+def test_the_faults_scenarios_cover_every_fault_under_both_rules() -> None:
+    for quick in (True, False):
+        configurations = faults.FAULTS.configurations(quick)
+        commands = [c.command() for c in configurations]
+        for rule in ("round-robin", "reputation"):
+            mine = [c for c in commands if f"--leader={rule}" in c]
+            assert len(mine) == 6
+            assert sum("--faults=1" in c for c in mine) == 1
+            assert sum("--kill-leader-every=" in c for c in mine) == 1
+            assert sum("--partition=" in c for c in mine) == 1
+            assert sum(c.count("--crash=") == 1 for c in mine) == 1  # crash and restart
+            assert sum(c.count("--crash=") == 2 for c in mine) == 1  # more than f down
+        # The scenarios shared with `leaders` run with the same flags on both pages.
+        leaders = {c.command() for c in EXPERIMENTS["leaders"].configurations(quick)}
+        assert sum(c in leaders for c in commands) == 8
+
+
+# -- workloads -----------------------------------------------------------------------------------
+
+
+def test_the_workloads_table_has_a_row_per_workload_and_payload(base: Summary) -> None:
+    def movevm(tps: float, us: float) -> list[Summary]:
+        return [shaped(base, rate=None, delivered=tps, mode="movevm", executor_us=us)]
+
+    runs = {
+        workloads.label_of("movevm", "transfer", "bare", "script"): movevm(200_000, 4.4),
+        workloads.label_of("movevm", "transfer", "adapter", "script"): movevm(80_000, 11.4),
+        workloads.label_of("movevm", "kvstore", "adapter", "entry"): movevm(7_000, 140),
+    }
+    assert workloads.rows("movevm", runs) == [
+        ["transfer", "script", "200,000", "4.4", "80,000", "11.4", "0.40"],
+        ["kvstore", "entry", "-", "-", "7,000", "140.0", "-"],
+    ]
+    assert workloads.rows("hotmove", runs) == []
+    # hotmove: a capacity per VM; a sweep that kept up nowhere shows its best run, and the
+    # executor's cost at its lowest rate.
+    hotmove = {
+        workloads.label_of("hotmove", "cpuheavy", "bare", "entry"): [
+            shaped(base, rate=160, delivered=160, executor_us=500),
+            shaped(base, rate=240, delivered=200, executor_us=520),
+        ],
+        workloads.label_of("hotmove", "cpuheavy", "adapter", "entry"): [
+            shaped(base, rate=160, delivered=100, executor_us=600),
+            shaped(base, rate=240, delivered=120, executor_us=640),
+        ],
+    }
+    assert workloads.rows("hotmove", hotmove) == [
+        ["cpuheavy", "entry", "160", "500.0", "none kept up (best 120)", "600.0", "-"],
+    ]
+
+
+def test_every_workload_vm_and_payload_runs_in_both_modes() -> None:
+    full = [c.flags for c in workloads.WORKLOADS_EXPERIMENT.configurations(False)]
+    assert len(full) == 2 * 5 * 2 * 2
+    quick = [c.flags for c in workloads.WORKLOADS_EXPERIMENT.configurations(True)]
+    for mode in ("movevm", "hotmove"):
+        ran = [f for f in quick if f["mode"] == mode]
+        assert {f["workload"] for f in ran} == {
+            "transfer",
+            "donothing",
+            "cpuheavy",
+            "kvstore",
+            "smallbank",
+        }
+        assert {f["vm"] for f in ran} == {"bare", "adapter"}
+        assert {f["payload"] for f in ran} == {"script", "entry"}
+
+
+# -- store ---------------------------------------------------------------------------------------
+
+
+def test_the_store_table_takes_medians_of_alternated_pairs(base: Summary) -> None:
+    delivered = {1: (1000, 900), 2: (1000, 500), 3: (800, 800)}
+    outcomes = []
+    for pair, (without, with_store) in delivered.items():
+        for side, tps in ((store.WITHOUT, without), (store.WITH, with_store)):
+            configuration = Configuration(store.label_of("hotcrypto", pair, side), {})
+            outcomes.append(Outcome(configuration, [shaped(base, rate=1000, delivered=tps)]))
+    # A pair whose second run did not finish is left out.
+    outcomes.append(Outcome(Configuration(store.label_of("hotcrypto", 4, store.WITHOUT), {})))
+    pairs = store.pairs_of("hotcrypto", outcomes)
+    assert [p.number for p in pairs] == [1, 2, 3]
+    rows = {row[0]: row[1:] for row in store.measure_rows(pairs)}
+    # Medians of each side (1000, 1000, 800 -> 1000; 900, 500, 800 -> 800), and of the pairs'
+    # ratios (0.9, 0.5, 1.0 -> 0.9): not the ratio of the medians.
+    assert rows["delivered tx/s"] == ["1,000", "800", "0.90 (3)"]
+    assert store.pair_rows(pairs)[1] == ["2", "1,000", "500", "0.50", "1.00"]
