@@ -31,6 +31,7 @@ use crate::move_natives::{identifier, natives};
 use crate::move_state::MoveState;
 use crate::move_storage::InMemoryStorage;
 use crate::move_vm::MoveError;
+use crate::parallel::declared::{declare_adapter, declare_payload, Declared, DeclaredTypes};
 use crate::parallel::{BlockRunner, ExecConfig};
 use crate::snapshot::{self, SnapshotError};
 use crate::transaction::{Address, Transaction, ADDRESS_LEN};
@@ -396,6 +397,13 @@ impl TransactionLogic for AdapterRules {
                 self.charge_after_failure(vm, state, &tx.sender, fee, fees, (reason, gas_used))
             }
         }
+    }
+
+    /// The payload's sets, and the sender's `Account` and coin (prologue, epilogue).
+    fn declare(&self, tx: &Transaction, types: &DeclaredTypes, fees: FeeCredit) -> Declared {
+        let mut declared = declare_payload(tx, types);
+        declare_adapter(tx, types, fees, &mut declared);
+        declared
     }
 
     fn credit_fees<S: MoveResolver>(&self, vm: &MoveVM, state: &S, fees: u64) -> Option<ChangeSet> {

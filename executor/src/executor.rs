@@ -119,17 +119,18 @@ pub struct BlockTx<'a> {
 /// What the parallel schemes did, cumulative (zero under sequential execution).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct BlockStats {
+    /// The scheme's worker threads (none under sequential execution).
+    pub threads: u64,
     /// Blocks run, by any scheme.
     pub blocks: u64,
-    /// Transaction executions beyond one per transaction: Block-STM's incarnations after an
-    /// abort, and the re-runs of a block `waves` sent back to sequential execution.
+    /// Block-STM's executions beyond one per transaction: incarnations after an abort.
     pub reexecutions: u64,
     /// Block-STM validations that found a read changed and aborted the transaction.
     pub validation_aborts: u64,
     /// Block-STM executions that stopped on an estimate of a lower transaction and waited for it.
     pub dependency_waits: u64,
-    /// Blocks a parallel scheme handed back to sequential execution: under `waves`, a
-    /// transaction read or wrote beyond its declared sets.
+    /// Blocks a parallel scheme handed back to sequential execution (which ran them again from
+    /// the start): under `waves`, a transaction read or wrote beyond its declared sets.
     pub sequential_fallbacks: u64,
     /// `waves`: conflict-free levels run (a block of independent transactions is one).
     pub waves: u64,

@@ -6,6 +6,7 @@
 //! VM per worker thread.
 
 use crate::executor::{FailReason, Outcome, RejectReason};
+use crate::parallel::declared::{Declared, DeclaredTypes};
 use crate::transaction::Transaction;
 use move_core_types::effects::ChangeSet;
 use move_core_types::resolver::MoveResolver;
@@ -97,6 +98,9 @@ pub(crate) trait TransactionLogic: Sync {
         tx: &Transaction,
         fees: FeeCredit,
     ) -> Effects;
+
+    /// What `tx` declares it reads and writes (`--exec=waves`), before it runs.
+    fn declare(&self, tx: &Transaction, types: &DeclaredTypes, fees: FeeCredit) -> Declared;
 
     /// What `fees` of a block credit to the fee account, as effects to apply after the block's
     /// last transaction (none for a VM without fees).

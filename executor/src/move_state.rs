@@ -95,7 +95,8 @@ impl MoveState {
     }
 }
 
-fn struct_tag(module: &str, name: &str) -> Result<StructTag, MoveError> {
+/// `0x1::module::name`.
+pub(crate) fn struct_tag(module: &str, name: &str) -> Result<StructTag, MoveError> {
     Ok(StructTag {
         address: AccountAddress::ONE,
         module: identifier(module)?,

@@ -2,6 +2,7 @@
 //! applies change sets to. (The Move crates publish no such store.)
 
 use crate::snapshot::{self, SnapshotError};
+use bytes::Bytes;
 use move_core_types::account_address::AccountAddress;
 use move_core_types::effects::{ChangeSet, Op};
 use move_core_types::language_storage::{ModuleId, StructTag};
@@ -33,6 +34,20 @@ pub struct InMemoryStorage {
 /// An interned `StructTag`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct ResourceType(u32);
+
+#[cfg(test)]
+impl ResourceType {
+    pub(crate) fn for_tests(number: u32) -> Self {
+        ResourceType(number)
+    }
+}
+
+/// One resource of the store: what the parallel schemes track reads and writes by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct StateKey {
+    pub(crate) address: AccountAddress,
+    pub(crate) ty: ResourceType,
+}
 
 impl InMemoryStorage {
     pub fn new() -> Self {
@@ -82,6 +97,35 @@ impl InMemoryStorage {
         for tag in tags {
             if !self.resource_types.contains_key(tag) {
                 self.intern(tag.clone());
+            }
+        }
+    }
+
+    /// The key of `address`'s resource of type `tag`, if the type is numbered.
+    pub(crate) fn key(&self, address: &AccountAddress, tag: &StructTag) -> Option<StateKey> {
+        Some(StateKey {
+            address: *address,
+            ty: *self.resource_types.get(tag)?,
+        })
+    }
+
+    /// The stored bytes of the resource at `key`.
+    pub(crate) fn get(&self, key: &StateKey) -> Option<&[u8]> {
+        self.resources
+            .get(&(key.address, key.ty))
+            .map(Vec::as_slice)
+    }
+
+    /// Writes (`Some`) or deletes (`None`) the resource at `key` (the bytes move in without a
+    /// copy when nothing else holds them).
+    pub(crate) fn put(&mut self, key: StateKey, value: Option<Bytes>) {
+        match value {
+            Some(bytes) => {
+                self.resources
+                    .insert((key.address, key.ty), Vec::from(bytes));
+            }
+            None => {
+                self.resources.remove(&(key.address, key.ty));
             }
         }
     }

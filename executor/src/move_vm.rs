@@ -12,6 +12,7 @@ use crate::move_logic::{Effects, FeeCredit, TransactionLogic};
 use crate::move_natives::natives;
 use crate::move_state::MoveState;
 use crate::move_storage::InMemoryStorage;
+use crate::parallel::declared::{declare_payload, Declared, DeclaredTypes};
 use crate::parallel::{BlockRunner, ExecConfig};
 use crate::snapshot::SnapshotError;
 use crate::transaction::{Address, Transaction};
@@ -179,6 +180,10 @@ impl TransactionLogic for BareRules {
             },
             Err(error) => Effects::failed(self.fail_reason(&error, state, &tx.sender)),
         }
+    }
+
+    fn declare(&self, tx: &Transaction, types: &DeclaredTypes, _: FeeCredit) -> Declared {
+        declare_payload(tx, types)
     }
 
     /// The bare VM charges nothing.

@@ -1,0 +1,81 @@
+//! A transaction's effects as the parallel schemes hold them until the block commits: its
+//! writes by key, and committing a block's outputs in index order.
+
+use super::BlockResult;
+use crate::executor::{BlockTx, Outcome};
+use crate::move_logic::Effects;
+use crate::move_storage::{InMemoryStorage, StateKey};
+use bytes::Bytes;
+use move_core_types::effects::{ChangeSet, Op};
+
+/// Resources written (`Some`) or deleted (`None`).
+pub(super) type Writes = Vec<(StateKey, Option<Bytes>)>;
+
+/// One transaction's result, not applied.
+#[derive(Clone, Debug)]
+pub(super) struct Output {
+    pub(super) outcome: Outcome,
+    pub(super) writes: Writes,
+    pub(super) gas_used: u64,
+    pub(super) deferred_fee: u64,
+}
+
+impl Output {
+    /// `None` if the effects write what has no key: a resource type the store has not numbered,
+    /// or a module (no transaction publishes one). The scheme then runs the block sequentially.
+    pub(super) fn of(effects: Effects, storage: &InMemoryStorage) -> Option<Output> {
+        Some(Output {
+            writes: keyed(effects.changes, storage)?,
+            outcome: effects.outcome,
+            gas_used: effects.gas_used,
+            deferred_fee: effects.deferred_fee,
+        })
+    }
+}
+
+fn keyed(changes: ChangeSet, storage: &InMemoryStorage) -> Option<Writes> {
+    let mut writes = Writes::new();
+    for (address, account) in changes.into_inner() {
+        let (modules, resources) = account.into_inner();
+        if !modules.is_empty() {
+            return None;
+        }
+        for (tag, op) in resources {
+            let key = storage.key(&address, &tag)?;
+            let value = match op {
+                Op::New(bytes) | Op::Modify(bytes) => Some(Bytes::from(bytes)),
+                Op::Delete => None,
+            };
+            writes.push((key, value));
+        }
+    }
+    Some(writes)
+}
+
+/// Applies `outputs` (one per entry of `block`, in its order) to `storage` in index order, up
+/// to and including the first rejected entry that ends the block; returns the block's result
+/// and the fees left to credit.
+pub(super) fn commit(
+    storage: &mut InMemoryStorage,
+    block: &[BlockTx<'_>],
+    outputs: impl IntoIterator<Item = Output>,
+) -> (BlockResult, u64) {
+    let mut result = BlockResult {
+        outcomes: Vec::with_capacity(block.len()),
+        gas_used: 0,
+    };
+    let mut deferred_fees = 0u64;
+    for (entry, output) in block.iter().zip(outputs) {
+        for (key, value) in output.writes {
+            storage.put(key, value);
+        }
+        result.gas_used = result.gas_used.saturating_add(output.gas_used);
+        deferred_fees = deferred_fees.saturating_add(output.deferred_fee);
+        let stop = entry.stop_if_rejected && matches!(output.outcome, Outcome::Rejected(_));
+        result.outcomes.push(output.outcome);
+        if stop {
+            break;
+        }
+    }
+    (result, deferred_fees)
+}
