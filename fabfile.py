@@ -81,6 +81,11 @@ BENCH_FLAGS = {
     " (32 bytes each)",
     "dest": "ring | uniform | hot:K: whom transfers and SmallBank's payments pay (the load's"
     " contention; hotcrypto, hotmove, movevm)",
+    "exec": "sequential | waves | blockstm: how the executor runs a committed batch (hotmove,"
+    " movevm)",
+    "exec_threads": "the executor's worker threads under --exec=waves|blockstm",
+    "fees": "block | per-tx: the adapter's fees credited per batch, or by every transaction"
+    " (the fee account as a hotspot)",
 }
 
 # The fault schedule (benchmark/fault_schedule.py); not bench parameters: no sweep, no default.
@@ -162,6 +167,9 @@ def local(
     workload: str | None = None,
     workload_arg: str | None = None,
     dest: str | None = None,
+    exec: str | None = None,
+    exec_threads: str | None = None,
+    fees: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
     partition: list[str] | None = None,
@@ -204,6 +212,9 @@ def local(
                 "workload": workload,
                 "workload_arg": workload_arg,
                 "dest": dest,
+                "exec": exec,
+                "exec_threads": exec_threads,
+                "fees": fees,
             }
         )
         runner = LocalBench(
@@ -363,6 +374,9 @@ def remote(
     workload: str | None = None,
     workload_arg: str | None = None,
     dest: str | None = None,
+    exec: str | None = None,
+    exec_threads: str | None = None,
+    fees: str | None = None,
     prometheus_port: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
@@ -402,6 +416,9 @@ def remote(
                 "workload": workload,
                 "workload_arg": workload_arg,
                 "dest": dest,
+                "exec": exec,
+                "exec_threads": exec_threads,
+                "fees": fees,
             },
             REMOTE_DEFAULTS,
         )

@@ -43,7 +43,7 @@ def node_command(
     command += ["--mode", bench.mode]
     if bench.mode in MOVE_MODES:
         # The node sets up the workload's genesis state (smallbank's banks).
-        command += ["--vm", bench.vm, "--workload", bench.workload]
+        command += ["--vm", bench.vm, "--workload", bench.workload, *_execution(bench)]
     if bench.mode in CRYPTO_MODES and bench.verifier_threads is not None:
         command += ["--verifier-threads", str(bench.verifier_threads)]
     if bench.executor_delay_us is not None:
@@ -118,6 +118,7 @@ def movevm_command(
         bench.payload,
         *_workload(bench),
     ]
+    command += _execution(bench)
     # The node's channel capacity, when set, sizes the generator->executor channel as it would a
     # node's channels; otherwise the client keeps its own default.
     if bench.node.channel_capacity is not None:
@@ -129,6 +130,16 @@ def _workload(bench: BenchParameters) -> list[str]:
     """What the transactions call, and its size when given."""
     arg = [] if bench.workload_arg is None else ["--workload-arg", str(bench.workload_arg)]
     return ["--workload", bench.workload, *arg]
+
+
+def _execution(bench: BenchParameters) -> list[str]:
+    """How the executor runs batches and credits fees, when not the binaries' defaults."""
+    command = [] if bench.exec == "sequential" else ["--exec", bench.exec]
+    if bench.exec_threads is not None:
+        command += ["--exec-threads", str(bench.exec_threads)]
+    if bench.fees != "block":
+        command += ["--fees", bench.fees]
+    return command
 
 
 def _dest(bench: BenchParameters) -> list[str]:

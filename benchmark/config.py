@@ -30,6 +30,9 @@ WORKLOADS: tuple[str, ...] = ("transfer", "donothing", "cpuheavy", "kvstore", "s
 SIZED_WORKLOADS: tuple[str, ...] = ("cpuheavy", "kvstore")
 # The modes whose transactions pay someone, and so take `--dest` (whom they pay).
 EXECUTING_MODES: tuple[str, ...] = ("hotcrypto", "hotmove", "movevm")
+# How the Move executor runs a committed batch (`--exec`), and when the adapter credits fees.
+EXECS: tuple[str, ...] = ("sequential", "waves", "blockstm")
+FEE_CREDITS: tuple[str, ...] = ("block", "per-tx")
 
 # The node refuses larger link latencies as unit mistakes (consensus::network::emulation).
 MAX_DELAY_MS = 60_000
@@ -83,6 +86,14 @@ class BenchParameters:
     # client's next account), "uniform" (any other genesis account) or "hot:K" (one of the first
     # K genesis accounts): the contention the load puts on the state.
     dest: str = "ring"
+    # How the Move executor runs a batch (hotmove, movevm): "sequential", or in parallel on a
+    # pool, "waves" (levels of transactions whose declared reads and writes do not conflict) or
+    # "blockstm" (Block-STM). exec_threads: the pool's threads; None: one per core.
+    exec: str = "sequential"
+    exec_threads: int | None = None
+    # When the adapter's fees reach the fee account: "block" (the batch's fees together after
+    # it) or "per-tx" (every transaction credits the one fee account: a hotspot).
+    fees: str = "block"
     runs: int = 1
     # Network emulation on the committee's links (net_emulation.py): one-way latency of every
     # link (ms), or a CSV file of per-link latencies. None: real links, no emulation at all.
@@ -115,6 +126,7 @@ class BenchParameters:
         self._check_links()
         self._check_vm()
         self._check_dest()
+        self._check_exec()
         if not 0.0 <= self.invalid_share <= 1.0:
             raise ConfigError(f"invalid_share must be in [0, 1], got {self.invalid_share}")
         if self.mode in NODE_MODES:
@@ -182,6 +194,23 @@ class BenchParameters:
             raise ConfigError(f"dest hot:K needs 1 <= K <= accounts ({self.accounts}), got {hot}")
         if self.dest != "ring" and self.mode not in EXECUTING_MODES:
             raise ConfigError(f"dest {self.dest} needs transactions that pay: mode {self.mode}")
+
+    def _check_exec(self) -> None:
+        if self.exec not in EXECS:
+            raise ConfigError(f"unknown exec {self.exec!r}; expected one of {', '.join(EXECS)}")
+        if self.exec != "sequential" and self.mode not in MOVE_MODES:
+            raise ConfigError(f"exec {self.exec} runs Move transactions: mode {self.mode} has none")
+        if self.exec_threads is not None:
+            if self.exec == "sequential":
+                raise ConfigError("exec_threads is for exec waves or blockstm")
+            if self.exec_threads <= 0:
+                raise ConfigError(f"exec_threads must be positive, got {self.exec_threads}")
+        if self.fees not in FEE_CREDITS:
+            raise ConfigError(
+                f"unknown fees {self.fees!r}; expected one of {', '.join(FEE_CREDITS)}"
+            )
+        if self.fees != "block" and self.vm != "adapter":
+            raise ConfigError(f"fees {self.fees} is for the adapter's fees: give vm adapter")
 
     @property
     def live_nodes(self) -> int:

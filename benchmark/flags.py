@@ -24,7 +24,10 @@ FIELD_OF_FLAG: Mapping[str, str] = {"batch_delay": "max_batch_delay", "delay": "
 # Bench fields whose None means "off" rather than "the node's default".
 OFF_UNLESS_GIVEN = ("delay_ms", "delay_matrix")
 # Bench fields whose None means a default that depends on another setting.
-NONE_MEANS: Mapping[str, str] = {"workload_arg": "the workload's (cpuheavy 128, kvstore 4)"}
+NONE_MEANS: Mapping[str, str] = {
+    "workload_arg": "the workload's (cpuheavy 128, kvstore 4)",
+    "exec_threads": "one per core",
+}
 # The flags that take a comma-separated list: together they span the sweep.
 SWEPT = ("nodes", "rate")
 

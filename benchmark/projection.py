@@ -8,11 +8,13 @@ per transaction keeps T · c / 10⁶ cores busy, and the node fits on K cores wh
 * (all stages together) T · Σc ≤ K · 10⁶: the cores are shared in proportion to each stage's
   cost per transaction, and
 * (each stage alone) T · c ≤ p · 10⁶, where p is the cores the stage can use at once: one for a
-  stage that is one thread (the executor; movevm's decoder) and for consensus (the tokio runtime
-  has a thread per core, but its heaviest work, sealing batches and the consensus core, is one
-  task each); one for the store of a node run with `--store` (a writer thread per column, and
-  the batches' thread does nearly all of its work); the verifier's pool, min(its threads, K) (a
-  node starts one pool thread per core unless `--verifier-threads` says otherwise).
+  stage that is one thread (the executor under `--exec=sequential`; movevm's decoder) and for
+  consensus (the tokio runtime has a thread per core, but its heaviest work, sealing batches and
+  the consensus core, is one task each); one for the store of a node run with `--store` (a
+  writer thread per column, and the batches' thread does nearly all of its work); the verifier's
+  pool, min(its threads, K) (a node starts one pool thread per core unless `--verifier-threads`
+  says otherwise); the executor under `--exec=waves|blockstm`, min(its threads, K) the same way
+  (one per core unless `--exec-threads` says otherwise).
 
 The projected throughput is the largest T that meets both, min(K · 10⁶ / Σc, min over stages of
 p · 10⁶ / c). Either the K cores are full ("CPU-bound"; the stage that costs the most per
@@ -33,6 +35,10 @@ Assumptions, and which way each one errs:
   signature. Errs high if a larger node pays for more coordination than it measured.
 * CPU outside the stages (the main thread, the METRICS line, Prometheus) is left out: under 1 %
   of a hotcrypto node's CPU in the runs measured (`resources` shows the whole process).
+* A parallel executor's cost per transaction is what it measured with its threads, re-executions
+  and idle spinning included; its ceiling assumes its threads keep that cost whatever their
+  number. Errs high where transactions conflict: there the threads wait for one another (or
+  redo work), and execution gains little from more of them (see `docs/results/parallel.md`).
 * The load generator (movevm's `generator`) is not part of a node, and clients run elsewhere.
   A one-node `fab local` run keeps its client on the same cores: compare with that in mind.
 * Consensus costs what it measured for the committee that was run: a node of a larger committee
@@ -46,6 +52,10 @@ from dataclasses import dataclass
 
 DEFAULT_PROJECT_CORES = 4
 POOLED_STAGES: tuple[str, ...] = ("verifier",)
+# The stage a parallel execution scheme (`--exec=waves|blockstm`) runs on a pool.
+EXECUTOR = "executor"
+# `executor_threads` of a parallel executor with a thread per core (no `--exec-threads`).
+ONE_PER_CORE = 0
 NOT_IN_A_NODE: tuple[str, ...] = ("generator",)
 # What limits when the K cores are full, rather than one stage's own ceiling.
 CPU_BOUND = "cpu"
@@ -85,19 +95,27 @@ class Projection:
 
 
 def project(
-    us_per_tx: Mapping[str, float], cores: int, pool_threads: int | None = None
+    us_per_tx: Mapping[str, float],
+    cores: int,
+    pool_threads: int | None = None,
+    executor_threads: int = 1,
 ) -> Projection | None:
-    """`us_per_tx`: CPU per transaction of each stage of one node; `pool_threads`: the pool's
-    threads when the run fixed them (else one per core). None without any cost."""
+    """`us_per_tx`: CPU per transaction of each stage of one node; `pool_threads`: the verifier
+    pool's threads when the run fixed them (else one per core); `executor_threads`: the
+    executor's threads, 1 when it runs sequentially, ONE_PER_CORE for a parallel scheme with a
+    thread per core. None without any cost."""
     if cores < 1:
         raise ValueError(f"a node needs at least one core, got {cores}")
     if pool_threads is not None and pool_threads < 1:
         raise ValueError(f"a pool needs at least one thread, got {pool_threads}")
+    if executor_threads < 0:
+        raise ValueError(f"the executor needs threads, got {executor_threads}")
     costs = {s: c for s, c in us_per_tx.items() if s not in NOT_IN_A_NODE and c > 0}
     if not costs:
         return None
     pool = cores if pool_threads is None else min(cores, pool_threads)
-    ceilings = {s: (pool if s in POOLED_STAGES else 1) for s in costs}
+    executor = cores if executor_threads == ONE_PER_CORE else min(cores, executor_threads)
+    ceilings = {s: pool if s in POOLED_STAGES else executor if s == EXECUTOR else 1 for s in costs}
     total = sum(costs.values())
     cpu_tps = cores * 1e6 / total
     own = {s: ceilings[s] * 1e6 / c for s, c in costs.items()}

@@ -88,6 +88,13 @@ def _config(summary: Summary) -> list[str]:
         )
     if summary.mode != "hotstuff" and config.get("dest") not in (None, "ring"):
         lines.append(f"   Payees: {config['dest']} (--dest)")
+    if summary.mode in ("hotmove", "movevm") and config.get("exec") not in (None, "sequential"):
+        threads = config.get("exec_threads")
+        lines.append(
+            f"   Execution: {config['exec']}, "
+            + (f"{threads} threads" if threads else "a thread per core")
+            + f"; fees credited per {'transaction' if config.get('fees') == 'per-tx' else 'batch'}"
+        )
     lines += [
         f"   Duration: {config.get('duration', '-')} s "
         f"(steady window {summary.window.seconds:.1f} s after warm-up)",

@@ -38,6 +38,10 @@ SETTING_DEFAULTS: dict[str, Any] = {
         "workload_arg",
         # Whom the transactions pay: the contention of the load.
         "dest",
+        # How the executor runs batches, on how many threads, and when fees are credited.
+        "exec",
+        "exec_threads",
+        "fees",
         "delay_ms",
         "delay_matrix",
     )

@@ -43,7 +43,7 @@ from .hops import Hop, hop_latencies
 from .json_path import number
 from .metrics import ProcessMetrics, Record, RunMetrics
 from .profiles import ProfileSummary
-from .projection import DEFAULT_PROJECT_CORES, Projection, project
+from .projection import DEFAULT_PROJECT_CORES, ONE_PER_CORE, Projection, project
 from .resources import Machine, Resources, resources
 from .rounds import Rounds, rounds_of
 from .samples import first_sends, sample_events
@@ -796,6 +796,7 @@ def summarize(
                 {r.name: r.us_per_tx for r in stages if r.us_per_tx is not None},
                 project_cores,
                 _verifier_threads(config),
+                _executor_threads(config),
             ),
             config,
             len(run.nodes),
@@ -836,6 +837,15 @@ def _verifier_threads(config: dict[str, Any]) -> int | None:
     """The verifier threads the run fixed (`--verifier-threads`), else None (one per core)."""
     threads = config.get("verifier_threads")
     return int(threads) if isinstance(threads, int | float) and threads > 0 else None
+
+
+def _executor_threads(config: dict[str, Any]) -> int:
+    """The executor's threads: 1 when it runs sequentially, else `--exec-threads`, or one per
+    core when the run did not fix them."""
+    if config.get("exec") in (None, "sequential"):
+        return 1
+    threads = config.get("exec_threads")
+    return int(threads) if isinstance(threads, int | float) and threads > 0 else ONE_PER_CORE
 
 
 def _hosts(config: dict[str, Any]) -> list[str]:

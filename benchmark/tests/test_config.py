@@ -110,6 +110,12 @@ def test_saved_bench_settings_name_only_the_node_parameters_set() -> None:
         {"mode": "hotcrypto", "dest": "hot:0"},
         {"mode": "hotmove", "dest": "hot:x"},
         {"mode": "movevm", "accounts": 5, "dest": "hot:6"},
+        {"mode": "hotmove", "exec": "optimistic"},
+        {"mode": "hotcrypto", "exec": "blockstm"},
+        {"mode": "hotmove", "exec_threads": 2},
+        {"mode": "movevm", "exec": "waves", "exec_threads": 0},
+        {"mode": "hotmove", "vm": "adapter", "fees": "never"},
+        {"mode": "hotmove", "fees": "per-tx"},
     ],
 )
 def test_bench_parameters_are_validated(kwargs: dict[str, object]) -> None:
@@ -226,6 +232,26 @@ def test_node_and_client_command_lines() -> None:
     )
     sized = BenchParameters(mode="movevm", node=NodeParameters(channel_capacity=50))
     assert movevm_command("client", sized)[-2:] == ["--channel-capacity", "50"]
+
+
+def test_execution_goes_to_whatever_executes() -> None:
+    bench = BenchParameters(
+        mode="hotmove", vm="adapter", exec="blockstm", exec_threads=3, fees="per-tx"
+    )
+    node = node_command("n", keys="k", committee="c", parameters="p", genesis="g", bench=bench)
+    assert node[-12:] == [
+        "--mode", "hotmove", "--vm", "adapter", "--workload", "transfer",
+        "--exec", "blockstm", "--exec-threads", "3", "--fees", "per-tx",
+    ]  # fmt: skip
+    client = client_command("c", bench=bench, target="a", nodes=["a"], index=0, genesis="g")
+    assert "--exec" not in client
+    movevm = movevm_command("client", BenchParameters(mode="movevm", exec="waves"))
+    assert movevm[-2:] == ["--exec", "waves"]
+    # Sequential execution and block fees are the binaries' defaults: not spelled out.
+    assert "--exec" not in node_command(
+        "n", keys="k", committee="c", parameters="p", genesis="g", bench=BenchParameters()
+    )
+    assert BenchParameters.from_dict(bench.to_dict()) == bench
 
 
 def test_dest_goes_to_whatever_generates_the_transactions() -> None:

@@ -42,6 +42,24 @@ RUNS = {
         "--payload=entry",
     ],
     "movevm-adapter": ["--duration=3", "--vm=adapter", "--payload=entry"],
+    # Block-STM on every node, payees drawn at random: the audit compares the digests and
+    # holds the supply, with the fees credited per batch.
+    "hotmove-blockstm-adapter": [
+        "--nodes=4",
+        "--rate=4000",
+        "--duration=5",
+        "--vm=adapter",
+        "--payload=entry",
+        "--exec=blockstm",
+        "--dest=uniform",
+    ],
+    "movevm-waves-smallbank": [
+        "--duration=3",
+        "--workload=smallbank",
+        "--exec=waves",
+        "--exec-threads=2",
+        "--dest=hot:4",
+    ],
     # Workloads: the audit holds smallbank's coins + bank holdings + fees to the genesis supply,
     # and every run to no `invariant_violated` failure (movevm included).
     "hotmove-smallbank-adapter": [
@@ -110,6 +128,8 @@ def test_fab_local(run: str, tmp_path: Path) -> None:
     assert summary["config"]["workload"] == workload
     if mode in ("hotmove", "movevm"):
         assert f"workload {workload}" in result.stdout
+    scheme = next((e for e in ("blockstm", "waves") if e in run), "sequential")
+    assert summary["config"]["exec"] == scheme
     assert summary["end_to_end"]["tps"] > 0
     assert summary["bottleneck"]["stage"]
     stages = [row["name"] for row in summary["stages"]]

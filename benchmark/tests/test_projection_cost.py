@@ -8,7 +8,7 @@ import pytest
 
 from benchmark.cost import cost
 from benchmark.metrics import load_run
-from benchmark.projection import project
+from benchmark.projection import ONE_PER_CORE, project
 from benchmark.report import render_summary
 from benchmark.summary import summarize
 
@@ -80,6 +80,43 @@ def test_a_pool_of_fixed_threads_is_capped_by_them() -> None:
     assert {s.stage: s.max_cores for s in wide.stages}["verifier"] == 2
     with pytest.raises(ValueError, match="at least one thread"):
         project(HOTCRYPTO, 2, pool_threads=0)
+
+
+def test_a_parallel_executor_gets_as_many_cores_as_it_has_threads() -> None:
+    # The executor alone would cap 32 cores at 1e6 / 40 tx/s; on a pool of a thread per core it
+    # shares the cores like the rest, and consensus's own ceiling binds instead.
+    costs = {"consensus": 20.0, "verifier": 100.0, "executor": 40.0}
+    sequential = project(costs, 32)
+    assert sequential is not None
+    assert (sequential.tps, sequential.bound) == (pytest.approx(25_000), "executor")
+    parallel = project(costs, 32, executor_threads=ONE_PER_CORE)
+    assert parallel is not None
+    assert (parallel.tps, parallel.bound) == (pytest.approx(50_000), "consensus")
+    assert {s.stage: s.max_cores for s in parallel.stages}["executor"] == 32
+    # Its threads, when fixed, cap it like the verifier's.
+    two = project(costs, 32, executor_threads=2)
+    assert two is not None
+    assert (two.tps, two.bound) == (pytest.approx(50_000), "consensus")
+    assert {s.stage: s.max_cores for s in two.stages}["executor"] == 2
+    one = project(costs, 32, executor_threads=1)
+    assert one is not None
+    assert one.tps == sequential.tps
+    with pytest.raises(ValueError, match="needs threads"):
+        project(costs, 4, executor_threads=-1)
+
+
+def test_summary_gives_a_parallel_executor_its_threads(tmp_path: Path) -> None:
+    run = load_run(write_run(tmp_path / "logs"))
+    base = {"mode": "hotmove", "nodes": 2, "project_cores": 16}
+
+    def executor_cores(settings: dict[str, object]) -> int:
+        projection = summarize(run, {**base, **settings}).projection
+        assert projection is not None
+        return {s.stage: s.max_cores for s in projection.stages}["executor"]
+
+    assert executor_cores({}) == 1
+    assert executor_cores({"exec": "blockstm"}) == 16
+    assert executor_cores({"exec": "waves", "exec_threads": 3}) == 3
 
 
 def test_stages_without_cost_and_the_load_generator_are_left_out() -> None:

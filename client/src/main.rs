@@ -10,7 +10,7 @@ mod signed;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use executor::{Dest, FeeCredit, Workload};
+use executor::{Dest, FeeCredit, Scheme, Workload};
 use node::{Mode, PayloadKind, Vm};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +45,14 @@ pub struct Cli {
     /// adapter (nodes take `node run --vm`; the transactions are the same).
     #[arg(long, value_enum, default_value_t = Vm::Bare)]
     vm: Vm,
+    /// `--mode movevm`: how the executor runs each batch, `sequential`, `waves` or `blockstm`
+    /// (nodes take `node run --exec`).
+    #[arg(long, default_value_t = Scheme::Sequential)]
+    exec: Scheme,
+    /// `--mode movevm --exec waves|blockstm`: the executor's worker threads (default: all
+    /// cores).
+    #[arg(long)]
+    exec_threads: Option<usize>,
     /// `--mode movevm --vm adapter`: when fees reach the fee account, `block` (together, after
     /// each batch) or `per-tx` (each transaction credits it: a hotspot). Nodes take
     /// `node run --fees`.
@@ -117,6 +125,9 @@ fn run() -> Result<()> {
     }
     if cli.vm != Vm::Bare && cli.mode != Mode::Movevm {
         bail!("--vm is for --mode movevm (nodes take `node run --vm`)");
+    }
+    if (cli.exec != Scheme::Sequential || cli.exec_threads.is_some()) && cli.mode != Mode::Movevm {
+        bail!("--exec and --exec-threads are for --mode movevm (nodes take `node run --exec`)");
     }
     if cli.fees != FeeCredit::Block && (cli.mode != Mode::Movevm || cli.vm != Vm::Adapter) {
         bail!("--fees is for --mode movevm --vm adapter (nodes take `node run --fees`)");

@@ -3,7 +3,7 @@
 
 use crate::Cli;
 use anyhow::{Context, Result};
-use executor::ExecConfig;
+use node::pipeline::exec_config;
 use node::standalone::{run_movevm, StandaloneSettings};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -24,10 +24,7 @@ pub fn run(cli: &Cli) -> Result<()> {
             workload: cli.workload,
             workload_arg: cli.workload_arg,
             dest: cli.dest,
-            execution: ExecConfig {
-                fees: cli.fees,
-                ..ExecConfig::default()
-            },
+            execution: exec_config(cli.exec, cli.exec_threads, cli.fees)?,
         },
         &stop,
     )

@@ -214,6 +214,18 @@ impl<E: Executor> Stage for ExecutorStage<E> {
             "gas_used",
             Value::Counter(self.ledger.executor().gas_used() as f64),
         );
+        // What a parallel scheme (`--exec`) did; zero under sequential execution.
+        let blocks = self.ledger.executor().block_stats();
+        metrics.set("exec_threads", Value::Gauge(blocks.threads as f64));
+        for (field, count) in [
+            ("reexecutions", blocks.reexecutions),
+            ("validation_aborts", blocks.validation_aborts),
+            ("dependency_waits", blocks.dependency_waits),
+            ("sequential_fallbacks", blocks.sequential_fallbacks),
+            ("waves", blocks.waves),
+        ] {
+            metrics.set(field, Value::Counter(count as f64));
+        }
     }
 }
 

@@ -18,8 +18,8 @@ use consensus::metered::{self, MeteredReceiver};
 use consensus::CommittedBatch;
 use crypto::ParallelVerifier;
 use executor::{
-    opaque_sample_id, signed_sample_id, AdapterExecutor, CallStyle, ExecConfig, GasParameters,
-    Genesis, MoveExecutor, NativeExecutor, Workload,
+    opaque_sample_id, signed_sample_id, AdapterExecutor, CallStyle, ExecConfig, FeeCredit,
+    GasParameters, Genesis, MoveExecutor, NativeExecutor, Scheme, Workload,
 };
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -135,6 +135,26 @@ impl Mode {
             execution,
         }
     }
+}
+
+/// How the Move executor runs batches, from `--exec`, `--exec-threads` (default: one worker per
+/// core) and `--fees`. Worker threads are named `executor-N`, so their CPU is the executor
+/// stage's, and record it as they end.
+pub fn exec_config(scheme: Scheme, threads: Option<usize>, fees: FeeCredit) -> Result<ExecConfig> {
+    if threads.is_some() && scheme == Scheme::Sequential {
+        anyhow::bail!("--exec-threads is for --exec waves|blockstm");
+    }
+    let threads = match threads {
+        Some(0) => anyhow::bail!("--exec-threads must be at least 1"),
+        Some(threads) => threads,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    Ok(ExecConfig {
+        scheme,
+        threads,
+        fees,
+        on_thread_exit: Some(crate::metrics::cpu::record_ending_thread),
+    })
 }
 
 /// What the stages below consensus need besides their input.

@@ -7,7 +7,7 @@ use crate::metrics::cpu::CONSENSUS_THREADS;
 use crate::metrics::{
     serve_prometheus, ConsensusSource, ProcessSource, Registry, SampleEvent, SampleLog,
 };
-use crate::pipeline::{Execution, Mode, StageSettings, Vm};
+use crate::pipeline::{exec_config, Execution, Mode, StageSettings, Vm};
 use crate::profile::Profiler;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -16,7 +16,7 @@ use consensus::mempool::{Mempool, MempoolMetrics, SampleHooks};
 use consensus::network::{EmulationSpec, NetEmulation};
 use consensus::{metered, Committee, Consensus, MempoolLink, Parameters, StateSyncLink, Store};
 use crypto::KeyPair;
-use executor::{ExecConfig, FeeCredit, Genesis, Workload};
+use executor::{FeeCredit, Genesis, Scheme, Workload};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -53,6 +53,15 @@ pub struct RunArgs {
     /// genesis state (smallbank opens every account's bank).
     #[arg(long, default_value_t = Workload::Transfer)]
     pub workload: Workload,
+    /// How the executor runs a committed batch (`hotmove`): `sequential` (one transaction after
+    /// another), `waves` (levels of transactions whose declared reads and writes do not
+    /// conflict, on a pool) or `blockstm` (Block-STM: optimistic execution on a pool, validated
+    /// and re-executed). The state after each batch is the same.
+    #[arg(long, default_value_t = Scheme::Sequential)]
+    pub exec: Scheme,
+    /// Worker threads of `--exec waves|blockstm`, each with its own VM (default: all cores).
+    #[arg(long)]
+    pub exec_threads: Option<usize>,
     /// When the adapter's fees reach the fee account (`hotmove --vm adapter`): `block` (each
     /// transaction pays its fee out of its coin, the batch's fees are credited together after
     /// it; the state after the batch is the same) or `per-tx` (each transaction credits the one
@@ -126,6 +135,14 @@ impl NodeConfig {
                 args.mode.as_str()
             );
         }
+        if args.exec != Scheme::Sequential && pipeline.execution != Some(Execution::Move) {
+            anyhow::bail!(
+                "--exec {} runs Move transactions: --mode {} has none",
+                args.exec,
+                args.mode.as_str()
+            );
+        }
+        exec_config(args.exec, args.exec_threads, args.fees)?;
         if args.fees != FeeCredit::Block && args.vm != Vm::Adapter {
             anyhow::bail!("--fees is for the adapter's fees: give --vm adapter");
         }
@@ -258,10 +275,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 vm: args.vm,
                 checkpointing: Some(checkpointing),
                 workload: args.workload,
-                execution: ExecConfig {
-                    fees: args.fees,
-                    ..ExecConfig::default()
-                },
+                execution: exec_config(args.exec, args.exec_threads, args.fees)?,
             },
             &mut registry,
         )
@@ -276,11 +290,12 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         serve_prometheus(address, registry.clone())?;
     }
     info!(
-        "node {} running in {} mode ({} VM, {} workload)",
+        "node {} running in {} mode ({} VM, {} workload, {} execution)",
         name,
         args.mode.as_str(),
         args.vm.as_str(),
-        args.workload
+        args.workload,
+        args.exec
     );
 
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;

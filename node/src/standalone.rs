@@ -241,6 +241,7 @@ impl Generator {
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use executor::{FeeCredit, Scheme};
     use serde_json::Value as Json;
 
     fn stage(line: &Json, name: &str, field: &str) -> u64 {
@@ -287,11 +288,63 @@ mod tests {
         );
     }
 
+    /// Waves and Block-STM on a pool of two beside the stage's thread, under contention and
+    /// without: the same checks as sequential execution, and the pool's threads and what it did
+    /// in the executor's row, on the METRICS line and for Prometheus.
+    #[test]
+    fn the_parallel_schemes_run_every_workload_through_the_stages() {
+        for scheme in [Scheme::Waves, Scheme::BlockStm] {
+            for workload in Workload::ALL {
+                for dest in [Dest::Uniform, Dest::Hot(1)] {
+                    let config = crate::pipeline::exec_config(scheme, Some(2), FeeCredit::Block)
+                        .expect("config");
+                    let registry =
+                        run_with(Vm::Adapter, PayloadKind::Entry, workload, dest, config);
+                    let line = last_line(&registry);
+                    let executor = &line["stages"]["executor"];
+                    assert_eq!(executor["exec_threads"], 2, "{line}");
+                    for counter in [
+                        "reexecutions",
+                        "validation_aborts",
+                        "dependency_waits",
+                        "sequential_fallbacks",
+                        "waves",
+                    ] {
+                        assert!(executor[counter].is_u64(), "{counter}: {line}");
+                    }
+                    assert_eq!(executor["sequential_fallbacks"], 0, "{line}");
+                    if scheme == Scheme::Waves {
+                        assert!(stage(&line, "executor", "waves") > 0, "{line}");
+                    }
+                    let mut scrape = String::new();
+                    crate::metrics::render_prometheus(&registry, &mut scrape).expect("render");
+                    assert!(
+                        scrape.contains("stage_reexecutions")
+                            && scrape.contains("stage_exec_threads"),
+                        "{scrape}"
+                    );
+                }
+            }
+        }
+    }
+
     fn every_generated_transaction_is_decoded_then_executed_by(
         vm: Vm,
         payload: PayloadKind,
         workload: Workload,
     ) {
+        run_with(vm, payload, workload, Dest::Ring, ExecConfig::default());
+    }
+
+    /// A short movevm run, checked: every transaction generated was decoded and executed, the
+    /// supply kept, fees charged for the gas. Returns the registry for more checks.
+    fn run_with(
+        vm: Vm,
+        payload: PayloadKind,
+        workload: Workload,
+        dest: Dest,
+        execution: ExecConfig,
+    ) -> Arc<Registry> {
         let stop = AtomicBool::new(false);
         let registry = run_movevm(
             StandaloneSettings {
@@ -304,8 +357,8 @@ mod tests {
                 payload,
                 workload,
                 workload_arg: None,
-                dest: Dest::Ring,
-                execution: ExecConfig::default(),
+                dest,
+                execution,
             },
             &stop,
         )
@@ -362,6 +415,7 @@ mod tests {
             .and_then(|b| b.parse().ok())
             .unwrap_or_else(|| panic!("no bank_holdings in {line}"));
         assert_eq!(bank > 0, workload == Workload::SmallBank, "{line}");
+        registry
     }
 
     /// The payees of one generated batch under each `--dest`.
