@@ -10,12 +10,16 @@ long the run, and every kill tests a fresh leader change rather than a shrinking
 `--partition=NODES@T1-T2` cuts NODES off from the rest of the committee from T1 to T2: the nodes
 do it themselves (net_emulation.py); the injector only records it.
 
+A schedule that restarts nodes runs every node with `--store` (`FaultSchedule.bench_for`): a
+node restarted without its store has forgotten its votes and may vote twice in a round.
+
 `--faults=N` (nodes never booted) is a bench parameter, not part of this schedule; scheduled
 crashes and partitions may not name those nodes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Sequence
@@ -55,6 +59,20 @@ class FaultSchedule:
     @property
     def empty(self) -> bool:
         return not self.crashes and self.kill_leader_every is None and not self.partitions
+
+    @property
+    def restarts(self) -> bool:
+        """Whether the schedule starts a node it killed again."""
+        crash_restarts = any(crash.restart_at is not None for crash in self.crashes)
+        return crash_restarts or self.kill_leader_every is not None
+
+    def bench_for(self, bench: BenchParameters) -> BenchParameters:
+        """`bench` as the schedule runs it: with `--store` when it restarts nodes, so a node
+        comes back with the safety state (its votes) it had; a node restarted on an empty
+        memory store could vote a second time in a round it had voted in."""
+        if self.restarts and not bench.store:
+            return dataclasses.replace(bench, store=True)
+        return bench
 
     def crashed_nodes(self) -> set[int]:
         return {crash.node for crash in self.crashes}

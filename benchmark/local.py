@@ -211,6 +211,7 @@ class LocalBench:
 
     def run(self, bench: BenchParameters) -> list[Summary]:
         """Run `bench.runs` times; each run prints and saves its summary."""
+        bench = self.fault_schedule.bench_for(bench)
         self.check(bench)
         for binary in (self.node_binary, self.client_binary):
             if not binary.is_file():

@@ -596,6 +596,7 @@ class RemoteBench:
 
     def run(self, bench: BenchParameters) -> list[Summary]:
         """Run `bench` `bench.runs` times; each run prints and saves its summary."""
+        bench = self.fault_schedule.bench_for(bench)
         return [self.run_once(bench, index) for index in range(bench.runs)]
 
     # -- inspection ------------------------------------------------------------------------------

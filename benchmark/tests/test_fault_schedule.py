@@ -58,3 +58,22 @@ def test_a_valid_schedule_passes_and_movevm_has_no_nodes() -> None:
     schedule.check(BenchParameters(nodes=4, duration=10))
     with pytest.raises(ScheduleError, match="movevm"):
         schedule.check(BenchParameters(mode="movevm"))
+
+
+def test_a_schedule_that_restarts_nodes_runs_them_on_their_stores() -> None:
+    """A node restarted without its store forgets its votes (it may vote twice in a round)."""
+    bench = BenchParameters(mode="hotstuff", duration=20)
+    restarting = [
+        schedule_from_flags(["1@5:12"], None, None),
+        schedule_from_flags(None, "5", None),
+    ]
+    for schedule in restarting:
+        assert schedule.restarts
+        assert schedule.bench_for(bench).store
+    # A crash without a restart, or no schedule, changes nothing.
+    for schedule in [
+        schedule_from_flags(["1@5"], None, None),
+        schedule_from_flags(None, None, None),
+    ]:
+        assert not schedule.restarts
+        assert schedule.bench_for(bench) == bench

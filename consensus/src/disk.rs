@@ -62,8 +62,31 @@ fn beside(path: &Path, name: &str) -> PathBuf {
 
 impl DiskBackend {
     /// Opens the store at `path`, creating the file and its tables if they do not exist.
+    ///
+    /// A store that exists without its safety state (`PATH.safety` deleted, or never copied
+    /// with the rest) is refused: recreated empty, it would let the node vote again in rounds it
+    /// voted in before. Only a store of which nothing exists yet is created, the safety state
+    /// first, so a crash while creating it leaves no store without one.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let open_failed = |e: &dyn std::fmt::Display| StoreError::open(path, e);
+        let safety_path = beside(path, "safety");
+        let existing = [
+            path.to_path_buf(),
+            beside(path, "batches"),
+            beside(path, "blocks"),
+        ]
+        .into_iter()
+        .find(|part| part.exists());
+        if let (Some(part), false) = (&existing, safety_path.exists()) {
+            return Err(open_failed(&format!(
+                "{} exists but the safety state {} does not: the node would forget its votes \
+                 and could vote twice in a round. Restore that file, or start the node on a new \
+                 store path (it then rejoins from its peers)",
+                part.display(),
+                safety_path.display()
+            )));
+        }
+        let safety = DurableCell::open(&safety_path, Column::Safety)?;
         let db = Database::builder()
             .set_cache_size(CACHE_BYTES)
             .create(path)
@@ -74,7 +97,7 @@ impl DiskBackend {
         tx.commit().map_err(|e| open_failed(&e))?;
         Ok(DiskBackend {
             db,
-            safety: DurableCell::open(&beside(path, "safety"), Column::Safety)?,
+            safety,
             batches: SegmentLog::open(&beside(path, "batches"), Column::Batches)?,
             blocks: SegmentLog::open(&beside(path, "blocks"), Column::Blocks)?,
         })
@@ -235,6 +258,31 @@ mod tests {
         assert!(store.blocks().read(&key).expect("read").is_none());
         assert!(store.blocks().is_empty());
         assert_eq!(store.batches().scan().expect("scan").len(), 1);
+    }
+
+    /// A store whose safety state is gone is refused with an error naming the file, instead of
+    /// being opened with an empty one (before, the cell was recreated and the node voted again
+    /// in rounds it had voted in). A path where nothing exists yet is a new store.
+    #[tokio::test]
+    async fn recovery_a_store_without_its_safety_state_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("store.redb");
+        {
+            let store = Store::open(&path).expect("a new store");
+            store
+                .safety()
+                .write(Digest::of(b"k"), Bytes::from_static(b"voted in round 7"))
+                .await
+                .expect("write");
+        }
+        let safety = beside(&path, "safety");
+        std::fs::remove_file(&safety).expect("remove");
+        let error = Store::open(&path).err().expect("refused").to_string();
+        assert!(
+            error.contains(&safety.display().to_string()) && error.contains("twice"),
+            "{error}"
+        );
+        assert!(!safety.exists(), "the safety state was recreated");
     }
 
     #[test]
