@@ -248,3 +248,83 @@ fn the_whole_committee_restarts_on_its_stores_and_resumes_from_its_own_checkpoin
     let sequences: Vec<_> = nodes.iter().map(|n| n.committed()).collect();
     assert_prefixes(&sequences);
 }
+
+/// The whole committee crashes and comes back on its stores while node 3's application lags
+/// its commits by far more than the GC window (an executor that is the bottleneck): node 3
+/// resumes from its own last checkpoint, well behind, and replays the blocks after it from its
+/// store. Their batches must still be there: before, batch collection ignored the checkpoint,
+/// the replay found them deleted and skipped them ("was collected; skipped"), and node 3's state
+/// silently left the others'.
+#[test]
+fn recovery_a_restart_replays_the_batches_a_lagging_executor_had_not_reached() {
+    let keys: Vec<KeyPair> = (0..4).map(|i| KeyPair::from_seed(780 + i)).collect();
+    let committee = committee(&keys);
+    let parameters = Parameters {
+        // The lagging node's back-pressure would otherwise only stop its own proposals: the
+        // others still commit at full speed, and its executor falls behind all the same.
+        max_unexecuted_bytes: u64::MAX,
+        ..parameters()
+    };
+    let stores: Vec<Store> = keys.iter().map(|_| Store::new()).collect();
+    let spawn = |i: usize, delay: Duration| {
+        TestNode::spawn_lagging(
+            keys[i].clone(),
+            committee.clone(),
+            parameters.clone(),
+            stores[i].clone(),
+            delay,
+        )
+    };
+    let lagging = 3;
+    let mut nodes: Vec<TestNode> = (0..4)
+        .map(|i| spawn(i, Duration::from_millis(if i == lagging { 40 } else { 0 })))
+        .collect();
+    let mut running = Load::on_members(&committee, &keys, 1_000);
+    let delivered = |node: &TestNode| {
+        node.handle
+            .metrics
+            .committed_batches
+            .load(std::sync::atomic::Ordering::Relaxed) as usize
+    };
+    // Its executor 100 batches behind what it committed: tens of rounds, past the GC window of
+    // 10 rounds (its committer holds at most 1,000 batches, so its consensus keeps up).
+    wait_until(
+        "node 3's executor to fall 100 batches behind its commits",
+        Duration::from_secs(60),
+        || {
+            let node = &nodes[lagging];
+            node.committed_count() >= 10 && delivered(node) > node.committed_count() + 100
+        },
+    );
+    for load in &mut running {
+        load.stop();
+    }
+    let killed_at = nodes[lagging].round();
+    for node in &mut nodes {
+        node.kill();
+    }
+    let before: Vec<usize> = nodes.iter().map(|n| n.committed_count()).collect();
+    for k in &keys {
+        wait_ports_free(&committee, &k.name);
+    }
+    nodes = (0..4).map(|i| spawn(i, Duration::ZERO)).collect();
+    let _running = Load::on_members(&committee, &keys, 1_000);
+    wait_until(
+        "node 3 to resume from its own checkpoint",
+        Duration::from_secs(30),
+        || !nodes[lagging].restored().is_empty(),
+    );
+    let resumed = nodes[lagging].restored()[0];
+    assert!(
+        resumed + parameters.gc_depth < killed_at,
+        "resumed at round {resumed}, within the GC window of round {killed_at}: nothing to replay"
+    );
+    let target = before.iter().copied().max().unwrap_or(0) + 20;
+    wait_until(
+        "the committee to commit 20 batches past the crash",
+        Duration::from_secs(60),
+        || nodes.iter().all(|n| n.committed_count() >= target),
+    );
+    let sequences: Vec<_> = nodes.iter().map(|n| n.committed()).collect();
+    assert_prefixes(&sequences);
+}

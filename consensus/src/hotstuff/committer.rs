@@ -1,5 +1,7 @@
 //! Turns committed blocks into committed batches: the crate's one output.
 
+use super::checkpoint::CheckpointSlot;
+use super::core::FatalError;
 use super::messages::Block;
 use super::metrics::ConsensusMetrics;
 use super::progress::PipelineProgress;
@@ -15,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 /// A batch of a committed block, in commit order.
 ///
@@ -132,6 +134,8 @@ pub struct RecentlyCommitted {
     freed: usize,
     /// Bytes of the batches not handed out yet (by `free` or `expire`).
     kept_bytes: u64,
+    /// Blocks above this round are kept whatever the window says (see `hold_above`).
+    floor: Round,
 }
 
 /// One committed block's batches, as remembered.
@@ -152,7 +156,16 @@ impl RecentlyCommitted {
             open: Vec::new(),
             freed: 0,
             kept_bytes: 0,
+            floor: Round::MAX,
         }
+    }
+
+    /// Keeps the batches of blocks above `round` however old they are: the application's last
+    /// checkpoint is of that round, and a node restarted on its store replays the blocks after
+    /// it, which needs their batches. An executor that lags its commits by more than the GC
+    /// window otherwise finds them deleted.
+    pub fn hold_above(&mut self, round: Round) {
+        self.floor = round;
     }
 
     /// The block that committed `batch`, if it is still remembered.
@@ -204,7 +217,7 @@ impl RecentlyCommitted {
         while let Some(front) = self.order.front() {
             let recent_round = front.round.saturating_add(self.window.rounds) >= round;
             let recent_time = now.saturating_duration_since(front.at) < self.window.time;
-            if recent_round || recent_time {
+            if recent_round || recent_time || front.round > self.floor {
                 break;
             }
             if let Some(block) = self.order.pop_front() {
@@ -229,6 +242,9 @@ impl RecentlyCommitted {
     pub fn free(&mut self, round: Round, held_by_all: Round) -> Vec<Digest> {
         let mut freed = Vec::new();
         while let Some(block) = self.order.get(self.freed) {
+            if block.round > self.floor {
+                break;
+            }
             let held = block.round.saturating_add(self.window.rounds) < round
                 && block.round <= held_by_all;
             if !held && self.kept_bytes <= self.window.bytes {
@@ -253,6 +269,19 @@ pub struct Committer {
     held_by_all: watch::Receiver<Round>,
     /// Counts the bytes handed out, against what the application applied.
     progress: Arc<PipelineProgress>,
+    /// The application's latest checkpoint: batches after it are kept (see `hold_above`).
+    /// `None`: an application that never checkpoints (tests of the committer alone).
+    checkpoints: Option<CheckpointSlot>,
+    /// Where a batch the committer cannot read stops the node (see `FatalError::LostBatch`).
+    tx_fatal: watch::Sender<Option<FatalError>>,
+}
+
+/// What the committer needs besides its channels.
+pub struct CommitterLinks {
+    pub held_by_all: watch::Receiver<Round>,
+    pub progress: Arc<PipelineProgress>,
+    pub checkpoints: Option<CheckpointSlot>,
+    pub tx_fatal: watch::Sender<Option<FatalError>>,
 }
 
 impl Committer {
@@ -262,8 +291,7 @@ impl Committer {
         rx_commit: mpsc::Receiver<ToCommitter>,
         tx_output: MeteredSender<CommittedBatch>,
         metrics: Arc<ConsensusMetrics>,
-        held_by_all: watch::Receiver<Round>,
-        progress: Arc<PipelineProgress>,
+        links: CommitterLinks,
     ) {
         let committer = Committer {
             store: store.batches(),
@@ -271,8 +299,10 @@ impl Committer {
             tx_output,
             metrics,
             delivered: RecentlyCommitted::new(window),
-            held_by_all,
-            progress,
+            held_by_all: links.held_by_all,
+            progress: links.progress,
+            checkpoints: links.checkpoints,
+            tx_fatal: links.tx_fatal,
         };
         tokio::spawn(committer.run());
     }
@@ -303,25 +333,29 @@ impl Committer {
                     continue;
                 }
                 // Never `notify_read`: the core stores a block only once its batches are
-                // stored, and only this committer deletes batches, after delivering them. A
-                // batch missing here was therefore delivered and collected: waiting for it would
-                // hang the committer, then the core on the full commit channel.
-                let bytes = match self.store.read(batch) {
-                    Ok(Some(bytes)) => bytes,
-                    Ok(None) => {
-                        warn!("batch {batch} of {:?} was collected; skipped", block);
-                        continue;
-                    }
-                    Err(e) => {
-                        warn!("cannot read batch {batch} of {:?}: {e}", block);
-                        continue;
-                    }
+                // stored, and batches are deleted only after they were delivered and the
+                // application checkpointed past them. A batch missing here was lost (a machine
+                // crash loses batch records not yet written back). Skipping it would make this
+                // node's state differ from its peers' for good, and waiting would hang: the node
+                // stops, saying why.
+                let lost = |reason: String| FatalError::LostBatch {
+                    batch: *batch,
+                    block: digest,
+                    round: block.round,
+                    reason,
                 };
-                let batch = match Batch::parse_with_digest(bytes, *batch) {
+                let read = match self.store.read(batch) {
+                    Ok(Some(bytes)) => Batch::parse_with_digest(bytes, *batch)
+                        .map_err(|e| lost(format!("its stored copy is malformed: {e}"))),
+                    Ok(None) => Err(lost("it is not in the store".into())),
+                    Err(e) => Err(lost(format!("it cannot be read: {e}"))),
+                };
+                let batch = match read {
                     Ok(batch) => batch,
-                    Err(e) => {
-                        warn!("stored batch {batch} is malformed: {e}");
-                        continue;
+                    Err(fatal) => {
+                        error!("{fatal}");
+                        let _ = self.tx_fatal.send(Some(fatal));
+                        return;
                     }
                 };
                 let now = now_ms();
@@ -384,6 +418,10 @@ impl Committer {
     /// peer holds them: every stage behind consensus got them already, and lagging peers had
     /// the window to fetch them.
     fn garbage_collect(&mut self, round: Round) {
+        if let Some(checkpoints) = &self.checkpoints {
+            let floor = checkpoints.latest().map_or(0, |c| c.round);
+            self.delivered.hold_above(floor);
+        }
         let mut expired = self.delivered.expire(round);
         let held_by_all = *self.held_by_all.borrow();
         expired.extend(self.delivered.free(round, held_by_all));
@@ -416,10 +454,20 @@ mod tests {
         tx_commit: mpsc::Sender<ToCommitter>,
         rx_output: metered::MeteredReceiver<CommittedBatch>,
         tx_held: watch::Sender<Round>,
+        rx_fatal: watch::Receiver<Option<FatalError>>,
     }
 
     /// Starts a committer with `window` over a store that holds `batches`.
     async fn committer_over(batches: &[&Batch], window: GcWindow) -> Running {
+        committer_with(batches, window, None).await
+    }
+
+    /// As `committer_over`, for an application that checkpoints into `checkpoints`.
+    async fn committer_with(
+        batches: &[&Batch],
+        window: GcWindow,
+        checkpoints: Option<CheckpointSlot>,
+    ) -> Running {
         let store = Store::new();
         for b in batches {
             store
@@ -431,33 +479,38 @@ mod tests {
         let (tx_commit, rx_commit) = mpsc::channel(8);
         let (tx_output, rx_output, _) = metered::channel(8);
         let (tx_held, rx_held) = watch::channel(0);
+        let (tx_fatal, rx_fatal) = watch::channel(None);
         Committer::spawn(
             store.clone(),
             window,
             rx_commit,
             tx_output,
             Arc::new(ConsensusMetrics::default()),
-            rx_held,
-            Arc::default(),
+            CommitterLinks {
+                held_by_all: rx_held,
+                progress: Arc::default(),
+                checkpoints,
+                tx_fatal,
+            },
         );
         Running {
             store,
             tx_commit,
             rx_output,
             tx_held,
+            rx_fatal,
         }
     }
 
-    /// A block that names a batch committed (and collected) before, or names one batch twice,
-    /// must neither hang the committer nor deliver a batch twice.
+    /// A block that names a batch it committed before, or names one batch twice, delivers it
+    /// once.
     #[tokio::test]
-    async fn never_waits_for_collected_batches_nor_delivers_twice() {
+    async fn never_delivers_a_batch_twice() {
         let keys = keys(4);
         let (old, fresh) = (batch(b"old"), batch(b"fresh"));
-        // Collected one round after commit, at once.
         let window = GcWindow {
-            rounds: 1,
-            time: Duration::ZERO,
+            rounds: 100,
+            time: Duration::from_secs(3_600),
             bytes: u64::MAX,
         };
         let Running {
@@ -468,11 +521,6 @@ mod tests {
         let block = |round, payload| signed_block(QC::genesis(), None, round, payload, &keys[0]);
         tx_commit
             .send(ToCommitter::Commit(block(1, vec![old.digest()])))
-            .await
-            .expect("send");
-        // Rounds move on past the GC depth: `old` is collected.
-        tx_commit
-            .send(ToCommitter::Commit(block(5, vec![])))
             .await
             .expect("send");
         // A Byzantine leader re-proposes it, and names `fresh` twice.
@@ -487,33 +535,141 @@ mod tests {
             .send(ToCommitter::Commit(block(10, vec![])))
             .await
             .expect("send");
-        // Four blocks, four deliveries: the empty blocks (5 and 10) as empty-block markers.
         let mut delivered = Vec::new();
-        tokio::time::timeout(Duration::from_secs(5), async {
-            for _ in 0..4 {
-                let committed = rx_output.recv().await.expect("committer alive");
-                delivered.push((committed.round, committed.is_empty_block()));
-                if !committed.is_empty_block() {
-                    assert_eq!(
-                        committed.batch.digest(),
-                        if committed.round == 1 {
-                            old.digest()
-                        } else {
-                            fresh.digest()
-                        }
-                    );
-                }
-            }
-        })
-        .await
-        .expect("the committer never waits for a collected batch");
+        for _ in 0..3 {
+            let committed = tokio::time::timeout(Duration::from_secs(5), rx_output.recv())
+                .await
+                .expect("delivered in time")
+                .expect("committer alive");
+            let digest = (!committed.is_empty_block()).then(|| committed.batch.digest());
+            delivered.push((committed.round, digest));
+        }
         assert_eq!(
             delivered,
-            vec![(1, false), (5, true), (9, false), (10, true)]
+            vec![
+                (1, Some(old.digest())),
+                (9, Some(fresh.digest())),
+                (10, None)
+            ]
         );
-        // Nothing else comes out: `fresh` once only.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert!(rx_output.try_recv().is_err(), "a batch was delivered twice");
+    }
+
+    /// A batch of a committed block that the store lost (a machine crash loses batch records
+    /// not yet written back) stops the node with an error naming it. Before, the committer
+    /// skipped it ("was collected; skipped") and the node's state silently left its peers'.
+    #[tokio::test]
+    async fn recovery_a_lost_batch_of_a_committed_block_stops_the_node() {
+        let keys = keys(4);
+        let (kept, lost) = (batch(b"kept"), batch(b"lost"));
+        let window = GcWindow {
+            rounds: 100,
+            time: Duration::from_secs(3_600),
+            bytes: u64::MAX,
+        };
+        let Running {
+            tx_commit,
+            mut rx_output,
+            mut rx_fatal,
+            ..
+        } = committer_over(&[&kept], window).await;
+        let block = signed_block(
+            QC::genesis(),
+            None,
+            3,
+            vec![kept.digest(), lost.digest()],
+            &keys[0],
+        );
+        tx_commit
+            .send(ToCommitter::Commit(block.clone()))
+            .await
+            .expect("send");
+        tokio::time::timeout(Duration::from_secs(5), rx_fatal.changed())
+            .await
+            .expect("stopped in time")
+            .expect("sender alive until it reports");
+        let fatal = rx_fatal.borrow().clone();
+        match fatal {
+            Some(FatalError::LostBatch {
+                batch, block: b, ..
+            }) => {
+                assert_eq!((batch, b), (lost.digest(), block.digest()));
+            }
+            other => panic!("expected a lost batch, got {other:?}"),
+        }
+        // Nothing of the block is marked complete: the application never checkpoints after it.
+        while let Ok(committed) = rx_output.try_recv() {
+            assert!(
+                !committed.last_of_block,
+                "the block was delivered as complete"
+            );
+        }
+    }
+
+    /// Batches of blocks after the application's latest checkpoint stay in the store however
+    /// far commits go, even when every peer holds them: a node restarted on its store replays
+    /// those blocks from its checkpoint. Before, an executor that lagged its commits by more
+    /// than the GC window found them deleted at the restart.
+    #[tokio::test]
+    async fn recovery_batches_after_the_latest_checkpoint_are_kept() {
+        let keys = keys(4);
+        let batches: Vec<Batch> = [b"a", b"b", b"c", b"d"]
+            .iter()
+            .map(|tag| batch(*tag))
+            .collect();
+        let window = GcWindow {
+            rounds: 1,
+            time: Duration::ZERO,
+            bytes: 0,
+        };
+        let checkpoints = CheckpointSlot::default();
+        let Running {
+            store,
+            tx_commit,
+            mut rx_output,
+            tx_held,
+            ..
+        } = committer_with(
+            &batches.iter().collect::<Vec<_>>(),
+            window,
+            Some(checkpoints.clone()),
+        )
+        .await;
+        tx_held.send(Round::MAX).expect("committer alive");
+        let block = |round: Round, i: usize| {
+            signed_block(
+                QC::genesis(),
+                None,
+                round,
+                vec![batches[i].digest()],
+                &keys[0],
+            )
+        };
+        let stored = |i: usize| {
+            store
+                .batches()
+                .contains(&batches[i].digest())
+                .expect("read")
+        };
+        // The application checkpointed after round 1 only: it lags.
+        checkpoints.publish(super::super::checkpoint::Checkpoint::new(
+            Digest::default(),
+            1,
+            bytes::Bytes::new(),
+        ));
+        for (round, i) in [(1, 0), (5, 1), (10, 2), (20, 3)] {
+            commit(&tx_commit, &mut rx_output, block(round, i)).await;
+        }
+        commit(&tx_commit, &mut rx_output, block(30, 3)).await;
+        assert!(!stored(0), "batches up to the checkpoint go");
+        assert!(stored(1) && stored(2) && stored(3), "batches after it stay");
+        // Once the application checkpoints past them, they go.
+        checkpoints.publish(super::super::checkpoint::Checkpoint::new(
+            Digest::default(),
+            10,
+            bytes::Bytes::new(),
+        ));
+        commit(&tx_commit, &mut rx_output, block(31, 3)).await;
+        assert!(!stored(1) && !stored(2) && stored(3));
     }
 
     /// Every committed block reaches the application, also one with nothing to deliver (an idle
@@ -594,6 +750,7 @@ mod tests {
             tx_commit,
             mut rx_output,
             tx_held,
+            ..
         } = committer_over(&batches.iter().collect::<Vec<_>>(), window).await;
         let stored = |i: usize| {
             store

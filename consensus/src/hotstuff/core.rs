@@ -71,6 +71,20 @@ pub enum ConsensusError {
 /// stops, commits nothing more, and publishes the error on `ConsensusHandle::fatal`.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum FatalError {
+    /// A batch of a committed block is neither in the store nor readable there (a machine crash
+    /// lost it): executing the block without it would leave this node with a state its peers
+    /// do not have. Started on a new store, the node rejoins from its peers' checkpoints.
+    #[error(
+        "STORE: batch {batch} of committed block {block} (round {round}) is lost: {reason}; \
+         executing the block without it would make this node's state differ from its peers'. \
+         Start the node on a new store to rejoin from its peers"
+    )]
+    LostBatch {
+        batch: Digest,
+        block: Digest,
+        round: Round,
+        reason: String,
+    },
     /// Two different blocks committed at one height: more than f members are Byzantine (or
     /// this node is broken). Nothing of the conflicting chain was output.
     #[error(
@@ -858,9 +872,10 @@ impl Core {
             .last_committed_round
             .saturating_sub(self.parameters.gc_depth)
             .min(self.aged_commit_round);
+        // Before the application's first checkpoint, a restart replays from genesis.
         match self.checkpoints.latest() {
             Some(checkpoint) => floor.min(checkpoint.round),
-            None => floor,
+            None => 0,
         }
     }
 
@@ -1288,6 +1303,17 @@ mod tests {
             blocks
         }
 
+        /// An application whose checkpoints never hold blocks back: only the GC window prunes.
+        /// (Before its first checkpoint, a node keeps every block: a restart replays from
+        /// genesis.)
+        fn application_keeps_up(&self) {
+            self.core.checkpoints.publish(Checkpoint::new(
+                Digest::of(b"a block no node stores"),
+                Round::MAX,
+                bytes::Bytes::new(),
+            ));
+        }
+
         /// Rounds of the blocks the committer was told committed below a root we took.
         fn skipped(&mut self) -> Vec<Round> {
             let mut rounds = Vec::new();
@@ -1407,6 +1433,7 @@ mod tests {
             gc_retention_ms,
             ..Parameters::default()
         });
+        h.application_keeps_up();
         let chain = h.chain(None, 1, 100);
         for block in &chain {
             h.core.handle_proposal(block.clone()).await.expect("valid");
@@ -1862,6 +1889,7 @@ mod tests {
                 ..parameters.clone()
             },
         );
+        h.application_keeps_up();
         let chain = h.chain(None, 1, 30);
         for block in &chain {
             h.core.handle_proposal(block.clone()).await.expect("valid");
@@ -1870,6 +1898,7 @@ mod tests {
         drop(h);
         // ...the second one knows them without having stored them.
         let mut restarted = harness_on(store.clone(), parameters);
+        restarted.application_keeps_up();
         // A restarted node replays from genesis: it commits the stored chain again, then
         // prunes below the window, old blocks included.
         let more = restarted.chain(Some(&chain[29]), 31, 60);

@@ -146,8 +146,12 @@ impl Consensus {
             rx_commit,
             tx_output,
             metrics.clone(),
-            held_by_all,
-            state_sync.progress.clone(),
+            committer::CommitterLinks {
+                held_by_all,
+                progress: state_sync.progress.clone(),
+                checkpoints: Some(state_sync.checkpoints.clone()),
+                tx_fatal: tx_fatal.clone(),
+            },
         );
         core::Core::spawn(
             name,

@@ -162,6 +162,36 @@ impl TestNode {
         emulation: Option<Arc<NetEmulation>>,
         store: Store,
     ) -> Self {
+        Self::spawn_full(
+            keys,
+            committee,
+            parameters,
+            emulation,
+            store,
+            Duration::ZERO,
+        )
+    }
+
+    /// A node on `store` whose application takes `delay` per committed batch: an executor
+    /// that falls behind its commits.
+    pub fn spawn_lagging(
+        keys: KeyPair,
+        committee: Committee,
+        parameters: Parameters,
+        store: Store,
+        delay: Duration,
+    ) -> Self {
+        Self::spawn_full(keys, committee, parameters, None, store, delay)
+    }
+
+    fn spawn_full(
+        keys: KeyPair,
+        committee: Committee,
+        parameters: Parameters,
+        emulation: Option<Arc<NetEmulation>>,
+        store: Store,
+        delay: Duration,
+    ) -> Self {
         let committed = Arc::new(Mutex::new(Vec::new()));
         let restored = Arc::new(Mutex::new(Vec::new()));
         let (kill_tx, kill_rx) = oneshot::channel::<()>();
@@ -224,6 +254,9 @@ impl TestNode {
                     tokio::spawn(async move {
                         let mut app = app;
                         while let Some(batch) = rx.recv().await {
+                            if !delay.is_zero() {
+                                tokio::time::sleep(delay).await;
+                            }
                             app.apply(batch);
                         }
                     });
