@@ -81,10 +81,17 @@ fn create(path: &Path) -> std::io::Result<()> {
         file.sync_all()?;
     }
     fs::rename(&temporary, path)?;
-    if let Some(dir) = path.parent() {
-        File::open(dir)?.sync_all()?;
-    }
+    File::open(directory_of(path))?.sync_all()?;
     Ok(())
+}
+
+/// The directory that holds `path`: `.` for a bare file name (`node run --store store.redb`),
+/// whose `parent()` is the empty path, which cannot be opened.
+fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
 }
 
 impl DurableCell {
@@ -204,6 +211,15 @@ impl DurableCell {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `node run --store store.redb` (a bare file name, as fab remote passes it) failed to
+    /// create its safety state: the directory synced after the rename was the empty path.
+    #[test]
+    fn a_bare_file_name_is_created_in_the_current_directory() {
+        assert_eq!(directory_of(Path::new("store.redb.safety")), Path::new("."));
+        assert_eq!(directory_of(Path::new("d/s.safety")), Path::new("d"));
+        assert!(File::open(directory_of(Path::new("store.redb.safety"))).is_ok());
+    }
 
     fn open(path: &Path) -> DurableCell {
         DurableCell::open(path, Column::Safety).expect("open")
