@@ -13,9 +13,18 @@ from dataclasses import dataclass
 from statistics import median
 
 from ..summary import Summary
-from .overload import KEEPS_UP, by_rate
 
 Measure = Callable[[Summary], float | None]
+
+# A run keeps up when it delivered at least this share of the rate asked.
+KEEPS_UP = 0.95
+
+
+def by_rate(summaries: Sequence[Summary]) -> dict[int, list[Summary]]:
+    rates: dict[int, list[Summary]] = {}
+    for summary in summaries:
+        rates.setdefault(int(summary.config.get("rate") or 0), []).append(summary)
+    return dict(sorted(rates.items()))
 
 
 def median_of(values: Sequence[float | None]) -> float | None:

@@ -20,6 +20,7 @@ from ..summary import Summary
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (
     Capacity,
+    by_rate,
     capacity,
     delivered,
     fmt,
@@ -27,7 +28,6 @@ from .measures import (
     projection_cores,
     projection_tps,
 )
-from .overload import by_rate
 from .page import Page
 from .report_figures import (
     ADAPTER_OVER_BARE,

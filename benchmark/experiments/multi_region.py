@@ -28,6 +28,7 @@ from .measures import (
     at_rate,
     batch_fill,
     batches_per_round,
+    by_rate,
     capacity,
     common_rate,
     consensus_p50,
@@ -41,7 +42,6 @@ from .measures import (
     stage_us_per_tx,
     txs_per_batch,
 )
-from .overload import by_rate
 from .page import Page
 
 MATRIX = "benchmark/experiments/four-regions.csv"

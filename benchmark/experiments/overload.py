@@ -16,9 +16,9 @@ import matplotlib.pyplot as plt
 
 from ..summary import Summary
 from .experiment import Configuration, Experiment, Outcome
+from .measures import KEEPS_UP, by_rate, fmt, median_of, share
 from .page import Page
 
-KEEPS_UP = 0.95
 # Runs above capacity should deliver at least this share of the best run.
 ABOVE_CAPACITY = 0.9
 
@@ -38,26 +38,6 @@ def _configurations(quick: bool) -> Sequence[Configuration]:
 def kept_up(summary: Summary) -> bool:
     rate = float(summary.config.get("rate") or 0)
     return rate > 0 and summary.end_to_end.tps >= KEEPS_UP * rate
-
-
-def by_rate(summaries: Sequence[Summary]) -> dict[int, list[Summary]]:
-    rates: dict[int, list[Summary]] = {}
-    for summary in summaries:
-        rates.setdefault(int(summary.config.get("rate") or 0), []).append(summary)
-    return dict(sorted(rates.items()))
-
-
-def _median(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return median(present) if present else None
-
-
-def _fmt(value: float | None, digits: int = 0, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:,.{digits}f}{suffix}"
-
-
-def _share(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
 
 
 def verdict(summaries: Sequence[Summary]) -> list[str]:
@@ -84,7 +64,7 @@ def verdict(summaries: Sequence[Summary]) -> list[str]:
         lines.append(
             f"- Above it, the worst run delivered {worst:,.0f} tx/s, {worst / best:.0%} of the best"
             f" run ({best:,.0f} tx/s; at least {ABOVE_CAPACITY:.0%} wanted), with end-to-end p50"
-            f" at most {_fmt(max(p50s) if p50s else None)} ms."
+            f" at most {fmt(max(p50s) if p50s else None)} ms."
         )
     return lines
 
@@ -97,12 +77,12 @@ def _rows(summaries: Sequence[Summary]) -> list[list[str]]:
             [
                 f"{rate:,}",
                 f"{sum(kept_up(s) for s in runs)} of {len(runs)}",
-                f"{_fmt(median(delivered))} ({_fmt(min(delivered))}-{_fmt(max(delivered))})",
-                _fmt(_median([s.end_to_end.latency.p50_ms for s in runs])),
-                _share(_median([s.rounds.backpressure_share if s.rounds else None for s in runs])),
-                _fmt(_median([s.rounds.rounds_per_second if s.rounds else None for s in runs])),
-                _fmt(
-                    _median(
+                f"{fmt(median(delivered))} ({fmt(min(delivered))}-{fmt(max(delivered))})",
+                fmt(median_of([s.end_to_end.latency.p50_ms for s in runs])),
+                share(median_of([s.rounds.backpressure_share if s.rounds else None for s in runs])),
+                fmt(median_of([s.rounds.rounds_per_second if s.rounds else None for s in runs])),
+                fmt(
+                    median_of(
                         [
                             s.resources.nodes.rss_mib if s.resources and s.resources.nodes else None
                             for s in runs

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from ..config import PAYLOADS, VMS, WORKLOADS
 from ..summary import Summary
 from .experiment import Configuration, Experiment, Outcome
-from .measures import Capacity, capacity, delivered, fmt, median_of, stage_us_per_tx
-from .overload import by_rate
+from .measures import Capacity, by_rate, capacity, delivered, fmt, median_of, stage_us_per_tx
 from .page import Page
 
 MOVE_MODES = ("movevm", "hotmove")
