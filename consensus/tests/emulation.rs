@@ -6,10 +6,9 @@ mod common;
 
 use common::*;
 use consensus::network::{EmulationSpec, NetEmulation};
-use consensus::{Committee, Parameters};
+use consensus::Parameters;
 use crypto::{Digest, KeyPair, PublicKey};
 use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,11 +16,50 @@ fn keys(n: u64) -> Vec<KeyPair> {
     (0..n).map(|i| KeyPair::from_seed(700 + i)).collect()
 }
 
-fn transactions_address(committee: &Committee, name: &PublicKey) -> SocketAddr {
-    committee
-        .authority(name)
-        .expect("member")
-        .transactions_address
+/// A running committee of `keys` whose every link takes `delay_ms` one way, each node seeing
+/// the network through its own emulation view (through which a test cuts its links), each
+/// member under a client load of 1,000 tx/s.
+struct EmulatedCommittee {
+    _loads: Vec<Load>,
+    nodes: Vec<TestNode>,
+    views: Vec<Arc<NetEmulation>>,
+    names: Vec<PublicKey>,
+}
+
+fn emulated_committee(
+    keys: &[KeyPair],
+    parameters: Parameters,
+    delay_ms: u64,
+) -> EmulatedCommittee {
+    let names: Vec<_> = keys.iter().map(|k| k.name).collect();
+    let committee = committee(keys);
+    let spec = EmulationSpec {
+        default_delay_ms: delay_ms,
+        ..EmulationSpec::default()
+    };
+    let views: Vec<_> = names
+        .iter()
+        .map(|me| Arc::new(NetEmulation::new(&spec, me, &committee)))
+        .collect();
+    let nodes: Vec<_> = keys
+        .iter()
+        .zip(&views)
+        .map(|(k, view)| {
+            TestNode::spawn_emulated(
+                k.clone(),
+                committee.clone(),
+                parameters.clone(),
+                Some(view.clone()),
+            )
+        })
+        .collect();
+    let loads = Load::on_members(&committee, keys, 1_000);
+    EmulatedCommittee {
+        _loads: loads,
+        nodes,
+        views,
+        names,
+    }
 }
 
 fn assert_no_batch_twice(node: usize, sequence: &[Digest]) {
@@ -44,9 +82,6 @@ fn set_partition(views: &[Arc<NetEmulation>], names: &[PublicKey], lagging: usiz
 
 #[test]
 fn a_node_cut_off_by_the_emulation_catches_up_after_the_heal() {
-    let keys = keys(4);
-    let names: Vec<_> = keys.iter().map(|k| k.name).collect();
-    let committee = committee(&keys);
     let parameters = Parameters {
         // Small per-peer buffers: the partition outlasts them, so part of what the node missed
         // must come through block and batch sync rather than retransmission.
@@ -59,30 +94,12 @@ fn a_node_cut_off_by_the_emulation_catches_up_after_the_heal() {
         ..test_parameters()
     };
     // Every link 20 ms one way: the emulation's delay queues carry the whole run.
-    let spec = EmulationSpec {
-        default_delay_ms: 20,
-        ..EmulationSpec::default()
-    };
-    let views: Vec<_> = names
-        .iter()
-        .map(|me| Arc::new(NetEmulation::new(&spec, me, &committee)))
-        .collect();
-    let nodes: Vec<_> = keys
-        .iter()
-        .zip(&views)
-        .map(|(k, view)| {
-            TestNode::spawn_emulated(
-                k.clone(),
-                committee.clone(),
-                parameters.clone(),
-                Some(view.clone()),
-            )
-        })
-        .collect();
-    let _loads: Vec<_> = names
-        .iter()
-        .map(|name| Load::start(transactions_address(&committee, name), 1_000, 200))
-        .collect();
+    let EmulatedCommittee {
+        names,
+        views,
+        nodes,
+        _loads,
+    } = emulated_committee(&keys(4), parameters, 20);
     wait_until("first commits", Duration::from_secs(60), || {
         nodes.iter().all(|n| n.committed_count() >= 5)
     });
@@ -134,8 +151,6 @@ fn a_node_cut_off_by_the_emulation_catches_up_after_the_heal() {
 #[test]
 fn recovery_a_node_cut_off_right_after_it_proposed_does_not_propose_its_batches_again() {
     let keys: Vec<KeyPair> = (0..4).map(|i| KeyPair::from_seed(760 + i)).collect();
-    let names: Vec<_> = keys.iter().map(|k| k.name).collect();
-    let committee = committee(&keys);
     let parameters = Parameters {
         gc_depth: 10,
         gc_retention_ms: 0,
@@ -145,30 +160,12 @@ fn recovery_a_node_cut_off_right_after_it_proposed_does_not_propose_its_batches_
     // Every link 50 ms one way: the node's proposal has crossed 50 ms after it left, and
     // nothing of the round it opens (votes to the next leader, whose block) can reach the node
     // before 150 ms. The cut goes in between.
-    let spec = EmulationSpec {
-        default_delay_ms: 50,
-        ..EmulationSpec::default()
-    };
-    let views: Vec<_> = names
-        .iter()
-        .map(|me| Arc::new(NetEmulation::new(&spec, me, &committee)))
-        .collect();
-    let nodes: Vec<_> = keys
-        .iter()
-        .zip(&views)
-        .map(|(k, view)| {
-            TestNode::spawn_emulated(
-                k.clone(),
-                committee.clone(),
-                parameters.clone(),
-                Some(view.clone()),
-            )
-        })
-        .collect();
-    let _loads: Vec<_> = names
-        .iter()
-        .map(|name| Load::start(transactions_address(&committee, name), 1_000, 200))
-        .collect();
+    let EmulatedCommittee {
+        names,
+        views,
+        nodes,
+        _loads,
+    } = emulated_committee(&keys, parameters, 50);
     wait_until("first commits", Duration::from_secs(60), || {
         nodes.iter().all(|n| n.committed_count() >= 20)
     });

@@ -7,18 +7,20 @@
 use super::aggregator::{Aggregator, AggregatorError};
 use super::checkpoint::{Checkpoint, CheckpointReply, CheckpointSlot};
 use super::commit_proof::DirectCommits;
-use super::committer::{GcWindow, ToCommitter};
+use super::committer::ToCommitter;
+use super::error::{ConsensusError, FatalError};
+use super::gc::GcWindow;
 use super::holders::PeerRounds;
 use super::leader::{LeaderElector, Opening};
 use super::messages::{Block, ConsensusMessage, MessageError, Timeout, Vote, QC, TC};
 use super::metrics::ConsensusMetrics;
-use super::payload::{PayloadError, PayloadWaiter};
+use super::payload::PayloadWaiter;
 use super::progress::PipelineProgress;
 use super::proposer::PayloadBuffer;
 use super::safety::{self, SafetyRules};
 use super::safety_state::{SafetyState, SafetyStateError, SafetyStore};
 use super::state_sync::{Adopted, StateSync};
-use super::synchronizer::{SyncError, Synchronizer};
+use super::synchronizer::Synchronizer;
 use super::timer::Timer;
 use super::wire;
 use crate::config::{Committee, Parameters, Round, Stake};
@@ -29,75 +31,16 @@ use crate::network::{
     CancelHandler, ReliableSender, SimpleSender, DEFAULT_RELIABLE_CAPACITY,
     DEFAULT_SIMPLE_QUEUE_CAPACITY,
 };
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 use crypto::{Digest, Hash, PublicKey, SignatureService};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use thiserror::Error;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep, Instant, Sleep};
 use tracing::{debug, error, info, warn};
-
-#[derive(Debug, Error)]
-pub enum ConsensusError {
-    #[error(transparent)]
-    Message(#[from] MessageError),
-    #[error(transparent)]
-    Aggregator(#[from] AggregatorError),
-    #[error(transparent)]
-    Sync(#[from] SyncError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Payload(#[from] PayloadError),
-    #[error("encoding failed: {0}")]
-    Encoding(#[from] bincode::Error),
-    #[error("block {0} missing from the store during commit")]
-    MissingAncestor(Digest),
-    #[error("a downstream channel closed")]
-    ChannelClosed,
-    #[error("message of round {round} is too far ahead of round {current}")]
-    TooFarAhead { round: Round, current: Round },
-    #[error(transparent)]
-    SafetyState(#[from] SafetyStateError),
-    #[error(transparent)]
-    Fatal(#[from] FatalError),
-}
-
-/// An error after which the node must stop: going on could only spread the damage. The core
-/// stops, commits nothing more, and publishes the error on `ConsensusHandle::fatal`.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum FatalError {
-    /// A batch of a committed block is neither in the store nor readable there (a machine crash
-    /// lost it): executing the block without it would leave this node with a state its peers
-    /// do not have. Started on a new store, the node rejoins from its peers' checkpoints.
-    #[error(
-        "STORE: batch {batch} of committed block {block} (round {round}) is lost: {reason}; \
-         executing the block without it would make this node's state differ from its peers'. \
-         Start the node on a new store to rejoin from its peers"
-    )]
-    LostBatch {
-        batch: Digest,
-        block: Digest,
-        round: Round,
-        reason: String,
-    },
-    /// Two different blocks committed at one height: more than f members are Byzantine (or
-    /// this node is broken). Nothing of the conflicting chain was output.
-    #[error(
-        "SAFETY: committing block {block} of round {round} would fork away the last committed \
-         block {last_committed} of round {last_committed_round}"
-    )]
-    Fork {
-        block: Digest,
-        round: Round,
-        last_committed: Digest,
-        last_committed_round: Round,
-    },
-}
 
 /// Cancel handlers of reliable broadcasts are kept this many rounds, then dropped: by then the
 /// message is moot, and a peer that missed it catches up through sync.

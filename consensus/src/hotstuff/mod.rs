@@ -5,6 +5,8 @@ pub mod checkpoint;
 pub mod commit_proof;
 mod committer;
 mod core;
+mod error;
+mod gc;
 mod handler;
 mod helper;
 mod holders;
@@ -23,7 +25,7 @@ pub mod wire;
 
 pub use checkpoint::{Checkpoint, CheckpointPolicy, CheckpointSlot, StateSyncLink};
 pub use committer::CommittedBatch;
-pub use core::FatalError;
+pub use error::FatalError;
 pub use messages::{Block, ConsensusMessage, Timeout, Vote, QC, TC};
 pub use metrics::{ConsensusMetrics, ConsensusSnapshot};
 pub use progress::PipelineProgress;
@@ -142,7 +144,7 @@ impl Consensus {
         );
         committer::Committer::spawn(
             store.clone(),
-            committer::GcWindow::new(&parameters),
+            gc::GcWindow::new(&parameters),
             rx_commit,
             tx_output,
             metrics.clone(),

@@ -12,7 +12,7 @@
 //! chain needs (at most one per round can be certified), and it comes back through the
 //! synchronizer when a child names it, however many blocks of its round we refused before.
 
-use super::committer::{GcWindow, RecentlyCommitted};
+use super::gc::{GcWindow, RecentlyCommitted};
 use super::messages::Block;
 use crate::config::Round;
 use crate::mempool::ConsensusMempoolMessage;
