@@ -1,0 +1,103 @@
+//! Pruning stored blocks: each block this core stores is tracked by round and deleted once it
+//! leaves the GC window (see `GcWindow`), unless the application's latest checkpoint still needs
+//! it.
+
+use super::Core;
+use crate::config::Round;
+use crate::hotstuff::error::ConsensusError;
+use crate::hotstuff::messages::Block;
+use crate::hotstuff::wire;
+use crate::store::{Store, StoreError};
+use crypto::{Digest, Hash};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+use tokio::time::Instant;
+use tracing::warn;
+
+pub(super) struct BlockPruning {
+    /// Digests of the blocks this core stored, by round, so they can be deleted once they leave
+    /// the GC window (see `prune_floor`).
+    pub(super) stored_blocks: BTreeMap<Round, Vec<Digest>>,
+    /// (round, time) of recent commits, and the highest round committed longer ago than the
+    /// GC window's time: what bounds block pruning by time.
+    pub(super) commit_times: VecDeque<(Round, Instant)>,
+    pub(super) aged_commit_round: Round,
+}
+
+impl BlockPruning {
+    /// Tracks the blocks a durable store kept from before a restart like our own, so they are
+    /// pruned once they leave the GC window instead of staying on disk for ever.
+    pub(super) fn scan(store: &Store) -> Result<Self, StoreError> {
+        let mut stored_blocks: BTreeMap<Round, Vec<Digest>> = BTreeMap::new();
+        for (digest, bytes) in store.blocks().scan()? {
+            match wire::decode_block(&bytes) {
+                Ok(block) => stored_blocks.entry(block.round).or_default().push(digest),
+                Err(e) => {
+                    // Tracked as of round 0, so the first pruning deletes it.
+                    warn!("stored block {digest} does not decode ({e}); deleting it");
+                    stored_blocks.entry(0).or_default().push(digest);
+                }
+            }
+        }
+        Ok(BlockPruning {
+            stored_blocks,
+            commit_times: VecDeque::new(),
+            aged_commit_round: 0,
+        })
+    }
+}
+
+impl Core {
+    /// Blocks below this round are neither kept nor stored. The window is the one batches are
+    /// kept for (see `GcWindow`): `gc_depth` rounds below the last commit *and* committed at
+    /// least `gc_retention_ms` ago, so a laggard that can still fetch a block's batches can also
+    /// fetch the block.
+    pub(super) fn prune_floor(&self) -> Round {
+        let floor = self
+            .committed
+            .last_round
+            .saturating_sub(self.parameters.gc_depth)
+            .min(self.pruning.aged_commit_round);
+        // Before the application's first checkpoint, a restart replays from genesis.
+        match self.adoption.checkpoints.latest() {
+            Some(checkpoint) => floor.min(checkpoint.round),
+            None => 0,
+        }
+    }
+
+    pub(super) fn prune_blocks(&mut self) {
+        let retention = Duration::from_millis(self.parameters.gc_retention_ms);
+        while let Some(&(round, at)) = self.pruning.commit_times.front() {
+            if at.elapsed() < retention {
+                break;
+            }
+            self.pruning.aged_commit_round = round;
+            self.pruning.commit_times.pop_front();
+        }
+        let floor = self.prune_floor();
+        self.pacemaker.elector.prune(floor);
+        self.committed.direct.prune_below(floor);
+        let keep = self.pruning.stored_blocks.split_off(&floor);
+        for digests in std::mem::replace(&mut self.pruning.stored_blocks, keep).into_values() {
+            self.store.blocks().remove_in_background(&digests);
+        }
+    }
+
+    /// Writes `block` to the store, tracked for pruning like every block we keep.
+    pub(super) async fn store_block(&mut self, block: &Block) -> Result<(), ConsensusError> {
+        self.pacemaker.elector.record(block);
+        let digest = block.digest();
+        if !self.store.blocks().contains(&digest)? {
+            self.pruning
+                .stored_blocks
+                .entry(block.round)
+                .or_default()
+                .push(digest);
+        }
+        self.store
+            .blocks()
+            .write(digest, wire::encode_block(block)?)
+            .await?;
+        Ok(())
+    }
+}
