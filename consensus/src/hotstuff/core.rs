@@ -173,7 +173,7 @@ impl Core {
         metrics: Arc<ConsensusMetrics>,
     ) -> Result<Self, ConsensusError> {
         let (voting, resumed_round) = Voting::resume(&store)?;
-        let pruning = BlockPruning::scan(&store)?;
+        let pruning = BlockPruning::scan(&store, GcWindow::new(&parameters))?;
         let synchronizer = Synchronizer::spawn(
             name,
             committee.clone(),

@@ -52,6 +52,23 @@ impl GcWindow {
             bytes: parameters.max_retained_bytes,
         }
     }
+
+    /// The lowest round the rounds half of the window keeps once round `latest` committed.
+    pub fn lowest_round_kept(&self, latest: Round) -> Round {
+        latest.saturating_sub(self.rounds)
+    }
+
+    /// Whether the time half of the window is over, at `now`, for what committed at `at`.
+    pub fn aged(&self, at: Instant, now: Instant) -> bool {
+        now.saturating_duration_since(at) >= self.time
+    }
+
+    /// Whether what committed in round `round`, at `at`, has left the window once round
+    /// `latest` committed: both halves are over (blocks and batches go by this one rule, so a
+    /// laggard that can still fetch a block's batches can also fetch the block).
+    pub fn has_left(&self, round: Round, at: Instant, latest: Round, now: Instant) -> bool {
+        round < self.lowest_round_kept(latest) && self.aged(at, now)
+    }
 }
 
 /// The batches committed recently, each with the block that committed it, remembered for the
@@ -155,9 +172,8 @@ impl RecentlyCommitted {
         let now = Instant::now();
         let mut expired = Vec::new();
         while let Some(front) = self.order.front() {
-            let recent_round = front.round.saturating_add(self.window.rounds) >= round;
-            let recent_time = now.saturating_duration_since(front.at) < self.window.time;
-            if recent_round || recent_time || front.round > self.floor {
+            if !self.window.has_left(front.round, front.at, round, now) || front.round > self.floor
+            {
                 break;
             }
             if let Some(block) = self.order.pop_front() {
@@ -185,8 +201,8 @@ impl RecentlyCommitted {
             if block.round > self.floor {
                 break;
             }
-            let held = block.round.saturating_add(self.window.rounds) < round
-                && block.round <= held_by_all;
+            let held =
+                block.round < self.window.lowest_round_kept(round) && block.round <= held_by_all;
             if !held && self.kept_bytes <= self.window.bytes {
                 break;
             }
@@ -203,6 +219,32 @@ mod tests {
     use super::*;
     use crate::hotstuff::messages::tests::{keys, signed_block};
     use crate::hotstuff::messages::QC;
+
+    /// Something leaves the window only once both halves are over: `rounds` rounds below the
+    /// latest commit, and `time` since it committed.
+    #[test]
+    fn what_left_the_window_is_past_both_its_rounds_and_its_time() {
+        let window = GcWindow {
+            rounds: 10,
+            time: Duration::from_secs(30),
+            bytes: u64::MAX,
+        };
+        let at = Instant::now();
+        let later = at + Duration::from_secs(30);
+        assert_eq!(window.lowest_round_kept(15), 5);
+        assert_eq!(window.lowest_round_kept(7), 0);
+        assert!(window.has_left(4, at, 15, later));
+        assert!(
+            !window.has_left(5, at, 15, later),
+            "10 rounds below is kept"
+        );
+        assert!(!window.has_left(4, at, 15, later - Duration::from_millis(1)));
+        assert!(
+            !window.has_left(0, at, 7, later),
+            "nothing leaves before 10 rounds"
+        );
+        assert!(!window.has_left(Round::MAX, at, Round::MAX, later));
+    }
 
     #[test]
     fn a_batch_freed_early_is_not_returned_again_when_it_expires() {

@@ -14,7 +14,6 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 pub(super) struct Adoption {
@@ -165,7 +164,7 @@ impl Core {
         self.synchronizer.set_root(&block);
         self.committed.last_round = round;
         self.committed.last = digest;
-        self.pruning.commit_times.push_back((round, Instant::now()));
+        self.pruning.committed(round);
         for skipped in &skipped {
             if skipped.author == self.name {
                 self.proposals.buffer.committed(skipped.round);

@@ -12,7 +12,6 @@ use crate::mempool::ConsensusMempoolMessage;
 use crypto::{Digest, Hash};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use tokio::time::Instant;
 use tracing::info;
 
 /// What committed so far: the chain every later commit must extend, and the certificates that
@@ -67,9 +66,7 @@ impl Core {
         };
         self.committed.last_round = last.round;
         self.committed.last = last.digest();
-        self.pruning
-            .commit_times
-            .push_back((last.round, Instant::now()));
+        self.pruning.committed(last.round);
         for block in chain {
             if block.author == self.name {
                 self.proposals.buffer.committed(block.round);

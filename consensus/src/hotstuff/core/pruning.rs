@@ -5,12 +5,12 @@
 use super::Core;
 use crate::config::Round;
 use crate::hotstuff::error::ConsensusError;
+use crate::hotstuff::gc::GcWindow;
 use crate::hotstuff::messages::Block;
 use crate::hotstuff::wire;
 use crate::store::{Store, StoreError};
 use crypto::{Digest, Hash};
 use std::collections::{BTreeMap, VecDeque};
-use std::time::Duration;
 use tokio::time::Instant;
 use tracing::warn;
 
@@ -20,14 +20,15 @@ pub(super) struct BlockPruning {
     pub(super) stored_blocks: BTreeMap<Round, Vec<Digest>>,
     /// (round, time) of recent commits, and the highest round committed longer ago than the
     /// GC window's time: what bounds block pruning by time.
-    pub(super) commit_times: VecDeque<(Round, Instant)>,
-    pub(super) aged_commit_round: Round,
+    commit_times: VecDeque<(Round, Instant)>,
+    aged_commit_round: Round,
+    window: GcWindow,
 }
 
 impl BlockPruning {
     /// Tracks the blocks a durable store kept from before a restart like our own, so they are
     /// pruned once they leave the GC window instead of staying on disk for ever.
-    pub(super) fn scan(store: &Store) -> Result<Self, StoreError> {
+    pub(super) fn scan(store: &Store, window: GcWindow) -> Result<Self, StoreError> {
         let mut stored_blocks: BTreeMap<Round, Vec<Digest>> = BTreeMap::new();
         for (digest, bytes) in store.blocks().scan()? {
             match wire::decode_block(&bytes) {
@@ -43,21 +44,40 @@ impl BlockPruning {
             stored_blocks,
             commit_times: VecDeque::new(),
             aged_commit_round: 0,
+            window,
         })
+    }
+
+    /// Notes that the chain committed up to `round` now.
+    pub(super) fn committed(&mut self, round: Round) {
+        self.commit_times.push_back((round, Instant::now()));
+    }
+
+    /// Moves `aged_commit_round` up to the commits the window's time is over for.
+    fn age(&mut self) {
+        while let Some(&(round, at)) = self.commit_times.front() {
+            if !self.window.aged(at, Instant::now()) {
+                break;
+            }
+            self.aged_commit_round = round;
+            self.commit_times.pop_front();
+        }
+    }
+
+    /// Blocks below this round have left the window (see `GcWindow::has_left`), the chain
+    /// having committed up to `last_committed`.
+    fn window_floor(&self, last_committed: Round) -> Round {
+        self.window
+            .lowest_round_kept(last_committed)
+            .min(self.aged_commit_round)
     }
 }
 
 impl Core {
-    /// Blocks below this round are neither kept nor stored. The window is the one batches are
-    /// kept for (see `GcWindow`): `gc_depth` rounds below the last commit *and* committed at
-    /// least `gc_retention_ms` ago, so a laggard that can still fetch a block's batches can also
-    /// fetch the block.
+    /// Blocks below this round are neither kept nor stored: they left the GC window, the one
+    /// batches are kept for, and the application's latest checkpoint is above them.
     pub(super) fn prune_floor(&self) -> Round {
-        let floor = self
-            .committed
-            .last_round
-            .saturating_sub(self.parameters.gc_depth)
-            .min(self.pruning.aged_commit_round);
+        let floor = self.pruning.window_floor(self.committed.last_round);
         // Before the application's first checkpoint, a restart replays from genesis.
         match self.adoption.checkpoints.latest() {
             Some(checkpoint) => floor.min(checkpoint.round),
@@ -66,14 +86,7 @@ impl Core {
     }
 
     pub(super) fn prune_blocks(&mut self) {
-        let retention = Duration::from_millis(self.parameters.gc_retention_ms);
-        while let Some(&(round, at)) = self.pruning.commit_times.front() {
-            if at.elapsed() < retention {
-                break;
-            }
-            self.pruning.aged_commit_round = round;
-            self.pruning.commit_times.pop_front();
-        }
+        self.pruning.age();
         let floor = self.prune_floor();
         self.pacemaker.elector.prune(floor);
         self.committed.direct.prune_below(floor);
