@@ -99,6 +99,17 @@ struct Broadcaster {
 }
 
 impl Broadcaster {
+    fn new(credentials: Credentials, max_frame_size: usize) -> Self {
+        Broadcaster {
+            sender: ReliableSender::authenticated(
+                DEFAULT_RELIABLE_CAPACITY,
+                max_frame_size,
+                credentials,
+            ),
+            cancel_handlers: BTreeMap::new(),
+        }
+    }
+
     fn keep(&mut self, round: Round, handlers: Vec<CancelHandler>) {
         self.cancel_handlers
             .entry(round)
@@ -203,14 +214,7 @@ impl Core {
                 channels.tx_restore,
                 channels.checkpoints,
             ),
-            network: Broadcaster {
-                sender: ReliableSender::authenticated(
-                    DEFAULT_RELIABLE_CAPACITY,
-                    parameters.max_frame_size,
-                    channels.credentials,
-                ),
-                cancel_handlers: BTreeMap::new(),
-            },
+            network: Broadcaster::new(channels.credentials, parameters.max_frame_size),
             committee,
             parameters,
             store,

@@ -75,10 +75,15 @@ impl GcWindow {
 /// whole GC window (digests only: a few bytes per batch). The core checks proposals against it
 /// (a leader that names an already committed batch gets no vote) and the committer against its
 /// own copy (a batch is delivered once, and a batch missing from the store is known to be one it
-/// delivered and collected). Both copies forget on the same rule, and the committer deletes a
-/// batch's bytes at the latest then (sooner once every peer holds it, or when the bytes kept
-/// exceed the window's budget: see `free`), so what one has forgotten the store no longer holds
-/// either.
+/// delivered and collected). The committer deletes a batch's bytes at the latest when its copy
+/// forgets the batch (sooner once every peer holds it, or when the bytes kept exceed the
+/// window's budget: see `free`), so what the committer has forgotten the store no longer holds.
+///
+/// Both copies forget by the window (`GcWindow::has_left`), but not in step: the committer's
+/// times a block from its delivery rather than its commit, and keeps the blocks above the
+/// application's latest checkpoint however old (`hold_above`). So the core may forget a batch
+/// that its committer still remembers and the store still holds: a proposal naming it again then
+/// gets our vote, and the committer skips the batch as delivered already.
 pub struct RecentlyCommitted {
     window: GcWindow,
     /// Batch digest -> digest of the block that committed it.
