@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the `transaction` target: signed transactions in the wire layout of
-`executor/src/transaction.rs` (a native transfer, a Move transfer, a zero-length script, and
+`executor/src/codec.rs` (a native transfer, a Move transfer, a zero-length script, and
 workload calls: a kvstore entry call and a SmallBank payment through a script).
 
 Python rather than a Rust test so that writing three seeds does not build the Move VM crates a

@@ -1,4 +1,17 @@
-//! The transaction wire layout, written and read by hand.
+//! The bytes of a transaction: its wire layout, written and read by hand, and the message its
+//! signature covers (so signing and verifying are here too).
+//!
+//! Wire layout (bincode, fixed-width integers, little endian), in field order:
+//! `sender[16] public_key[32] nonce:u64 payload signature[64]` where `payload` is a `u32` variant
+//! tag followed by `destination[16] amount:u64` (native, tag 0) or
+//! `script_len:u64 script destination[16] amount:u64` (Move, tag 1) or `destination[16]
+//! amount:u64` (Move entry function, tag 2); a workload's call is `script_len:u64 script call`
+//! (tag 3) or `call` (tag 4), where `call` is a `u32` tag and its arguments (below). A
+//! native transfer is 148 bytes, and so is an entry function call; a Move script transfer adds
+//! the length prefix and the compiled script.
+//!
+//! The signature covers [`SIGNING_DOMAIN`] followed by every other field in the same layout, so
+//! the signed message is the domain tag plus the encoding minus its last 64 bytes.
 //!
 //! The layout is exactly what bincode (fixed-width integers, little endian, no trailing bytes,
 //! size limit) produces for the serde derive of [`Transaction`]; the tests check both directions
@@ -9,13 +22,13 @@
 //! not a `Result`.
 
 use crate::transaction::{
-    Address, Payload, Transaction, TxError, ADDRESS_LEN, MAX_TRANSACTION_SIZE,
+    is_sample_nonce, sample_id, Address, Call, Payload, Procedure, Transaction, TxError,
+    ADDRESS_LEN, MAX_TRANSACTION_SIZE, SIGNING_DOMAIN,
 };
-use crate::workload::{Call, Procedure};
 use bytes::Bytes;
-use crypto::{PublicKey, Signature};
+use crypto::{KeyPair, PublicKey, Signature};
 
-pub(crate) const SIGNATURE_LEN: usize = 64;
+const SIGNATURE_LEN: usize = 64;
 const NATIVE_TAG: u32 = 0;
 const MOVE_TAG: u32 = 1;
 const MOVE_ENTRY_TAG: u32 = 2;
@@ -34,8 +47,75 @@ const SEND_PAYMENT_TAG: u32 = 3;
 const TRANSACT_SAVINGS_TAG: u32 = 4;
 const WRITE_CHECK_TAG: u32 = 5;
 
+impl Transaction {
+    /// Builds and signs a transaction from `keys`' account.
+    pub fn sign(keys: &KeyPair, nonce: u64, payload: Payload) -> Self {
+        let mut tx = Self::unsigned(keys.name, nonce, payload);
+        tx.signature = Signature::sign_bytes(&tx.signing_bytes(), &keys.secret);
+        tx
+    }
+
+    /// Appends the signed message to `out`, so a verifier can pack a whole batch's messages
+    /// into one buffer.
+    pub fn write_signing_bytes(&self, out: &mut Vec<u8>) {
+        out.reserve(SIGNING_DOMAIN.len() + fields_len(self));
+        out.extend_from_slice(SIGNING_DOMAIN);
+        write_fields(self, out);
+    }
+
+    /// The message the signature covers: the domain tag and every other field.
+    pub fn signing_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_signing_bytes(&mut out);
+        out
+    }
+
+    /// Encoded size in bytes, without encoding.
+    pub fn encoded_len(&self) -> usize {
+        fields_len(self) + SIGNATURE_LEN
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        write_fields(self, &mut out);
+        out.extend_from_slice(&self.signature.to_bytes());
+        out
+    }
+
+    /// Decodes one transaction that must fill `bytes` exactly (at most
+    /// [`MAX_TRANSACTION_SIZE`] bytes).
+    pub fn decode(bytes: &[u8]) -> Result<Self, TxError> {
+        decode(bytes)
+    }
+
+    /// Address check and signature check, one transaction at a time.
+    pub fn verify(&self) -> Result<(), TxError> {
+        self.check_address()?;
+        self.signature
+            .verify_bytes(&self.signing_bytes(), &self.public_key)?;
+        Ok(())
+    }
+}
+
+/// Where the nonce sits in an encoded transaction: after the sender and the public key.
+const NONCE_OFFSET: usize = ADDRESS_LEN + 32;
+
+/// The sample id of an encoded transaction, read from the fixed offsets of its sender and nonce
+/// without decoding it (the mempool peeks at every transaction it seals, and must not decode).
+/// `None` for a transaction that is not a sample or too short to be one.
+pub fn signed_sample_id(tx: &[u8]) -> Option<String> {
+    // Shorter than the smallest transaction (a call without arguments: two tags): not a
+    // transaction at all.
+    if tx.len() < NONCE_OFFSET + 8 + 4 + 4 + SIGNATURE_LEN {
+        return None;
+    }
+    let sender = Address(tx.get(..ADDRESS_LEN)?.try_into().ok()?);
+    let nonce = u64::from_le_bytes(tx.get(NONCE_OFFSET..NONCE_OFFSET + 8)?.try_into().ok()?);
+    is_sample_nonce(&sender, nonce).then(|| sample_id(&sender, nonce))
+}
+
 /// Bytes of every field but the signature.
-pub(crate) fn fields_len(tx: &Transaction) -> usize {
+fn fields_len(tx: &Transaction) -> usize {
     let payload = match &tx.payload {
         Payload::Native { .. } | Payload::MoveEntry { .. } => 4 + ADDRESS_LEN + 8,
         Payload::Move { script, .. } => 4 + 8 + script.len() + ADDRESS_LEN + 8,
@@ -157,7 +237,7 @@ fn read_script(reader: &mut Reader<'_>) -> Result<Bytes, TxError> {
 }
 
 /// Appends every field but the signature, in wire order.
-pub(crate) fn write_fields(tx: &Transaction, out: &mut Vec<u8>) {
+fn write_fields(tx: &Transaction, out: &mut Vec<u8>) {
     out.extend_from_slice(&tx.sender.0);
     out.extend_from_slice(&tx.public_key.0);
     out.extend_from_slice(&tx.nonce.to_le_bytes());
@@ -203,7 +283,7 @@ pub(crate) fn write_fields(tx: &Transaction, out: &mut Vec<u8>) {
 }
 
 /// Decodes one transaction that fills `bytes` exactly.
-pub(crate) fn decode(bytes: &[u8]) -> Result<Transaction, TxError> {
+fn decode(bytes: &[u8]) -> Result<Transaction, TxError> {
     // Bounding the input bounds everything: the script length is checked against what is left.
     if bytes.len() > MAX_TRANSACTION_SIZE {
         return Err(TxError::TooLarge {
@@ -289,7 +369,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transaction::SIGNING_DOMAIN;
+    use crate::transaction::SAMPLE_PERIOD;
     use bincode::Options;
     use crypto::KeyPair;
     use proptest::prelude::*;
@@ -339,6 +419,47 @@ mod tests {
             amount: 42,
         };
         Transaction::sign(kp, nonce, payload)
+    }
+
+    #[test]
+    fn tampering_breaks_the_signature_and_address() {
+        let kp = KeyPair::from_seed(4);
+        assert!(native(&kp, 3).verify().is_ok());
+        let mut tx = native(&kp, 3);
+        tx.nonce = 4;
+        assert!(matches!(tx.verify(), Err(TxError::BadSignature(_))));
+        let mut tx = native(&kp, 3);
+        tx.sender = Address::from_public_key(&KeyPair::from_seed(5).name);
+        assert_eq!(tx.check_address(), Err(TxError::BadAddress));
+        assert_eq!(tx.verify(), Err(TxError::BadAddress));
+    }
+
+    #[test]
+    fn samples_are_found_in_the_encoding_without_decoding() {
+        let kp = KeyPair::from_seed(5);
+        let sender = Address::from_public_key(&kp.name);
+        let phase = (SAMPLE_PERIOD - sender.0[0] as u64 % SAMPLE_PERIOD) % SAMPLE_PERIOD;
+        let script = Bytes::from(vec![0xa1; 140]);
+        let moving = |nonce| {
+            let payload = Payload::Move {
+                script: script.clone(),
+                destination: sender,
+                amount: 1,
+            };
+            Transaction::sign(&kp, nonce, payload)
+        };
+        for tx in [native(&kp, phase), moving(phase + SAMPLE_PERIOD)] {
+            assert!(tx.is_sample());
+            assert_eq!(signed_sample_id(&tx.encode()), Some(tx.sample_id()));
+        }
+        for tx in [native(&kp, phase + 1), moving(phase + 5)] {
+            assert!(!tx.is_sample());
+            assert_eq!(signed_sample_id(&tx.encode()), None);
+        }
+        // Cut short: not a transaction, whatever its first bytes say.
+        let bytes = native(&kp, phase).encode();
+        assert_eq!(signed_sample_id(&bytes[..60]), None);
+        assert_eq!(signed_sample_id(&[]), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! The transfer and SmallBank (its payments and amalgamations) pay someone; the other workloads
 //! touch only the sender's state and ignore the setting.
 
-use crate::workload::splitmix64;
+use crate::load::splitmix64;
 use std::fmt;
 use std::str::FromStr;
 

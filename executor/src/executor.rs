@@ -221,8 +221,8 @@ mod tests {
 
     #[test]
     fn digest_ignores_input_order_but_not_values() {
-        let a = (Address([1; crate::ADDRESS_LEN]), 5);
-        let b = (Address([2; crate::ADDRESS_LEN]), 6);
+        let a = (Address([1; crate::transaction::ADDRESS_LEN]), 5);
+        let b = (Address([2; crate::transaction::ADDRESS_LEN]), 6);
         assert_eq!(digest_balances(vec![a, b]), digest_balances(vec![b, a]));
         assert_ne!(
             digest_balances(vec![a, b]),

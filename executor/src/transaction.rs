@@ -1,22 +1,11 @@
-//! The transaction format: what clients sign and send, what the verifier checks and what the
-//! executors run.
-//!
-//! Wire layout (bincode, fixed-width integers, little endian), in field order:
-//! `sender[16] public_key[32] nonce:u64 payload signature[64]` where `payload` is a `u32` variant
-//! tag followed by `destination[16] amount:u64` (native, tag 0) or
-//! `script_len:u64 script destination[16] amount:u64` (Move, tag 1) or `destination[16]
-//! amount:u64` (Move entry function, tag 2); a workload's call is `script_len:u64 script call`
-//! (tag 3) or `call` (tag 4), where `call` is a `u32` tag and its arguments (see `codec.rs`). A
-//! native transfer is 148 bytes, and so is an entry function call; a Move script transfer adds
-//! the length prefix and the compiled script.
-//!
-//! The signature covers [`SIGNING_DOMAIN`] followed by every other field in the same layout, so
-//! the signed message is the domain tag plus the encoding minus its last 64 bytes.
+//! The transaction: who sends it, with which key and nonce, what it asks for (its [`Payload`],
+//! and the workload [`Call`] a payload may carry), and which transactions are followed end to
+//! end as samples. What its bytes are (the wire layout, the message its signature covers,
+//! signing and verifying) is `codec.rs`'s, above it; the workloads that build calls are above
+//! both.
 
-use crate::codec;
-use crate::workload::Call;
 use bytes::Bytes;
-use crypto::{CryptoError, Digest, KeyPair, PublicKey, Signature};
+use crypto::{CryptoError, Digest, PublicKey, Signature};
 use move_core_types::account_address::AccountAddress;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -105,6 +94,52 @@ pub enum Payload {
     },
 }
 
+/// A workload's call and its arguments; the signer, always the sender, is implicit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Call {
+    DoNothing,
+    CpuHeavy {
+        length: u64,
+    },
+    KvStore {
+        first_key: u64,
+        keys: u64,
+        value_size: u64,
+        version: u64,
+    },
+    SmallBank(Procedure),
+}
+
+/// SmallBank's six procedures; the signer is the account that pays.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Procedure {
+    Amalgamate { to: Address },
+    Balance,
+    DepositChecking { amount: u64 },
+    SendPayment { to: Address, amount: u64 },
+    TransactSavings { amount: u64 },
+    WriteCheck { amount: u64 },
+}
+
+/// The largest calls the bare VM runs: it meters nothing, so without a bound one transaction
+/// could hold the executor for as long as its sender likes (the adapter's gas bounds them).
+pub const MAX_UNMETERED_SORT: u64 = 10_000;
+pub const MAX_UNMETERED_KEYS: u64 = 64;
+pub const MAX_UNMETERED_VALUE_SIZE: u64 = 1_024;
+
+impl Call {
+    /// Whether the bare VM runs this call (see [`MAX_UNMETERED_SORT`]).
+    pub fn within_unmetered_bounds(&self) -> bool {
+        match self {
+            Call::CpuHeavy { length } => *length <= MAX_UNMETERED_SORT,
+            Call::KvStore {
+                keys, value_size, ..
+            } => *keys <= MAX_UNMETERED_KEYS && *value_size <= MAX_UNMETERED_VALUE_SIZE,
+            Call::DoNothing | Call::SmallBank(_) => true,
+        }
+    }
+}
+
 impl fmt::Debug for Payload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -143,13 +178,6 @@ pub struct Transaction {
 }
 
 impl Transaction {
-    /// Builds and signs a transaction from `keys`' account.
-    pub fn sign(keys: &KeyPair, nonce: u64, payload: Payload) -> Self {
-        let mut tx = Self::unsigned(keys.name, nonce, payload);
-        tx.signature = Signature::sign_bytes(&tx.signing_bytes(), &keys.secret);
-        tx
-    }
-
     /// A transaction with an all-zero signature: for the standalone `movevm` mode and benches,
     /// where signatures are not checked and signing would dominate the cost.
     pub fn unsigned(public_key: PublicKey, nonce: u64, payload: Payload) -> Self {
@@ -162,39 +190,6 @@ impl Transaction {
         }
     }
 
-    /// Appends the signed message to `out`, so a verifier can pack a whole batch's messages
-    /// into one buffer.
-    pub fn write_signing_bytes(&self, out: &mut Vec<u8>) {
-        out.reserve(SIGNING_DOMAIN.len() + codec::fields_len(self));
-        out.extend_from_slice(SIGNING_DOMAIN);
-        codec::write_fields(self, out);
-    }
-
-    /// The message the signature covers: the domain tag and every other field.
-    pub fn signing_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.write_signing_bytes(&mut out);
-        out
-    }
-
-    /// Encoded size in bytes, without encoding.
-    pub fn encoded_len(&self) -> usize {
-        codec::fields_len(self) + codec::SIGNATURE_LEN
-    }
-
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.encoded_len());
-        codec::write_fields(self, &mut out);
-        out.extend_from_slice(&self.signature.to_bytes());
-        out
-    }
-
-    /// Decodes one transaction that must fill `bytes` exactly (at most
-    /// [`MAX_TRANSACTION_SIZE`] bytes).
-    pub fn decode(bytes: &[u8]) -> Result<Self, TxError> {
-        codec::decode(bytes)
-    }
-
     /// The sender address must be the one derived from the public key, or anyone could sign
     /// for any account with their own key.
     pub fn check_address(&self) -> Result<(), TxError> {
@@ -203,14 +198,6 @@ impl Transaction {
         } else {
             Err(TxError::BadAddress)
         }
-    }
-
-    /// Address check and signature check, one transaction at a time.
-    pub fn verify(&self) -> Result<(), TxError> {
-        self.check_address()?;
-        self.signature
-            .verify_bytes(&self.signing_bytes(), &self.public_key)?;
-        Ok(())
     }
 
     /// One transaction in `SAMPLE_PERIOD` per sender is followed end to end for latency.
@@ -238,26 +225,10 @@ pub(crate) fn sample_id(sender: &Address, nonce: u64) -> String {
     format!("{sender}:{nonce}")
 }
 
-/// Where the nonce sits in an encoded transaction: after the sender and the public key.
-const NONCE_OFFSET: usize = ADDRESS_LEN + 32;
-
-/// The sample id of an encoded transaction, read from the fixed offsets of its sender and nonce
-/// without decoding it (the mempool peeks at every transaction it seals, and must not decode).
-/// `None` for a transaction that is not a sample or too short to be one.
-pub fn signed_sample_id(tx: &[u8]) -> Option<String> {
-    // Shorter than the smallest transaction (a call without arguments: two tags): not a
-    // transaction at all.
-    if tx.len() < NONCE_OFFSET + 8 + 4 + 4 + crate::codec::SIGNATURE_LEN {
-        return None;
-    }
-    let sender = Address(tx.get(..ADDRESS_LEN)?.try_into().ok()?);
-    let nonce = u64::from_le_bytes(tx.get(NONCE_OFFSET..NONCE_OFFSET + 8)?.try_into().ok()?);
-    is_sample_nonce(&sender, nonce).then(|| sample_id(&sender, nonce))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crypto::KeyPair;
 
     fn native(kp: &KeyPair, nonce: u64) -> Transaction {
         let destination = Address::from_public_key(&KeyPair::from_seed(99).name);
@@ -266,19 +237,6 @@ mod tests {
             amount: 42,
         };
         Transaction::sign(kp, nonce, payload)
-    }
-
-    #[test]
-    fn tampering_breaks_the_signature_and_address() {
-        let kp = KeyPair::from_seed(4);
-        assert!(native(&kp, 3).verify().is_ok());
-        let mut tx = native(&kp, 3);
-        tx.nonce = 4;
-        assert!(matches!(tx.verify(), Err(TxError::BadSignature(_))));
-        let mut tx = native(&kp, 3);
-        tx.sender = Address::from_public_key(&KeyPair::from_seed(5).name);
-        assert_eq!(tx.check_address(), Err(TxError::BadAddress));
-        assert_eq!(tx.verify(), Err(TxError::BadAddress));
     }
 
     #[test]
@@ -298,34 +256,6 @@ mod tests {
             tx.sample_id(),
             format!("{}:{phase}", &tx.sender.to_hex()[..8])
         );
-    }
-
-    #[test]
-    fn samples_are_found_in_the_encoding_without_decoding() {
-        let kp = KeyPair::from_seed(5);
-        let sender = Address::from_public_key(&kp.name);
-        let phase = (SAMPLE_PERIOD - sender.0[0] as u64 % SAMPLE_PERIOD) % SAMPLE_PERIOD;
-        let script = Bytes::from(vec![0xa1; 140]);
-        let moving = |nonce| {
-            let payload = Payload::Move {
-                script: script.clone(),
-                destination: sender,
-                amount: 1,
-            };
-            Transaction::sign(&kp, nonce, payload)
-        };
-        for tx in [native(&kp, phase), moving(phase + SAMPLE_PERIOD)] {
-            assert!(tx.is_sample());
-            assert_eq!(signed_sample_id(&tx.encode()), Some(tx.sample_id()));
-        }
-        for tx in [native(&kp, phase + 1), moving(phase + 5)] {
-            assert!(!tx.is_sample());
-            assert_eq!(signed_sample_id(&tx.encode()), None);
-        }
-        // Cut short: not a transaction, whatever its first bytes say.
-        let bytes = native(&kp, phase).encode();
-        assert_eq!(signed_sample_id(&bytes[..60]), None);
-        assert_eq!(signed_sample_id(&[]), None);
     }
 
     #[test]

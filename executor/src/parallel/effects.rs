@@ -1,12 +1,18 @@
 //! A transaction's effects as the parallel schemes hold them until the block commits: its
 //! writes by key, and committing a block's outputs in index order.
 
-use super::BlockResult;
 use crate::executor::{BlockTx, Outcome};
-use crate::move_logic::Effects;
-use crate::move_storage::{InMemoryStorage, StateKey};
+use crate::move_vm::logic::Effects;
+use crate::move_vm::storage::{InMemoryStorage, StateKey};
 use bytes::Bytes;
 use move_core_types::effects::{ChangeSet, Op};
+
+/// What a block's run left: the outcomes of the transactions that ran (the block, or its prefix
+/// up to a rejection that ends it) and the gas they used.
+pub(crate) struct BlockResult {
+    pub(crate) outcomes: Vec<Outcome>,
+    pub(crate) gas_used: u64,
+}
 
 /// Resources written (`Some`) or deleted (`None`).
 pub(super) type Writes = Vec<(StateKey, Option<Bytes>)>;

@@ -2,7 +2,7 @@
 //! earlier waves over it, recording every resource the transaction reads so that the read can
 //! be checked against its declaration.
 
-use crate::move_storage::{InMemoryStorage, StateKey};
+use crate::move_vm::storage::{InMemoryStorage, StateKey};
 use bytes::Bytes;
 use move_core_types::account_address::AccountAddress;
 use move_core_types::language_storage::{ModuleId, StructTag};

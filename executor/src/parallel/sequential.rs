@@ -2,10 +2,10 @@
 //! applied, on the executor's thread, as the Move executors always ran. The reference the
 //! parallel schemes must match.
 
-use super::BlockResult;
+use super::effects::BlockResult;
 use crate::executor::{BlockTx, Outcome};
-use crate::move_logic::{FeeCredit, TransactionLogic};
-use crate::move_storage::InMemoryStorage;
+use crate::move_vm::logic::{FeeCredit, TransactionLogic};
+use crate::move_vm::storage::InMemoryStorage;
 use move_vm_runtime::move_vm::MoveVM;
 
 /// Runs `block` and applies its effects; returns the result and the fees left to credit.

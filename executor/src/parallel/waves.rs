@@ -1,6 +1,6 @@
 //! `--exec=waves`: the block in levels of transactions that do not conflict by what they
-//! declare (`declared.rs`), each level run on the worker threads against the state the levels
-//! before it left, their writes applied after the level in index order.
+//! declare (`move_vm/declared.rs`), each level run on the worker threads against the state the
+//! levels before it left, their writes applied after the level in index order.
 //!
 //! Levels: a transaction goes after every earlier one that writes a key it reads or writes
 //! (it must see that write), and not before an earlier one that reads a key it writes (that one
@@ -13,13 +13,13 @@
 //! writes (its change set) are checked against them, and a block with one that read or wrote
 //! beyond its declaration is handed back, to run sequentially (counted as a fallback).
 
-use super::declared::{Declared, DeclaredTypes};
 use super::effects::Output;
 use super::recording::{Overlay, RecordingView};
 use super::workers::Workers;
 use crate::executor::BlockTx;
-use crate::move_logic::{FeeCredit, TransactionLogic};
-use crate::move_storage::{InMemoryStorage, StateKey};
+use crate::move_vm::declared::{Declared, DeclaredTypes};
+use crate::move_vm::logic::{FeeCredit, TransactionLogic};
+use crate::move_vm::storage::{InMemoryStorage, StateKey};
 use move_vm_runtime::move_vm::MoveVM;
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -117,7 +117,7 @@ fn levels(declared: &[Declared]) -> Vec<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::move_storage::ResourceType;
+    use crate::move_vm::storage::ResourceType;
     use move_core_types::account_address::AccountAddress;
 
     fn key(n: u8) -> StateKey {

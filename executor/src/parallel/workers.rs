@@ -4,8 +4,8 @@
 //! write lock on its caches whenever it loads a script, which every script transaction does, so
 //! threads sharing one would queue on that lock.
 
-use crate::move_natives::natives;
-use crate::move_vm::MoveError;
+use crate::move_vm::error::MoveError;
+use crate::move_vm::natives::natives;
 use move_vm_runtime::move_vm::MoveVM;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;

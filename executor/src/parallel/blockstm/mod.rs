@@ -14,8 +14,8 @@ mod view;
 use super::effects::Output;
 use super::workers::Workers;
 use crate::executor::BlockTx;
-use crate::move_logic::{FeeCredit, TransactionLogic};
-use crate::move_storage::InMemoryStorage;
+use crate::move_vm::logic::{FeeCredit, TransactionLogic};
+use crate::move_vm::storage::InMemoryStorage;
 use move_vm_runtime::move_vm::MoveVM;
 use mvmemory::{Incarnation, MvMemory, TxnIndex};
 use scheduler::{Scheduler, Task};
@@ -194,10 +194,11 @@ impl<L: TransactionLogic> Run<'_, L> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::move_logic::Effects;
-    use crate::parallel::declared::{Declared, DeclaredTypes};
+    use crate::executor::{FailReason, Outcome};
+    use crate::move_vm::declared::{Declared, DeclaredTypes};
+    use crate::move_vm::logic::Effects;
+    use crate::transaction::Address;
     use crate::transaction::{Payload, Transaction};
-    use crate::{Address, Outcome};
     use move_core_types::account_address::AccountAddress;
     use move_core_types::effects::{ChangeSet, Op};
     use move_core_types::identifier::Identifier;
@@ -223,7 +224,7 @@ mod tests {
             _: FeeCredit,
         ) -> Effects {
             let Ok(Some(bytes)) = state.get_resource(&self.address, &self.tag) else {
-                return Effects::failed(crate::FailReason::UnknownSender);
+                return Effects::failed(FailReason::UnknownSender);
             };
             let value = u64::from_le_bytes(bytes.try_into().expect("a u64"));
             match tx.nonce {

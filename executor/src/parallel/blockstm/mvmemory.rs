@@ -11,7 +11,7 @@
 //! readers and writers. One memory serves block after block, cleared in between, so its tables
 //! and per-transaction sets keep their allocations.
 
-use crate::move_storage::StateKey;
+use crate::move_vm::storage::StateKey;
 use bytes::Bytes;
 use dashmap::DashMap;
 use rustc_hash::FxBuildHasher;
@@ -192,7 +192,7 @@ fn lock_mut<T>(mutex: &mut Mutex<T>) -> &mut T {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::move_storage::ResourceType;
+    use crate::move_vm::storage::ResourceType;
     use move_core_types::account_address::AccountAddress;
 
     fn key(n: u8) -> StateKey {

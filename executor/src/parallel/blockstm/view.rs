@@ -4,7 +4,7 @@
 //! transaction to wait for, which the worker looks at before anything else.
 
 use super::mvmemory::{MvMemory, Origin, Read, TxnIndex};
-use crate::move_storage::{InMemoryStorage, StateKey};
+use crate::move_vm::storage::{InMemoryStorage, StateKey};
 use move_core_types::account_address::AccountAddress;
 use move_core_types::language_storage::{ModuleId, StructTag};
 use move_core_types::resolver::{ModuleResolver, ResourceResolver};

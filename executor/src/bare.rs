@@ -5,14 +5,15 @@
 
 use crate::executor::{BlockStats, BlockTx, Executor, FailReason, Outcome};
 use crate::genesis::Genesis;
-use crate::move_calls::{fail_reason, MoveCalls, Refusal};
-use crate::move_compile::{CompiledMove, MoveCompileError};
-use crate::move_genesis::genesis;
-use crate::move_logic::{Effects, FeeCredit, TransactionLogic};
-use crate::move_natives::natives;
-use crate::move_state::MoveState;
-use crate::move_storage::InMemoryStorage;
-use crate::parallel::declared::{declare_payload, Declared, DeclaredTypes};
+use crate::move_vm::calls::{fail_reason, MoveCalls, Refusal};
+use crate::move_vm::compile::{CompiledMove, MoveCompileError};
+use crate::move_vm::declared::{declare_payload, Declared, DeclaredTypes};
+use crate::move_vm::error::MoveError;
+use crate::move_vm::genesis::genesis;
+use crate::move_vm::logic::{Effects, FeeCredit, TransactionLogic};
+use crate::move_vm::natives::natives;
+use crate::move_vm::state::MoveState;
+use crate::move_vm::storage::InMemoryStorage;
 use crate::parallel::{BlockRunner, ExecConfig};
 use crate::snapshot::SnapshotError;
 use crate::transaction::{Address, Transaction};
@@ -26,23 +27,6 @@ use move_core_types::language_storage::StructTag;
 use move_core_types::resolver::MoveResolver;
 use move_vm_runtime::move_vm::MoveVM;
 use move_vm_types::gas::UnmeteredGasMeter;
-use thiserror::Error;
-
-#[derive(Debug, Error)]
-pub enum MoveError {
-    #[error(transparent)]
-    Compile(#[from] MoveCompileError),
-    #[error("cannot create the Move VM: {0}")]
-    Vm(String),
-    #[error("cannot publish the Move modules: {0}")]
-    Publish(String),
-    #[error("cannot set up the genesis account {address:?}: {message}")]
-    Mint { address: Address, message: String },
-    #[error("invalid Move identifier: {0}")]
-    Identifier(String),
-    #[error("cannot start the executor's thread pool: {0}")]
-    Pool(String),
-}
 
 /// The bare VM's rules for one transaction: the call in a session, unmetered, no fees.
 pub(crate) struct BareRules {
@@ -234,11 +218,6 @@ impl Executor for MoveExecutor {
     fn bank_holdings(&self) -> u128 {
         self.state.bank_holdings(&self.storage)
     }
-}
-
-/// Start-up errors are rare and fatal: give everything the VM says.
-pub(crate) fn describe(error: &VMError) -> String {
-    format!("{error:?}")
 }
 
 #[cfg(test)]

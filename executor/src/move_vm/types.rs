@@ -3,8 +3,8 @@
 //! whatever a transaction reads or writes has a key (a generic resource would have none; the
 //! modules declare none, and a write of one sends the block back to sequential execution).
 
-use crate::move_compile::CompiledMove;
-use crate::move_vm::MoveError;
+use super::compile::CompiledMove;
+use super::error::MoveError;
 use move_binary_format::access::ModuleAccess;
 use move_binary_format::CompiledModule;
 use move_core_types::language_storage::StructTag;

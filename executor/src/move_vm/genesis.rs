@@ -2,10 +2,10 @@
 //! `0x1`, every account's coin minted and, under `--workload=smallbank`, every account's bank
 //! opened; the adapter adds its `Account` module and resources through the same session.
 
-use crate::move_compile::CompiledMove;
-use crate::move_natives::identifier;
-use crate::move_storage::InMemoryStorage;
-use crate::move_vm::{describe, MoveError};
+use super::compile::CompiledMove;
+use super::error::{describe, MoveError};
+use super::natives::identifier;
+use super::storage::InMemoryStorage;
 use crate::transaction::Address;
 use crate::workload::Workload;
 use move_core_types::account_address::AccountAddress;

@@ -1,7 +1,7 @@
 //! The natives the Move modules declare (`native fun`), registered with every Move VM the
 //! executors create: `Coin::borrow_address`, and `KvStore`'s slot addresses and slot signers.
 
-use crate::move_vm::MoveError;
+use super::error::MoveError;
 use crypto::Digest;
 use move_binary_format::errors::PartialVMResult;
 use move_core_types::account_address::AccountAddress;

@@ -2,12 +2,12 @@
 //! a script or an entry function with its arguments ([`Invocation`]), run in a session under a
 //! gas meter, and the reason a run failed, from the VM's error.
 
+use super::compile::CompiledMove;
+use super::error::MoveError;
+use super::functions::{Args, Function};
+use super::natives::identifier;
 use crate::executor::FailReason;
-use crate::move_compile::CompiledMove;
-use crate::move_natives::identifier;
-use crate::move_vm::MoveError;
-use crate::transaction::{Address, Payload};
-use crate::workload::{Args, Call, Function};
+use crate::transaction::{Address, Call, Payload};
 use move_binary_format::errors::{Location, VMError};
 use move_core_types::account_address::AccountAddress;
 use move_core_types::identifier::Identifier;

@@ -1,10 +1,10 @@
 //! What both Move executors read out of their store: balances, the money SmallBank holds, and the
 //! state digest replicas compare.
 
+use super::error::MoveError;
+use super::natives::identifier;
+use super::storage::InMemoryStorage;
 use crate::executor::digest_balances;
-use crate::move_natives::identifier;
-use crate::move_storage::InMemoryStorage;
-use crate::move_vm::MoveError;
 use crate::transaction::Address;
 use crypto::Digest;
 use move_core_types::account_address::AccountAddress;

@@ -1,12 +1,12 @@
 //! What one Move transaction does to a state, apart from where the state lives: the bare VM's
-//! session ([`crate::move_vm`]) or the adapter's prologue, payload and epilogue
-//! ([`crate::adapter`]) run against any resolver and return their effects without applying
-//! them. The sequential executors apply the effects to their store at once; the parallel
-//! schemes (`parallel/`) run the same logic against their own views of the block's state, one
-//! VM per worker thread.
+//! session (`bare.rs`) or the adapter's prologue, payload and epilogue (`adapter/`) run against
+//! any resolver and return their effects without applying them. The sequential executors apply
+//! the effects to their store at once; the parallel schemes (`parallel/`) run the same logic
+//! against their own views of the block's state, one VM per worker thread. Both executors
+//! implement [`TransactionLogic`]; the schemes run it.
 
+use super::declared::{Declared, DeclaredTypes};
 use crate::executor::{FailReason, Outcome, RejectReason};
-use crate::parallel::declared::{Declared, DeclaredTypes};
 use crate::transaction::Transaction;
 use move_core_types::effects::ChangeSet;
 use move_core_types::resolver::MoveResolver;

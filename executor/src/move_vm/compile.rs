@@ -17,18 +17,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use thiserror::Error;
 
-const COIN_SOURCE: &str = include_str!("../move/Coin.move");
-const TRANSFER_SOURCE: &str = include_str!("../move/transfer.move");
-const ACCOUNT_SOURCE: &str = include_str!("../move/Account.move");
+const COIN_SOURCE: &str = include_str!("../../move/Coin.move");
+const TRANSFER_SOURCE: &str = include_str!("../../move/transfer.move");
+const ACCOUNT_SOURCE: &str = include_str!("../../move/Account.move");
 const WORKLOAD_SOURCES: [(&str, &str); 5] = [
-    ("DoNothing.move", include_str!("../move/DoNothing.move")),
-    ("CpuHeavy.move", include_str!("../move/CpuHeavy.move")),
-    ("KvStore.move", include_str!("../move/KvStore.move")),
-    ("SmallBank.move", include_str!("../move/SmallBank.move")),
-    ("workloads.move", include_str!("../move/workloads.move")),
+    ("DoNothing.move", include_str!("../../move/DoNothing.move")),
+    ("CpuHeavy.move", include_str!("../../move/CpuHeavy.move")),
+    ("KvStore.move", include_str!("../../move/KvStore.move")),
+    ("SmallBank.move", include_str!("../../move/SmallBank.move")),
+    ("workloads.move", include_str!("../../move/workloads.move")),
 ];
 /// A dependency only: its functions compile to vector instructions (see the file).
-const VECTOR_SOURCE: &str = include_str!("../move/vector.move");
+const VECTOR_SOURCE: &str = include_str!("../../move/vector.move");
 
 /// The modules every Move executor publishes at genesis, in an order where each one's
 /// dependencies come first. `Coin` names `SmallBank` its friend, so both are always published

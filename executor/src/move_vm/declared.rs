@@ -11,13 +11,10 @@
 //!   sender from a missing payee), and the adapter adds the sender's `Account` and coin
 //!   (prologue and epilogue), and the fee account's coin when fees are credited per transaction.
 
-use crate::adapter::FEE_ACCOUNT;
-use crate::move_logic::FeeCredit;
-use crate::move_natives::slot_address;
-use crate::move_state::struct_tag;
-use crate::move_storage::{InMemoryStorage, ResourceType, StateKey};
-use crate::transaction::{Address, Payload, Transaction};
-use crate::workload::{Call, Procedure, MAX_UNMETERED_KEYS};
+use super::natives::slot_address;
+use super::state::struct_tag;
+use super::storage::{InMemoryStorage, ResourceType, StateKey};
+use crate::transaction::{Address, Call, Payload, Procedure, Transaction, MAX_UNMETERED_KEYS};
 use move_core_types::account_address::AccountAddress;
 
 /// A transaction's declared sets. A key in both is written (and may be read).
@@ -125,20 +122,4 @@ pub(crate) fn declare_payload(tx: &Transaction, types: &DeclaredTypes) -> Declar
         Payload::Native { .. } => {}
     }
     declared
-}
-
-/// What the adapter adds around the payload: prologue and epilogue on the sender's `Account`
-/// and coin, and the fee account's coin when each transaction credits it.
-pub(crate) fn declare_adapter(
-    tx: &Transaction,
-    types: &DeclaredTypes,
-    fees: FeeCredit,
-    declared: &mut Declared,
-) {
-    declared
-        .writes
-        .extend([types.account(&tx.sender), types.coin(&tx.sender)]);
-    if fees == FeeCredit::PerTransaction {
-        declared.writes.push(types.coin(&FEE_ACCOUNT));
-    }
 }

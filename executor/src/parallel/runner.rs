@@ -1,0 +1,98 @@
+//! A Move executor's scheme kept between blocks: its worker threads, Block-STM's memory, the
+//! resource types numbered before each block, and the counters; and running one block under it.
+
+use super::blockstm;
+use super::config::{ExecConfig, Scheme};
+use super::effects::{self, BlockResult};
+use super::sequential;
+use super::waves;
+use super::workers::Workers;
+use crate::executor::{BlockStats, BlockTx};
+use crate::move_vm::error::MoveError;
+use crate::move_vm::logic::TransactionLogic;
+use crate::move_vm::storage::InMemoryStorage;
+use crate::move_vm::types::resource_tags;
+use move_core_types::language_storage::StructTag;
+use move_vm_runtime::move_vm::MoveVM;
+
+/// A Move executor's scheme, with what the scheme keeps between blocks.
+pub(crate) struct BlockRunner {
+    config: ExecConfig,
+    /// The worker threads of a parallel scheme.
+    workers: Option<Workers>,
+    /// Block-STM's memory, kept between blocks.
+    blockstm: blockstm::BlockStm,
+    /// Every resource type the modules declare, numbered in the store before each block.
+    tags: Vec<StructTag>,
+    stats: BlockStats,
+}
+
+impl BlockRunner {
+    pub(crate) fn new(config: ExecConfig) -> Result<Self, MoveError> {
+        let workers = match config.scheme {
+            Scheme::Sequential => None,
+            Scheme::Waves | Scheme::BlockStm => {
+                Some(Workers::new(config.threads, config.on_thread_exit)?)
+            }
+        };
+        Ok(BlockRunner {
+            config,
+            workers,
+            blockstm: blockstm::BlockStm::new(),
+            tags: resource_tags()?,
+            stats: BlockStats::default(),
+        })
+    }
+
+    pub(crate) fn stats(&self) -> BlockStats {
+        BlockStats {
+            threads: self.workers.as_ref().map_or(0, Workers::threads) as u64,
+            ..self.stats
+        }
+    }
+
+    /// Runs `block` on `storage` (the executor's own `vm` for what runs on the calling thread)
+    /// and applies its effects, the block's fees included.
+    pub(crate) fn run<L: TransactionLogic>(
+        &mut self,
+        logic: &L,
+        vm: &MoveVM,
+        storage: &mut InMemoryStorage,
+        block: &[BlockTx<'_>],
+    ) -> BlockResult {
+        storage.intern_all(&self.tags);
+        self.stats.blocks += 1;
+        let fees = self.config.fees;
+        let parallel = match (&self.workers, self.config.scheme) {
+            (Some(workers), Scheme::Waves) => {
+                let ran = waves::run(logic, workers, vm, storage, block, fees);
+                if let Some((_, waves)) = &ran {
+                    self.stats.waves += *waves as u64;
+                }
+                Some(ran.map(|(outputs, _)| outputs))
+            }
+            (Some(workers), Scheme::BlockStm) => {
+                let (outputs, counts) = self.blockstm.run(logic, workers, storage, block, fees);
+                self.stats.reexecutions += counts.executions.saturating_sub(block.len() as u64);
+                self.stats.validation_aborts += counts.validation_aborts;
+                self.stats.dependency_waits += counts.dependency_waits;
+                Some(outputs)
+            }
+            _ => None,
+        };
+        let (result, deferred_fees) = match parallel {
+            Some(Some(outputs)) => effects::commit(storage, block, outputs),
+            Some(None) => {
+                self.stats.sequential_fallbacks += 1;
+                sequential::run(logic, vm, storage, block, fees)
+            }
+            None => sequential::run(logic, vm, storage, block, fees),
+        };
+        if deferred_fees > 0 {
+            if let Some(changes) = logic.credit_fees(vm, &*storage, deferred_fees) {
+                storage.apply(changes);
+            }
+        }
+        result
+    }
+}
