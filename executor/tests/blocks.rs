@@ -6,6 +6,8 @@
 //! the adapter's prologue rejects (they cannot pay for gas) who later resend the rejected nonce
 //! in the same batch, once someone paid them.
 
+mod common;
+
 use crypto::KeyPair;
 use executor::{
     AdapterExecutor, Address, Completed, ExecConfig, FeeCredit, GasParameters, Genesis, Ledger,
@@ -50,13 +52,10 @@ struct Stream {
 
 impl Stream {
     fn new(genesis: &Genesis) -> Self {
+        let (keys, addresses) = common::accounts(genesis);
         Stream {
-            keys: genesis
-                .accounts
-                .iter()
-                .map(|a| a.keypair().expect("secret"))
-                .collect(),
-            addresses: genesis.accounts.iter().map(|a| a.address()).collect(),
+            keys,
+            addresses,
             stranger: KeyPair::from_seed(9_999),
         }
     }

@@ -2,6 +2,8 @@
 //! (including ones that fail, ones to unknown accounts and out-of-order nonces) has to leave both
 //! with the same balances, the same state digest and the same outcome for every transaction.
 
+mod common;
+
 use bytes::Bytes;
 use crypto::KeyPair;
 use executor::{
@@ -83,12 +85,7 @@ fn transactions(
 
 fn run(steps: Vec<Step>) -> LedgerStats {
     let genesis = Genesis::generate(ACCOUNTS, 300, 77);
-    let keys: Vec<KeyPair> = genesis
-        .accounts
-        .iter()
-        .map(|a| a.keypair().expect("secret"))
-        .collect();
-    let addresses: Vec<Address> = genesis.accounts.iter().map(|a| a.address()).collect();
+    let (keys, addresses) = common::accounts(&genesis);
     let mut native = Ledger::from_genesis(
         NativeExecutor::from_genesis(&genesis).expect("native genesis"),
         &genesis,
@@ -157,12 +154,7 @@ fn failures_happen_in_the_generated_streams() {
 /// fees stay the genesis supply, and the ledger's nonces stay the Move sequence numbers.
 fn run_adapter(steps: Vec<Step>) {
     let genesis = Genesis::generate(ACCOUNTS, 1_000_000, 78);
-    let keys: Vec<KeyPair> = genesis
-        .accounts
-        .iter()
-        .map(|a| a.keypair().expect("secret"))
-        .collect();
-    let addresses: Vec<Address> = genesis.accounts.iter().map(|a| a.address()).collect();
+    let (keys, addresses) = common::accounts(&genesis);
     let gas = GasParameters {
         max_gas: 1_000,
         gas_price: 2,
@@ -226,12 +218,7 @@ fn run_adapter(steps: Vec<Step>) {
 /// fees stay the genesis supply, and the ledger's nonces stay the Move sequence numbers.
 fn run_adapter_conserves(steps: Vec<Step>) -> LedgerStats {
     let genesis = Genesis::generate(ACCOUNTS, 300, 79);
-    let keys: Vec<KeyPair> = genesis
-        .accounts
-        .iter()
-        .map(|a| a.keypair().expect("secret"))
-        .collect();
-    let addresses: Vec<Address> = genesis.accounts.iter().map(|a| a.address()).collect();
+    let (keys, addresses) = common::accounts(&genesis);
     let gas = GasParameters {
         max_gas: 20,
         gas_price: 1,

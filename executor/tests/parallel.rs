@@ -5,11 +5,12 @@
 //! counters) as the reference: sequential execution crediting fees per transaction, the adapter
 //! as it always ran.
 
-use crypto::KeyPair;
+mod common;
+
 use executor::{
-    AdapterExecutor, Address, BlockStats, CallStyle, Completed, Dest, ExecConfig, Executor,
-    FeeCredit, GasParameters, Genesis, Ledger, Load, MoveExecutor, Payees, Payload, Scheme,
-    Transaction, Workload,
+    AdapterExecutor, BlockStats, CallStyle, Completed, Dest, ExecConfig, Executor, FeeCredit,
+    GasParameters, Genesis, Ledger, Load, MoveExecutor, Payees, Payload, Scheme, Transaction,
+    Workload,
 };
 use proptest::prelude::*;
 
@@ -88,12 +89,7 @@ fn schemes() -> Vec<Setting> {
 /// The case's transactions, as a generator of the load sends them: account k mod n with its
 /// next nonce, paying whom `dest` says.
 fn transactions(case: &Case, genesis: &Genesis) -> Vec<Transaction> {
-    let keys: Vec<KeyPair> = genesis
-        .accounts
-        .iter()
-        .map(|a| a.keypair().expect("secret"))
-        .collect();
-    let addresses: Vec<Address> = genesis.accounts.iter().map(|a| a.address()).collect();
+    let (keys, addresses) = common::accounts(genesis);
     let load = Load::new(case.workload, None, case.style).expect("load");
     let payees = Payees::new(case.dest, case.seed, ACCOUNTS);
     let mut nonces = [0u64; ACCOUNTS];

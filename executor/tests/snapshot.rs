@@ -2,29 +2,19 @@
 //! snapshot has its state (same digest, fees and gas), and both then give the same outcomes and
 //! the same state for the same transactions. This is what lets a node rejoin from a checkpoint.
 
-use crypto::KeyPair;
+mod common;
+
 use executor::{
-    AdapterExecutor, Address, Executor, GasParameters, Genesis, Ledger, MoveExecutor, Payload,
-    Transaction,
+    AdapterExecutor, Executor, GasParameters, Genesis, Ledger, MoveExecutor, Payload, Transaction,
 };
 
 const ACCOUNTS: usize = 4;
 const BALANCE: u64 = 100_000_000;
 
-fn accounts(genesis: &Genesis) -> (Vec<KeyPair>, Vec<Address>) {
-    let keys = genesis
-        .accounts
-        .iter()
-        .map(|a| a.keypair().expect("secret"))
-        .collect();
-    let addresses = genesis.accounts.iter().map(|a| a.address()).collect();
-    (keys, addresses)
-}
-
 /// Transfers from every account to the next, `rounds` times, starting at nonce `first`; the
 /// last one of account 0 skips a nonce so its ledger holds a backlog.
 fn transfers(genesis: &Genesis, first: u64, rounds: u64) -> Vec<Transaction> {
-    let (keys, addresses) = accounts(genesis);
+    let (keys, addresses) = common::accounts(genesis);
     let mut txs = Vec::new();
     for nonce in first..first + rounds {
         for from in 0..ACCOUNTS {
@@ -75,7 +65,7 @@ fn restores_and_continues<E: Executor>(make: impl Fn(&Genesis) -> E) {
 
     // The skipped nonce 4 of account 0 releases its backlogged 5 on both; the others' nonces 6
     // and 7 wait for their 5 in both backlogs.
-    let (keys, addresses) = accounts(&genesis);
+    let (keys, addresses) = common::accounts(&genesis);
     let mut next = vec![Transaction::unsigned(
         keys[0].name,
         4,
@@ -111,7 +101,7 @@ fn the_adapter_restores_from_a_snapshot_and_continues() {
 fn a_snapshot_of_ten_thousand_accounts_fits_one_consensus_message() {
     const MESSAGE: usize = 4 * 1024 * 1024;
     let genesis = Genesis::generate(10_000, BALANCE, 7);
-    let (keys, addresses) = accounts(&genesis);
+    let (keys, addresses) = common::accounts(&genesis);
     let txs: Vec<Transaction> = (0..keys.len())
         .map(|i| {
             Transaction::unsigned(
