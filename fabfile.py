@@ -26,7 +26,7 @@ from invoke.exceptions import Exit
 
 from benchmark import sweep
 from benchmark.analysis_options import AnalysisOptions
-from benchmark.config import REMOTE_DEFAULTS, ConfigError
+from benchmark.config import NODE_MODES, REMOTE_DEFAULTS, ConfigError
 from benchmark.errors import HarnessError
 from benchmark.fault_schedule import FaultSchedule, schedule_from_flags
 from benchmark.flags import (
@@ -422,8 +422,10 @@ def remote(
             },
             REMOTE_DEFAULTS,
         )
-        if points[0].mode == "movevm":
-            raise ConfigError("movevm runs in one process: use `fab local --mode=movevm`")
+        if points[0].mode not in NODE_MODES:
+            raise ConfigError(
+                f"{points[0].mode} runs in one process: use `fab local --mode={points[0].mode}`"
+            )
         metrics_port = optional_int(prometheus_port, "prometheus_port")
         schedule = schedule_from_flags(crash, kill_leader_every, partition)
         with _remote_bench(

@@ -40,7 +40,7 @@ def finish_run(
     config = {**known, **analysis, **(extra or {}), "logs": str(log_dir)}
     summary = replace(summarize(run, config), profile=load_profiles(log_dir))
     out.write(render_summary(summary))
-    analysis_of_faults = analyse_faults(run, faults, config, summary.mode)
+    analysis_of_faults = analyse_faults(run, faults, config, summary.pipeline)
     out.write(analysis_of_faults.render())
     saved = results.save(summary, results_dir) if results_dir is not None else None
     if saved is not None:

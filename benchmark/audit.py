@@ -60,6 +60,7 @@ from .fault_events import FaultLog
 from .json_path import lookup, number
 from .metrics import ProcessMetrics, Record, RunMetrics
 from .node_lives import NodeLives, index_of, node_lives
+from .pipeline import Pipeline
 
 # The executor's `failed_by_reason` key of a workload's own check failing (executor.rs).
 INVARIANT_VIOLATED = "invariant_violated"
@@ -458,18 +459,19 @@ def _check_accounting(
     report: AuditReport,
     nodes: list[NodeLives],
     clients: ClientTotals,
-    mode: str,
+    pipeline: Pipeline,
     partitioned: set[int] | None = None,
 ) -> None:
     partitioned = partitioned or set()
 
     def done(record: Record) -> float:
-        if mode == "hotstuff":
-            return number(record, ("consensus", "committed_txs")) or 0.0
-        executed = number(record, ("stages", "executor", "executed")) or 0.0
-        return executed + (number(record, ("stages", "executor", "failed")) or 0.0)
+        count = number(record, pipeline.done_counter) or 0.0
+        if pipeline.executes:
+            # A transaction the executor ran and failed is done too.
+            count += number(record, ("stages", "executor", "failed")) or 0.0
+        return count
 
-    verb = "committed" if mode == "hotstuff" else "executed"
+    verb = pipeline.done_verb
     valid = clients.sent - clients.invalid_sent
     complete = [done(n.last) for n in nodes if not n.crashed and n.last is not None]
     reference = max(complete) if complete else None
@@ -488,10 +490,10 @@ def _check_accounting(
                 f"{verb} {count:,.0f} but only {valid:,.0f} valid transactions were sent",
             )
             continue
-        if mode == "hotstuff":
-            reasons = _queue_reasons(count, mempools, clients)
-        else:
+        if pipeline.executes:
             reasons = _reasons(record, clients, mempools)
+        else:
+            reasons = _queue_reasons(count, mempools, clients)
         # A restarted or healed node is behind the reference by what it missed plus what it has
         # committed and still queues, as any node at the stop: only the first is its fault's.
         behind = (
@@ -540,13 +542,18 @@ def restores(nodes: list[NodeLives]) -> list[str]:
     return lines
 
 
-def audit(run: RunMetrics, faults: FaultLog, mode: str, genesis_total: int | None) -> AuditReport:
+def audit(
+    run: RunMetrics, faults: FaultLog, pipeline: Pipeline, genesis_total: int | None
+) -> AuditReport:
     report = AuditReport()
-    if mode == "movevm":
+    if not pipeline.consensus:
         # One process, no consensus: what it can be held to is its executor's state.
-        executors = [NodeLives(i, p.name, [p.records], False) for i, p in enumerate(run.movevm)]
+        executors = [
+            NodeLives(i, p.name, [p.records], False)
+            for i, p in enumerate(run.processes_of(pipeline.process))
+        ]
         if not executors:
-            report.notes.append("no movevm process: nothing to audit")
+            report.notes.append(f"no {pipeline.process} process: nothing to audit")
             return report
         _check_supply(report, executors, genesis_total)
         _check_invariants(report, executors)
@@ -557,13 +564,12 @@ def audit(run: RunMetrics, faults: FaultLog, mode: str, genesis_total: int | Non
     nodes = node_lives(run, faults)
     report.notes.extend(restores(nodes))
     clients = client_totals(run.clients, faults)
-    if mode != "hotstuff":
+    if pipeline.executes:
         _check_digests(report, nodes)
         _check_supply(report, nodes, genesis_total)
         _check_invariants(report, nodes)
-    event = "commit" if mode == "hotstuff" else "execute"
-    _check_samples(report, nodes, clients, event, mempool_totals(nodes))
-    _check_accounting(report, nodes, clients, mode, faults.partitioned())
+    _check_samples(report, nodes, clients, pipeline.done, mempool_totals(nodes))
+    _check_accounting(report, nodes, clients, pipeline, faults.partitioned())
     return report
 
 

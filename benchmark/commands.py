@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .config import CRYPTO_MODES, MOVE_MODES, BenchParameters
+from .config import CRYPTO_MODES, MOVE_MODES, OPAQUE_MODES, BenchParameters
 
 
 def node_command(
@@ -86,7 +86,7 @@ def client_command(
         "--clients",
         str(bench.live_nodes),
     ]
-    if bench.mode == "hotstuff":
+    if bench.mode in OPAQUE_MODES:
         command += ["--size", str(bench.tx_size)]
     if bench.mode in CRYPTO_MODES:
         if genesis is None:

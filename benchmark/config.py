@@ -17,9 +17,13 @@ from typing import Any
 from .errors import HarnessError
 from .parameters import NodeParameters
 
+# Which flags each mode takes, checked before anything is built (the flags are the node's and
+# the client's CLI); what a mode's pipeline runs, analysis asks the node (`pipeline.py`).
 MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove", "movevm")
 NODE_MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove")
 CRYPTO_MODES: tuple[str, ...] = ("hotcrypto", "hotmove")
+# The modes whose transactions are opaque bytes of `tx_size` (the client's `--size`).
+OPAQUE_MODES: tuple[str, ...] = ("hotstuff",)
 # The modes that run the Move VM, and what can run it there (`--vm`).
 MOVE_MODES: tuple[str, ...] = ("hotmove", "movevm")
 VMS: tuple[str, ...] = ("bare", "adapter")
@@ -138,7 +142,7 @@ class BenchParameters:
                     f"faults must be between 0 and {(self.nodes - 1) // 3} for {self.nodes} nodes"
                     f" (HotStuff needs f < n/3), got {self.faults}"
                 )
-        if self.mode == "hotstuff" and self.tx_size < 9:
+        if self.mode in OPAQUE_MODES and self.tx_size < 9:
             # A sample transaction carries a marker byte and an 8-byte id.
             raise ConfigError(
                 f"tx_size must be at least 9 bytes in hotstuff mode, got {self.tx_size}"

@@ -13,6 +13,7 @@ from .audit import AuditReport, audit, genesis_total, render_audit
 from .errors import HarnessError
 from .fault_events import FaultLog
 from .metrics import RunMetrics
+from .pipeline import Pipeline
 from .timeline import CommitsTimeline, build_commits_timeline
 
 
@@ -77,12 +78,12 @@ def _every(points: list[Any], step: float) -> list[str]:
 
 
 def analyse_faults(
-    run: RunMetrics, faults: FaultLog, config: dict[str, Any], mode: str
+    run: RunMetrics, faults: FaultLog, config: dict[str, Any], pipeline: Pipeline
 ) -> FaultAnalysis:
     return FaultAnalysis(
         faults=faults,
-        commits_timeline=build_commits_timeline(run, faults, mode),
-        audit=audit(run, faults, mode, genesis_total(config)),
+        commits_timeline=build_commits_timeline(run, faults, pipeline),
+        audit=audit(run, faults, pipeline, genesis_total(config)),
     )
 
 

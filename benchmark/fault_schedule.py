@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import BenchParameters
+from .config import NODE_MODES, BenchParameters
 from .errors import HarnessError
 from .net_emulation import Partition, check_partitions, parse_partitions
 
@@ -89,9 +89,9 @@ class FaultSchedule:
         """Every crash names a booted node and happens while the clients send."""
         if self.empty:
             return
-        if bench.mode == "movevm":
+        if bench.mode not in NODE_MODES:
             raise ScheduleError(
-                "--crash, --kill-leader-every and --partition need nodes; movevm runs none"
+                f"--crash, --kill-leader-every and --partition need nodes; {bench.mode} runs none"
             )
         check_partitions(self.partitions, bench.live_nodes, bench.duration)
         for crash in self.crashes:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from . import pipeline as pipelines
 from .analysis import finish_run
 from .analysis_options import AnalysisOptions
 from .commands import client_command, movevm_command, node_command
@@ -233,11 +234,14 @@ class LocalBench:
         if endpoints is not None:
             self.out.write(endpoints.describe())
         grace = max(self.grace, PROFILE_GRACE) if self.profile else self.grace
+        # What the mode runs, asked of the node and kept beside the logs for their analysis.
+        pipeline = pipelines.describe(self.node_binary, bench.mode)
+        pipelines.save(pipeline, log_dir)
         with ProcessSet(grace) as processes:
-            if bench.mode == "movevm":
-                self._run_movevm(bench, processes, log_dir)
-            else:
+            if pipeline.consensus:
                 self._run_nodes(bench, processes, config_dir, log_dir)
+            else:
+                self._run_movevm(bench, processes, log_dir)
         if not self.keep_stores:
             remove_stores(log_dir, self.out)
         summary, _ = finish_run(

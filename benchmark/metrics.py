@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import pipeline as pipelines
+from .pipeline import Pipeline
+
 PREFIX = "METRICS "
 
 Record = dict[str, Any]
@@ -90,12 +93,37 @@ def parse_file(path: Path) -> list[ProcessMetrics]:
 
 @dataclass
 class RunMetrics:
-    """Every process of one run, by role."""
+    """Every process of one run, by role, and the pipeline they ran as the node described it
+    (`pipeline.json` beside the logs; None without one)."""
 
     nodes: list[ProcessMetrics] = field(default_factory=list)
     clients: list[ProcessMetrics] = field(default_factory=list)
     movevm: list[ProcessMetrics] = field(default_factory=list)
     unparsed_files: list[str] = field(default_factory=list)
+    pipeline: Pipeline | None = None
+    source: str = "the run's log directory"
+
+    def described(self) -> Pipeline:
+        """The run's pipeline; an error naming the logs when they hold no description."""
+        if self.pipeline is None:
+            raise pipelines.missing_in_logs(self.source)
+        return self.pipeline
+
+    def processes_of(self, role: str) -> list[ProcessMetrics]:
+        roles = {"node": self.nodes, "client": self.clients, "movevm": self.movevm}
+        return roles.get(role, [])
+
+    def pipeline_processes(self) -> list[ProcessMetrics]:
+        """The processes that ran the pipeline: the nodes, or the standalone process."""
+        return self.processes_of(self.described().process)
+
+    def reported_mode(self) -> str | None:
+        """The mode the processes' records name, if any."""
+        for process in self.all_processes:
+            for record in process.records:
+                if isinstance(record.get("mode"), str):
+                    return str(record["mode"])
+        return None
 
     @property
     def malformed_lines(self) -> int:
@@ -108,7 +136,7 @@ class RunMetrics:
 
 def load_run(directory: Path) -> RunMetrics:
     """Parse every `*.log` of a run's log directory; the role comes from the records themselves."""
-    run = RunMetrics()
+    run = RunMetrics(pipeline=pipelines.load(directory), source=str(directory))
     for path in sorted(directory.glob("*.log"), key=_natural_key):
         processes = parse_file(path)
         if not processes:

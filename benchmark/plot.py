@@ -70,16 +70,16 @@ def _lines(points: Sequence[Point]) -> dict[Line, list[Point]]:
     return dict(sorted(groups.items()))
 
 
-def _label(line: Line, mode: str) -> str:
+def _label(line: Line, consensus: bool) -> str:
     nodes, faults, settings = line
-    if mode == "movevm":
+    if not consensus:
         committee = "Move VM"
     else:
         committee = f"{nodes} nodes" + (f" ({faults} faulty)" if faults else "")
     return ", ".join([committee, *settings])
 
 
-def robustness(points: Sequence[Point], directory: Path, mode: str) -> list[Path]:
+def robustness(points: Sequence[Point], directory: Path, mode: str, consensus: bool) -> list[Path]:
     figure, axes = plt.subplots()
     for line, group in _lines(points).items():
         ordered = sorted(group, key=lambda p: p.rate)
@@ -89,7 +89,7 @@ def robustness(points: Sequence[Point], directory: Path, mode: str) -> list[Path
             yerr=[p.tps.std or 0.0 for p in ordered],
             marker="o",
             capsize=3,
-            label=_label(line, mode),
+            label=_label(line, consensus),
         )
     axes.set_xlabel("Input rate (tx/s)")
     axes.set_ylabel("Throughput (tx/s)")
@@ -99,7 +99,9 @@ def robustness(points: Sequence[Point], directory: Path, mode: str) -> list[Path
     return _save(figure, directory, f"robustness-{mode}")
 
 
-def latency_throughput(points: Sequence[Point], directory: Path, mode: str) -> list[Path]:
+def latency_throughput(
+    points: Sequence[Point], directory: Path, mode: str, consensus: bool
+) -> list[Path]:
     figure, axes = plt.subplots()
     drawn = 0
     for line, group in _lines(points).items():
@@ -114,7 +116,7 @@ def latency_throughput(points: Sequence[Point], directory: Path, mode: str) -> l
             yerr=[(p.latency_p50.std or 0.0) / 1000.0 for p in ordered],
             marker="o",
             capsize=3,
-            label=_label(line, mode),
+            label=_label(line, consensus),
         )
     axes.set_xlabel("Throughput (tx/s)")
     axes.set_ylabel("End-to-end latency, p50 (s)")
@@ -200,9 +202,11 @@ def plot_all(
     if not items:
         raise PlotError(f"no saved results for mode {mode} in {results_dir}")
     points = results.aggregate(items)
+    # Every result of one mode ran the same pipeline.
+    consensus = results.pipeline_of(items[0]).consensus
     return [
-        *robustness(points, output_dir, mode),
-        *latency_throughput(points, output_dir, mode),
+        *robustness(points, output_dir, mode, consensus),
+        *latency_throughput(points, output_dir, mode, consensus),
         *tps(points, output_dir, mode, caps),
         *batch_histogram(items, output_dir, mode),
         *timelines(items, output_dir / "timelines"),

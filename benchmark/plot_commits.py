@@ -50,7 +50,8 @@ def _draw(result: dict[str, Any], path: Path) -> Path:
     nodes = lookup(result, ("commits_timeline", "nodes")) or {}
     events = lookup(result, ("faults", "events")) or []
     mode = lookup(result, ("config", "mode"))
-    progress = "committed_txs" if mode == "hotstuff" else "executed"
+    # The count of done transactions, by its name in the timeline's points.
+    progress = results.pipeline_of(result).done_counter[-1]
     figure, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9, 6))
     for node, points in sorted(nodes.items(), key=lambda item: int(item[0])):
         times, blocks, counts = _with_gaps(points, progress)

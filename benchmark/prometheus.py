@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .config import BenchParameters, host_slots
+from .config import NODE_MODES, BenchParameters, host_slots
 from .errors import HarnessError
 
 LOOPBACK = "127.0.0.1"
@@ -69,7 +69,7 @@ def _loopback(process: str, port: int) -> Endpoint:
 
 def local_endpoints(port: int, bench: BenchParameters) -> MetricsEndpoints:
     """Node i at P+i, client j at P+nodes+j (live ones only); movevm's one process at P."""
-    if bench.mode == "movevm":
+    if bench.mode not in NODE_MODES:
         return MetricsEndpoints((), (_loopback("movevm", port),))
     live = range(bench.live_nodes)
     return MetricsEndpoints(

@@ -28,6 +28,7 @@ from fabric import Connection, ThreadingGroup
 from fabric.exceptions import GroupException
 from invoke.exceptions import UnexpectedExit
 
+from . import pipeline as pipelines
 from .analysis import finish_run
 from .analysis_options import AnalysisOptions
 from .commands import client_command, node_command
@@ -36,7 +37,7 @@ from .errors import HarnessError
 from .fault_injector import FaultInjector
 from .fault_schedule import FaultSchedule
 from .leader import committee_names
-from .metrics import MalformedLineError, Record, parse_line
+from .metrics import MalformedLineError, Record, load_run, parse_line
 from .net_emulation import REMOTE_PARTITION_LEAD_S, check_links, emulates, write_node_file
 from .processes import DEFAULT_GRACE
 from .profiles import PROFILE_GRACE
@@ -560,6 +561,7 @@ class RemoteBench:
         log_dir = self.logs_dir / run_id
         self.download(bench.live_nodes, log_dir)
         faults.log.save(log_dir)
+        pipelines.save(pipelines.describe(self.local_node_binary, bench.mode), log_dir)
         summary, _ = finish_run(
             log_dir,
             bench,
@@ -620,5 +622,11 @@ class RemoteBench:
             bench = BenchParameters.from_dict(data if isinstance(data, dict) else {})
         except Exception:  # noqa: BLE001 - without it the summary still has the mode
             bench = None
+        mode = bench.mode if bench is not None else load_run(log_dir).reported_mode()
+        if mode is None:
+            raise RemoteError(
+                f"the logs in {log_dir} name no mode and the hosts hold no bench.json"
+            )
+        pipelines.save(pipelines.describe(self.local_node_binary, mode), log_dir)
         summary, _ = finish_run(log_dir, bench, None, self.out, extra={"where": "remote"})
         return summary

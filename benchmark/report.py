@@ -61,34 +61,36 @@ def _counted(value: Throughput) -> str:
 
 def _config(summary: Summary) -> list[str]:
     config = summary.config
+    pipeline = summary.pipeline
     lines = [" + CONFIG:", f"   Mode: {summary.mode}"]
-    if summary.mode != "movevm":
+    if pipeline.consensus:
         lines += [
             f"   Nodes: {config.get('nodes', '-')} (faults: {config.get('faults', 0)})",
             f"   Input rate: {_num(config.get('rate'))} tx/s",
         ]
-        if summary.mode == "hotstuff":
+        if not pipeline.executes:
+            # Opaque transactions of the size asked (the others' size is their encoding).
             lines.append(f"   Transaction size: {_num(config.get('tx_size'))} B")
         lines += [
             f"   Batch size: {_setting(config.get('batch_size'), ' B')}, "
             f"max batch delay: {_setting(config.get('max_batch_delay'), ' ms')}",
         ]
-        if summary.mode != "hotstuff":
+        if pipeline.signatures:
             threads = config.get("verifier_threads")
             lines.append(f"   Verifier threads: {threads if threads else 'node default'}")
         if config.get("delay_ms") is not None:
             lines.append(f"   Emulated links: {config['delay_ms']} ms one way")
         elif config.get("delay_matrix") is not None:
             lines.append(f"   Emulated links: latencies of {config['delay_matrix']}")
-    if summary.mode in ("hotmove", "movevm"):
+    if pipeline.runs_move:
         arg = config.get("workload_arg")
         lines.append(
             f"   Move: {config.get('vm', 'bare')} VM, {config.get('payload', 'script')} payloads,"
             f" workload {config.get('workload', 'transfer')}" + (f" ({arg})" if arg else "")
         )
-    if summary.mode != "hotstuff" and config.get("dest") not in (None, "ring"):
+    if pipeline.executes and config.get("dest") not in (None, "ring"):
         lines.append(f"   Payees: {config['dest']} (--dest)")
-    if summary.mode in ("hotmove", "movevm") and config.get("exec") not in (None, "sequential"):
+    if pipeline.runs_move and config.get("exec") not in (None, "sequential"):
         threads = config.get("exec_threads")
         lines.append(
             f"   Execution: {config['exec']}, "

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import pipeline as pipelines
 from .config import BenchParameters
 from .flags import FIELD_OF_FLAG, flag_name
 from .json_path import lookup
 from .parameters import NodeParameters
+from .pipeline import Pipeline
 from .summary import Summary
 
 RESULT_VERSION = 1
@@ -50,10 +52,19 @@ SETTING_DEFAULTS: dict[str, Any] = {
 Result = dict[str, Any]
 
 
+def pipeline_of(result: Result) -> Pipeline:
+    """The pipeline a saved run ran, as the node described it; an error for a result saved
+    before results carried it."""
+    where = str(result.get("file", "a saved result"))
+    if "pipeline" not in result:
+        raise pipelines.missing_in_result(where)
+    return Pipeline.from_json(result["pipeline"], where)
+
+
 def result_name(summary: Summary, stamp: str) -> str:
     config = summary.config
-    if summary.mode == "movevm":
-        return f"movevm-{stamp}-run{config.get('run', 0)}.json"
+    if not summary.pipeline.consensus:
+        return f"{summary.mode}-{stamp}-run{config.get('run', 0)}.json"
     return (
         f"{summary.mode}-n{config.get('nodes')}-f{config.get('faults', 0)}-r{config.get('rate')}"
         f"-{stamp}-run{config.get('run', 0)}.json"

@@ -11,10 +11,10 @@ Everything is computed from METRICS records (see `metrics.py`):
   therefore loses no transactions.
 * Consensus latency: the `batch_latencies_ms` (seal to commit) reported after the warm-up.
 * End-to-end latency: sample transactions joined by id; the client's send time against the
-  earliest node event for that id (`commit` in hotstuff mode, `execute` otherwise), for samples
-  sent inside the window.
-* End-to-end throughput: the executor's executed transactions (hotcrypto/hotmove/movevm); in
-  hotstuff mode end-to-end means committed, so it equals consensus throughput.
+  earliest node event for that id at which the pipeline is done (its `done`, as `node describe`
+  says: `commit` where nothing executes, `execute` otherwise), for samples sent inside the window.
+* End-to-end throughput: the executor's executed transactions where the pipeline executes;
+  where it does not (hotstuff), end-to-end means committed, so it equals consensus throughput.
 
 * CPU per stage (`stage_cpu.py`): cores used and µs of CPU per transaction, beside the wall-clock
   busy share; the machine-aware verdict (`cpu_bound.py`) reads them with the CPU of every process
@@ -29,7 +29,7 @@ queue maxima and invalid/failed/dropped counts take the worst node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from itertools import pairwise
 from typing import Any
@@ -42,6 +42,7 @@ from .errors import HarnessError
 from .hops import Hop, hop_latencies
 from .json_path import number
 from .metrics import ProcessMetrics, Record, RunMetrics
+from .pipeline import Pipeline
 from .profiles import ProfileSummary
 from .projection import DEFAULT_PROJECT_CORES, ONE_PER_CORE, Projection, project
 from .resources import Machine, Resources, resources
@@ -69,7 +70,6 @@ TIMED_OUT = 0.01
 COLLAPSED_MS = 1000.0
 # Processes write a METRICS line a second: a line this close to an end of the window is at it.
 LINE_SLACK_MS = 1500.0
-STAGE_ORDER = ("consensus", "store", "generator", "decoder", "verifier", "executor")
 
 
 class SummaryError(HarnessError):
@@ -131,6 +131,8 @@ class StageRow:
 @dataclass(frozen=True)
 class Summary:
     config: dict[str, Any]
+    # What the node said the run's mode runs (`node describe`).
+    pipeline: Pipeline
     window: Window
     consensus: Throughput | None
     end_to_end: Throughput
@@ -301,8 +303,13 @@ def _names(records: Sequence[Record], key: str) -> set[str]:
     return names
 
 
-def _stage_key(name: str) -> tuple[int, str]:
-    return (STAGE_ORDER.index(name), name) if name in STAGE_ORDER else (len(STAGE_ORDER), name)
+def _stage_key(order: Sequence[str]) -> Callable[[str], tuple[int, str]]:
+    """Stages in the pipeline's order; any it did not describe after them, by name."""
+
+    def key(name: str) -> tuple[int, str]:
+        return (order.index(name), name) if name in order else (len(order), name)
+
+    return key
 
 
 def _stage_of(process: ProcessMetrics, stage: str, channels: set[str], window: Window) -> StageRow:
@@ -371,15 +378,17 @@ def _sum(values: Iterable[float | None]) -> float | None:
     return sum(present) if present else None
 
 
-def stage_table(processes: Sequence[ProcessMetrics], window: Window) -> tuple[StageRow, ...]:
-    """One row per stage, averaged over processes, in pipeline order."""
+def stage_table(
+    processes: Sequence[ProcessMetrics], window: Window, order: Sequence[str]
+) -> tuple[StageRow, ...]:
+    """One row per stage, averaged over processes, in the pipeline's `order`."""
     per_stage: dict[str, list[StageRow]] = {}
     for process in processes:
         channels = _names(process.records, "channels")
         for stage in stages_in(process.records):
             per_stage.setdefault(stage, []).append(_stage_of(process, stage, channels, window))
     rows = []
-    for stage in sorted(per_stage, key=_stage_key):
+    for stage in sorted(per_stage, key=_stage_key(order)):
         items = per_stage[stage]
         rows.append(
             StageRow(
@@ -739,30 +748,29 @@ def _falls_behind(stages: Sequence[StageRow]) -> Bottleneck | None:
 def summarize(
     run: RunMetrics, config: dict[str, Any], warmup_fraction: float = WARMUP_FRACTION
 ) -> Summary:
-    mode = str(config.get("mode") or _mode_of(run))
+    pipeline = run.described()
+    mode = str(config.get("mode") or pipeline.mode)
+    if mode != pipeline.mode:
+        raise SummaryError(f"the run is of mode {mode}, but its pipeline is {pipeline.mode}'s")
     window = steady_window(run, warmup_fraction)
     clients_stats: ClientStats | None = None
     consensus: Throughput | None = None
     counted: Sequence[ProcessMetrics] = ()
-    if mode == "movevm":
-        processes = run.movevm
-        if not processes:
-            raise SummaryError("movevm mode but no movevm METRICS records")
+    processes = run.pipeline_processes()
+    if not processes:
+        raise SummaryError(f"no {pipeline.process} METRICS records in the logs")
+    if not pipeline.consensus:
         tps = mean(executed_rate(p, window) for p in processes) or 0.0
         end_to_end = Throughput(tps=tps, bps=None, latency=LatencyStats.of([]))
     else:
-        processes = run.nodes
-        if not processes:
-            raise SummaryError("no node METRICS records in the logs")
         counted, up = rate_nodes(processes, window)
         consensus = replace(
             consensus_throughput(processes, counted, window),
             nodes_counted=up,
             nodes=len(processes),
         )
-        event = "commit" if mode == "hotstuff" else "execute"
-        latencies, sent = sample_latencies(run.clients, run.nodes, event, window)
-        if mode == "hotstuff":
+        latencies, sent = sample_latencies(run.clients, run.nodes, pipeline.done, window)
+        if not pipeline.executes:
             end_to_end = replace(consensus, latency=LatencyStats.of(latencies))
         else:
             tps = mean(executed_rate(p, window) for p in counted) or 0.0
@@ -771,15 +779,15 @@ def summarize(
             end_to_end = replace(consensus, tps=tps, bps=bps, latency=LatencyStats.of(latencies))
         if run.clients:
             clients_stats = client_stats(run.clients, window, len(latencies), sent)
-    stages = stage_table(processes, window)
+    stages = stage_table(processes, window, pipeline.stages)
     used = resources(run, window, _local_cores(config), _hosts(config))
     rounds = rounds_of(run.nodes, counted, window) if consensus is not None else None
-    last_event = "commit" if mode == "hotstuff" else "execute"
     project_cores = int(config.get("project_cores") or DEFAULT_PROJECT_CORES)
     price = config.get("instance_price")
-    instances = int(config.get("nodes") or len(run.nodes) or 1) if mode != "movevm" else 1
+    instances = int(config.get("nodes") or len(run.nodes) or 1) if pipeline.consensus else 1
     return Summary(
         config={**config, "mode": mode},
+        pipeline=pipeline,
         window=window,
         consensus=consensus,
         end_to_end=end_to_end,
@@ -789,7 +797,7 @@ def summarize(
             stages, end_to_end, clients_stats, consensus, used.machines, rounds=rounds
         ),
         rounds=rounds,
-        hops=hop_latencies(run.clients, run.nodes, window, last_event) if run.nodes else (),
+        hops=hop_latencies(run.clients, run.nodes, window, pipeline.done) if run.nodes else (),
         resources=used,
         projection=_with_caveat(
             project(
@@ -851,11 +859,3 @@ def _executor_threads(config: dict[str, Any]) -> int:
 def _hosts(config: dict[str, Any]) -> list[str]:
     hosts = config.get("hosts")
     return [str(h) for h in hosts] if isinstance(hosts, list) else []
-
-
-def _mode_of(run: RunMetrics) -> str:
-    for process in run.all_processes:
-        for record in process.records:
-            if isinstance(record.get("mode"), str):
-                return record["mode"]
-    return "unknown"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol, TextIO
 
-from .config import BenchParameters, ConfigError
+from .config import NODE_MODES, BenchParameters, ConfigError
 from .summary import Summary
 from .sweep_table import render_sweep
 
@@ -32,9 +32,10 @@ def sweep_points(
     base: BenchParameters, nodes: Sequence[int], rates: Sequence[int]
 ) -> list[BenchParameters]:
     """Every committee size with every rate, in that order; each is validated on creation."""
-    if base.mode == "movevm" and len(nodes) * len(rates) > 1:
+    if base.mode not in NODE_MODES and len(nodes) * len(rates) > 1:
         raise ConfigError(
-            "movevm has no input rate to sweep: its generator runs flat out (and no committee)"
+            f"{base.mode} has no input rate to sweep: its generator runs flat out"
+            " (and no committee)"
         )
     return [replace(base, nodes=count, rate=rate) for count in nodes for rate in rates]
 

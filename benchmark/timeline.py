@@ -23,6 +23,7 @@ from .fault_events import FaultLog
 from .json_path import number
 from .metrics import ProcessMetrics, Record, RunMetrics
 from .node_lives import NodeLives, node_lives
+from .pipeline import Pipeline
 from .stage_paths import cpu_path, input_channel, items_path, output_channel, stages_in
 from .stats import mean
 
@@ -107,13 +108,6 @@ def stage_timelines(processes: Sequence[ProcessMetrics], load_start_ms: float) -
 # ---- Commits per node: commits over time and catch-up after restarts ------------------------
 
 
-def progress_path(mode: str) -> tuple[str, ...]:
-    """The count that says how far a node got: executed, or committed where nothing executes."""
-    if mode == "hotstuff":
-        return ("consensus", "committed_txs")
-    return ("stages", "executor", "executed")
-
-
 @dataclass(frozen=True)
 class CommitsPoint:
     t: float  # seconds from the start of the clients
@@ -172,7 +166,9 @@ def _count_at(node: NodeLives, path: tuple[str, ...], time_ms: float) -> float |
     return value
 
 
-def build_commits_timeline(run: RunMetrics, faults: FaultLog, mode: str) -> CommitsTimeline:
+def build_commits_timeline(
+    run: RunMetrics, faults: FaultLog, pipeline: Pipeline
+) -> CommitsTimeline:
     nodes = node_lives(run, faults)
     start_ms = faults.start_ms
     if start_ms is None:  # no fault log: count from the first node line
@@ -185,7 +181,9 @@ def build_commits_timeline(run: RunMetrics, faults: FaultLog, mode: str) -> Comm
             for life, records in enumerate(node.lives)
             for record in records
         ]
-    path = progress_path(mode)
+    # How far a node got: its count of done transactions (executed, or committed where nothing
+    # executes).
+    path = pipeline.done_counter
     by_index = {node.index: node for node in nodes}
     comebacks = sorted(faults.restarts() + faults.heals(), key=lambda e: e.time_ms)
     for event in comebacks:

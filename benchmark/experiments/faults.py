@@ -83,7 +83,7 @@ def fault_analysis(summary: Summary) -> FaultAnalysis | None:
     directory = Path(logs)
     faults = FaultLog.load(directory)
     run = mark_lives(load_run(directory), faults)
-    return analyse_faults(run, faults, summary.config, summary.mode)
+    return analyse_faults(run, faults, summary.config, summary.pipeline)
 
 
 def catch_up_text(catch_ups: Sequence[CatchUp]) -> str:

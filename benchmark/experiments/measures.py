@@ -134,7 +134,7 @@ def consensus_p99(summary: Summary) -> float | None:
 
 def asked(summary: Summary) -> int | None:
     """The rate a run was asked for; None where nothing offers a rate (`movevm`)."""
-    if summary.mode == "movevm":
+    if not summary.pipeline.consensus:
         return None
     rate = summary.config.get("rate")
     return int(rate) if isinstance(rate, int | float) and rate > 0 else None

@@ -161,7 +161,7 @@ def sweep_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
     rows = []
     for outcome in outcomes:
         for rate, runs in by_rate(outcome.summaries).items():
-            is_movevm = outcome.summaries[0].mode == "movevm"
+            is_movevm = not outcome.summaries[0].pipeline.consensus
             tps = [delivered(s) for s in runs]
             rows.append(
                 [

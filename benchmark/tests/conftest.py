@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from io import StringIO
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.local import build
+from benchmark.pipeline import Pipeline, save
 
 from .sshhosts import SshHosts, skip_reason, ssh_hosts
 
@@ -17,6 +19,18 @@ TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"
 STANDINS = TESTS / "standins"
 REPO_ROOT = TESTS.parent.parent
+
+
+def described(mode: str) -> Pipeline:
+    """What the real `node describe --mode` prints (fixtures/pipelines, checked in test_e2e)."""
+    path = FIXTURES / "pipelines" / f"{mode}.json"
+    return Pipeline.from_json(json.loads(path.read_text()), str(path))
+
+
+def describe_into(log_dir: Path, mode: str) -> Path:
+    """Put the mode's description beside fake logs, as a runner does."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return save(described(mode), log_dir)
 
 
 @pytest.fixture(scope="session")

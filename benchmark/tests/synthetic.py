@@ -18,6 +18,8 @@ from typing import Any
 
 from benchmark.fault_events import CRASH, RESTART, FaultEvent, FaultLog
 
+from .conftest import describe_into
+
 T0 = 1_700_000_000_000
 MIB = 1024 * 1024
 SECONDS = range(1, 11)
@@ -104,10 +106,12 @@ def write_run(
     client_ms: float = 250.0,
     cores: int = 2,
     store_ms: float | None = None,
+    mode: str = "hotcrypto",
 ) -> Path:
     """Write node-i.log and client-i.log; returns the directory. With `store_ms`, the nodes ran
-    with `--store`: their writer threads use that much CPU a second (a `store` section)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    with `--store`: their writer threads use that much CPU a second (a `store` section). The
+    records are those of a hotcrypto run; `mode` is the pipeline described beside them."""
+    describe_into(directory, mode)
     for index in range(2):
         nodes = [node_record(index, s, verifier_ms, node_ms, cores) for s in SECONDS]
         if store_ms is not None:

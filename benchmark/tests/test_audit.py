@@ -11,6 +11,8 @@ from benchmark.fault_events import CRASH, HEAL, PARTITION, RESTART, FaultEvent, 
 from benchmark.metrics import ProcessMetrics, Record, RunMetrics
 from benchmark.timeline import build_commits_timeline
 
+from .conftest import described
+
 T0 = 1_000_000.0  # ms
 SUPPLY = 10_000
 SENT_PER_S = 1_000  # per client
@@ -84,12 +86,12 @@ def healthy_run() -> RunMetrics:
 
 
 def failed_names(run: RunMetrics, faults: FaultLog | None = None) -> list[str]:
-    report = audit(run, faults or FaultLog(start_ms=T0), "hotcrypto", SUPPLY)
+    report = audit(run, faults or FaultLog(start_ms=T0), described("hotcrypto"), SUPPLY)
     return [check.name for check in report.failures]
 
 
 def test_a_healthy_run_passes() -> None:
-    report = audit(healthy_run(), FaultLog(start_ms=T0), "hotcrypto", SUPPLY)
+    report = audit(healthy_run(), FaultLog(start_ms=T0), described("hotcrypto"), SUPPLY)
     assert report.ok, render_audit(report)
     assert render_audit(report).startswith(f"AUDIT: ok ({len(report.checks)} checks)")
     digests = next(c for c in report.checks if c.name == "state digests agree")
@@ -112,7 +114,7 @@ def test_a_workload_invariant_violated_fails() -> None:
     run = healthy_run()
     for node in run.nodes:
         node.records[-1]["stages"]["executor"]["failed_by_reason"] = {"insufficient_funds": 3}
-    report = audit(run, FaultLog(start_ms=T0), "hotcrypto", SUPPLY)
+    report = audit(run, FaultLog(start_ms=T0), described("hotcrypto"), SUPPLY)
     assert report.ok, render_audit(report)
     assert "workload invariants held" in [c.name for c in report.checks]
     run.nodes[1].records[-1]["stages"]["executor"]["failed_by_reason"]["invariant_violated"] = 1
@@ -125,12 +127,12 @@ def test_movevm_is_held_to_its_supply_and_invariants() -> None:
         record["role"] = "movevm"
         record["stages"]["executor"]["failed_by_reason"] = {}
     run = RunMetrics(movevm=[ProcessMetrics("movevm", "movevm", "movevm.log", records)])
-    report = audit(run, FaultLog(start_ms=T0), "movevm", SUPPLY)
+    report = audit(run, FaultLog(start_ms=T0), described("movevm"), SUPPLY)
     assert report.ok, render_audit(report)
     assert len(report.checks) == 2, render_audit(report)
     records[1]["stages"]["executor"]["total_supply"] = str(SUPPLY - 1)
     records[2]["stages"]["executor"]["failed_by_reason"] = {"invariant_violated": 2}
-    report = audit(run, FaultLog(start_ms=T0), "movevm", SUPPLY)
+    report = audit(run, FaultLog(start_ms=T0), described("movevm"), SUPPLY)
     assert [c.name for c in report.failures] == [
         "total supply conserved",
         "workload invariants held",
@@ -156,7 +158,7 @@ def test_an_unexplained_loss_fails() -> None:
     last["executed"] -= 500
     last["state_executed"] = None
     assert failed_names(run) == ["node-1 accounting"]
-    report = audit(run, FaultLog(start_ms=T0), "hotcrypto", SUPPLY)
+    report = audit(run, FaultLog(start_ms=T0), described("hotcrypto"), SUPPLY)
     assert "500 unexplained" in report.failures[0].detail
 
 
@@ -232,7 +234,7 @@ def crashed_run() -> tuple[RunMetrics, FaultLog]:
 
 def test_a_restarted_node_is_audited_per_life() -> None:
     run, faults = crashed_run()
-    report = audit(run, faults, "hotcrypto", SUPPLY)
+    report = audit(run, faults, described("hotcrypto"), SUPPLY)
     assert report.ok, render_audit(report)
     accounting = next(c for c in report.checks if c.name == "node-1 accounting")
     assert "missed while down" in accounting.detail
@@ -246,7 +248,7 @@ def test_a_restarted_node_behind_only_by_its_own_queues_did_not_miss_anything_wh
     last = run.nodes[1].records[-1]
     last["consensus"]["committed_txs"] = 2 * SENT_PER_S * SECONDS
     last["stages"]["verifier"]["items"] = 2 * SENT_PER_S * SECONDS
-    report = audit(run, faults, "hotcrypto", SUPPLY)
+    report = audit(run, faults, described("hotcrypto"), SUPPLY)
     assert report.ok, render_audit(report)
     accounting = next(c for c in report.checks if c.name == "node-1 accounting")
     assert "verified, queued for the executor" in accounting.detail
@@ -273,7 +275,7 @@ def test_a_node_restored_from_a_checkpoint_is_noted_and_checked_at_common_height
         record["consensus"].update(checkpoints_adopted=1, checkpoint_round=30)
         record["stages"]["executor"].update(restored_round=30, restored_height=6_000)
     run.nodes[1] = ProcessMetrics("node", "n1", "node-1.log", first_life + second_life)
-    report = audit(run, faults, "hotcrypto", SUPPLY)
+    report = audit(run, faults, described("hotcrypto"), SUPPLY)
     assert report.ok, render_audit(report)
     assert "node-1 (life 2) restored from a checkpoint of round 30 at executed height 6,000" in (
         report.notes
@@ -285,12 +287,12 @@ def test_a_node_restored_from_a_checkpoint_is_noted_and_checked_at_common_height
 
 def test_catch_up_time_or_none() -> None:
     run, faults = crashed_run()
-    [catch_up] = build_commits_timeline(run, faults, "hotcrypto").catch_ups
+    [catch_up] = build_commits_timeline(run, faults, described("hotcrypto")).catch_ups
     # When node 1 restarted (3.5 s) node 0 had executed 6,000 (its line at 3 s).
     assert catch_up.target == 6_000
     assert catch_up.caught_up_after == 1.5  # 8,000 at 5 s
     run.nodes[1].records[-1]["stages"]["executor"]["executed"] = 5_000
-    [late] = build_commits_timeline(run, faults, "hotcrypto").catch_ups
+    [late] = build_commits_timeline(run, faults, described("hotcrypto")).catch_ups
     assert late.caught_up_after is None
     assert late.reached == 5_000
 
@@ -308,7 +310,7 @@ def healthy_hotstuff_run() -> RunMetrics:
 
 def test_hotstuff_checks_commits() -> None:
     run = healthy_hotstuff_run()
-    report = audit(run, FaultLog(start_ms=T0), "hotstuff", None)
+    report = audit(run, FaultLog(start_ms=T0), described("hotstuff"), None)
     assert report.ok, render_audit(report)
     assert {c.name for c in report.checks} >= {
         "samples committed exactly once",
@@ -334,18 +336,22 @@ def behind_hotstuff_run(received: bool) -> RunMetrics:
 
 
 def test_a_mempool_backlog_counted_by_the_nodes_explains_a_run_that_fell_behind() -> None:
-    report = audit(behind_hotstuff_run(received=True), FaultLog(start_ms=T0), "hotstuff", None)
+    report = audit(
+        behind_hotstuff_run(received=True), FaultLog(start_ms=T0), described("hotstuff"), None
+    )
     assert report.ok, render_audit(report)
     accounting = next(c for c in report.checks if c.name == "node-0 accounting")
     assert "5,000 received, not sealed by the stop" in accounting.detail
     assert "1,000 sealed, not committed by the stop" in accounting.detail
     # Without the nodes' count (older logs) only the last seconds' sends can be queued.
-    report = audit(behind_hotstuff_run(received=False), FaultLog(start_ms=T0), "hotstuff", None)
+    report = audit(
+        behind_hotstuff_run(received=False), FaultLog(start_ms=T0), described("hotstuff"), None
+    )
     assert "1,000 unexplained" in report.failures[0].detail
 
 
 def failed_names_hotstuff(run: RunMetrics) -> list[str]:
-    return [c.name for c in audit(run, FaultLog(start_ms=T0), "hotstuff", None).failures]
+    return [c.name for c in audit(run, FaultLog(start_ms=T0), described("hotstuff"), None).failures]
 
 
 def partitioned_run(healed_in_time: bool) -> tuple[RunMetrics, FaultLog]:
@@ -377,9 +383,9 @@ def partitioned_run(healed_in_time: bool) -> tuple[RunMetrics, FaultLog]:
 
 def test_a_partitioned_node_that_caught_up_passes_and_its_catch_up_is_timed() -> None:
     run, faults = partitioned_run(healed_in_time=True)
-    report = audit(run, faults, "hotcrypto", SUPPLY)
+    report = audit(run, faults, described("hotcrypto"), SUPPLY)
     assert report.ok, render_audit(report)
-    [catch_up] = build_commits_timeline(run, faults, "hotcrypto").catch_ups
+    [catch_up] = build_commits_timeline(run, faults, described("hotcrypto")).catch_ups
     assert catch_up.after == "heal"
     # At the heal node 0 had executed 6,000 (its line at 3 s); node 1 had 8,000 at 4 s.
     assert (catch_up.target, catch_up.caught_up_after) == (6_000, 0.5)
@@ -387,7 +393,7 @@ def test_a_partitioned_node_that_caught_up_passes_and_its_catch_up_is_timed() ->
 
 def test_a_partitioned_node_still_behind_at_the_stop_is_explained() -> None:
     run, faults = partitioned_run(healed_in_time=False)
-    report = audit(run, faults, "hotcrypto", SUPPLY)
+    report = audit(run, faults, described("hotcrypto"), SUPPLY)
     assert report.ok, render_audit(report)
     accounting = next(c for c in report.checks if c.name == "node-1 accounting")
     assert "behind after its partition" in accounting.detail

@@ -19,8 +19,9 @@ import psutil
 import pytest
 
 from benchmark.local import build
+from benchmark.pipeline import FILE, describe
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, described
 from .sshhosts import COMMITTEE_PORTS, free_port
 
 pytestmark = pytest.mark.e2e
@@ -104,6 +105,14 @@ def _our_binaries_running() -> list[psutil.Process]:
 
 
 @pytest.mark.usefixtures("built")
+@pytest.mark.parametrize("mode", ["hotstuff", "hotcrypto", "hotmove", "movevm"])
+def test_the_fixture_descriptions_are_the_nodes(mode: str) -> None:
+    """The checked-in descriptions the stand-in node and fake logs use are what the real node
+    says (regenerate fixtures/pipelines/ with `node describe --mode M` when it changes)."""
+    assert describe(REPO_ROOT / "target" / "release" / "node", mode) == described(mode)
+
+
+@pytest.mark.usefixtures("built")
 @pytest.mark.parametrize("run", list(RUNS))
 def test_fab_local(run: str, tmp_path: Path) -> None:
     mode = run.split("-", maxsplit=1)[0]
@@ -123,6 +132,9 @@ def test_fab_local(run: str, tmp_path: Path) -> None:
     [saved] = (tmp_path / "results").glob("*.json")
     summary = json.loads(saved.read_text())
     assert summary["config"]["mode"] == mode
+    # The node's description, beside the logs and in the result.
+    [description] = (tmp_path / "logs").glob(f"*/{FILE}")
+    assert json.loads(description.read_text()) == summary["pipeline"] == described(mode).to_json()
     assert summary["config"]["vm"] == ("adapter" if run.endswith("-adapter") else "bare")
     workload = next((w for w in ("smallbank", "kvstore", "cpuheavy") if w in run), "transfer")
     assert summary["config"]["workload"] == workload

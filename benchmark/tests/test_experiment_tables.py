@@ -32,7 +32,7 @@ from benchmark.rounds import Rounds
 from benchmark.summary import Summary, summarize
 from benchmark.timeline import CatchUp, CommitsTimeline
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, described
 from .synthetic import write_run
 
 
@@ -77,6 +77,7 @@ def shaped(
     return replace(
         summary,
         config={**summary.config, "mode": mode, "rate": rate, **config},
+        pipeline=described(mode),
         end_to_end=end_to_end,
         consensus=consensus,
         stages=stages,

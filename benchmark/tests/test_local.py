@@ -196,7 +196,7 @@ def _slow_starting_client(tmp_path: Path, standins: Path, delay: str) -> Path:
     client signing its load on a busy machine does."""
     binaries = tmp_path / "bin"
     binaries.mkdir()
-    shutil.copy(standins / "node", binaries / "node")
+    (binaries / "node").symlink_to(standins / "node")
     client = binaries / "client"
     client.write_text(f'#!/bin/sh\nsleep {delay}\nexec {standins / "client"} "$@"\n')
     client.chmod(0o755)

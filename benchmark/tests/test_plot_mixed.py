@@ -91,7 +91,7 @@ def _mixed_folder(mode: str, tmp_path: Path, fixtures: Path) -> Path:
         logs = tmp_path / "hotstuff-logs"
         shutil.copytree(fixtures / "hotstuff", logs)
     else:
-        logs = write_run(tmp_path / "logs")
+        logs = write_run(tmp_path / "logs", mode=mode)
     variants = {**VARIANTS, **(CRYPTO_VARIANTS if mode != "hotstuff" else {})}
     for name, flags in variants.items():
         given = {k: str(matrix) if v == "MATRIX" else v for k, v in flags.items()}
@@ -103,7 +103,7 @@ def _mixed_folder(mode: str, tmp_path: Path, fixtures: Path) -> Path:
     # The defaults again: a second run of one rate (a point of two runs).
     _save_runs(mode, {"rate": "2000"}, logs, folder)
     # A crash and restart, on logs where node 1 is down from 5.5 s to 6 s.
-    crashed = write_run(tmp_path / "crash-logs")
+    crashed = write_run(tmp_path / "crash-logs", mode=mode)
     restart_node(crashed, 1, crash_s=5.5, restart_s=6)
     _save_runs(mode, {}, crashed, folder, crash=[CRASH])
     # A result saved before the link and store settings existed: the keys are missing.

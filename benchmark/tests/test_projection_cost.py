@@ -106,7 +106,7 @@ def test_a_parallel_executor_gets_as_many_cores_as_it_has_threads() -> None:
 
 
 def test_summary_gives_a_parallel_executor_its_threads(tmp_path: Path) -> None:
-    run = load_run(write_run(tmp_path / "logs"))
+    run = load_run(write_run(tmp_path / "logs", mode="hotmove"))
     base = {"mode": "hotmove", "nodes": 2, "project_cores": 16}
 
     def executor_cores(settings: dict[str, object]) -> int:

@@ -10,10 +10,13 @@ from benchmark.config import BenchParameters, ConfigError
 from benchmark.summary import Bottleneck, LatencyStats, Summary, Throughput, Window
 from benchmark.sweep import run_sweep, sweep_points
 
+from .conftest import described
+
 
 def _summary(bench: BenchParameters) -> Summary:
     return Summary(
         config=bench.to_dict(),
+        pipeline=described(bench.mode),
         window=Window(0, 10_000, 1_000),
         consensus=None,
         end_to_end=Throughput(float(bench.rate), None, LatencyStats(0, None, None, None)),

@@ -12,6 +12,8 @@ from benchmark.summary import (
 )
 from benchmark.sweep_table import render_sweep, sweep_rows
 
+from .conftest import described
+
 
 def _run(nodes: int, rate: int, tps: float, p50: float | None, limit: str | None) -> Summary:
     """A run that kept up (`limit` None) or was limited by stage `limit`."""
@@ -22,6 +24,7 @@ def _run(nodes: int, rate: int, tps: float, p50: float | None, limit: str | None
     )
     return Summary(
         config={"mode": "hotcrypto", "nodes": nodes, "rate": rate},
+        pipeline=described("hotcrypto"),
         window=Window(0, 10_000, 1_000),
         consensus=None,
         end_to_end=Throughput(tps, None, LatencyStats(1, p50, p50, p50)),

@@ -1,8 +1,9 @@
-//! The HotMove replica: `node keys`, `node genesis`, `node run`.
+//! The HotMove replica: `node keys`, `node genesis`, `node run`, `node describe`.
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use crypto::KeyPair;
+use node::pipeline::Mode;
 use node::run::{NodeConfig, RunArgs};
 use std::path::PathBuf;
 
@@ -40,6 +41,11 @@ enum Command {
     },
     /// Run a replica.
     Run(RunArgs),
+    /// Print a mode's pipeline as JSON (stages, when a transaction is done, its counters).
+    Describe {
+        #[arg(long, value_enum)]
+        mode: Mode,
+    },
 }
 
 /// The exit code of a node that panicked.
@@ -89,5 +95,9 @@ fn run_cli() -> Result<()> {
             Ok(())
         }
         Command::Run(args) => node::run::run(NodeConfig::load(args)?),
+        Command::Describe { mode } => {
+            println!("{}", serde_json::to_string_pretty(&mode.describe())?);
+            Ok(())
+        }
     }
 }

@@ -137,6 +137,72 @@ impl Mode {
     }
 }
 
+/// What `node describe --mode M` prints: the mode's pipeline as the harness reads it, so that
+/// the harness asks the node what a mode runs instead of matching its name.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Description {
+    pub mode: &'static str,
+    /// The role of the processes that run the pipeline (the `role` of their METRICS lines): a
+    /// committee of `node`s fed by clients, or one `movevm` process fed by its generator.
+    pub process: &'static str,
+    pub consensus: bool,
+    pub signatures: bool,
+    /// `native`, `move`, or none (nothing executes).
+    pub execution: Option<&'static str>,
+    /// The stage rows its METRICS report, in pipeline order (`store` only with `--store`).
+    pub stages: Vec<String>,
+    /// The sample event at which a transaction is done: the end of its end-to-end latency.
+    pub done: &'static str,
+    /// The METRICS counter of transactions done, as a key path.
+    pub done_counter: Vec<&'static str>,
+    /// The events nodes report of sample transactions, in the order they happen.
+    pub sample_events: Vec<&'static str>,
+    /// Whether the mode starts from genesis accounts (`node genesis`).
+    pub genesis: bool,
+}
+
+impl Mode {
+    pub fn describe(self) -> Description {
+        let pipeline = self.pipeline();
+        let executes = pipeline.execution.is_some();
+        let mut stages: Vec<String> = if pipeline.consensus {
+            vec!["consensus".into(), "store".into()]
+        } else {
+            vec!["generator".into()]
+        };
+        stages.extend(pipeline.stage_names());
+        let mut sample_events = Vec::new();
+        if pipeline.consensus {
+            if self.sample_detector().is_some() {
+                sample_events.extend(["receive", "seal", "quorum"]);
+            }
+            sample_events.push("commit");
+            if executes {
+                sample_events.extend(["verify", "execute"]);
+            }
+        }
+        Description {
+            mode: self.as_str(),
+            process: if pipeline.consensus { "node" } else { "movevm" },
+            consensus: pipeline.consensus,
+            signatures: pipeline.signatures,
+            execution: pipeline.execution.map(|e| match e {
+                Execution::Native => "native",
+                Execution::Move => "move",
+            }),
+            stages,
+            done: if executes { "execute" } else { "commit" },
+            done_counter: if executes {
+                vec!["stages", "executor", "executed"]
+            } else {
+                vec!["consensus", "committed_txs"]
+            },
+            sample_events,
+            genesis: executes,
+        }
+    }
+}
+
 /// How the Move executor runs batches, from `--exec`, `--exec-threads` (default: one worker per
 /// core) and `--fees`. Worker threads are named `executor-N`, so their CPU is the executor
 /// stage's, and record it as they end.
@@ -361,5 +427,49 @@ mod tests {
             Mode::Hotmove.pipeline().execution
         );
         assert!(!Mode::Movevm.pipeline().signatures);
+    }
+    #[test]
+    fn every_mode_describes_its_pipeline() {
+        for mode in Mode::value_variants() {
+            let description = mode.describe();
+            assert_eq!(description.mode, mode.as_str());
+            assert_eq!(description.consensus, mode.pipeline().consensus);
+            // The stages end with those the pipeline spawns, in the order it spawns them.
+            assert!(description.stages.ends_with(&mode.pipeline().stage_names()));
+        }
+    }
+
+    #[test]
+    fn executing_modes_are_done_at_execute_and_hotstuff_at_commit() {
+        for mode in [Mode::Hotcrypto, Mode::Hotmove, Mode::Movevm] {
+            let description = mode.describe();
+            assert_eq!(description.done, "execute");
+            assert_eq!(
+                description.stages.last().map(String::as_str),
+                Some("executor")
+            );
+            assert_eq!(description.done_counter, ["stages", "executor", "executed"]);
+            assert!(description.genesis);
+        }
+        let hotstuff = Mode::Hotstuff.describe();
+        assert_eq!(hotstuff.done, "commit");
+        assert_eq!(hotstuff.stages, ["consensus", "store"]);
+        assert_eq!(hotstuff.done_counter, ["consensus", "committed_txs"]);
+        assert_eq!(hotstuff.sample_events.last(), Some(&"commit"));
+        assert!(!hotstuff.genesis);
+        // Samples end where a transaction is done.
+        let hotmove = Mode::Hotmove.describe();
+        assert_eq!(hotmove.sample_events.last(), Some(&hotmove.done));
+        assert_eq!(hotmove.execution, Some("move"));
+        assert_eq!(Mode::Hotcrypto.describe().execution, Some("native"));
+    }
+
+    #[test]
+    fn movevm_is_one_process_without_samples() {
+        let movevm = Mode::Movevm.describe();
+        assert_eq!(movevm.process, "movevm");
+        assert_eq!(movevm.stages, ["generator", "decoder", "executor"]);
+        assert!(movevm.sample_events.is_empty());
+        assert_eq!(Mode::Hotcrypto.describe().process, "node");
     }
 }
