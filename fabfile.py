@@ -24,11 +24,11 @@ from fabric import task
 from invoke import Context
 from invoke.exceptions import Exit
 
-from benchmark import sweep
-from benchmark.analysis_options import AnalysisOptions
+from benchmark.analysis.options import AnalysisOptions
+from benchmark.aws.settings import Settings
 from benchmark.config import NODE_MODES, REMOTE_DEFAULTS, ConfigError
 from benchmark.errors import HarnessError
-from benchmark.fault_schedule import FaultSchedule, schedule_from_flags
+from benchmark.faults.schedule import FaultSchedule, schedule_from_flags
 from benchmark.flags import (
     FlagError,
     default_text,
@@ -39,14 +39,14 @@ from benchmark.flags import (
     positive_ints,
     sweep_from_flags,
 )
-from benchmark.local import DEFAULT_BASE_PORT, LocalBench
-from benchmark.local import build as cargo_build
-from benchmark.processes import Interrupted
-from benchmark.remote import RemoteBench, select_hosts
-from benchmark.settings import Settings
+from benchmark.runners import sweep
+from benchmark.runners.local import DEFAULT_BASE_PORT, LocalBench
+from benchmark.runners.local import build as cargo_build
+from benchmark.runners.processes import Interrupted
+from benchmark.runners.remote import RemoteBench, select_hosts
 
 if TYPE_CHECKING:
-    from benchmark.aws import InstanceManager
+    from benchmark.aws.instances import InstanceManager
 
 ROOT = Path(__file__).resolve().parent
 T = TypeVar("T")
@@ -88,7 +88,7 @@ BENCH_FLAGS = {
     " (the fee account as a hotspot)",
 }
 
-# The fault schedule (benchmark/fault_schedule.py); not bench parameters: no sweep, no default.
+# The fault schedule (benchmark/faults/schedule.py); not bench parameters: no sweep, no default.
 FAULT_FLAGS = {
     "crash": "NODE@T or NODE@T:RESTART_T: SIGKILL node NODE T s after the clients start"
     " (and run it again at RESTART_T); repeatable",
@@ -253,7 +253,7 @@ def _settings(path: str) -> Settings:
 
 def _manager(settings: str) -> InstanceManager:
     # boto3 (and matplotlib below) are slow to import: only the tasks that need them pay.
-    from benchmark.aws import InstanceManager  # noqa: PLC0415
+    from benchmark.aws.instances import InstanceManager  # noqa: PLC0415
 
     return InstanceManager(_settings(settings))
 
@@ -486,8 +486,8 @@ def plot(
     """Aggregate saved results and draw the robustness, latency, TPS and batch-size graphs."""
 
     def action() -> None:
-        from benchmark.plot import plot_all  # noqa: PLC0415
-        from benchmark.plot_commits import plot_commits  # noqa: PLC0415
+        from benchmark.plots.commits import plot_commits  # noqa: PLC0415
+        from benchmark.plots.graphs import plot_all  # noqa: PLC0415
 
         caps = [float(cap) for cap in positive_ints(max_latency, "max_latency")]
         for path in plot_all(ROOT / results, ROOT / output, mode, caps, sys.stdout):

@@ -1,3 +1,3 @@
-"""Benchmark harness of HotMove: local and remote runners, config files, METRICS parsing,
-summaries, plots and AWS instance management. `fabfile.py` at the repository root holds only thin
-`fab` tasks over this package."""
+"""Benchmark harness of HotMove, in layers: the run's configuration at the top level, then
+`faults`, `analysis`, `report`, `plots`, `aws`, and `runners` and `experiments` above them (see
+README.md). `fabfile.py` at the repository root holds only thin `fab` tasks over this package."""

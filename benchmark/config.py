@@ -99,7 +99,7 @@ class BenchParameters:
     # it) or "per-tx" (every transaction credits the one fee account: a hotspot).
     fees: str = "block"
     runs: int = 1
-    # Network emulation on the committee's links (net_emulation.py): one-way latency of every
+    # Network emulation on the committee's links (faults/net_emulation.py): one-way latency of every
     # link (ms), or a CSV file of per-link latencies. None: real links, no emulation at all.
     delay_ms: int | None = None
     delay_matrix: str | None = None
@@ -351,7 +351,7 @@ class Committee:
 
 def generate_key(node_binary: Path, path: Path) -> str:
     """Write a key file with `node keys` and return its public key (hex)."""
-    _run_tool([str(node_binary), "keys", "--filename", str(path)])
+    run_tool([str(node_binary), "keys", "--filename", str(path)])
     data = read_json(path)
     name = data.get("name") if isinstance(data, dict) else None
     if not isinstance(name, str) or not name:
@@ -375,7 +375,7 @@ def write_genesis(
     ]
     if seed is not None:
         command += ["--seed", str(seed)]
-    _run_tool(command)
+    run_tool(command)
     data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("accounts"), list):
         raise ConfigError(f"{path}: genesis has no 'accounts' list")
@@ -445,9 +445,11 @@ def _write_json(path: Path, data: Any) -> Path:  # noqa: ANN401 - any JSON value
     return path
 
 
-def _run_tool(command: list[str]) -> None:
+def run_tool(command: list[str]) -> str:
+    """Run one of our binaries' tools (`node keys`, `node genesis`, `node describe`); what it
+    printed on stdout."""
     try:
-        subprocess.run(command, check=True, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(command, check=True, capture_output=True, text=True, timeout=120)
     except FileNotFoundError as error:
         raise ConfigError(f"{command[0]} not found (build it first): {error}") from error
     except subprocess.CalledProcessError as error:
@@ -456,3 +458,4 @@ def _run_tool(command: list[str]) -> None:
         ) from error
     except subprocess.TimeoutExpired as error:
         raise ConfigError(f"`{' '.join(command)}` timed out") from error
+    return done.stdout

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from .config import BenchParameters
+from .config import NODE_MODES, BenchParameters, ConfigError
 from .errors import HarnessError
 from .parameters import NodeParameters
-from .sweep import sweep_points
 
 # Flags named differently from the field they set.
 FIELD_OF_FLAG: Mapping[str, str] = {"batch_delay": "max_batch_delay", "delay": "delay_ms"}
@@ -173,3 +173,15 @@ def sweep_from_flags(
     nodes = int_list(flags["nodes"], "nodes") if flags.get("nodes") is not None else [base.nodes]
     rates = int_list(flags["rate"], "rate") if flags.get("rate") is not None else [base.rate]
     return sweep_points(base, nodes, rates)
+
+
+def sweep_points(
+    base: BenchParameters, nodes: Sequence[int], rates: Sequence[int]
+) -> list[BenchParameters]:
+    """Every committee size with every rate, in that order; each is validated on creation."""
+    if base.mode not in NODE_MODES and len(nodes) * len(rates) > 1:
+        raise ConfigError(
+            f"{base.mode} has no input rate to sweep: its generator runs flat out"
+            " (and no committee)"
+        )
+    return [replace(base, nodes=count, rate=rate) for count in nodes for rate in rates]

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..fault_events import RESTART, FaultLog
-from ..metrics import load_run
-from ..summary import Summary
+from ..analysis.metrics import load_run
+from ..analysis.summary import Summary
+from ..faults.events import RESTART, FaultLog
 from .experiment import Configuration, Experiment, Outcome
 from .page import Page
 

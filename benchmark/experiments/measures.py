@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from ..summary import Summary
+from ..analysis.summary import Summary
 
 Measure = Callable[[Summary], float | None]
 

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 
-from ..projection import CPU_BOUND
-from ..summary import Summary
+from ..analysis.projection import CPU_BOUND
+from ..analysis.summary import Summary
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (
     Capacity,

@@ -19,8 +19,8 @@ from statistics import median
 
 import matplotlib.pyplot as plt
 
-from ..net_emulation import read_delay_matrix
-from ..summary import Summary
+from ..analysis.summary import Summary
+from ..faults.net_emulation import read_delay_matrix
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (
     Capacity,

@@ -14,7 +14,7 @@ from statistics import median
 
 import matplotlib.pyplot as plt
 
-from ..summary import Summary
+from ..analysis.summary import Summary
 from .experiment import Configuration, Experiment, Outcome
 from .measures import KEEPS_UP, by_rate, fmt, median_of, share
 from .page import Page

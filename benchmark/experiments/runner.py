@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import TextIO
 
 from ..errors import HarnessError
-from ..fault_schedule import FaultSchedule, schedule_from_flags
+from ..faults.schedule import FaultSchedule, schedule_from_flags
 from ..flags import sweep_from_flags
-from ..local import DEFAULT_BASE_PORT, LocalBench
-from ..local import build as cargo_build
+from ..runners.local import DEFAULT_BASE_PORT, LocalBench
+from ..runners.local import build as cargo_build
 from .experiment import Configuration, Experiment, Outcome
 from .page import Machine, Page, commit_of
 

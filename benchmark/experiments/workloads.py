@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..analysis.summary import Summary
 from ..config import PAYLOADS, VMS, WORKLOADS
-from ..summary import Summary
 from .experiment import Configuration, Experiment, Outcome
 from .measures import Capacity, by_rate, capacity, delivered, fmt, median_of, stage_us_per_tx
 from .page import Page

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.local import build
-from benchmark.pipeline import Pipeline, save
+from benchmark.analysis.pipeline import Pipeline, save
+from benchmark.runners.local import build
 
 from .sshhosts import SshHosts, skip_reason, ssh_hosts
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 
 from benchmark.config import PORTS_PER_NODE
-from benchmark.remote import Host
+from benchmark.runners.remote import Host
 
 SSHD = Path("/usr/sbin/sshd")
 USERS: tuple[str, ...] = ("hotmove-h1", "hotmove-h2", "hotmove-h3")

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmark.fault_events import CRASH, RESTART, FaultEvent, FaultLog
+from benchmark.faults.events import CRASH, RESTART, FaultEvent, FaultLog
 
 from .conftest import describe_into
 

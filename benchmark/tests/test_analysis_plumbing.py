@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.analysis_options import AnalysisOptions, AnalysisOptionsError
-from benchmark.commands import movevm_command, node_command
+from benchmark.analysis.options import AnalysisOptions, AnalysisOptionsError
+from benchmark.aws.settings import Settings, SettingsError
 from benchmark.config import BenchParameters, ConfigError
 from benchmark.flags import FlagError, optional_float, sweep_from_flags
-from benchmark.local import LocalBench
-from benchmark.settings import Settings, SettingsError
+from benchmark.runners.commands import movevm_command, node_command
+from benchmark.runners.local import LocalBench
 
 from .sshhosts import COMMITTEE_PORTS, free_port
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmark.audit import audit, render_audit
-from benchmark.fault_events import CRASH, HEAL, PARTITION, RESTART, FaultEvent, FaultLog
-from benchmark.metrics import ProcessMetrics, Record, RunMetrics
-from benchmark.timeline import build_commits_timeline
+from benchmark.analysis.audit import audit, render_audit
+from benchmark.analysis.metrics import ProcessMetrics, Record, RunMetrics
+from benchmark.analysis.timeline import build_commits_timeline
+from benchmark.faults.events import CRASH, HEAL, PARTITION, RESTART, FaultEvent, FaultLog
 
 from .conftest import described
 

@@ -10,9 +10,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from benchmark.aws import SECURITY_GROUP, TAG_KEY, TAG_VALUE, AwsError, InstanceManager
+from benchmark.aws.instances import SECURITY_GROUP, TAG_KEY, TAG_VALUE, AwsError, InstanceManager
+from benchmark.aws.settings import Settings
 from benchmark.config import Ports
-from benchmark.settings import Settings
 
 REGIONS = ("us-east-1", "eu-west-1")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.commands import client_command, movevm_command, node_command
+from benchmark.aws.settings import Settings, SettingsError
 from benchmark.config import (
     BenchParameters,
     Committee,
@@ -18,7 +18,7 @@ from benchmark.config import (
     write_run_files,
 )
 from benchmark.parameters import NodeParameters, ParametersError
-from benchmark.settings import Settings, SettingsError
+from benchmark.runners.commands import client_command, movevm_command, node_command
 
 
 def test_committee_json_matches_the_node_format(tmp_path: Path) -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.cpu_bound import cpu_bound
-from benchmark.metrics import load_run
-from benchmark.report import render_summary
-from benchmark.resources import Machine
-from benchmark.summary import Summary, summarize
+from benchmark.analysis.cpu_bound import cpu_bound
+from benchmark.analysis.metrics import load_run
+from benchmark.analysis.resources import Machine
+from benchmark.analysis.summary import Summary, summarize
+from benchmark.report.summary import render_summary
 
 from .synthetic import write_run
 

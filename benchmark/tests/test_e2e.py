@@ -18,8 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from benchmark.local import build
-from benchmark.pipeline import FILE, describe
+from benchmark.analysis.pipeline import FILE, describe
+from benchmark.runners.local import build
 
 from .conftest import REPO_ROOT, described
 from .sshhosts import COMMITTEE_PORTS, free_port

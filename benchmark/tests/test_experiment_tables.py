@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.audit import AuditReport
+from benchmark.analysis.audit import AuditReport
+from benchmark.analysis.faults import FaultAnalysis
+from benchmark.analysis.metrics import load_run
+from benchmark.analysis.projection import project
+from benchmark.analysis.rounds import Rounds
+from benchmark.analysis.summary import Summary, summarize
+from benchmark.analysis.timeline import CatchUp, CommitsTimeline
 from benchmark.experiments import (
     EXPERIMENTS,
     Configuration,
@@ -23,14 +29,8 @@ from benchmark.experiments import (
 from benchmark.experiments.measures import capacity, common_rate
 from benchmark.experiments.report_figures import CAPACITY
 from benchmark.experiments.runner import prepare
-from benchmark.fault_analysis import FaultAnalysis
-from benchmark.fault_events import FaultLog
-from benchmark.metrics import load_run
-from benchmark.net_emulation import read_delay_matrix
-from benchmark.projection import project
-from benchmark.rounds import Rounds
-from benchmark.summary import Summary, summarize
-from benchmark.timeline import CatchUp, CommitsTimeline
+from benchmark.faults.events import FaultLog
+from benchmark.faults.net_emulation import read_delay_matrix
 
 from .conftest import REPO_ROOT, described
 from .synthetic import write_run

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.analysis.metrics import load_run
+from benchmark.analysis.summary import Summary, summarize
 from benchmark.experiments import EXPERIMENTS, Configuration
 from benchmark.experiments.overload import verdict
 from benchmark.experiments.report_figures import CAPACITY
-from benchmark.metrics import load_run
-from benchmark.summary import Summary, summarize
 
 from .conftest import REPO_ROOT
 from .sshhosts import COMMITTEE_PORTS, free_port

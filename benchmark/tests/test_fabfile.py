@@ -15,8 +15,8 @@ import pytest
 from invoke import Context
 from invoke.exceptions import Exit
 
-from benchmark import sweep
 from benchmark.config import REMOTE_DEFAULTS, BenchParameters
+from benchmark.runners import sweep
 
 from .conftest import REPO_ROOT
 
@@ -264,9 +264,9 @@ def test_plot_names_the_files_it_cannot_read(
     fixtures: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from benchmark import results  # noqa: PLC0415 - matplotlib is only for the plot tests
-    from benchmark.metrics import load_run  # noqa: PLC0415
-    from benchmark.summary import summarize  # noqa: PLC0415
+    from benchmark.analysis import results  # noqa: PLC0415 - matplotlib is only for the plot tests
+    from benchmark.analysis.metrics import load_run  # noqa: PLC0415
+    from benchmark.analysis.summary import summarize  # noqa: PLC0415
 
     folder = tmp_path / "results"
     config = {"mode": "hotcrypto", "nodes": 2, "rate": 1000}

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from io import StringIO
 
-from benchmark.fault_injector import FaultInjector, RoundView
-from benchmark.fault_schedule import schedule_from_flags
-from benchmark.leader import leader_index
+from benchmark.faults.injector import FaultInjector, RoundView
+from benchmark.faults.leader import leader_index
+from benchmark.faults.schedule import schedule_from_flags
 
 NAMES = ["cc" * 32, "aa" * 32, "dd" * 32, "bb" * 32]  # key order: 1, 3, 0, 2
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmark.config import BenchParameters
-from benchmark.fault_schedule import Crash, ScheduleError, parse_crash, schedule_from_flags
+from benchmark.faults.schedule import Crash, ScheduleError, parse_crash, schedule_from_flags
 
 
 def test_crash_specs() -> None:

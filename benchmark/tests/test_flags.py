@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from benchmark.commands import node_command
 from benchmark.config import REMOTE_DEFAULTS, BenchParameters, ConfigError
 from benchmark.flags import (
     FlagError,
@@ -15,6 +14,7 @@ from benchmark.flags import (
     sweep_from_flags,
 )
 from benchmark.parameters import NodeParameters
+from benchmark.runners.commands import node_command
 
 NOTHING_GIVEN = {"mode": None, "nodes": None, "rate": None, "batch_size": None, "runs": None}
 

@@ -19,7 +19,7 @@ import promql_parser
 import pytest
 
 from benchmark.config import BenchParameters
-from benchmark.local import LocalBench
+from benchmark.runners.local import LocalBench
 
 from .conftest import REPO_ROOT
 from .sshhosts import COMMITTEE_PORTS, free_port

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.metrics import load_run
-from benchmark.profiles import load_profiles, parse_folded, top_functions
-from benchmark.report import render_summary
-from benchmark.summary import summarize
+from benchmark.analysis.metrics import load_run
+from benchmark.analysis.profiles import load_profiles, parse_folded, top_functions
+from benchmark.analysis.summary import summarize
+from benchmark.report.summary import render_summary
 
 from .synthetic import write_run
 

@@ -1,7 +1,8 @@
 """The harness's modules import one another without circles.
 
 A circle (two modules importing each other, even only for type checking) means an idea has no
-single home; the graph is read from the source, TYPE_CHECKING imports included.
+single home; the graph is read from the source, TYPE_CHECKING imports included, over every
+module of every subpackage, and again between the subpackages themselves.
 """
 
 from __future__ import annotations
@@ -12,21 +13,61 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1]
 
 
-def _imports(path: Path) -> set[str]:
-    """The sibling modules `path` imports (`from .x import y`, `from . import x`)."""
+def _module(path: Path) -> str:
+    """`analysis/summary.py` -> `analysis.summary`; a package's `__init__.py` -> its name."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The harness's modules `path` imports (`from .x import y`, `from ..x.y import z`,
+    `from . import x`, `from benchmark.x import y`)."""
+    module = _module(path)
+    package = module.split(".") if path.stem == "__init__" else module.split(".")[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                found.add(node.module.split(".")[0])
-            else:
-                found.update(alias.name for alias in node.names)
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package[: len(package) - (node.level - 1)]
+        elif node.module and node.module.split(".")[0] == PACKAGE.name:
+            base, node.module = [], ".".join(node.module.split(".")[1:]) or None
+        else:
+            continue
+        target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+        for alias in node.names:
+            named = f"{target}.{alias.name}" if target else alias.name
+            if named in modules:
+                found.add(named)
+            elif target in modules:
+                found.add(target)
     return found
 
 
 def import_graph(package: Path) -> dict[str, set[str]]:
-    modules = {path.stem: path for path in package.glob("*.py") if path.stem != "__init__"}
-    return {name: _imports(path) & set(modules) for name, path in modules.items()}
+    """Every module of the harness (tests left out) and the harness's modules it imports."""
+    paths = {
+        _module(path): path
+        for path in package.rglob("*.py")
+        if "tests" not in path.relative_to(package).parts and path != package / "__init__.py"
+    }
+    return {name: _imports(path, set(paths)) - {name} for name, path in paths.items()}
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The same graph between subpackages (the modules at the top level are one node, `.`)."""
+
+    def package(module: str) -> str:
+        return module.split(".", maxsplit=1)[0] if "." in module or module in SUBPACKAGES else "."
+
+    packages: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        edges = packages.setdefault(package(module), set())
+        edges.update(package(other) for other in imported if package(other) != package(module))
+    return packages
+
+
+SUBPACKAGES = {"analysis", "aws", "experiments", "faults", "plots", "report", "runners"}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -59,5 +100,16 @@ def test_the_cycle_finder_finds_a_circle() -> None:
 
 def test_no_module_of_the_harness_imports_itself_back() -> None:
     graph = import_graph(PACKAGE)
-    assert {"summary", "report", "sweep", "config"} <= set(graph)
+    assert {"analysis.summary", "report.summary", "runners.sweep", "config"} <= set(graph)
+    assert "analysis.summary" in graph["report.summary"]
     assert find_cycle(graph) is None
+
+
+def test_no_subpackage_imports_itself_back() -> None:
+    """The subpackages are layers: the top-level modules (configuration), then faults,
+    analysis, report, plots and aws, and the runners and experiments above them all."""
+    packages = package_graph(import_graph(PACKAGE))
+    assert set(packages) == SUBPACKAGES | {"."}
+    assert packages["."] == set()
+    assert "analysis" in packages["runners"]
+    assert find_cycle(packages) is None

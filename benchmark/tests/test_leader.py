@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmark.leader import committee_names, leader_index, leader_name
+from benchmark.faults.leader import committee_names, leader_index, leader_name
 
 # The committee file of that run, node i's key at position i.
 NAMES = [

@@ -22,7 +22,7 @@ import pytest
 
 from benchmark.config import BenchParameters
 from benchmark.flags import sweep_from_flags
-from benchmark.local import BenchError, LocalBench, remove_stores
+from benchmark.runners.local import BenchError, LocalBench, remove_stores
 
 from .conftest import REPO_ROOT
 from .sshhosts import COMMITTEE_PORTS, free_port
@@ -145,7 +145,7 @@ def test_ctrl_c_leaves_no_process(tmp_path: Path, standins: Path) -> None:
         "import sys\n"
         "from pathlib import Path\n"
         "from benchmark.config import BenchParameters\n"
-        "from benchmark.local import LocalBench\n"
+        "from benchmark.runners.local import LocalBench\n"
         f"bench = BenchParameters(mode='hotstuff', nodes=4, rate=1000, duration=60)\n"
         f"LocalBench(repo_root=Path({str(tmp_path)!r}), base_port={base_port},\n"
         f"           binaries=Path({str(standins)!r}), grace=2.0).run(bench)\n"
@@ -208,7 +208,7 @@ def test_the_exit_margin_counts_from_the_first_metrics_line(
 ) -> None:
     # Duration and margin (1 + 3 s) end long before the client starts sending (after 8 s): a
     # deadline counted from the start would fail the run.
-    monkeypatch.setattr("benchmark.local.EXIT_MARGIN", 3.0)
+    monkeypatch.setattr("benchmark.runners.local.EXIT_MARGIN", 3.0)
     local = _local(tmp_path, standins)
     local.binaries = _slow_starting_client(tmp_path, standins, "8")
     [summary] = local.run(_bench(mode="hotcrypto", nodes=4, rate=1_000, duration=1, accounts=40))
@@ -219,7 +219,7 @@ def test_the_exit_margin_counts_from_the_first_metrics_line(
 def test_a_client_that_never_sends_fails_the_run(
     tmp_path: Path, standins: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("benchmark.local.LOAD_START_TIMEOUT", 1.0)
+    monkeypatch.setattr("benchmark.runners.local.LOAD_START_TIMEOUT", 1.0)
     local = _local(tmp_path, standins)
     local.binaries = _slow_starting_client(tmp_path, standins, "600")
     bench = _bench(mode="hotcrypto", nodes=4, rate=1_000, duration=1, accounts=40)

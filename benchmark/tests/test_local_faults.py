@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.analysis.metrics import load_run
 from benchmark.config import BenchParameters
-from benchmark.fault_events import FaultLog
-from benchmark.fault_schedule import schedule_from_flags
-from benchmark.local import BenchError, LocalBench
-from benchmark.metrics import load_run
+from benchmark.faults.events import FaultLog
+from benchmark.faults.schedule import schedule_from_flags
+from benchmark.runners.local import BenchError, LocalBench
 
 from .sshhosts import COMMITTEE_PORTS, free_port
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.metrics import MalformedLineError, load_run, parse_line, parse_text
+from benchmark.analysis.metrics import MalformedLineError, load_run, parse_line, parse_text
 
 
 def test_parse_line_reads_the_json_after_the_prefix() -> None:

@@ -7,11 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.commands import node_command
 from benchmark.config import BenchParameters, ConfigError
-from benchmark.fault_schedule import schedule_from_flags
-from benchmark.flags import bench_from_flags
-from benchmark.net_emulation import (
+from benchmark.faults.net_emulation import (
     EmulationError,
     Partition,
     emulates,
@@ -20,6 +17,9 @@ from benchmark.net_emulation import (
     read_delay_matrix,
     write_node_file,
 )
+from benchmark.faults.schedule import schedule_from_flags
+from benchmark.flags import bench_from_flags
+from benchmark.runners.commands import node_command
 
 NAMES = ["aa", "bb", "cc", "dd"]
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import results
-from benchmark.metrics import load_run
-from benchmark.pipeline import FILE, Pipeline, PipelineError, describe
-from benchmark.plot import plot_all
-from benchmark.summary import SummaryError, summarize
+from benchmark.analysis import results
+from benchmark.analysis.metrics import load_run
+from benchmark.analysis.pipeline import FILE, Pipeline, PipelineError, describe
+from benchmark.analysis.summary import SummaryError, summarize
+from benchmark.config import ConfigError
+from benchmark.plots.graphs import plot_all
 
 from .conftest import described
 from .synthetic import write_run
@@ -81,9 +82,9 @@ def test_a_result_without_the_description_is_refused_by_the_plots(tmp_path: Path
 
 
 def test_a_missing_node_binary_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(PipelineError, match="not found"):
+    with pytest.raises(ConfigError, match="not found"):
         describe(tmp_path / "node", "hotcrypto")
     broken = tmp_path / "bin"
     shutil.copytree(Path(__file__).parent / "standins", broken)
-    with pytest.raises(PipelineError, match="failed with code"):
+    with pytest.raises(ConfigError, match="failed with code"):
         describe(broken / "node", "nosuchmode")

@@ -18,11 +18,11 @@ from types import ModuleType
 import pytest
 from invoke import Context
 
-from benchmark import results
-from benchmark.analysis import finish_run
-from benchmark.fault_events import FaultLog
-from benchmark.fault_schedule import schedule_from_flags
+from benchmark.analysis import results
+from benchmark.faults.events import FaultLog
+from benchmark.faults.schedule import schedule_from_flags
 from benchmark.flags import sweep_from_flags
+from benchmark.runners.finish import finish_run
 
 from .conftest import REPO_ROOT
 from .synthetic import restart_node, write_run

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from benchmark.processes import Interrupted, ManagedProcess, ProcessSet, signals_interrupt
+from benchmark.runners.processes import Interrupted, ManagedProcess, ProcessSet, signals_interrupt
 
 PYTHON = sys.executable
 

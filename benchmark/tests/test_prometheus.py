@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.commands import client_command, movevm_command, node_command
+from benchmark.aws.settings import Settings
 from benchmark.config import BenchParameters, Ports
-from benchmark.local import LocalBench
-from benchmark.prometheus import PrometheusPortError, local_endpoints, remote_endpoints
-from benchmark.remote import Host, RemoteBench
-from benchmark.settings import Settings
+from benchmark.runners.commands import client_command, movevm_command, node_command
+from benchmark.runners.local import LocalBench
+from benchmark.runners.prometheus import PrometheusPortError, local_endpoints, remote_endpoints
+from benchmark.runners.remote import Host, RemoteBench
 
 from .conftest import REPO_ROOT
 from .sshhosts import COMMITTEE_PORTS, free_port

@@ -27,14 +27,15 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.analysis.metrics import load_run
+from benchmark.aws.settings import Settings
 from benchmark.config import BenchParameters, Ports
-from benchmark.fault_events import FaultLog
-from benchmark.fault_schedule import schedule_from_flags
-from benchmark.metrics import load_run
-from benchmark.prometheus import EVERY_INTERFACE
-from benchmark.remote import BENCH_DIR, RemoteBench, RemoteError, select_hosts
-from benchmark.settings import Settings
-from benchmark.sweep import run_sweep, sweep_points
+from benchmark.faults.events import FaultLog
+from benchmark.faults.schedule import schedule_from_flags
+from benchmark.flags import sweep_points
+from benchmark.runners.prometheus import EVERY_INTERFACE
+from benchmark.runners.remote import BENCH_DIR, RemoteBench, RemoteError, select_hosts
+from benchmark.runners.sweep import run_sweep
 
 from .sshhosts import COMMITTEE_PORTS, SshHosts, free_port
 from .test_prometheus import scrape

@@ -24,8 +24,8 @@ from types import ModuleType
 import pytest
 from invoke import Context
 
-from benchmark.fault_events import FaultLog
-from benchmark.metrics import load_run
+from benchmark.analysis.metrics import load_run
+from benchmark.faults.events import FaultLog
 
 from .conftest import REPO_ROOT
 from .nshosts import NamespaceHosts, namespace_hosts, skip_reason

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.analysis import finish_run
-from benchmark.summary import Summary
+from benchmark.analysis.summary import Summary
+from benchmark.runners.finish import finish_run
 
 from .synthetic import restart_node, write_run
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import results
-from benchmark.metrics import load_run
-from benchmark.plot import PlotError, best_under_cap, plot_all
-from benchmark.summary import LatencyStats, Summary, Throughput, summarize
+from benchmark.analysis import results
+from benchmark.analysis.metrics import load_run
+from benchmark.analysis.summary import LatencyStats, Summary, Throughput, summarize
+from benchmark.plots.graphs import PlotError, best_under_cap, plot_all
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +89,8 @@ def test_plot_all_writes_png_and_pdf(base_summary: Summary, tmp_path: Path) -> N
 
 
 def test_plot_draws_a_timeline_per_run(tmp_path: Path) -> None:
-    from benchmark.metrics import load_run  # noqa: PLC0415 - only this test reads logs
-    from benchmark.plot_timeline import timeline_figure  # noqa: PLC0415
+    from benchmark.analysis.metrics import load_run  # noqa: PLC0415 - only this test reads logs
+    from benchmark.plots.timeline import timeline_figure  # noqa: PLC0415
 
     from .synthetic import write_run  # noqa: PLC0415
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmark.metrics import load_run
-from benchmark.report import render_summary
-from benchmark.summary import Summary, summarize
+from benchmark.analysis.metrics import load_run
+from benchmark.analysis.summary import Summary, summarize
+from benchmark.report.summary import render_summary
 
 from .synthetic import write_run
 

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.counters import Window, rate, value_at
-from benchmark.metrics import load_run
-from benchmark.report import render_summary
-from benchmark.stats import LatencyStats, percentile
-from benchmark.summary import (
+from benchmark.analysis.counters import Window, rate, value_at
+from benchmark.analysis.metrics import load_run
+from benchmark.analysis.stats import LatencyStats, percentile
+from benchmark.analysis.summary import (
     Bottleneck,
     ClientStats,
     StageRow,
@@ -28,6 +27,7 @@ from benchmark.summary import (
     find_bottleneck,
     summarize,
 )
+from benchmark.report.summary import render_summary
 
 T0 = 1_700_000_000_000
 

@@ -6,9 +6,10 @@ from io import StringIO
 
 import pytest
 
+from benchmark.analysis.summary import Bottleneck, LatencyStats, Summary, Throughput, Window
 from benchmark.config import BenchParameters, ConfigError
-from benchmark.summary import Bottleneck, LatencyStats, Summary, Throughput, Window
-from benchmark.sweep import run_sweep, sweep_points
+from benchmark.flags import sweep_points
+from benchmark.runners.sweep import run_sweep
 
 from .conftest import described
 

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from benchmark.summary import (
-    KEEPS_UP_RULE,
-    Bottleneck,
-    LatencyStats,
-    Summary,
-    Throughput,
-    Window,
-)
-from benchmark.sweep_table import render_sweep, sweep_rows
+from benchmark.analysis.bottleneck import KEEPS_UP_RULE
+from benchmark.analysis.summary import Bottleneck, LatencyStats, Summary, Throughput, Window
+from benchmark.report.sweep_table import render_sweep, sweep_rows
 
 from .conftest import described
 

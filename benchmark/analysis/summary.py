@@ -1,0 +1,217 @@
+"""The arithmetic of a run put together: throughput and latency (`throughput.py`), the stage
+table (`stage_table.py`) and the limiting stage (`verdict.py`), over the pipeline the node
+described (`pipeline.py`).
+
+Everything is computed from METRICS records (see `metrics.py`):
+
+* The steady window. Clients define the load: the window runs from the moment every client has
+  reported (the latest first record) to the moment the first one stops (the earliest last
+  record), minus a warm-up of `warmup_fraction` (default 1/10) of that span at the start. In the
+  `movevm` mode the single process defines it; without clients the nodes do.
+* Rates come from cumulative counters: the counter is interpolated linearly between records at
+  both ends of the window, and the difference is divided by the window's length. A lost line
+  therefore loses no transactions.
+* Consensus latency: the `batch_latencies_ms` (seal to commit) reported after the warm-up.
+* End-to-end latency: sample transactions joined by id; the client's send time against the
+  earliest node event for that id at which the pipeline is done (its `done`, as `node describe`
+  says: `commit` where nothing executes, `execute` otherwise), for samples sent inside the window.
+* End-to-end throughput: the executor's executed transactions where the pipeline executes;
+  where it does not (hotstuff), end-to-end means committed, so it equals consensus throughput.
+
+* CPU per stage (`stage_cpu.py`): cores used and µs of CPU per transaction, beside the wall-clock
+  busy share; the machine-aware verdict (`cpu_bound.py`) reads them with the CPU of every process
+  (`resources.py`).
+* Also per run: per-hop latency of samples (`hops.py`), a capacity projection for a node of
+  `project_cores` cores (`projection.py`), the cost per transaction at `instance_price` USD per
+  hour per node (`cost.py`) and per-second series per stage (`timeline.py`).
+
+Node-level numbers are averaged over nodes (every honest node processes the same transactions);
+queue maxima and invalid/failed/dropped counts take the worst node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from .bottleneck import Bottleneck
+from .cost import Cost, cost
+from .counters import Window
+from .hops import Hop, hop_latencies
+from .metrics import ProcessMetrics, RunMetrics
+from .pipeline import Pipeline
+from .profiles import ProfileSummary
+from .projection import DEFAULT_PROJECT_CORES, ONE_PER_CORE, Projection, project
+from .resources import Resources, resources
+from .rounds import Rounds, rounds_of
+from .stage_table import StageRow, batch_size_series, stage_table
+from .stats import LatencyStats, mean
+from .throughput import (
+    WARMUP_FRACTION,
+    ClientStats,
+    SummaryError,
+    Throughput,
+    bytes_per_tx,
+    client_stats,
+    consensus_throughput,
+    executed_rate,
+    rate_nodes,
+    sample_latencies,
+    steady_window,
+)
+from .timeline import stage_timelines
+from .verdict import find_bottleneck
+
+
+@dataclass(frozen=True)
+class Summary:
+    config: dict[str, Any]
+    # What the node said the run's mode runs (`node describe`).
+    pipeline: Pipeline
+    window: Window
+    consensus: Throughput | None
+    end_to_end: Throughput
+    clients: ClientStats | None
+    stages: tuple[StageRow, ...]
+    bottleneck: Bottleneck
+    batch_sizes: dict[str, list[float]] = field(default_factory=dict)
+    processes: dict[str, int] = field(default_factory=dict)
+    hops: tuple[Hop, ...] = ()
+    resources: Resources | None = None
+    projection: Projection | None = None
+    cost: Cost | None = None
+    # Per-second series per stage (see timeline.py).
+    timeline: dict[str, Any] = field(default_factory=dict)
+    # Filled in from the profile files after the run (see profiles.py), not from METRICS.
+    profile: ProfileSummary | None = None
+    # Rounds, timeouts and back-pressure over the window (see rounds.py); None without nodes.
+    rounds: Rounds | None = None
+
+    @property
+    def mode(self) -> str:
+        return str(self.config.get("mode", "unknown"))
+
+    def stage(self, name: str) -> StageRow | None:
+        return next((row for row in self.stages if row.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["window"]["seconds"] = self.window.seconds
+        return data
+
+
+def summarize(
+    run: RunMetrics, config: dict[str, Any], warmup_fraction: float = WARMUP_FRACTION
+) -> Summary:
+    pipeline = run.described()
+    mode = str(config.get("mode") or pipeline.mode)
+    if mode != pipeline.mode:
+        raise SummaryError(f"the run is of mode {mode}, but its pipeline is {pipeline.mode}'s")
+    window = steady_window(run, warmup_fraction)
+    clients_stats: ClientStats | None = None
+    consensus: Throughput | None = None
+    counted: Sequence[ProcessMetrics] = ()
+    processes = run.pipeline_processes()
+    if not processes:
+        raise SummaryError(f"no {pipeline.process} METRICS records in the logs")
+    if not pipeline.consensus:
+        tps = mean(executed_rate(p, window) for p in processes) or 0.0
+        end_to_end = Throughput(tps=tps, bps=None, latency=LatencyStats.of([]))
+    else:
+        counted, up = rate_nodes(processes, window)
+        consensus = replace(
+            consensus_throughput(processes, counted, window),
+            nodes_counted=up,
+            nodes=len(processes),
+        )
+        latencies, sent = sample_latencies(run.clients, run.nodes, pipeline.done, window)
+        if not pipeline.executes:
+            end_to_end = replace(consensus, latency=LatencyStats.of(latencies))
+        else:
+            tps = mean(executed_rate(p, window) for p in counted) or 0.0
+            size = bytes_per_tx(processes)
+            bps = tps * size if size is not None else None
+            end_to_end = replace(consensus, tps=tps, bps=bps, latency=LatencyStats.of(latencies))
+        if run.clients:
+            clients_stats = client_stats(run.clients, window, len(latencies), sent)
+    stages = stage_table(processes, window, pipeline.stages)
+    used = resources(run, window, _local_cores(config), _hosts(config))
+    rounds = rounds_of(run.nodes, counted, window) if consensus is not None else None
+    project_cores = int(config.get("project_cores") or DEFAULT_PROJECT_CORES)
+    price = config.get("instance_price")
+    instances = int(config.get("nodes") or len(run.nodes) or 1) if pipeline.consensus else 1
+    return Summary(
+        config={**config, "mode": mode},
+        pipeline=pipeline,
+        window=window,
+        consensus=consensus,
+        end_to_end=end_to_end,
+        clients=clients_stats,
+        stages=stages,
+        bottleneck=find_bottleneck(
+            stages, end_to_end, clients_stats, consensus, used.machines, rounds=rounds
+        ),
+        rounds=rounds,
+        hops=hop_latencies(run.clients, run.nodes, window, pipeline.done) if run.nodes else (),
+        resources=used,
+        projection=_with_caveat(
+            project(
+                {r.name: r.us_per_tx for r in stages if r.us_per_tx is not None},
+                project_cores,
+                _verifier_threads(config),
+                _executor_threads(config),
+            ),
+            config,
+            len(run.nodes),
+        ),
+        cost=None if price is None else cost(float(price), instances, end_to_end.tps),
+        timeline=stage_timelines(processes, window.load_start_ms),
+        batch_sizes=batch_size_series(processes, window),
+        processes={
+            "nodes": len(run.nodes),
+            "clients": len(run.clients),
+            "movevm": len(run.movevm),
+            "malformed_lines": run.malformed_lines,
+        },
+    )
+
+
+def _local_cores(config: dict[str, Any]) -> int | None:
+    """The cores of the machine a local run used (the runner reads them: `os.cpu_count()`)."""
+    cores = config.get("cores")
+    return int(cores) if isinstance(cores, int | float) and cores > 0 else None
+
+
+def _with_caveat(
+    projection: Projection | None, config: dict[str, Any], nodes: int
+) -> Projection | None:
+    """Says so when the costs were measured with several nodes on one machine's cores."""
+    cores = _local_cores(config)
+    if projection is None or config.get("where") != "local" or nodes < 2 or cores is None:
+        return projection
+    caveat = (
+        f"µs/tx measured with {nodes} nodes sharing {cores} cores include the cost of sharing"
+        " them: the projection errs low"
+    )
+    return replace(projection, caveat=caveat)
+
+
+def _verifier_threads(config: dict[str, Any]) -> int | None:
+    """The verifier threads the run fixed (`--verifier-threads`), else None (one per core)."""
+    threads = config.get("verifier_threads")
+    return int(threads) if isinstance(threads, int | float) and threads > 0 else None
+
+
+def _executor_threads(config: dict[str, Any]) -> int:
+    """The executor's threads: 1 when it runs sequentially, else `--exec-threads`, or one per
+    core when the run did not fix them."""
+    if config.get("exec") in (None, "sequential"):
+        return 1
+    threads = config.get("exec_threads")
+    return int(threads) if isinstance(threads, int | float) and threads > 0 else ONE_PER_CORE
+
+
+def _hosts(config: dict[str, Any]) -> list[str]:
+    hosts = config.get("hosts")
+    return [str(h) for h in hosts] if isinstance(hosts, list) else []

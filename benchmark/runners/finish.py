@@ -1,0 +1,52 @@
+"""From a run's log directory to a printed and saved summary (the same for local and remote)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..analysis import results
+from ..analysis.faults import analyse_faults, attach, enforce
+from ..analysis.metrics import load_run
+from ..analysis.node_lives import mark_lives
+from ..analysis.options import AnalysisOptions
+from ..analysis.profiles import load_profiles
+from ..analysis.summary import Summary, summarize
+from ..config import BenchParameters
+from ..faults.events import FaultLog
+from ..report.summary import render_summary
+
+
+def finish_run(
+    log_dir: Path,
+    bench: BenchParameters | None,
+    results_dir: Path | None,
+    out: TextIO,
+    extra: dict[str, Any] | None = None,
+    *,
+    options: AnalysisOptions | None = None,
+    enforce_audit: bool = True,
+) -> tuple[Summary, Path | None]:
+    """Parse the logs, summarise, audit, print, and save the result (unless `results_dir` is
+    None); a failed audit raises once the result is saved (unless not `enforce_audit`).
+    Without `bench` the configuration is unknown and the mode comes from the records. Profiles
+    (`profile-*/profile.folded` under the logs, written by `--profile`) join the summary."""
+    # A restarted node's records are read per life (its counters start again from zero).
+    faults = FaultLog.load(log_dir)
+    run = mark_lives(load_run(log_dir), faults)
+    known = bench.to_dict() if bench is not None else {}
+    analysis = (options or AnalysisOptions()).to_config()
+    config = {**known, **analysis, **(extra or {}), "logs": str(log_dir)}
+    summary = replace(summarize(run, config), profile=load_profiles(log_dir))
+    out.write(render_summary(summary))
+    analysis_of_faults = analyse_faults(run, faults, config, summary.pipeline)
+    out.write(analysis_of_faults.render())
+    saved = results.save(summary, results_dir) if results_dir is not None else None
+    if saved is not None:
+        attach(saved, analysis_of_faults)
+        out.write(f"Result saved to {saved}\n")
+    out.flush()
+    if enforce_audit:
+        enforce(analysis_of_faults)
+    return summary, saved

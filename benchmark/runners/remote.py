@@ -1,0 +1,633 @@
+"""Remote runs over SSH (Fabric): install, upload the configuration, start nodes and clients in
+the background, wait, stop, download the logs, and summarise exactly like a local run.
+
+Layout on every host (paths relative to the login user's home directory):
+    <repo name>/                  the repository; binaries in target/release/{node,client}
+    hotmove-bench/                the current run: key, committee, parameters, genesis, bench.json
+    hotmove-bench/logs/           node-i.log, client-i.log (stdout and stderr of each process);
+                                  with --profile, profile-node-i/ (flame graph, folded stacks)
+    hotmove-bench/pids/           <process>.pid, and <process>.exit (its exit code) once it ended
+
+Host i runs node i and client i. Processes are started with `setsid nohup ... &` so they survive
+the SSH session and lead their own process group; stopping sends SIGTERM to the group, waits a
+grace period, then SIGKILL, just like local runs. No tmux.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+from fabric import Connection, ThreadingGroup
+from fabric.exceptions import GroupException
+from invoke.exceptions import UnexpectedExit
+
+from ..analysis import pipeline as pipelines
+from ..analysis.metrics import MalformedLineError, Record, load_run, parse_line
+from ..analysis.options import AnalysisOptions
+from ..analysis.profiles import PROFILE_GRACE
+from ..analysis.summary import Summary
+from ..aws.settings import Settings
+from ..config import BenchParameters, RunFiles, host_slots, read_json, write_run_files
+from ..errors import HarnessError
+from ..faults.injector import FaultInjector
+from ..faults.leader import committee_names
+from ..faults.net_emulation import REMOTE_PARTITION_LEAD_S, check_links, emulates, write_node_file
+from ..faults.schedule import FaultSchedule
+from .commands import client_command, node_command
+from .finish import finish_run
+from .processes import DEFAULT_GRACE
+from .progress import describe
+from .prometheus import MetricsEndpoints, check_ports, remote_endpoints
+from .remote_control import RemoteNodeControl
+
+BENCH_DIR = "hotmove-bench"
+# Clients may run this long beyond --duration before the run is declared hung.
+EXIT_MARGIN = 60.0
+POLL_INTERVAL = 1.0
+
+T = TypeVar("T")
+
+
+class RemoteError(HarnessError):
+    """A remote step failed; the message names the host and shows what it printed."""
+
+
+@dataclass(frozen=True)
+class Host:
+    """A machine reachable over SSH; `address` is also the address other nodes use."""
+
+    address: str
+    user: str
+    port: int = 22
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.address}:{self.port}"
+
+
+def select_hosts(per_region: dict[str, list[str]], user: str) -> list[Host]:
+    """Interleave regions (first host of each region, then the second, ...) so any prefix of the
+    list spreads the committee over as many regions as possible."""
+    queues = [list(ips) for ips in per_region.values()]
+    hosts = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                hosts.append(Host(queue.pop(0), user))
+    return hosts
+
+
+# ---------------------------------------------------------------------------------------------
+# Shell snippets run on the hosts (bash).
+
+# A pid is alive if /proc has it and it is not a zombie (PID 1 may not reap in containers).
+_ALIVE = (
+    "alive() { [ -e /proc/$1 ] && [ \"$(sed 's/^.*) //' /proc/$1/stat 2>/dev/null | cut -c1)\" "
+    "!= Z ]; }"
+)
+
+
+def install_script(settings: Settings, skip_toolchain: bool) -> str:
+    repo = shlex.quote(settings.repo_name)
+    url = shlex.quote(settings.repo_url)
+    branch = shlex.quote(settings.branch)
+    steps = []
+    if not skip_toolchain:
+        steps += [
+            "sudo apt-get update -y",
+            "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y "
+            "build-essential cmake clang pkg-config libssl-dev git curl",
+            "curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs "
+            "| sh -s -- -y --profile minimal",
+        ]
+    steps += [
+        f"if [ -d {repo}/.git ]; then git -C {repo} fetch --prune origin; "
+        f"else git clone {url} {repo}; fi",
+        f"git -C {repo} checkout -f -B {branch} origin/{branch}",
+        'if [ -f "$HOME/.cargo/env" ]; then . "$HOME/.cargo/env"; fi',
+        f"cd {repo} && cargo build --release",
+    ]
+    return "set -e\n" + "\n".join(steps)
+
+
+def background_script(name: str, command: list[str], *, append: bool = False) -> str:
+    """Start `command` detached in its own session; record its pid and its exit code.
+
+    The wrapping bash leads the process group. It traps SIGTERM with a no-op so that a SIGTERM to
+    the group stops only the command (bash runs the trap after the command exits, then records
+    its code): the leader stays alive exactly as long as the command, which is what `stop` waits
+    for. A trap, unlike an ignored signal, is not inherited by the command. `append` keeps the
+    log of an earlier life (a node restarted by a fault schedule)."""
+    inner = f"trap : TERM; {shlex.join(command)}; echo $? > pids/{name}.exit"
+    return (
+        f"cd {BENCH_DIR} && rm -f pids/{name}.exit && "
+        f"{{ setsid nohup bash -c {shlex.quote(inner)} {'>>' if append else '>'} logs/{name}.log"
+        " 2>&1 < /dev/null & "
+        f"echo $! > pids/{name}.pid; }}"
+    )
+
+
+def stop_script(pattern: str, grace: float) -> str:
+    """SIGTERM the process groups of the matching pid files, SIGKILL after `grace` seconds."""
+    return f"""{_ALIVE}
+cd {BENCH_DIR} 2>/dev/null || exit 0
+pids=""
+for f in pids/{pattern}.pid; do
+  [ -e "$f" ] || continue
+  p=$(cat "$f"); rm -f "$f"
+  case "$p" in ''|*[!0-9]*) continue;; esac
+  pids="$pids $p"
+  kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true
+done
+end=$(( $(date +%s) + {max(1, int(grace + 0.999))} ))
+while :; do
+  left=""
+  for p in $pids; do alive "$p" && left="$left $p"; done
+  [ -z "$left" ] && break
+  [ "$(date +%s)" -ge "$end" ] && break
+  sleep 0.1
+done
+for p in $pids; do kill -KILL -- "-$p" 2>/dev/null || true; done
+"""
+
+
+def status_script(names: Sequence[str]) -> str:
+    """Prints `name state [code]` per process, then the last METRICS line of each log.
+
+    Liveness is checked before the exit file: the wrapper writes the exit file before it exits,
+    so a process found dead has its exit file already (the other order races)."""
+    lines = [_ALIVE, f"cd {BENCH_DIR} || exit 1"]
+    for name in names:
+        lines.append(
+            f'if [ -f pids/{name}.pid ] && alive "$(cat pids/{name}.pid)"; then '
+            f'echo "{name} running"; '
+            f'elif [ -f pids/{name}.exit ]; then echo "{name} exited $(cat pids/{name}.exit)"; '
+            f'else echo "{name} gone"; fi'
+        )
+    for name in names:
+        lines.append(f"grep '^METRICS ' logs/{name}.log 2>/dev/null | tail -n 1 || true")
+    return "\n".join(lines)
+
+
+def bash(script: str) -> str:
+    return f"bash -c {shlex.quote(script)}"
+
+
+@dataclass(frozen=True)
+class HostStatus:
+    states: dict[str, tuple[str, int | None]]
+    records: list[Record]
+
+
+def parse_status(text: str) -> HostStatus:
+    states: dict[str, tuple[str, int | None]] = {}
+    records: list[Record] = []
+    for line in text.splitlines():
+        if line.startswith("METRICS "):
+            try:
+                record = parse_line(line)
+            except MalformedLineError:
+                continue
+            if record is not None:
+                records.append(record)
+            continue
+        parts = line.split()
+        if len(parts) >= 2:
+            code = int(parts[2]) if len(parts) > 2 and parts[2].lstrip("-").isdigit() else None
+            states[parts[0]] = (parts[1], code)
+    return HostStatus(states, records)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class RemoteBench:
+    """Runs benchmarks on `hosts` (host i runs node i and client i)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        hosts: Sequence[Host],
+        *,
+        local_node_binary: Path,
+        work_dir: Path,
+        logs_dir: Path,
+        results_dir: Path | None,
+        out: TextIO | None = None,
+        grace: float = DEFAULT_GRACE,
+        connect_timeout: int = 10,
+        poll_interval: float = POLL_INTERVAL,
+        prometheus_port: int | None = None,
+        profile: bool = False,
+        analysis: AnalysisOptions | None = None,
+        fault_schedule: FaultSchedule | None = None,
+        enforce_audit: bool = True,
+        partition_lead: float = REMOTE_PARTITION_LEAD_S,
+    ) -> None:
+        if not hosts:
+            raise RemoteError("no hosts (are the instances running? see `fab info`)")
+        self.settings = settings
+        self.hosts = list(hosts)
+        self.local_node_binary = local_node_binary
+        self.work_dir = work_dir
+        self.logs_dir = logs_dir
+        self.results_dir = results_dir
+        self.out = out or sys.stdout
+        # A profiled node writes its flame graph after SIGTERM, before the grace runs out.
+        self.grace = max(grace, PROFILE_GRACE) if profile else grace
+        self.profile = profile
+        self.analysis = analysis or AnalysisOptions()
+        self.poll_interval = poll_interval
+        # Nodes serve GET /metrics on this port, clients on the next (see prometheus.py).
+        self.prometheus_port = prometheus_port
+        # Crashes and leader kills during every run (faults/schedule.py); node i's start script.
+        self.fault_schedule = fault_schedule or FaultSchedule()
+        self.enforce_audit = enforce_audit
+        # Seconds from writing the partition windows to the clients' start
+        # (faults/net_emulation.py).
+        self.partition_lead = partition_lead
+        self.node_scripts: dict[int, str] = {}
+        self.connections = [
+            Connection(
+                host=host.address,
+                user=host.user,
+                port=host.port,
+                connect_timeout=connect_timeout,
+                connect_kwargs={
+                    "key_filename": [str(settings.key_path)],
+                    "look_for_keys": False,
+                    "allow_agent": False,
+                },
+            )
+            for host in self.hosts
+        ]
+
+    def __enter__(self) -> RemoteBench:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for connection in self.connections:
+            connection.close()
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def _run(self, index: int, command: str) -> str:
+        try:
+            result = self.connections[index].run(command, hide=True, in_stream=False)
+        except UnexpectedExit as error:
+            raise RemoteError(
+                f"{self.hosts[index]}: exit {error.result.exited}:\n"
+                f"{error.result.stdout[-2000:]}{error.result.stderr[-2000:]}"
+            ) from error
+        except Exception as error:
+            raise RemoteError(f"{self.hosts[index]}: {error}") from error
+        return str(result.stdout)
+
+    def _each(self, indices: Sequence[int], action: Callable[[int], T]) -> list[T]:
+        """Run `action(i)` for every host index in parallel; raise one error naming all failures."""
+        if not indices:
+            return []
+        with ThreadPoolExecutor(max_workers=min(32, len(indices))) as pool:
+            futures = [pool.submit(action, i) for i in indices]
+            results: list[T] = []
+            errors: list[str] = []
+            for future in futures:
+                try:
+                    results.append(future.result())
+                except Exception as error:  # noqa: BLE001 - reported below with the others
+                    errors.append(str(error))
+        if errors:
+            raise RemoteError("\n".join(errors))
+        return results
+
+    # -- install ---------------------------------------------------------------------------------
+
+    def install(self, skip_toolchain: bool = False) -> None:
+        """Install the toolchain and build dependencies (unless skipped), fetch the repository
+        at the configured branch and build it in release mode, on every host in parallel."""
+        self.out.write(f"Installing on {len(self.hosts)} host(s)...\n")
+        group = ThreadingGroup.from_connections(self.connections)
+        try:
+            group.run(
+                bash(install_script(self.settings, skip_toolchain)), hide=True, in_stream=False
+            )
+        except GroupException as error:
+            failures = []
+            for connection, result in error.result.items():
+                if isinstance(result, Exception):
+                    detail = getattr(getattr(result, "result", None), "stderr", "") or str(result)
+                    failures.append(f"{connection.user}@{connection.host}: {detail[-2000:]}")
+            raise RemoteError("install failed:\n" + "\n".join(failures)) from error
+        self.out.write("Installed.\n")
+
+    # -- one run ---------------------------------------------------------------------------------
+
+    def upload(self, files: RunFiles, count: int) -> None:
+        """Give host i < count its key and the shared files in a fresh run directory; clear the
+        other hosts too, so no stale process or log of an earlier run remains anywhere."""
+        shared = [files.committee_file, files.parameters_file, files.bench_file]
+        if files.genesis_file is not None:
+            shared.append(files.genesis_file)
+
+        def upload_one(index: int) -> None:
+            self._run(index, bash(stop_script("*", self.grace)))
+            self._run(index, f"rm -rf {BENCH_DIR} && mkdir -p {BENCH_DIR}/logs {BENCH_DIR}/pids")
+            if index >= count:
+                return
+            connection = self.connections[index]
+            for path in [files.key_files[index], *shared]:
+                try:
+                    connection.put(str(path), f"{BENCH_DIR}/{path.name}")
+                except Exception as error:
+                    raise RemoteError(
+                        f"{self.hosts[index]}: upload of {path} failed: {error}"
+                    ) from error
+
+        self._each(range(len(self.hosts)), upload_one)
+
+    def _binary(self, name: str) -> str:
+        return f"../{self.settings.repo_name}/target/release/{name}"
+
+    def metrics_endpoints(self, bench: BenchParameters) -> MetricsEndpoints | None:
+        if self.prometheus_port is None:
+            return None
+        hosts = [host.address for host in self.hosts[: bench.nodes]]
+        return remote_endpoints(self.prometheus_port, bench, hosts)
+
+    def put_everywhere(self, path: Path, count: int) -> None:
+        """Copy `path` into the run directory of the first `count` hosts."""
+
+        def put(index: int) -> None:
+            try:
+                self.connections[index].put(str(path), f"{BENCH_DIR}/{path.name}")
+            except Exception as error:
+                raise RemoteError(
+                    f"{self.hosts[index]}: upload of {path} failed: {error}"
+                ) from error
+
+        self._each(range(count), put)
+
+    def start(
+        self,
+        files: RunFiles,
+        bench: BenchParameters,
+        emulation: Path | None = None,
+        clients_at: float | None = None,
+    ) -> None:
+        """Start the live nodes, then their clients (which wait for every live node); the nodes
+        read `emulation` (uploaded already) if given, the clients start at `clients_at` (wall
+        clock) if given."""
+        live = bench.live_nodes
+        addresses = files.committee.transactions_addresses(live)
+        genesis = files.genesis_file.name if files.genesis_file else None
+        endpoints = self.metrics_endpoints(bench)
+
+        def start_node(index: int) -> None:
+            command = node_command(
+                self._binary("node"),
+                keys=files.key_files[index].name,
+                committee=files.committee_file.name,
+                parameters=files.parameters_file.name,
+                genesis=genesis,
+                bench=bench,
+                prometheus=endpoints.nodes[index].listen if endpoints else None,
+                # Relative to the run directory, the processes' working directory.
+                profile=f"logs/profile-node-{index}" if self.profile else None,
+                store=f"store-node-{index}.redb" if bench.store else None,
+                net_emulation=emulation.name if emulation is not None else None,
+            )
+            self.node_scripts[index] = bash(
+                background_script(f"node-{index}", command, append=True)
+            )
+            self._run(index, bash(background_script(f"node-{index}", command)))
+
+        def start_client(index: int) -> None:
+            command = client_command(
+                self._binary("client"),
+                bench=bench,
+                target=addresses[index],
+                nodes=addresses,
+                index=index,
+                genesis=genesis,
+                prometheus=endpoints.clients[index].listen if endpoints else None,
+            )
+            self._run(index, bash(background_script(f"client-{index}", command)))
+
+        self._each(range(live), start_node)
+        if clients_at is not None:
+            late = time.time() - clients_at
+            if late > 0:
+                self.out.write(
+                    f"warning: the nodes took {late:.1f} s longer to start than the"
+                    f" {self.partition_lead:g} s allowed; partitions count from the planned"
+                    " start, before the clients'\n"
+                )
+            else:
+                time.sleep(-late)
+        self._each(range(live), start_client)
+
+    def status(self, count: int) -> list[HostStatus]:
+        return self._each(
+            range(count),
+            lambda i: parse_status(self._run(i, bash(status_script([f"node-{i}", f"client-{i}"])))),
+        )
+
+    def wait(self, bench: BenchParameters, faults: FaultInjector | None = None) -> None:
+        """Poll until every client exited by itself; fail fast if a node dies or a client fails,
+        unless `faults` killed that node (its client then loses its connection and stops)."""
+        live = bench.live_nodes
+        started = time.monotonic()
+        deadline = started + bench.duration + EXIT_MARGIN
+        while True:
+            if faults is not None:
+                faults.tick()
+            statuses = self.status(live)
+            done = 0
+            for index, status in enumerate(statuses):
+                crashed = faults is not None and faults.ever_crashed(index)
+                node_state, node_code = status.states.get(f"node-{index}", ("gone", None))
+                down = faults is not None and faults.is_expected_down(index)
+                if node_state != "running" and not down:
+                    raise self._failure(index, f"node-{index}", f"{node_state} ({node_code})")
+                state, code = status.states.get(f"client-{index}", ("gone", None))
+                if (state == "exited" and code == 0) or (crashed and state != "running"):
+                    done += 1
+                elif state != "running":
+                    raise self._failure(index, f"client-{index}", f"{state} ({code})")
+            elapsed = time.monotonic() - started
+            records = [r for s in statuses for r in s.records]
+            self.out.write(f"[{elapsed:5.1f}s / {bench.duration}s] {describe(records)}\n")
+            self.out.flush()
+            if done == live and not (faults is not None and faults.holds_run(bench.duration)):
+                return
+            if time.monotonic() > deadline:
+                raise RemoteError(f"clients still running {EXIT_MARGIN:.0f} s after their duration")
+            time.sleep(self.poll_interval)
+
+    def _failure(self, index: int, name: str, state: str) -> RemoteError:
+        try:
+            tail = self._run(index, f"tail -n 20 {BENCH_DIR}/logs/{name}.log")
+        except RemoteError as error:
+            tail = str(error)
+        return RemoteError(f"{self.hosts[index]}: {name} {state}; last log lines:\n{tail}")
+
+    def stop(self, count: int, pattern: str = "*") -> None:
+        """Stop the matching processes on the first `count` hosts (SIGTERM, grace, SIGKILL)."""
+        self._each(range(count), lambda i: self._run(i, bash(stop_script(pattern, self.grace))))
+
+    def download(self, count: int, log_dir: Path) -> list[Path]:
+        """Fetch every log (and profile file) of the first `count` hosts into `log_dir`."""
+        log_dir.mkdir(parents=True, exist_ok=True)
+        listing_command = (
+            f"cd {BENCH_DIR}/logs 2>/dev/null && ls -1 -d *.log profile-*/* 2>/dev/null || true"
+        )
+
+        def fetch(index: int) -> list[Path]:
+            listing = self._run(index, listing_command)
+            fetched = []
+            for name in listing.split():
+                # `node-0.log` or `profile-node-0/flamegraph.svg`: keep one directory level.
+                relative = Path(name)
+                if len(relative.parts) > 2 or ".." in relative.parts:
+                    continue
+                target = log_dir / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    self.connections[index].get(f"{BENCH_DIR}/logs/{name}", str(target))
+                except Exception as error:
+                    raise RemoteError(
+                        f"{self.hosts[index]}: download of {name} failed: {error}"
+                    ) from error
+                fetched.append(target)
+            return fetched
+
+        return [path for paths in self._each(range(count), fetch) for path in paths]
+
+    def run_once(self, bench: BenchParameters, index: int = 0) -> Summary:
+        self.check(bench)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_id = f"{bench.mode}-n{bench.nodes}-r{bench.rate}-{stamp}-run{index}"
+        files = write_run_files(
+            bench,
+            self.local_node_binary,
+            self.work_dir / run_id,
+            [host.address for host in self.hosts[: bench.nodes]],
+            self.settings.ports,
+        )
+        self.out.write(
+            f"Remote run {run_id}: {bench.live_nodes} live node(s) of {bench.nodes}, "
+            f"{bench.rate:,} tx/s for {bench.duration} s\n"
+        )
+        endpoints = self.metrics_endpoints(bench)
+        if endpoints is not None:
+            self.out.write(endpoints.describe())
+        self.upload(files, bench.nodes)
+        names = committee_names(files.committee_file)
+        control = RemoteNodeControl(self._run, BENCH_DIR, self.node_scripts)
+        faults = FaultInjector(
+            self.fault_schedule,
+            control,
+            names,
+            bench.live_nodes,
+            self.out,
+            duration=bench.duration,
+        )
+        # With partitions the clients' start is fixed now: the nodes' windows count from it
+        # (the hosts' clocks are assumed synchronised, as for the latency hops).
+        partitions = self.fault_schedule.partitions
+        clients_at = time.time() + self.partition_lead if partitions else None
+        emulation = None
+        if emulates(bench, partitions):
+            start_ms = clients_at * 1000.0 if clients_at is not None else None
+            emulation = write_node_file(files.directory, names, bench, partitions, start_ms)
+            self.put_everywhere(emulation, bench.live_nodes)
+        try:
+            self.start(files, bench, emulation, clients_at)
+            faults.start(at=clients_at)
+            self.wait(bench, faults)
+            # Clients are done: stop the nodes so each prints its final METRICS line.
+            self.stop(bench.live_nodes)
+        finally:
+            # Whatever happened, nothing of this run keeps running on the hosts.
+            self.stop(bench.nodes)
+        log_dir = self.logs_dir / run_id
+        self.download(bench.live_nodes, log_dir)
+        faults.log.save(log_dir)
+        pipelines.save(pipelines.describe(self.local_node_binary, bench.mode), log_dir)
+        summary, _ = finish_run(
+            log_dir,
+            bench,
+            self.results_dir,
+            self.out,
+            extra={
+                "run": index,
+                "where": "remote",
+                "hosts": [str(h) for h in self.hosts[: bench.nodes]],
+                "profile": self.profile,
+            },
+            options=self.analysis,
+            enforce_audit=self.enforce_audit,
+        )
+        return summary
+
+    def check(self, bench: BenchParameters) -> None:
+        """Host i runs node i: a committee needs as many hosts; metrics ports are not node ports."""
+        if bench.nodes > len(self.hosts):
+            raise RemoteError(
+                f"{bench.nodes} nodes need {bench.nodes} hosts, have {len(self.hosts)}"
+            )
+        self.fault_schedule.check(bench)
+        check_links(bench)
+        endpoints = self.metrics_endpoints(bench)
+        if endpoints is not None and self.prometheus_port is not None:
+            hosts = [host.address for host in self.hosts[: bench.nodes]]
+            node_ports = [
+                port
+                for slot in set(host_slots(hosts))
+                for port in self.settings.ports.shifted(slot).all()
+            ]
+            check_ports(endpoints, node_ports, self.prometheus_port)
+
+    def run(self, bench: BenchParameters) -> list[Summary]:
+        """Run `bench` `bench.runs` times; each run prints and saves its summary."""
+        bench = self.fault_schedule.bench_for(bench)
+        return [self.run_once(bench, index) for index in range(bench.runs)]
+
+    # -- inspection ------------------------------------------------------------------------------
+
+    def kill(self) -> None:
+        """Stop every process a run started on every host, and delete the run directories."""
+        self.stop(len(self.hosts))
+        self._each(range(len(self.hosts)), lambda i: self._run(i, f"rm -rf {BENCH_DIR}"))
+
+    def logs(self, log_dir: Path) -> Summary | None:
+        """Download the logs of the last run from every host and summarise them (not saved)."""
+        paths = self.download(len(self.hosts), log_dir)
+        if not paths:
+            self.out.write("No logs on the hosts.\n")
+            return None
+        bench_file = log_dir / "bench.json.remote"
+        bench: BenchParameters | None = None
+        try:
+            self.connections[0].get(f"{BENCH_DIR}/bench.json", str(bench_file))
+            data: Any = read_json(bench_file)
+            bench = BenchParameters.from_dict(data if isinstance(data, dict) else {})
+        except Exception:  # noqa: BLE001 - without it the summary still has the mode
+            bench = None
+        mode = bench.mode if bench is not None else load_run(log_dir).reported_mode()
+        if mode is None:
+            raise RemoteError(
+                f"the logs in {log_dir} name no mode and the hosts hold no bench.json"
+            )
+        pipelines.save(pipelines.describe(self.local_node_binary, mode), log_dir)
+        summary, _ = finish_run(log_dir, bench, None, self.out, extra={"where": "remote"})
+        return summary
