@@ -38,7 +38,7 @@ EXECUTING_MODES: tuple[str, ...] = ("hotcrypto", "hotmove", "movevm")
 EXECS: tuple[str, ...] = ("sequential", "waves", "blockstm")
 FEE_CREDITS: tuple[str, ...] = ("block", "per-tx")
 
-# The node refuses larger link latencies as unit mistakes (consensus::network::emulation).
+# The node refuses larger link latencies as unit mistakes (network::emulation).
 MAX_DELAY_MS = 60_000
 
 # Ports used by one node: consensus, mempool, transactions. Co-located nodes shift by this stride.

@@ -1,6 +1,6 @@
 """The node's parameters file, holding only what the user set.
 
-Rust's `Parameters` (consensus/src/config.rs) is the one source of the defaults: every field is
+Rust's `Parameters` (consensus/config/src/lib.rs) is the one source of the defaults: every field is
 optional there and `{}` is a valid file. The harness therefore writes a field only when the user
 set it; a default copied here would silently override the node's own whenever Rust changed it.
 The field names are the Rust ones (the node rejects unknown fields); a test compares them.
@@ -38,7 +38,7 @@ POSITIVE = frozenset(
         "max_retained_bytes",
     }
 )
-# The node's leader rules (`LeaderRule` in consensus/src/hotstuff/leader.rs).
+# The node's leader rules (`LeaderRule` in consensus/config/src/lib.rs).
 LEADER_RULES = ("round-robin", "reputation")
 
 

@@ -1,4 +1,4 @@
-"""Which node leads a round: Rust's round-robin `Committee::leader` (consensus/src/config.rs) in
+"""Which node leads a round: Rust's round-robin `Committee::leader` (consensus/config/src/lib.rs) in
 Python, for logs whose METRICS lines do not name the leader, and the node a short name is.
 
 The committee is a `BTreeMap<PublicKey, Authority>` and the leader of round r is the key at

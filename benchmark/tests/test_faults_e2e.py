@@ -264,9 +264,9 @@ def test_more_than_f_down_then_back(release_binaries: Path, tmp_path: Path) -> N
         assert blocks_at(result, node, back) == blocks_at(result, node, down + 1.5)
     check_agreement(result)
     # Restarted on an empty in-memory store, nodes 2 and 3 start at round 1; the certificates in
-    # the survivors' timeouts move them up to the survivors' round (consensus/tests/rejoin.rs).
-    # It takes a while (about 17 s here): the survivors' round timer has backed off by then, so
-    # the run lasts 21 s after the restart.
+    # the survivors' timeouts move them up to the survivors' round
+    # (consensus/hotstuff/tests/rejoin.rs). It takes a while (about 17 s here): the survivors'
+    # round timer has backed off by then, so the run lasts 21 s after the restart.
     resumed = all(blocks_at(result, n, end) > blocks_at(result, n, back) for n in (0, 1))
     assert resumed, "commits did not resume after more than f nodes came back"
 

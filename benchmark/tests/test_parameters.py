@@ -3,7 +3,7 @@
 The harness holds no defaults of node parameters, but it must spell every field as the node does
 (the node rejects unknown fields), and the documentation must quote the node's defaults: the
 parameters table of `docs/parameters.md` and the flags that set node parameters in
-`docs/local.md`. Both are read here from `consensus/src/config.rs`, so a change on the Rust side
+`docs/local.md`. Both are read here from `consensus/config/src/lib.rs`, so a change on the Rust side
 fails this test until the docs (and, for a new field, `NodeParameters`) follow.
 """
 
@@ -17,7 +17,7 @@ from benchmark.parameters import NodeParameters
 
 from .conftest import REPO_ROOT
 
-CONFIG_RS = REPO_ROOT / "consensus" / "src" / "config.rs"
+CONFIG_RS = REPO_ROOT / "consensus" / "config" / "src" / "lib.rs"
 PARAMETERS_MD = REPO_ROOT / "docs" / "parameters.md"
 LOCAL_MD = REPO_ROOT / "docs" / "local.md"
 README = REPO_ROOT / "README.md"

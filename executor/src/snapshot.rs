@@ -1,5 +1,5 @@
 //! Snapshots of the executed state: what a node hands a peer that fell too far behind to replay
-//! the chain (a checkpoint, in the consensus crate's state sync).
+//! the chain (a checkpoint, in the hotstuff crate's state sync).
 //!
 //! Peers accept a snapshot when f+1 of them report the same digest of its bytes, so equal states
 //! must give equal bytes on every node: every collection is written in a sorted order, never in

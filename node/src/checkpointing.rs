@@ -1,14 +1,13 @@
 //! The last stage's part in state sync: checkpoint the state after the blocks the policy picks,
-//! and take over a checkpoint consensus adopted from peers (see the consensus crate's
+//! and take over a checkpoint consensus adopted from peers (see the hotstuff crate's
 //! `checkpoint.rs`); and its report of each committed batch it is done with, which tells
 //! consensus how far behind the node's execution is (`progress.rs` there).
 
+use batch::CommittedBatch;
 use bytes::Bytes;
-use consensus::{
-    Checkpoint, CheckpointPolicy, CheckpointSlot, CommittedBatch, PipelineProgress, Round,
-    StateSyncLink,
-};
+use config::Round;
 use crypto::Digest;
+use hotstuff::{Checkpoint, CheckpointPolicy, CheckpointSlot, PipelineProgress, StateSyncLink};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use tracing::warn;
@@ -119,7 +118,7 @@ mod tests {
 
     #[test]
     fn checkpoints_after_the_last_batch_of_a_picked_block() {
-        let (link, rx) = StateSyncLink::new(&consensus::Store::new());
+        let (link, rx) = StateSyncLink::new(&store::Store::new());
         let mut checkpointing = Checkpointing::new(&link, rx, 10);
         let state = |s: &'static str| move || Ok::<_, String>(s.as_bytes().to_vec());
         checkpointing.applied(&position(10, false), state("middle of 10"));
@@ -139,7 +138,7 @@ mod tests {
 
     #[test]
     fn a_restore_skips_older_batches_and_is_served_from_then_on() {
-        let (link, rx) = StateSyncLink::new(&consensus::Store::new());
+        let (link, rx) = StateSyncLink::new(&store::Store::new());
         let mut checkpointing = Checkpointing::new(&link, rx, 10);
         assert!(checkpointing.pending_restore().is_none());
         let adopted = Checkpoint::new(Digest::of(b"b"), 37, Bytes::from_static(b"peers' state"));

@@ -79,7 +79,7 @@ fn run_cli() -> Result<()> {
         Command::Keys { filename } => {
             let (name, secret) = crypto::generate_production_keypair();
             let keys = KeyPair { name, secret };
-            consensus::config::write_json(&filename, &keys)
+            config::write_json(&filename, &keys)
                 .with_context(|| format!("writing {}", filename.display()))?;
             Ok(())
         }

@@ -13,14 +13,14 @@ use crate::metrics::{ChannelSource, Registry, SampleEvent, SampleLog};
 use crate::stage::{spawn_stage, StageMetrics};
 use crate::verifier::{Signatures, VerifierStage};
 use anyhow::{Context, Result};
+use batch::CommittedBatch;
 use clap::ValueEnum;
-use consensus::metered::{self, MeteredReceiver};
-use consensus::CommittedBatch;
 use crypto::ParallelVerifier;
 use executor::{
     opaque_sample_id, signed_sample_id, AdapterExecutor, CallStyle, ExecConfig, FeeCredit,
     GasParameters, Genesis, MoveExecutor, NativeExecutor, Scheme, Workload,
 };
+use plumbing::metered::{self, MeteredReceiver};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::thread::JoinHandle;

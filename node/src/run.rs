@@ -11,16 +11,19 @@ use crate::pipeline::{exec_config, Execution, Mode, StageSettings, Vm};
 use crate::profile::Profiler;
 use anyhow::{Context, Result};
 use clap::Args;
-use consensus::config::read_json;
-use consensus::mempool::{Mempool, MempoolMetrics, SampleHooks};
-use consensus::network::{EmulationSpec, NetEmulation};
-use consensus::{metered, Committee, Consensus, MempoolLink, Parameters, StateSyncLink, Store};
+use config::read_json;
+use config::{Committee, Parameters};
 use crypto::KeyPair;
 use executor::{FeeCredit, Genesis, Scheme, Workload};
+use hotstuff::{Consensus, MempoolLink, StateSyncLink};
+use mempool::{Mempool, MempoolMetrics, SampleHooks};
+use network::{EmulationSpec, NetEmulation};
+use plumbing::metered;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use store::Store;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 use tracing::info;
@@ -84,7 +87,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub store: Option<PathBuf>,
     /// Emulate the network on the committee's links: per-link latency and partition windows
-    /// (JSON; see `consensus::network::emulation`). Client connections are not affected.
+    /// (JSON; see `network::emulation`). Client connections are not affected.
     #[arg(long, value_name = "FILE")]
     pub net_emulation: Option<PathBuf>,
     /// Test knob: the executor busy-spins this many microseconds per transaction.

@@ -6,7 +6,7 @@
 //! is therefore measured the same way for every stage, in a node and in standalone `movevm`.
 
 use crate::metrics::{Snapshot, Source, Value};
-use consensus::metered::{MeteredReceiver, MeteredSender};
+use plumbing::metered::{MeteredReceiver, MeteredSender};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -323,8 +323,8 @@ mod tests {
 
     #[test]
     fn runner_counts_forwards_and_ticks() {
-        let (tx_in, rx_in, _) = consensus::metered::channel(4);
-        let (tx_out, mut rx_out, out_metrics) = consensus::metered::channel(4);
+        let (tx_in, rx_in, _) = plumbing::metered::channel(4);
+        let (tx_out, mut rx_out, out_metrics) = plumbing::metered::channel(4);
         let metrics = Arc::new(StageMetrics::new("doubler"));
         let ticks = Arc::new(AtomicU64::new(0));
         let handle = spawn_stage(
@@ -410,7 +410,7 @@ mod tests {
         let mut inputs = Vec::new();
         let mut stages = Vec::new();
         for (name, spin) in names.iter().zip([true, false]) {
-            let (tx, rx, _) = consensus::metered::channel(1);
+            let (tx, rx, _) = plumbing::metered::channel(1);
             let metrics = Arc::new(StageMetrics::new(*name));
             handles.push(
                 spawn_stage(move || Ok(Burner { spin }), rx, None, metrics.clone()).expect("spawn"),
@@ -463,7 +463,7 @@ mod tests {
 
     #[test]
     fn a_stage_that_fails_to_build_reports_its_error() {
-        let (_tx, rx, _) = consensus::metered::channel::<Numbers>(1);
+        let (_tx, rx, _) = plumbing::metered::channel::<Numbers>(1);
         let result = spawn_stage::<Doubler, _>(
             || anyhow::bail!("no VM today"),
             rx,

@@ -6,7 +6,7 @@
 use crate::checkpointing::Position;
 use crate::metrics::{now_ms, SampleEvent, SampleLog, Value};
 use crate::stage::{Counted, Stage, StageMetrics};
-use consensus::CommittedBatch;
+use batch::CommittedBatch;
 use crypto::ParallelVerifier;
 use executor::Transaction;
 use std::sync::atomic::Ordering;

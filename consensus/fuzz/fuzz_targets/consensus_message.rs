@@ -6,8 +6,8 @@
 //! re-encodes to exactly the input (one encoding per message).
 #![no_main]
 
-use consensus::hotstuff::wire;
-use consensus::hotstuff::ConsensusMessage;
+use hotstuff::wire;
+use hotstuff::ConsensusMessage;
 use consensus_fuzz::alloc::{assert_bounded, peak_during};
 use consensus_fuzz::committee;
 use libfuzzer_sys::fuzz_target;

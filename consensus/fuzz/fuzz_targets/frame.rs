@@ -7,7 +7,7 @@
 #![no_main]
 
 use bytes::BytesMut;
-use consensus::network::{codec, DEFAULT_MAX_FRAME_SIZE};
+use network::{codec, DEFAULT_MAX_FRAME_SIZE};
 use consensus_fuzz::alloc::{assert_bounded, peak_during};
 use libfuzzer_sys::fuzz_target;
 use tokio_util::codec::Decoder;

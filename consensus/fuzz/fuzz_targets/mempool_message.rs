@@ -6,8 +6,8 @@
 #![no_main]
 
 use bytes::Bytes;
-use consensus::mempool::batch::{Batch, HEADER_LEN, TX_PREFIX_LEN};
-use consensus::mempool::MempoolMessage;
+use batch::{Batch, HEADER_LEN, TX_PREFIX_LEN};
+use mempool::MempoolMessage;
 use consensus_fuzz::alloc::{assert_bounded, peak_during};
 use libfuzzer_sys::fuzz_target;
 

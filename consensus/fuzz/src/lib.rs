@@ -2,8 +2,8 @@
 
 pub mod alloc;
 
-use consensus::config::Authority;
-use consensus::Committee;
+use config::Authority;
+use config::Committee;
 use crypto::KeyPair;
 use std::net::SocketAddr;
 use std::sync::OnceLock;

@@ -5,10 +5,10 @@
 //! `corpus/<target>/seed-*` (the output is deterministic: ed25519 signatures are).
 
 use bytes::{BufMut, Bytes, BytesMut};
-use consensus::hotstuff::{wire, Block, ConsensusMessage, Timeout, Vote, QC, TC};
-use consensus::mempool::batch::BatchBuilder;
-use consensus::mempool::MempoolMessage;
-use consensus::Round;
+use hotstuff::{wire, Block, ConsensusMessage, Timeout, Vote, QC, TC};
+use batch::BatchBuilder;
+use mempool::MempoolMessage;
+use config::Round;
 use consensus_fuzz::{committee, keys};
 use crypto::{Digest, KeyPair, SignatureService};
 use std::path::PathBuf;

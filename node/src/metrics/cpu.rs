@@ -13,7 +13,7 @@ use thiserror::Error;
 /// The name of the tokio runtime threads of a node: consensus, mempool and network tasks.
 pub const CONSENSUS_THREADS: &str = "consensus";
 /// The names of a durable store's writer threads start with this (`store-batches`, ...).
-pub use consensus::column_writer::THREAD_PREFIX as STORE_THREADS_PREFIX;
+pub use store::column_writer::THREAD_PREFIX as STORE_THREADS_PREFIX;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum ProcError {
@@ -353,8 +353,8 @@ mod tests {
         );
         assert_eq!(owner_of("consensus", &stages), Some(Owner::Consensus));
         assert_eq!(owner_of("consensus-3", &stages), Some(Owner::Consensus));
-        for column in consensus::store::Column::ALL {
-            let writer = consensus::column_writer::thread_name(column);
+        for column in store::Column::ALL {
+            let writer = store::column_writer::thread_name(column);
             assert_eq!(owner_of(&writer, &stages), Some(Owner::Store), "{writer}");
         }
         for other in [

@@ -16,7 +16,7 @@ pub use cpu::ProcessSource;
 pub use snapshot::{Entry, Group, Scope, Snapshot, Value};
 pub use sources::{ChannelSource, ConsensusSource, SampleEvent, SampleLog};
 
-pub use consensus::mempool::batch::now_ms;
+pub use plumbing::now_ms;
 use serde_json::{json, Value as Json};
 use std::io::Write;
 use std::sync::Arc;

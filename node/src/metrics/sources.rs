@@ -2,9 +2,9 @@
 //! stages, and the sample transactions seen this interval.
 
 use super::{Snapshot, Source};
-use consensus::mempool::MempoolMetrics;
-use consensus::metered::ChannelMetrics;
-use consensus::ConsensusMetrics;
+use hotstuff::ConsensusMetrics;
+use mempool::MempoolMetrics;
+use plumbing::metered::ChannelMetrics;
 use serde::Serialize;
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};

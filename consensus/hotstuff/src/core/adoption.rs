@@ -1,0 +1,250 @@
+//! State-sync adoption: asking peers for a checkpoint when we are too far behind to replay the
+//! chain, adopting one that f+1 members report, and resuming from our own after a restart.
+
+use super::Core;
+use crate::checkpoint::{Checkpoint, CheckpointSlot};
+use crate::committer::ToCommitter;
+use crate::error::ConsensusError;
+use crate::messages::Block;
+use crate::state_sync::{Adopted, StateSync};
+use crate::wire::{CheckpointReply, ConsensusMessage};
+use config::{Committee, Parameters, Round};
+use crypto::Hash;
+use mempool::ConsensusMempoolMessage;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{debug, info, warn};
+
+pub(super) struct Adoption {
+    /// Collects peers' checkpoint reports (see `state_sync.rs`).
+    pub(super) state_sync: StateSync,
+    /// Where an adopted checkpoint goes to the application (see `StateSyncLink`).
+    pub(super) tx_restore: std::sync::mpsc::Sender<Arc<Checkpoint>>,
+    /// The application's latest checkpoint: its block is never pruned (peers may ask for it, and
+    /// a restart on a durable store resumes from it).
+    pub(super) checkpoints: CheckpointSlot,
+    /// Blocks that committed without passing through `commit` (below a checkpoint taken as our
+    /// root), whose batches the mempool and the committer have yet to hear of (see
+    /// `settle_skipped`): the core is built outside the runtime, so a root taken there is
+    /// announced once it runs.
+    pub(super) skipped: Vec<Block>,
+}
+
+impl Adoption {
+    pub(super) fn new(
+        committee: &Committee,
+        parameters: &Parameters,
+        tx_restore: std::sync::mpsc::Sender<Arc<Checkpoint>>,
+        checkpoints: CheckpointSlot,
+    ) -> Self {
+        Adoption {
+            // Asked again each timeout: by then peers are at their next checkpoint, or the first
+            // request's replies were lost.
+            state_sync: StateSync::new(
+                committee.clone(),
+                Duration::from_millis(parameters.timeout_delay),
+            ),
+            tx_restore,
+            checkpoints,
+            skipped: Vec::new(),
+        }
+    }
+}
+
+impl Core {
+    /// Asks peers for a checkpoint when `block` certifies a round more than `gc_depth` rounds
+    /// past our last commit: peers may have deleted the batches (and, after `gc_retention_ms`,
+    /// the blocks) between, so replaying the chain may never end. Having the blocks is not
+    /// enough (a node restarted on its `--store` has them, but its own GC deleted batches that
+    /// its peers then freed too). Replay goes on meanwhile; whichever gets there first wins.
+    pub(super) async fn sync_state_if_far_behind(
+        &mut self,
+        block: &Block,
+    ) -> Result<(), ConsensusError> {
+        let far = block.qc.round
+            > self
+                .committed
+                .last_round
+                .saturating_add(self.parameters.gc_depth);
+        if !far || !self.adoption.state_sync.should_request() {
+            return Ok(());
+        }
+        info!(
+            "round {} is certified and we committed only up to round {}: asking peers for a \
+             checkpoint",
+            block.qc.round, self.committed.last_round
+        );
+        self.broadcast(&ConsensusMessage::CheckpointRequest(self.name))
+            .await
+    }
+
+    /// Counts a member's checkpoint report, cheapest checks first: a block not past our last
+    /// commit is of no use, a reply we did not ask for (or a member's second to one request) is
+    /// not looked at, and the proof that the block committed is checked before the state is
+    /// hashed (see `state_sync.rs`).
+    pub(super) async fn handle_checkpoint(
+        &mut self,
+        reply: CheckpointReply,
+    ) -> Result<(), ConsensusError> {
+        if reply.block.round <= self.committed.last_round {
+            return Ok(());
+        }
+        if !self.adoption.state_sync.admit(&reply.author) {
+            debug!("{:?} was not asked for; ignored", reply);
+            return Ok(());
+        }
+        reply.verify(&self.committee)?;
+        match self.adoption.state_sync.add(reply) {
+            Some(adopted) => self.adopt_checkpoint(adopted).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Makes the checkpoint f+1 members reported our root (see `take_root`).
+    pub(super) async fn adopt_checkpoint(
+        &mut self,
+        adopted: Adopted,
+    ) -> Result<(), ConsensusError> {
+        let Adopted {
+            block,
+            state,
+            digest,
+        } = adopted;
+        let block_digest = block.digest();
+        info!(
+            "adopting the checkpoint of round {} (block {block_digest}, state {digest}, {} \
+             bytes) that f+1 members reported; last committed round was {}",
+            block.round,
+            state.len(),
+            self.committed.last_round
+        );
+        let checkpoint = Checkpoint {
+            block: block_digest,
+            round: block.round,
+            state,
+            digest,
+        };
+        self.store_block(&block).await?;
+        self.take_root(block, checkpoint)?;
+        self.settle_skipped().await?;
+        self.metrics
+            .checkpoints_adopted
+            .fetch_add(1, Ordering::Relaxed);
+        let _ = self
+            .tx_mempool
+            .send(ConsensusMempoolMessage::Cleanup(self.committed.last_round))
+            .await;
+        Ok(())
+    }
+
+    /// Makes the checkpoint's block, already stored, our last committed block and the root of
+    /// our chain, and hands its state to the application. The state goes first: the application
+    /// must have it before any batch of a block after the root, and those can only come after
+    /// this.
+    ///
+    /// The root and the blocks between our last commit and it committed without us: of those we
+    /// hold, our own are done (not proposed again: peers would refuse them as committed for the
+    /// GC window, then commit them a second time), and every one is queued for `settle_skipped`.
+    /// Our blocks of the stretch we do not hold may or may not have committed: they are
+    /// forgotten, not proposed again.
+    pub(super) fn take_root(
+        &mut self,
+        block: Block,
+        checkpoint: Checkpoint,
+    ) -> Result<(), ConsensusError> {
+        let round = block.round;
+        if self.adoption.tx_restore.send(Arc::new(checkpoint)).is_err() {
+            // An application without state (or gone) needs none; consensus goes on.
+            debug!("no application takes checkpoints");
+        }
+        let (mut skipped, unknown_up_to) = self.stored_ancestors(&block)?;
+        skipped.push(block.clone());
+        let digest = block.digest();
+        self.synchronizer.set_root(&block);
+        self.committed.last_round = round;
+        self.committed.last = digest;
+        self.pruning.committed(round);
+        for skipped in &skipped {
+            if skipped.author == self.name {
+                self.proposals.buffer.committed(skipped.round);
+            }
+            self.payload.committed(skipped);
+        }
+        self.proposals.buffer.forget_up_to(unknown_up_to);
+        self.proposals.buffer.finalize_up_to(round);
+        self.payload.cleanup(round);
+        self.adoption.skipped.extend(skipped);
+        self.metrics
+            .checkpoint_round
+            .store(round, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The stored ancestors of `root` above our last commit, oldest first (they committed with
+    /// it), and the round up to which the chain below them is unknown here (0 if they reach our
+    /// last commit).
+    pub(super) fn stored_ancestors(
+        &self,
+        root: &Block,
+    ) -> Result<(Vec<Block>, Round), ConsensusError> {
+        let mut chain = VecDeque::new();
+        let mut parent = *root.parent();
+        let mut parent_round = root.qc.round;
+        while parent != self.committed.last && parent_round > self.committed.last_round {
+            match self.synchronizer.stored_block(&parent)? {
+                Some(block) => {
+                    parent = *block.parent();
+                    parent_round = block.qc.round;
+                    chain.push_front(block);
+                }
+                None => return Ok((chain.into(), parent_round)),
+            }
+        }
+        Ok((chain.into(), 0))
+    }
+
+    /// Tells the mempool (quotas, backlog) and the committer (which collects their batches) of
+    /// the blocks that committed below a root we took (see `take_root`).
+    pub(super) async fn settle_skipped(&mut self) -> Result<(), ConsensusError> {
+        for block in std::mem::take(&mut self.adoption.skipped) {
+            let _ = self
+                .tx_mempool
+                .send(ConsensusMempoolMessage::Committed(block.payload.clone()))
+                .await;
+            self.tx_commit
+                .send(ToCommitter::Skipped(block))
+                .await
+                .map_err(|_| ConsensusError::ChannelClosed)?;
+        }
+        Ok(())
+    }
+}
+
+impl Core {
+    /// A restart on a durable store: resume from our own last checkpoint, if its block is still
+    /// stored (peers may have deleted what we would need to replay the chain, and when the whole
+    /// committee restarts nobody else has a checkpoint to give).
+    pub(super) fn resume_from_own_checkpoint(&mut self) -> Result<(), ConsensusError> {
+        let Some(checkpoint) = CheckpointSlot::stored(&self.store)? else {
+            return Ok(());
+        };
+        match self.synchronizer.stored_block(&checkpoint.block)? {
+            Some(block) => {
+                info!(
+                    "resuming from our own checkpoint of round {} ({} bytes)",
+                    checkpoint.round,
+                    checkpoint.state.len()
+                );
+                self.adoption.checkpoints.publish(checkpoint.clone());
+                self.take_root(block, checkpoint)?;
+            }
+            None => warn!(
+                "our stored checkpoint of round {} has lost its block; not resuming from it",
+                checkpoint.round
+            ),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,280 @@
+//! The pacemaker: which round we are in, who leads it, and how certificates and timeouts move
+//! us on (including joining f+1 members' timeouts of a higher round).
+
+use super::Core;
+use crate::aggregator::AggregatorError;
+use crate::error::ConsensusError;
+use crate::holders::PeerRounds;
+use crate::leader::{LeaderElector, Opening};
+use crate::messages::{Timeout, QC, TC};
+use crate::timer::Timer;
+use crate::wire::ConsensusMessage;
+use config::{Committee, Parameters, Round, Stake};
+use crypto::PublicKey;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tracing::{debug, warn};
+
+pub(super) struct Pacemaker {
+    pub(super) round: Round,
+    /// Fires when the current round has lasted `timeout_delay`.
+    pub(super) timer: Timer,
+    /// Per member, the highest round above ours (and within the window) it sent us a valid
+    /// timeout for: what timeout joining counts (see `join_timeouts`). One entry per member
+    /// at most, whatever the rounds; the timeouts themselves are in the aggregator.
+    pub(super) timeout_rounds: HashMap<PublicKey, Round>,
+    /// Who leads each round (see `leader.rs`).
+    pub(super) elector: LeaderElector,
+    /// The leader of the current round, if this node can tell: whom its timeout blames.
+    pub(super) round_leader: Option<PublicKey>,
+    /// Who signed which certified rounds: tells the committer when every peer holds a batch.
+    pub(super) peer_rounds: PeerRounds,
+}
+
+impl Pacemaker {
+    pub(super) fn new(
+        round: Round,
+        committee: &Committee,
+        parameters: &Parameters,
+        peer_rounds: PeerRounds,
+    ) -> Self {
+        Pacemaker {
+            round,
+            timer: Timer::new(Duration::from_millis(parameters.timeout_delay)),
+            timeout_rounds: HashMap::new(),
+            elector: LeaderElector::new(parameters.leader, committee, parameters.leader_window),
+            round_leader: None,
+            peer_rounds,
+        }
+    }
+}
+
+impl Core {
+    pub(super) async fn local_timeout_round(&mut self) -> Result<(), ConsensusError> {
+        warn!("timeout in round {}", self.pacemaker.round);
+        // First: whatever fails below, the next attempt is a timeout delay away. A timer left
+        // expired fires again at once, and a safety write that keeps failing (a full disk) would
+        // spin the core and flood the log.
+        self.pacemaker.timer.reset();
+        self.metrics.record_timeout(self.pacemaker.round_leader);
+        self.voting.rules.timed_out(self.pacemaker.round);
+        self.persist_safety().await?;
+        // Votes go to the next leader only. If that leader is down, the block we voted for
+        // would never be certified and its batches would wait for a later proposal of the same
+        // node, which with round-robin leaders lands before the dead leader again: that node
+        // would starve. Sending our vote to everyone lets the others certify the block anyway,
+        // so the TC that follows carries its QC. (A vote is a vote: this changes no safety
+        // argument, only who gets to count it.)
+        if let Some(vote) = self
+            .voting
+            .last_vote
+            .take()
+            .filter(|v| v.round == self.pacemaker.round)
+        {
+            self.broadcast(&ConsensusMessage::Vote(vote.clone()))
+                .await?;
+            if !self.is_leader(self.pacemaker.round + 1, Opening::Qc(&vote.hash)) {
+                self.handle_vote(vote).await?;
+            }
+        }
+        let timeout = Timeout::new(
+            self.voting.high_qc.clone(),
+            self.pacemaker.round,
+            self.name,
+            &self.signature_service,
+        )
+        .await;
+        self.broadcast(&ConsensusMessage::Timeout(timeout.clone()))
+            .await?;
+        self.handle_timeout(timeout).await
+    }
+
+    pub(super) async fn advance_round(&mut self, round: Round) {
+        if round < self.pacemaker.round {
+            return;
+        }
+        self.pacemaker.timer.reset();
+        self.pacemaker.round = round + 1;
+        self.metrics
+            .round
+            .store(self.pacemaker.round, Ordering::Relaxed);
+        debug!("moved to round {}", self.pacemaker.round);
+        self.aggregator.cleanup(round);
+        let current = self.pacemaker.round;
+        self.pacemaker.timeout_rounds.retain(|_, r| *r > current);
+        // A proposal held back for an earlier round is moot.
+        self.proposals.pending = None;
+        self.network.forget_before(self.pacemaker.round);
+    }
+
+    /// `qc` was verified by the caller (or assembled here from verified votes).
+    pub(super) fn update_high_qc(&mut self, qc: &QC) {
+        self.pacemaker.peer_rounds.certified(qc);
+        if qc.round > self.voting.high_qc.round {
+            self.voting.high_qc = qc.clone();
+        }
+    }
+
+    pub(super) async fn process_qc(&mut self, qc: &QC) {
+        let moved = qc.round >= self.pacemaker.round;
+        self.advance_round(qc.round).await;
+        self.update_high_qc(qc);
+        if moved {
+            self.enter_round_opened_by(Opening::Qc(&qc.hash));
+        }
+    }
+
+    /// The leader of `round`, opened by `opening`, if this node can tell (see `leader.rs`).
+    pub(super) fn leader(&self, round: Round, opening: Opening<'_>) -> Option<PublicKey> {
+        self.pacemaker.elector.leader(round, opening)
+    }
+
+    pub(super) fn is_leader(&self, round: Round, opening: Opening<'_>) -> bool {
+        self.leader(round, opening) == Some(self.name)
+    }
+
+    /// Notes who leads the round just entered through `opening` (its timeout, if any, blames
+    /// that leader; the METRICS line shows it).
+    pub(super) fn enter_round_opened_by(&mut self, opening: Opening<'_>) {
+        self.pacemaker.round_leader = self.leader(self.pacemaker.round, opening);
+        self.metrics.set_leader(self.pacemaker.round_leader);
+    }
+
+    pub(super) async fn handle_timeout(&mut self, timeout: Timeout) -> Result<(), ConsensusError> {
+        if timeout.round < self.pacemaker.round {
+            return Ok(());
+        }
+        timeout.check_structure(&self.committee)?;
+        // Its high QC first, even if the timeout itself is out of the window: a node restarted
+        // at round 1 learns the survivors' round this way, or it would drop their timeouts for
+        // ever while they ignore its own as stale (DiemBFT v4 processes every certificate).
+        let qc_checked = self.advance_by_qc(&timeout.high_qc).await?;
+        self.check_window(timeout.round)?;
+        if self
+            .aggregator
+            .has_timed_out(timeout.round, &timeout.author)
+        {
+            return Err(AggregatorError::AuthorityReuse(timeout.author).into());
+        }
+        timeout.verify_signature()?;
+        // The TC we may build carries the highest QC of its timeouts: each must be genuine.
+        if !qc_checked && timeout.high_qc != self.voting.high_qc {
+            timeout.high_qc.verify(&self.committee)?;
+        }
+        let (author, round) = (timeout.author, timeout.round);
+        if let Some(tc) = self.aggregator.add_timeout(timeout)? {
+            debug!("assembled {:?}", tc);
+            self.advance_round(tc.round).await;
+            self.enter_round_opened_by(Opening::Tc(&tc));
+            self.broadcast(&ConsensusMessage::TC(tc.clone())).await?;
+            if self.is_leader(self.pacemaker.round, Opening::Tc(&tc)) {
+                self.try_propose(Some(tc)).await;
+            }
+            return Ok(());
+        }
+        self.join_timeouts(author, round).await
+    }
+
+    /// Timeout joining (Bracha-style amplification, as in DiemBFT v4 / Jolteon): once members
+    /// with f+1 stake sent valid timeouts for rounds at or above r > ours, at least one honest
+    /// member got to r, so we move to r and time out of it too. Without it, nodes stuck in
+    /// different rounds (a restarted node whose high QC leaves it below the survivors, who can
+    /// form no TC without it) each wait for a TC of their own round that never comes. A single
+    /// (maybe Byzantine) member cannot move us; only a verified timeout within the window gets
+    /// here, and each member holds one entry, its highest.
+    pub(super) async fn join_timeouts(
+        &mut self,
+        author: PublicKey,
+        round: Round,
+    ) -> Result<(), ConsensusError> {
+        if round <= self.pacemaker.round {
+            return Ok(());
+        }
+        let highest = self.pacemaker.timeout_rounds.entry(author).or_insert(round);
+        *highest = (*highest).max(round);
+        let mut rounds: Vec<(Round, Stake)> = self
+            .pacemaker
+            .timeout_rounds
+            .iter()
+            .map(|(name, r)| (*r, self.committee.stake(name)))
+            .collect();
+        rounds.sort_unstable_by_key(|(r, _)| std::cmp::Reverse(*r));
+        let threshold = self.committee.validity_threshold();
+        let mut stake: Stake = 0;
+        let Some(join) = rounds.into_iter().find_map(|(r, s)| {
+            stake += s;
+            (stake >= threshold).then_some(r)
+        }) else {
+            return Ok(());
+        };
+        if join <= self.pacemaker.round {
+            return Ok(());
+        }
+        debug!("joining the timeouts of round {join}");
+        // `advance_round(r)` enters round r + 1.
+        self.advance_round(join - 1).await;
+        // Boxed: a timeout of our own comes back through `handle_timeout`, which got us here
+        // (once, as it is of our round now, so the recursion ends there).
+        Box::pin(self.local_timeout_round()).await
+    }
+
+    pub(super) async fn handle_tc(&mut self, tc: TC) -> Result<(), ConsensusError> {
+        if tc.round < self.pacemaker.round {
+            return Ok(());
+        }
+        tc.verify(&self.committee)?;
+        // Adopt the TC's QC first: the block we may propose next must extend it (safety rule 2).
+        self.update_high_qc(&tc.high_qc);
+        self.advance_round(tc.round).await;
+        self.enter_round_opened_by(Opening::Tc(&tc));
+        if self.is_leader(self.pacemaker.round, Opening::Tc(&tc)) {
+            self.try_propose(Some(tc)).await;
+        }
+        Ok(())
+    }
+
+    /// Verifies and processes `qc` if it is above our high QC (so it may move our round or our
+    /// high QC); returns whether it did. One that is not costs nothing: we are past it.
+    pub(super) async fn advance_by_qc(&mut self, qc: &QC) -> Result<bool, ConsensusError> {
+        if qc.round <= self.voting.high_qc.round {
+            return Ok(false);
+        }
+        // `QC::verify` checks the round and the quorum of signers before the aggregate signature.
+        qc.verify(&self.committee)?;
+        self.process_qc(qc).await;
+        Ok(true)
+    }
+
+    /// Like `advance_by_qc`, for a TC that would move our round or carries a higher QC.
+    pub(super) async fn advance_by_tc(&mut self, tc: &TC) -> Result<bool, ConsensusError> {
+        if tc.round < self.pacemaker.round && tc.high_qc.round <= self.voting.high_qc.round {
+            return Ok(false);
+        }
+        tc.verify(&self.committee)?;
+        // Adopt the TC's QC first: a block we propose next must extend it (safety rule 2).
+        self.update_high_qc(&tc.high_qc);
+        let moved = tc.round >= self.pacemaker.round;
+        self.advance_round(tc.round).await;
+        if moved {
+            self.enter_round_opened_by(Opening::Tc(tc));
+        }
+        Ok(true)
+    }
+
+    /// Rejects a round too far ahead of ours (see `Parameters::max_rounds_ahead`).
+    pub(super) fn check_window(&self, round: Round) -> Result<(), ConsensusError> {
+        if round
+            > self
+                .pacemaker
+                .round
+                .saturating_add(self.parameters.max_rounds_ahead)
+        {
+            return Err(ConsensusError::TooFarAhead {
+                round,
+                current: self.pacemaker.round,
+            });
+        }
+        Ok(())
+    }
+}

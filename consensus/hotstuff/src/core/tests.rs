@@ -1,0 +1,1077 @@
+use super::*;
+use crate::aggregator::AggregatorError;
+use crate::commit_proof::CommitProof;
+use crate::messages::tests::{committee, keys, qc, signed_block, timeout, vote};
+use crate::messages::{MessageError, QC, TC};
+use crate::state_sync::StateSync;
+use crate::wire::CheckpointReply;
+use crypto::KeyPair;
+use network::handshake::Purpose;
+use store::Column;
+use tokio::time::Instant;
+
+/// A core of `keys[0]` driven by direct calls; its peers' addresses lead nowhere, so what it
+/// sends is queued and lost, which these tests do not need.
+struct Harness {
+    core: Core,
+    keys: Vec<KeyPair>,
+    rx_commit: mpsc::Receiver<ToCommitter>,
+    rx_fatal: watch::Receiver<Option<FatalError>>,
+    rx_restore: std::sync::mpsc::Receiver<Arc<Checkpoint>>,
+    rx_held_by_all: watch::Receiver<Round>,
+    progress: Arc<PipelineProgress>,
+    rx_mempool: mpsc::Receiver<ConsensusMempoolMessage>,
+    _tx_message: mpsc::Sender<ConsensusMessage>,
+    _tx_digests: mpsc::Sender<Digest>,
+}
+
+fn harness(parameters: Parameters) -> Harness {
+    harness_on(Store::new(), parameters)
+}
+
+/// A GC window of 10 rounds: a chain of a few dozen blocks leaves it.
+fn short_gc_window() -> Parameters {
+    Parameters {
+        gc_depth: 10,
+        ..Parameters::default()
+    }
+}
+
+/// A harness over `store`: a second one over the same store is the node restarted on it.
+fn harness_on(store: Store, parameters: Parameters) -> Harness {
+    let keys = keys(4);
+    let (tx_message, rx_message) = mpsc::channel(1_000);
+    let (tx_loopback, rx_loopback) = mpsc::channel(1_000);
+    let (tx_digests, rx_digests) = mpsc::channel(1_000);
+    let (tx_commit, rx_commit) = mpsc::channel(10_000);
+    let (tx_mempool, rx_mempool) = mpsc::channel(10_000);
+    let (tx_fatal, rx_fatal) = watch::channel(None);
+    let (tx_restore, rx_restore) = std::sync::mpsc::channel();
+    let (peer_rounds, rx_held_by_all) = PeerRounds::new(keys[0].name, &committee(&keys));
+    let checkpoints = CheckpointSlot::kept_in(&store);
+    let progress = Arc::new(PipelineProgress::default());
+    let core = Core::new(
+        keys[0].name,
+        committee(&keys),
+        parameters,
+        store,
+        SignatureService::new(keys[0].secret.clone()),
+        CoreChannels {
+            rx_message,
+            rx_loopback,
+            tx_loopback,
+            rx_digests,
+            tx_commit,
+            tx_mempool,
+            tx_fatal,
+            credentials: Credentials::new(keys[0].name, keys[0].secret.clone(), Purpose::Consensus),
+            tx_restore,
+            peer_rounds,
+            direct_commits: DirectCommits::default(),
+            checkpoints,
+            progress: progress.clone(),
+        },
+        Arc::new(ConsensusMetrics::default()),
+    )
+    .expect("core starts");
+    Harness {
+        core,
+        rx_fatal,
+        rx_restore,
+        rx_held_by_all,
+        progress,
+        keys,
+        rx_commit,
+        rx_mempool,
+        _tx_message: tx_message,
+        _tx_digests: tx_digests,
+    }
+}
+
+impl Harness {
+    fn leader(&self, round: Round) -> &KeyPair {
+        let name = self.core.committee.leader(round);
+        self.keys
+            .iter()
+            .find(|k| k.name == name)
+            .expect("leader is in the committee")
+    }
+
+    /// A well-formed block of `round` extending `parent` (genesis if `None`).
+    fn block(&self, parent: Option<&Block>, round: Round, payload: Vec<Digest>) -> Block {
+        let parent_qc = match parent {
+            None => QC::genesis(),
+            Some(p) => qc(p.digest(), p.round, &self.keys[..3]),
+        };
+        signed_block(parent_qc, None, round, payload, self.leader(round))
+    }
+
+    /// A chain of consecutive rounds `from..=to`, the first extending `parent`.
+    fn chain(&self, parent: Option<&Block>, from: Round, to: Round) -> Vec<Block> {
+        let mut blocks: Vec<Block> = Vec::new();
+        for round in from..=to {
+            let block = self.block(blocks.last().or(parent), round, vec![]);
+            blocks.push(block);
+        }
+        blocks
+    }
+
+    /// An application whose checkpoints never hold blocks back: only the GC window prunes.
+    /// (Before its first checkpoint, a node keeps every block: a restart replays from
+    /// genesis.)
+    fn application_keeps_up(&self) {
+        self.core.adoption.checkpoints.publish(Checkpoint::new(
+            Digest::of(b"a block no node stores"),
+            Round::MAX,
+            bytes::Bytes::new(),
+        ));
+    }
+
+    /// Rounds of the blocks the committer was told committed below a root we took.
+    fn skipped(&mut self) -> Vec<Round> {
+        let mut rounds = Vec::new();
+        while let Ok(input) = self.rx_commit.try_recv() {
+            if let ToCommitter::Skipped(block) = input {
+                rounds.push(block.round);
+            }
+        }
+        rounds
+    }
+
+    /// Batches the mempool was told committed (released from their authors' quotas).
+    fn released(&mut self) -> Vec<Digest> {
+        let mut released = Vec::new();
+        while let Ok(message) = self.rx_mempool.try_recv() {
+            if let ConsensusMempoolMessage::Committed(digests) = message {
+                released.extend(digests);
+            }
+        }
+        released
+    }
+
+    /// The first round at or after `from` that this core leads.
+    fn first_round_led_from(&self, from: Round) -> Round {
+        (from..)
+            .find(|r| self.core.committee.leader(*r) == self.keys[0].name)
+            .expect("leads a round")
+    }
+
+    fn committed(&mut self) -> Vec<Round> {
+        let mut rounds = Vec::new();
+        while let Ok(input) = self.rx_commit.try_recv() {
+            if let ToCommitter::Commit(block) = input {
+                rounds.push(block.round);
+            }
+        }
+        rounds
+    }
+}
+
+/// A member signs votes and timeouts for rounds far ahead. Each is a valid
+/// message, but none may create an aggregator entry the node keeps until it reaches them.
+#[tokio::test]
+async fn byzantine_far_future_votes_and_timeouts_are_not_buffered() {
+    let mut h = harness(Parameters::default());
+    let byzantine = h.keys[3].clone();
+    for round in 1_000..1_500 {
+        let _ = h
+            .core
+            .handle_vote(vote(Digest::of(b"x"), round, &byzantine))
+            .await;
+        let _ = h
+            .core
+            .handle_timeout(timeout(round, QC::genesis(), &byzantine))
+            .await;
+    }
+    assert_eq!(h.core.aggregator.rounds(), 0);
+}
+
+/// While the application is more than `max_unexecuted_bytes` behind, the blocks this node
+/// leads carry no batches (they stay queued); once it caught up, they go in.
+#[tokio::test]
+async fn a_leader_whose_application_is_behind_proposes_no_batches() {
+    let mut h = harness(Parameters::default());
+    let ours: Vec<Round> = (1..20)
+        .filter(|r| h.core.committee.leader(*r) == h.keys[0].name)
+        .take(2)
+        .collect();
+    let batch = Digest::of(b"batch");
+    h.core.proposals.buffer.push(batch);
+    h.progress
+        .delivered(h.core.parameters.max_unexecuted_bytes + 1);
+    h.core.pacemaker.round = ours[0];
+    h.core.propose(None).await.expect("propose");
+    let withheld = h.core.proposals.own_blocks.pop_front().expect("a block");
+    assert!(withheld.payload.is_empty());
+    assert_eq!(h.core.metrics.withheld_proposals.load(Ordering::Relaxed), 1);
+    // The application catches up: the queued batch goes into the next block we lead.
+    h.progress
+        .applied(h.core.parameters.max_unexecuted_bytes + 1);
+    h.core.pacemaker.round = ours[1];
+    h.core.propose(None).await.expect("propose");
+    let block = h.core.proposals.own_blocks.pop_front().expect("a block");
+    assert_eq!(block.payload, vec![batch]);
+}
+
+/// A safety write that fails in a timeout (a full disk) still resets the round timer: the
+/// next attempt comes a timeout delay later. Left expired, the timer fired again at once and
+/// the core spun on the failing write, a warning per turn.
+#[tokio::test(start_paused = true)]
+async fn recovery_a_failed_safety_write_in_a_timeout_resets_the_timer() {
+    let backend = store::testing::FailingBackend::default();
+    let failing = backend.failing.clone();
+    let mut h = harness_on(Store::with_backend(backend), Parameters::default());
+    let delay = Duration::from_millis(h.core.parameters.timeout_delay);
+    tokio::time::advance(delay * 2).await;
+    assert!(
+        h.core.pacemaker.timer.deadline() <= Instant::now(),
+        "the timer expired"
+    );
+    failing.lock().expect("lock").push(Column::Safety);
+    assert!(matches!(
+        h.core.local_timeout_round().await,
+        Err(ConsensusError::SafetyState(_))
+    ));
+    assert!(
+        h.core.pacemaker.timer.deadline() >= Instant::now() + delay,
+        "the timer was left expired: it fires again at once"
+    );
+}
+
+/// `max_block_digests` holds for received proposals, not only our own.
+#[tokio::test]
+async fn byzantine_oversized_proposal_is_rejected_on_receipt() {
+    let parameters = Parameters {
+        max_block_digests: 4,
+        ..Parameters::default()
+    };
+    let mut h = harness(parameters);
+    let payload: Vec<Digest> = (0..5u8).map(|i| Digest::of(&[i])).collect();
+    let block = h.block(None, 1, payload);
+    assert!(matches!(
+        h.core.handle_proposal(block).await,
+        Err(ConsensusError::Message(MessageError::Malformed(_)))
+    ));
+    let fits = h.block(None, 1, (0..4u8).map(|i| Digest::of(&[i])).collect());
+    assert!(h.core.handle_proposal(fits).await.is_ok());
+}
+
+/// A core with a GC window of 10 rounds and `gc_retention_ms`, fed a chain of 100 blocks
+/// (rounds 1 to 100, so 98 commits).
+async fn committed_chain(gc_retention_ms: u64) -> (Harness, Vec<Block>) {
+    let mut h = harness(Parameters {
+        gc_depth: 10,
+        gc_retention_ms,
+        ..Parameters::default()
+    });
+    h.application_keeps_up();
+    let chain = h.chain(None, 1, 100);
+    for block in &chain {
+        h.core.handle_proposal(block.clone()).await.expect("valid");
+    }
+    assert_eq!(h.committed().last(), Some(&98));
+    (h, chain)
+}
+
+/// Blocks far below the committed round are deleted, not kept forever.
+#[tokio::test]
+async fn blocks_below_the_gc_window_are_pruned() {
+    // Rounds alone decide here; the time half of the window has its own test.
+    let (mut h, chain) = committed_chain(0).await;
+    let blocks = h.core.store.blocks();
+    // Kept: the last committed block, `gc_depth` rounds below it, and the two uncommitted.
+    let kept = blocks.len();
+    assert!(kept <= 10 + 3, "{kept} blocks");
+    assert!(blocks.contains(&chain[99].digest()).expect("read"));
+    assert!(!blocks.contains(&chain[0].digest()).expect("read"));
+    // Nor is a late block of a pruned round stored again.
+    let stale = h.block(Some(&chain[9]), 11, vec![]);
+    let _ = h.core.handle_proposal(stale.clone()).await;
+    assert!(!blocks.contains(&stale.digest()).expect("read"));
+}
+
+/// Blocks stay as long as their batches (`GcWindow`: rounds *and* time), so a node that
+/// lagged more than `gc_depth` rounds but came back within the time can still fetch both.
+#[tokio::test]
+async fn blocks_within_the_retention_time_are_kept() {
+    let (h, chain) = committed_chain(60_000).await;
+    let blocks = h.core.store.blocks();
+    assert!(blocks.contains(&chain[0].digest()).expect("read"));
+    assert_eq!(blocks.len(), 100);
+}
+
+/// With more than f Byzantine members (here the test signs with three of
+/// the four keys) two conflicting blocks can both get a commit certificate. The node must
+/// notice, refuse to commit the second and halt, not log and carry on.
+#[tokio::test]
+async fn byzantine_quorum_fork_halts_the_node() {
+    let mut h = harness(Parameters::default());
+    for block in h.chain(None, 1, 3) {
+        h.core.handle_proposal(block).await.expect("valid");
+    }
+    assert_eq!(h.committed(), vec![1]);
+    // Rounds 4..=6 restart from genesis: round 6 certifies 5, which certifies 4, so 4
+    // "commits" although it does not extend the committed block of round 1.
+    let mut outcome = Ok(());
+    for block in h.chain(None, 4, 6) {
+        outcome = outcome.and(h.core.handle_proposal(block).await);
+    }
+    assert_eq!(h.committed(), Vec::<Round>::new(), "the fork was committed");
+    assert!(matches!(
+        outcome,
+        Err(ConsensusError::Fatal(FatalError::Fork { round: 4, .. }))
+    ));
+    // The run loop stops on it and publishes it for the node binary to exit on.
+    let chain = h.chain(None, 4, 6);
+    let fork = h.block(Some(&chain[2]), 7, vec![]);
+    let (tx_message, rx_message) = mpsc::channel(10);
+    h.core.inputs.rx_message = rx_message;
+    let mut fatal = h.rx_fatal.clone();
+    let core = tokio::spawn(h.core.run());
+    tx_message
+        .send(ConsensusMessage::Propose(fork))
+        .await
+        .expect("core listens");
+    tokio::time::timeout(Duration::from_secs(5), fatal.wait_for(Option::is_some))
+        .await
+        .expect("fatal error published")
+        .expect("sender alive until then");
+    tokio::time::timeout(Duration::from_secs(5), core)
+        .await
+        .expect("the core stopped")
+        .expect("no panic");
+}
+
+/// `round + 1` must never overflow. A single vote of round u64::MAX is
+/// outside any window; even with the window open all the way, a quorum of such votes (f+1
+/// Byzantine signers are not needed for the QC check, only for this test) must not panic.
+#[tokio::test]
+async fn byzantine_votes_at_round_max_are_rejected() {
+    let mut h = harness(Parameters::default());
+    let hash = Digest::of(b"x");
+    let byzantine = h.keys[3].clone();
+    assert!(h
+        .core
+        .handle_vote(vote(hash, Round::MAX, &byzantine))
+        .await
+        .is_err());
+
+    let mut h = harness(Parameters {
+        max_rounds_ahead: Round::MAX,
+        ..Parameters::default()
+    });
+    let signers = h.keys[1..].to_vec();
+    for k in &signers {
+        let _ = h.core.handle_vote(vote(hash, Round::MAX, k)).await;
+    }
+    assert_eq!(h.core.pacemaker.round, 1);
+}
+
+/// A replayed vote or timeout is recognised as a duplicate before its
+/// signature is checked (a corrupted signature shows the order), so replays cost no
+/// signature verification.
+#[tokio::test]
+async fn byzantine_replayed_votes_and_timeouts_cost_no_signature_check() {
+    let mut h = harness(Parameters::default());
+    let voter = h.keys[1].clone();
+    let original = vote(Digest::of(b"x"), 1, &voter);
+    h.core
+        .handle_vote(original.clone())
+        .await
+        .expect("first vote");
+    let mut replay = original;
+    replay.signature = vote(Digest::of(b"y"), 1, &voter).signature;
+    assert!(matches!(
+        h.core.handle_vote(replay).await,
+        Err(ConsensusError::Aggregator(AggregatorError::AuthorityReuse(
+            _
+        )))
+    ));
+
+    let first = timeout(1, QC::genesis(), &voter);
+    h.core
+        .handle_timeout(first.clone())
+        .await
+        .expect("first timeout");
+    let mut replay = first;
+    replay.signature = timeout(2, QC::genesis(), &voter).signature;
+    assert!(matches!(
+        h.core.handle_timeout(replay).await,
+        Err(ConsensusError::Aggregator(AggregatorError::AuthorityReuse(
+            _
+        )))
+    ));
+    // A forged vote in someone's name does not use up that member's vote either.
+    let honest = h.keys[2].clone();
+    let mut forged = vote(Digest::of(b"x"), 1, &honest);
+    forged.signature = vote(Digest::of(b"y"), 1, &honest).signature;
+    assert!(h.core.handle_vote(forged).await.is_err());
+    h.core
+        .handle_vote(vote(Digest::of(b"x"), 1, &honest))
+        .await
+        .expect("the real vote still counts");
+}
+
+/// Rejoin rule 1: a timeout beyond the round window is not stored, but the QC it carries
+/// still moves the node (DiemBFT v4 processes every certificate it sees). Without this a node
+/// restarted at round 1 drops the survivors' timeouts for round R > window forever.
+#[tokio::test]
+async fn timeout_beyond_the_window_moves_the_node_by_its_qc() {
+    let mut h = harness(Parameters::default());
+    let signers = h.keys[..3].to_vec();
+    let high = qc(Digest::of(b"b299"), 299, &signers);
+    let sender = h.keys[1].clone();
+    h.core
+        .handle_timeout(timeout(300, high.clone(), &sender))
+        .await
+        .expect("the QC moves us to round 300, where the timeout fits");
+    assert_eq!(h.core.pacemaker.round, 300);
+    assert_eq!(h.core.voting.high_qc, high);
+    assert_eq!(h.core.aggregator.rounds(), 1, "the timeout is counted now");
+
+    // Still beyond the window after its QC: the QC counts, the timeout is not stored.
+    let other = h.keys[2].clone();
+    assert!(matches!(
+        h.core
+            .handle_timeout(timeout(1_000, high.clone(), &other))
+            .await,
+        Err(ConsensusError::TooFarAhead { .. })
+    ));
+    assert_eq!(h.core.pacemaker.round, 300);
+    assert_eq!(h.core.aggregator.rounds(), 1);
+
+    // A replay of a certificate we are past costs no signature check (a corrupted one
+    // shows it is not even looked at).
+    let mut replay = high.clone();
+    replay.votes[0].1 = vote(Digest::of(b"other"), 299, &signers[0]).signature;
+    assert!(matches!(
+        h.core.handle_timeout(timeout(1_000, replay, &other)).await,
+        Err(ConsensusError::TooFarAhead { .. })
+    ));
+
+    // A forged QC above ours moves nothing.
+    let mut forged = qc(Digest::of(b"b600"), 600, &signers);
+    forged.votes[0].1 = vote(Digest::of(b"other"), 600, &signers[0]).signature;
+    assert!(h
+        .core
+        .handle_timeout(timeout(601, forged, &other))
+        .await
+        .is_err());
+    assert_eq!(h.core.pacemaker.round, 300);
+    assert_eq!(h.core.voting.high_qc, high);
+}
+
+/// Rejoin rule 1 for blocks: a block beyond the window after its certificates moved us is
+/// rejected before its own signature is checked, but its (valid) QC still counts: a QC
+/// proves itself whoever relays it.
+#[tokio::test]
+async fn block_beyond_the_window_moves_the_node_before_its_signature_is_checked() {
+    let mut h = harness(Parameters::default());
+    let high = qc(Digest::of(b"b299"), 299, &h.keys[..3]);
+    let mut block = signed_block(high.clone(), None, 1_000, vec![], h.leader(1_000));
+    block.signature = h.block(None, 1, vec![]).signature;
+    assert!(matches!(
+        h.core.handle_proposal(block).await,
+        Err(ConsensusError::TooFarAhead { .. })
+    ));
+    assert_eq!(h.core.pacemaker.round, 300);
+    assert_eq!(h.core.voting.high_qc, high);
+}
+
+/// Rejoin rule 1 for TC messages: a TC far ahead moves the round, and its QC the high QC.
+#[tokio::test]
+async fn tc_far_ahead_moves_the_node() {
+    let mut h = harness(Parameters::default());
+    let high = qc(Digest::of(b"b299"), 299, &h.keys[..3]);
+    let tc = TC {
+        round: 500,
+        high_qc: high.clone(),
+        votes: h.keys[..3]
+            .iter()
+            .map(|k| (k.name, timeout(500, high.clone(), k).signature, 299))
+            .collect(),
+    };
+    h.core.handle_tc(tc.clone()).await.expect("valid TC");
+    assert_eq!(h.core.pacemaker.round, 501);
+    assert_eq!(h.core.voting.high_qc, high);
+    // A replay is stale: nothing to verify.
+    let mut replay = tc;
+    replay.votes[0].1 = replay.votes[1].1;
+    assert!(h.core.handle_tc(replay).await.is_ok());
+}
+
+/// Rejoin rule 2 (Bracha-style amplification): timeouts of a higher round from f+1 distinct
+/// members (so at least one honest member is there) make the node join that round and time
+/// out of it too; one member alone (maybe Byzantine) moves nothing.
+#[tokio::test]
+async fn f_plus_one_timeouts_of_a_higher_round_make_the_node_join_it() {
+    let mut h = harness(Parameters::default());
+    let (a, b) = (h.keys[1].clone(), h.keys[2].clone());
+    h.core
+        .handle_timeout(timeout(5, QC::genesis(), &a))
+        .await
+        .expect("valid");
+    assert_eq!(h.core.pacemaker.round, 1, "one member may be Byzantine");
+    h.core
+        .handle_timeout(timeout(5, QC::genesis(), &b))
+        .await
+        .expect("valid");
+    // We joined round 5 and timed out of it: with the two others that is a quorum, so the
+    // TC of round 5 formed and moved us to round 6.
+    assert_eq!(h.core.metrics.timeouts.load(Ordering::Relaxed), 1);
+    assert_eq!(h.core.pacemaker.round, 6);
+    // Having timed out of round 5, we never vote in it.
+    let late = signed_block(
+        qc(Digest::of(b"b4"), 4, &h.keys[..3]),
+        None,
+        5,
+        vec![],
+        h.leader(5),
+    );
+    assert!(!h.core.voting.rules.vote(&late));
+}
+
+/// Rejoin rule 2's state is bounded: one Byzantine member timing out of every round ahead
+/// moves nothing, and leaves one pending timeout, not one per round.
+#[tokio::test]
+async fn byzantine_timeouts_of_one_member_do_not_make_the_node_join() {
+    let mut h = harness(Parameters::default());
+    let byzantine = h.keys[3].clone();
+    for round in 2..=100 {
+        let _ = h
+            .core
+            .handle_timeout(timeout(round, QC::genesis(), &byzantine))
+            .await;
+    }
+    assert_eq!(h.core.pacemaker.round, 1);
+    assert_eq!(h.core.metrics.timeouts.load(Ordering::Relaxed), 0);
+    assert_eq!(h.core.pacemaker.timeout_rounds.len(), 1);
+    assert_eq!(
+        h.core.pacemaker.timeout_rounds.get(&byzantine.name),
+        Some(&100)
+    );
+}
+
+/// A replica restarted mid-round on its store never votes twice in that round. An
+/// equivocating leader's second block of round 1 gets no vote after the restart, while a
+/// replica that lost its state (a fresh store) would vote for it.
+#[tokio::test]
+async fn a_restarted_core_never_votes_twice_in_a_round() {
+    let store = Store::new();
+    let mut h = harness_on(store.clone(), Parameters::default());
+    let first = h.block(None, 1, vec![]);
+    h.core.handle_proposal(first).await.expect("valid");
+    assert_eq!(h.core.voting.last_vote.as_ref().map(|v| v.round), Some(1));
+
+    let batch = Digest::of(b"batch");
+    let equivocation = h.block(None, 1, vec![batch]);
+    drop(h);
+    let mut restarted = harness_on(store.clone(), Parameters::default());
+    store
+        .batches()
+        .write(batch, bytes::Bytes::from_static(b"batch"))
+        .await
+        .expect("write");
+    assert_eq!(restarted.core.pacemaker.round, 1);
+    assert_does_not_vote_for(
+        &mut restarted,
+        equivocation.clone(),
+        "voted twice in round 1",
+    )
+    .await;
+
+    let forgetful = Store::new();
+    forgetful
+        .batches()
+        .write(batch, bytes::Bytes::from_static(b"batch"))
+        .await
+        .expect("write");
+    let mut fresh = harness_on(forgetful, Parameters::default());
+    fresh
+        .core
+        .handle_proposal(equivocation)
+        .await
+        .expect("valid");
+    assert!(fresh.core.voting.last_vote.is_some());
+}
+
+/// A replica that timed out of a round and restarts does not vote in it either, and resumes
+/// with the high QC it reported (the TC safety argument counts on it).
+#[tokio::test]
+async fn a_restarted_core_keeps_its_timeouts_and_high_qc() {
+    let store = Store::new();
+    let mut h = harness_on(store.clone(), Parameters::default());
+    let chain = h.chain(None, 1, 2);
+    // Round 1 times out before its block arrives.
+    h.core.local_timeout_round().await.expect("timeout");
+    drop(h);
+    let mut restarted = harness_on(store, Parameters::default());
+    assert_eq!(restarted.core.pacemaker.round, 1);
+    assert_does_not_vote_for(
+        &mut restarted,
+        chain[0].clone(),
+        "voted in a round it timed out of",
+    )
+    .await;
+
+    // Round 2's block carries the QC of round 1; the replica times out of round 2.
+    restarted
+        .core
+        .handle_proposal(chain[1].clone())
+        .await
+        .expect("valid");
+    restarted.core.local_timeout_round().await.expect("timeout");
+    let high_qc = restarted.core.voting.high_qc.clone();
+    assert_eq!(high_qc.round, 1);
+    let store = restarted.core.store.clone();
+    drop(restarted);
+    let again = harness_on(store, Parameters::default());
+    assert_eq!(again.core.pacemaker.round, 2);
+    assert!(again.core.voting.high_qc == high_qc);
+}
+
+/// A leader restarted after proposing does not propose a second block in the round.
+#[tokio::test]
+async fn a_restarted_leader_does_not_propose_twice() {
+    let store = Store::new();
+    let mut h = harness_on(store.clone(), Parameters::default());
+    // Find a round this core leads and get there.
+    let own = h.first_round_led_from(1);
+    if own > 1 {
+        for block in h.chain(None, 1, own - 1) {
+            h.core.handle_proposal(block).await.expect("valid");
+        }
+    }
+    h.core.pacemaker.round = own;
+    h.core.propose(None).await.expect("proposed");
+    assert_eq!(h.core.proposals.own_blocks.len(), 1);
+    drop(h);
+    let mut restarted = harness_on(store, Parameters::default());
+    restarted.core.pacemaker.round = own;
+    assert_proposes_nothing(&mut restarted, own).await;
+}
+
+/// `restarted` takes `block` as valid and does not vote for it (`why` it would be wrong to).
+async fn assert_does_not_vote_for(restarted: &mut Harness, block: Block, why: &str) {
+    restarted.core.handle_proposal(block).await.expect("valid");
+    assert!(restarted.core.voting.last_vote.is_none(), "{why}");
+}
+
+/// A restarted leader of `round`, asked to propose, proposes nothing: it did before the restart.
+async fn assert_proposes_nothing(restarted: &mut Harness, round: Round) {
+    restarted.core.propose(None).await.expect("no error");
+    assert!(
+        restarted.core.proposals.own_blocks.is_empty(),
+        "proposed twice in round {round}"
+    );
+}
+
+/// On a durable store every safety write is an fsync, several a round at speed: the leader's
+/// round costs it one, its proposal and its own vote written together. A restart after it
+/// neither proposes nor votes again in the round.
+#[tokio::test]
+async fn a_leaders_proposal_and_its_own_vote_are_one_safety_write() {
+    let backend = store::testing::RecordingBackend::default();
+    let writes = backend.writes.clone();
+    let safety_writes = move || {
+        let writes = writes.lock().expect("lock");
+        writes.iter().filter(|(c, _)| *c == Column::Safety).count()
+    };
+    let store = Store::with_backend(backend);
+    let mut h = harness_on(store.clone(), Parameters::default());
+    let own = h.first_round_led_from(2);
+    let chain = h.chain(None, 1, own - 1);
+    for block in &chain {
+        h.core.handle_proposal(block.clone()).await.expect("valid");
+    }
+    // Two more votes for the last block make its QC (with ours): the round we lead.
+    let last = chain.last().expect("a block");
+    for voter in &h.keys[1..3] {
+        let vote = vote(last.digest(), last.round, voter);
+        h.core.handle_vote(vote).await.expect("valid");
+    }
+    assert_eq!(
+        (h.core.pacemaker.round, h.core.voting.high_qc.round),
+        (own, own - 1)
+    );
+    let before = safety_writes();
+    h.core.propose(None).await.expect("proposed");
+    let block = h.core.proposals.own_blocks.pop_front().expect("a proposal");
+    h.core.process_block(&block).await.expect("own block");
+    assert_eq!(h.core.voting.last_vote.as_ref().map(|v| v.round), Some(own));
+    assert_eq!(safety_writes() - before, 1);
+
+    drop(h);
+    let mut restarted = harness_on(store, Parameters::default());
+    assert_eq!(restarted.core.pacemaker.round, own);
+    assert_proposes_nothing(&mut restarted, own).await;
+    assert_does_not_vote_for(
+        &mut restarted,
+        block,
+        &format!("voted twice in round {own}"),
+    )
+    .await;
+}
+
+/// Blocks a durable store kept across a restart are pruned like the ones stored in this life.
+#[tokio::test]
+async fn blocks_from_before_a_restart_are_pruned_too() {
+    let store = Store::new();
+    let parameters = Parameters {
+        gc_retention_ms: 0,
+        ..short_gc_window()
+    };
+    // The first life keeps every block (its retention time has not passed)...
+    let mut h = harness_on(
+        store.clone(),
+        Parameters {
+            gc_retention_ms: 60_000,
+            ..parameters.clone()
+        },
+    );
+    h.application_keeps_up();
+    let chain = h.chain(None, 1, 30);
+    for block in &chain {
+        h.core.handle_proposal(block.clone()).await.expect("valid");
+    }
+    assert_eq!(store.blocks().len(), 30);
+    drop(h);
+    // ...the second one knows them without having stored them.
+    let mut restarted = harness_on(store.clone(), parameters);
+    restarted.application_keeps_up();
+    // A restarted node replays from genesis: it commits the stored chain again, then
+    // prunes below the window, old blocks included.
+    let more = restarted.chain(Some(&chain[29]), 31, 60);
+    for block in more {
+        restarted.core.handle_proposal(block).await.expect("valid");
+    }
+    assert!(!store.blocks().contains(&chain[0].digest()).expect("read"));
+    assert!(
+        store.blocks().len() <= 10 + 3,
+        "{} blocks",
+        store.blocks().len()
+    );
+}
+
+/// A member's report of the checkpoint after `root` (of `chain`, consecutive rounds), with
+/// the proof that it committed: its child in `chain` and that child's QC.
+fn report(
+    keys: &[KeyPair],
+    member: usize,
+    chain: &[Block],
+    root: usize,
+    state: &'static [u8],
+) -> CheckpointReply {
+    let child = &chain[root + 1];
+    CheckpointReply {
+        author: keys[member].name,
+        block: chain[root].clone(),
+        proof: CommitProof {
+            descendants: vec![child.clone()],
+            qc: qc(child.digest(), child.round, &keys[..3]),
+        },
+        state: bytes::Bytes::from_static(state),
+    }
+}
+
+/// State sync: a node that has nothing (a restart on an empty store) and asked for a
+/// checkpoint adopts one once f+1 members report it, hands its state to the application,
+/// and from then on commits the blocks after it, and only those, without any block below it.
+#[tokio::test]
+async fn a_checkpoint_reported_by_f_plus_one_members_becomes_the_root() {
+    let mut h = harness(short_gc_window());
+    // The committee's chain, rounds 1 to 60; this node saw none of it.
+    let chain = h.chain(None, 1, 60);
+    assert!(
+        h.core.adoption.state_sync.should_request(),
+        "a request goes out"
+    );
+    h.core
+        .handle_checkpoint(report(&h.keys, 1, &chain, 49, b"state after round 50"))
+        .await
+        .expect("valid");
+    assert!(h.rx_restore.try_recv().is_err(), "one member is not enough");
+    h.core
+        .handle_checkpoint(report(&h.keys, 2, &chain, 49, b"state after round 50"))
+        .await
+        .expect("valid");
+    let restored = h.rx_restore.try_recv().expect("f+1 members agree");
+    let root = chain[49].clone();
+    assert_eq!(restored.round, 50);
+    assert_eq!(restored.block, root.digest());
+    assert_eq!(restored.state.as_ref(), b"state after round 50");
+    assert_eq!(h.core.committed.last_round, 50);
+
+    // The blocks after the root arrive (as sync replies would bring them): those two rounds
+    // behind the tip commit, nothing at or below the root does.
+    for block in &chain[50..] {
+        h.core.handle_proposal(block.clone()).await.expect("valid");
+    }
+    assert_eq!(h.committed(), (51..=58).collect::<Vec<Round>>());
+}
+
+/// Members push reports of a real checkpoint, each with a valid proof, that this node never
+/// asked for: however many agree, it does not adopt one (it would hand the application a
+/// state in the middle of its own replay). Before, unrequested replies counted as any other.
+#[tokio::test]
+async fn byzantine_checkpoint_replies_nobody_asked_for_are_ignored() {
+    let mut h = harness(short_gc_window());
+    let chain = h.chain(None, 1, 60);
+    for member in 1..4 {
+        let pushed = report(&h.keys, member, &chain, 49, b"pushed state");
+        h.core.handle_checkpoint(pushed).await.expect("ignored");
+    }
+    assert!(
+        h.rx_restore.try_recv().is_err(),
+        "adopted unrequested reports"
+    );
+    assert_eq!(h.core.committed.last_round, 0);
+    assert_eq!(
+        h.core.adoption.state_sync.held(),
+        0,
+        "unrequested reports were kept"
+    );
+}
+
+/// Reports of a block the chain never committed (certified, but its child is two rounds
+/// later), or of a block with a forged certificate, are refused however many members send
+/// them: the block would become the node's root. Before, the block's structure was all that
+/// was checked.
+#[tokio::test]
+async fn byzantine_a_checkpoint_of_an_uncommitted_block_is_not_adopted() {
+    let mut h = harness(short_gc_window());
+    let chain = h.chain(None, 1, 60);
+    // Round 50's block, then a child of round 52 certified by a QC: 50 is not committed.
+    let orphan_child = h.block(Some(&chain[49]), 52, vec![]);
+    let keys = h.keys.clone();
+    let uncommitted = |member: usize| CheckpointReply {
+        proof: CommitProof {
+            descendants: vec![orphan_child.clone()],
+            qc: qc(orphan_child.digest(), 52, &keys[..3]),
+        },
+        ..report(&keys, member, &chain, 49, b"forged state")
+    };
+    // A committed block whose certificate was swapped for one with too few signers (the
+    // block digest does not cover the signatures).
+    let forged_qc = |member: usize| {
+        let mut reply = report(&keys, member, &chain, 49, b"forged state");
+        reply.block.qc.votes.truncate(1);
+        reply
+    };
+    assert!(h.core.adoption.state_sync.should_request());
+    for member in 1..4 {
+        assert!(h.core.handle_checkpoint(uncommitted(member)).await.is_err());
+    }
+    h.core.adoption.state_sync = StateSync::new(h.core.committee.clone(), Duration::from_secs(1));
+    assert!(h.core.adoption.state_sync.should_request());
+    for member in 1..4 {
+        assert!(h.core.handle_checkpoint(forged_qc(member)).await.is_err());
+    }
+    assert!(
+        h.rx_restore.try_recv().is_err(),
+        "adopted an unproven block"
+    );
+    assert_eq!(h.core.committed.last_round, 0);
+}
+
+/// A checkpoint not past what the node committed is ignored, however many report it.
+#[tokio::test]
+async fn a_checkpoint_behind_the_last_commit_is_ignored() {
+    let (mut h, chain) = committed_chain(0).await;
+    assert!(h.core.adoption.state_sync.should_request());
+    for member in 1..4 {
+        let reply = report(&h.keys, member, &chain, 49, b"old");
+        h.core.handle_checkpoint(reply).await.expect("valid");
+    }
+    assert!(h.rx_restore.try_recv().is_err());
+    assert_eq!(h.core.committed.last_round, 98);
+}
+
+/// What the helper builds its proofs from: every direct commit's child QC, pruned with the
+/// blocks.
+#[tokio::test]
+async fn direct_commits_are_recorded_and_pruned_with_the_blocks() {
+    let (h, chain) = committed_chain(0).await;
+    let commits = &h.core.committed.direct;
+    let qc = commits.first_at_or_above(98).expect("round 98 committed");
+    assert_eq!((qc.hash, qc.round), (chain[98].digest(), 99));
+    assert!(commits.first_at_or_above(99).is_none());
+    let floor = h.core.prune_floor();
+    assert!(floor > 1);
+    let oldest = commits.first_at_or_above(0).expect("some kept");
+    assert_eq!(oldest.round, floor + 1);
+}
+
+/// The committer frees a batch early only for rounds every peer signed a QC of: the core
+/// must report the signers of the QCs it processes, and a member that never signs (behind,
+/// or down) must hold the round back.
+#[tokio::test]
+async fn reports_the_round_every_peer_certified() {
+    let mut h = harness(Parameters::default());
+    // QCs of rounds 1 to 4 signed by members 0, 1 and 2: member 3 holds nothing we know of.
+    let chain = h.chain(None, 1, 5);
+    for block in &chain {
+        h.core.handle_proposal(block.clone()).await.expect("valid");
+    }
+    assert_eq!(*h.rx_held_by_all.borrow(), 0);
+    // Members 1, 2 and 3 certify round 5.
+    let parent = &chain[4];
+    let qc = qc(parent.digest(), parent.round, &h.keys[1..]);
+    let block = signed_block(qc, None, 6, vec![], h.leader(6));
+    h.core.handle_proposal(block).await.expect("valid");
+    assert_eq!(*h.rx_held_by_all.borrow(), 5);
+}
+
+/// A node restarted on its store holds old blocks, but not necessarily their batches (its
+/// own GC deleted them, and peers freed them too): far behind, it asks for a checkpoint
+/// even when the block's parent is stored.
+#[tokio::test]
+async fn far_behind_asks_for_a_checkpoint_even_with_the_parent_stored() {
+    let mut h = harness(short_gc_window());
+    let chain = h.chain(None, 1, 61);
+    for block in &chain[..60] {
+        h.core
+            .store
+            .blocks()
+            .write(block.digest(), wire::encode_block(block).expect("encode"))
+            .await
+            .expect("write");
+    }
+    assert!(
+        h.core.adoption.state_sync.should_request(),
+        "nothing asked yet"
+    );
+    h.core.adoption.state_sync = StateSync::new(h.core.committee.clone(), Duration::from_secs(60));
+    h.core
+        .handle_proposal(chain[60].clone())
+        .await
+        .expect("valid");
+    assert!(
+        !h.core.adoption.state_sync.should_request(),
+        "a checkpoint request went out"
+    );
+}
+
+/// A node restarted on its durable store resumes from its own last checkpoint: the whole
+/// committee may have restarted, and then no peer has one to give.
+#[tokio::test]
+async fn a_restart_on_a_store_resumes_from_the_own_checkpoint() {
+    let store = Store::new();
+    let parameters = Parameters {
+        gc_retention_ms: 0,
+        ..short_gc_window()
+    };
+    let mut h = harness_on(store.clone(), parameters.clone());
+    let chain = h.chain(None, 1, 40);
+    for block in &chain {
+        h.core.handle_proposal(block.clone()).await.expect("valid");
+    }
+    // The application checkpointed the state after round 35.
+    let checkpoint = Checkpoint::new(
+        chain[34].digest(),
+        35,
+        bytes::Bytes::from_static(b"state after 35"),
+    );
+    h.core.adoption.checkpoints.publish(checkpoint.clone());
+    // Its block stays however far commits go: a restart needs it.
+    let more = h.chain(Some(&chain[39]), 41, 80);
+    for block in &more {
+        h.core.handle_proposal(block.clone()).await.expect("valid");
+    }
+    assert!(store.blocks().contains(&chain[34].digest()).expect("read"));
+    drop(h);
+
+    let restarted = harness_on(store, parameters);
+    let restored = restarted.rx_restore.try_recv().expect("restored at start");
+    assert_eq!(*restored, checkpoint);
+    assert_eq!(restarted.core.committed.last_round, 35);
+    assert_eq!(
+        restarted.core.adoption.checkpoints.latest().as_deref(),
+        Some(&checkpoint)
+    );
+}
+
+/// A chain of consecutive rounds `from..=to` extending `parent` whose block of `mine` is
+/// the one this node proposed (`own`, of that round).
+fn chain_through(h: &Harness, own: &Block, to: Round) -> Vec<Block> {
+    let mut chain = vec![own.clone()];
+    chain.extend(h.chain(Some(own), own.round + 1, to));
+    chain
+}
+
+/// This node proposes a block carrying a batch, is cut off while the others commit it, and
+/// comes back by adopting a checkpoint above it: the batch is committed, so it must not be
+/// proposed again (peers refuse it as committed for the GC window, so every round this node
+/// leads times out, and once they forget it the batch commits a second time). The mempool
+/// hears that the block committed (its batches no longer count against their author) and
+/// the committer gets it to collect its batches. Before, `take_root` queued the batch again.
+#[tokio::test]
+async fn recovery_a_checkpoint_above_our_own_block_does_not_make_us_propose_it_again() {
+    let mut h = harness(short_gc_window());
+    let mine = h.first_round_led_from(2);
+    let before = h.chain(None, 1, mine - 1);
+    for block in &before {
+        h.core.handle_proposal(block.clone()).await.expect("valid");
+    }
+    let batch = Digest::of(b"our batch");
+    h.core.proposals.buffer.push(batch);
+    // Our round, entered by the QC of the block before it.
+    h.core.pacemaker.round = mine;
+    h.core.voting.high_qc = qc(before[before.len() - 1].digest(), mine - 1, &h.keys[..3]);
+    h.core.propose(None).await.expect("proposes");
+    let own = h.core.proposals.own_blocks.pop_front().expect("proposed");
+    assert_eq!(own.payload, vec![batch]);
+    // Cut off: the others commit our block and go on; the node asks for a checkpoint.
+    let chain = chain_through(&h, &own, 60);
+    assert!(h.core.adoption.state_sync.should_request());
+    for member in [1, 2] {
+        h.core
+            .handle_checkpoint(report(&h.keys, member, &chain, 40, b"state"))
+            .await
+            .expect("valid");
+    }
+    assert_eq!(h.core.committed.last_round, own.round + 40);
+    assert!(
+        h.core.proposals.buffer.is_empty(),
+        "the committed batch is queued to be proposed again"
+    );
+    let released = h.released();
+    assert!(released.is_empty(), "our block is not stored: not known");
+    let skipped = h.skipped();
+    assert_eq!(
+        skipped,
+        vec![own.round + 40],
+        "the root goes to the committer"
+    );
+}
+
+/// The same with our block stored (we saw it and its successors before the cut): the blocks
+/// between our last commit and the root are known committed, so their batches are released
+/// from their authors' quotas and handed to the committer for collection. Before, they
+/// counted against their authors for good.
+#[tokio::test]
+async fn recovery_blocks_below_an_adopted_checkpoint_release_their_batches() {
+    let mut h = harness(short_gc_window());
+    let batch = Digest::of(b"a peer's batch");
+    let first = h.block(None, 1, vec![batch]);
+    let mut chain = vec![first.clone()];
+    chain.extend(h.chain(Some(&first), 2, 60));
+    // Stored as sync would store them, without committing (no QC of their children here).
+    for block in &chain[..3] {
+        h.core.store_block(block).await.expect("stored");
+    }
+    h.core.payload.committed(&Block::genesis());
+    assert!(h.core.adoption.state_sync.should_request());
+    // Root at round 3: its ancestors 1 and 2 are stored.
+    for member in [1, 2] {
+        h.core
+            .handle_checkpoint(report(&h.keys, member, &chain, 2, b"state"))
+            .await
+            .expect("valid");
+    }
+    assert_eq!(h.core.committed.last_round, 3);
+    let released = h.released();
+    assert_eq!(released, vec![batch]);
+    let skipped = h.skipped();
+    assert_eq!(skipped, vec![1, 2, 3]);
+}

@@ -1,0 +1,220 @@
+//! Voting: which blocks we vote for (the rules are in `safety.rs`), what those rules must not
+//! forget across a crash, and where our vote goes.
+//!
+//! A vote, timeout or proposal leaves the node only once the state it commits us to is on disk
+//! (`persist_safety`): a node restarted on its store must never vote twice in a round, vote in a
+//! round it timed out of, or report a lower high QC than it did.
+
+use super::Core;
+use crate::aggregator::AggregatorError;
+use crate::error::ConsensusError;
+use crate::leader::Opening;
+use crate::messages::{Block, MessageError, Vote, QC};
+use crate::safety::{self, SafetyRules};
+use crate::safety_state::{SafetyState, SafetyStateError, SafetyStore};
+use crate::wire;
+use crate::wire::ConsensusMessage;
+use config::Round;
+use store::Store;
+use tracing::{debug, error, info};
+
+/// The voting rules and what they must keep across a restart.
+pub(super) struct Voting {
+    pub(super) rules: SafetyRules,
+    /// Where `rules`, `last_proposed_round` and `high_qc` are kept across restarts.
+    pub(super) store: SafetyStore,
+    /// An honest leader proposes once per round, however many certificates reach it.
+    pub(super) last_proposed_round: Round,
+    /// The highest certificate we know of: what our blocks extend and our timeouts report.
+    pub(super) high_qc: QC,
+    /// Our vote of the current round, re-broadcast if the round times out (see
+    /// `local_timeout_round`).
+    pub(super) last_vote: Option<Vote>,
+}
+
+impl Voting {
+    /// Loads the safety state a durable store kept from before a restart (none on a new
+    /// store); returns it and the round to resume in.
+    pub(super) fn resume(store: &Store) -> Result<(Self, Round), SafetyStateError> {
+        let mut safety_store = SafetyStore::new(store.safety());
+        let resumed = safety_store.load()?;
+        if let Some(state) = &resumed {
+            info!(
+                "resuming from the stored safety state: last voted round {}, last proposed \
+                 round {}, high QC of round {}",
+                state.last_voted_round, state.last_proposed_round, state.high_qc.round
+            );
+        }
+        let resumed = resumed.unwrap_or_default();
+        let round = resumed.resume_round();
+        let voting = Voting {
+            rules: SafetyRules::resume(resumed.last_voted_round),
+            store: safety_store,
+            last_proposed_round: resumed.last_proposed_round,
+            high_qc: resumed.high_qc,
+            last_vote: None,
+        };
+        Ok((voting, round))
+    }
+}
+
+impl Core {
+    /// Writes what must survive a crash (see `safety_state.rs`); called before a vote, timeout
+    /// or proposal leaves the node, which must not leave if this fails.
+    pub(super) async fn persist_safety(&mut self) -> Result<(), SafetyStateError> {
+        let state = self.safety_state();
+        self.voting.store.save(state).await
+    }
+
+    pub(super) fn safety_state(&self) -> SafetyState {
+        SafetyState {
+            last_voted_round: self.voting.rules.last_voted_round(),
+            last_proposed_round: self.voting.last_proposed_round,
+            high_qc: self.voting.high_qc.clone(),
+        }
+    }
+
+    pub(super) async fn make_vote(&mut self, block: &Block) -> Option<Vote> {
+        if !self.voting.rules.vote(block) {
+            return None;
+        }
+        if let Err(e) = self.persist_safety().await {
+            // Not voting is always safe; a vote the node could forget is not.
+            error!("not voting in round {}: {e}", block.round);
+            return None;
+        }
+        Some(Vote::new(block, self.name, &self.signature_service).await)
+    }
+
+    pub(super) async fn handle_vote(&mut self, vote: Vote) -> Result<(), ConsensusError> {
+        // Votes of the previous round still count: re-broadcast on a timeout, they may arrive
+        // after the TC of that round moved us on.
+        if vote.round.saturating_add(1) < self.pacemaker.round {
+            return Ok(());
+        }
+        self.check_window(vote.round)?;
+        if self.aggregator.has_voted(vote.round, &vote.author) {
+            return Err(AggregatorError::AuthorityReuse(vote.author).into());
+        }
+        vote.verify(&self.committee)?;
+        if let Some(qc) = self.aggregator.add_vote(vote)? {
+            debug!("assembled {:?}", qc);
+            self.process_qc(&qc).await;
+            if self.is_leader(self.pacemaker.round, Opening::Qc(&qc.hash)) {
+                self.try_propose(None).await;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn handle_proposal(&mut self, block: Block) -> Result<(), ConsensusError> {
+        // The size limit holds for every block, not only our own (and costs nothing to check).
+        if block.payload.len() > self.parameters.max_block_digests {
+            return Err(MessageError::Malformed(format!(
+                "block of round {} names {} batches, more than {}",
+                block.round,
+                block.payload.len(),
+                self.parameters.max_block_digests
+            ))
+            .into());
+        }
+        block.check_structure(&self.committee)?;
+        // The block's certificates move us first, whoever relays them (each proves itself), and
+        // before the window is checked: an honest block is then at most in our round, while a
+        // far-future one would be stored until we get there. The block's own signature is
+        // checked only once it fits, so an out-of-window block costs at most the check of
+        // certificates above ours, and a replay of one we are past costs none.
+        let qc_checked = self.advance_by_qc(&block.qc).await?;
+        let tc_checked = match &block.tc {
+            Some(tc) => self.advance_by_tc(tc).await?,
+            None => false,
+        };
+        self.check_window(block.round)?;
+        block.verify_signature()?;
+        // Certificates not above ours were not checked yet; the vote rule reads both.
+        if !qc_checked && block.qc != self.voting.high_qc {
+            block.qc.verify(&self.committee)?;
+        }
+        if let Some(tc) = block.tc.as_ref().filter(|_| !tc_checked) {
+            tc.verify(&self.committee)?;
+        }
+        self.pacemaker.elector.record(&block);
+        // A proposal for a round we are in (or ahead of) must come from its leader. Older
+        // blocks (ancestors we fetch) are vouched for by the QCs of their children instead, and
+        // one whose window we lack is checked again before we vote for it.
+        if block.round >= self.pacemaker.round {
+            if let Some(leader) = self.leader(block.round, Opening::of(&block)) {
+                if leader != block.author {
+                    return Err(MessageError::WrongLeader {
+                        author: block.author,
+                        round: block.round,
+                    }
+                    .into());
+                }
+            }
+        }
+        self.process_block(&block).await
+    }
+
+    /// Stores a verified block once its payload and ancestors are here, applies the commit rule
+    /// and votes. Blocks waiting for data come back here through the loopback channel.
+    pub(super) async fn process_block(&mut self, block: &Block) -> Result<(), ConsensusError> {
+        // Too old to matter (it cannot commit) and its ancestors may be gone: do not fetch them.
+        if block.round < self.prune_floor() {
+            return Ok(());
+        }
+        self.sync_state_if_far_behind(block).await?;
+        if !self.payload.available(block).await? {
+            return Ok(());
+        }
+        let Some((b0, b1)) = self.synchronizer.get_ancestors(block).await? else {
+            return Ok(());
+        };
+        self.store_block(block).await?;
+
+        // b0 <- b1 <- block: block certifies b1, b1 certifies b0.
+        if safety::commits(&b0, &b1) && b0.round > self.committed.last_round {
+            self.committed.direct.record(b0.round, &block.qc);
+            self.commit(b0).await?;
+        }
+
+        // Only vote in the current round; this also stops far-future blocks from moving us.
+        if block.round != self.pacemaker.round {
+            return Ok(());
+        }
+        // Only for the round's leader. A node that cannot tell (a block of the history window is
+        // missing: it is back from a crash and syncing) votes for the first valid proposal of
+        // the round: who proposes changes no safety rule, and its vote may be the quorum's.
+        if let Some(leader) = self.leader(block.round, Opening::of(block)) {
+            if leader != block.author {
+                debug!(
+                    "not voting for {:?}: not the leader of its round here",
+                    block
+                );
+                return Ok(());
+            }
+        }
+        if let Some(vote) = self.make_vote(block).await {
+            self.voting.last_vote = Some(vote.clone());
+            match self.leader(self.pacemaker.round + 1, Opening::Qc(&vote.hash)) {
+                Some(next_leader) if next_leader == self.name => self.handle_vote(vote).await?,
+                Some(next_leader) => {
+                    if let Some(authority) = self.committee.authority(&next_leader) {
+                        let address = authority.consensus_address;
+                        let bytes = wire::encode(&ConsensusMessage::Vote(vote))?;
+                        let handler = self.network.sender.send(address, bytes).await;
+                        self.keep_handlers(vec![handler]);
+                    }
+                }
+                // We cannot tell who leads next (a block of the window is missing here):
+                // whoever it is gets the vote.
+                None => {
+                    self.broadcast(&ConsensusMessage::Vote(vote.clone()))
+                        .await?;
+                    self.handle_vote(vote).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

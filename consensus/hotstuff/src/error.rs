@@ -1,0 +1,69 @@
+//! What stops a consensus message from being processed, and what stops the node.
+
+use super::aggregator::AggregatorError;
+use super::messages::MessageError;
+use super::payload::PayloadError;
+use super::safety_state::SafetyStateError;
+use super::synchronizer::SyncError;
+use config::Round;
+use crypto::Digest;
+use store::StoreError;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ConsensusError {
+    #[error(transparent)]
+    Message(#[from] MessageError),
+    #[error(transparent)]
+    Aggregator(#[from] AggregatorError),
+    #[error(transparent)]
+    Sync(#[from] SyncError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    #[error("encoding failed: {0}")]
+    Encoding(#[from] bincode::Error),
+    #[error("block {0} missing from the store during commit")]
+    MissingAncestor(Digest),
+    #[error("a downstream channel closed")]
+    ChannelClosed,
+    #[error("message of round {round} is too far ahead of round {current}")]
+    TooFarAhead { round: Round, current: Round },
+    #[error(transparent)]
+    SafetyState(#[from] SafetyStateError),
+    #[error(transparent)]
+    Fatal(#[from] FatalError),
+}
+
+/// An error after which the node must stop: going on could only spread the damage. The core
+/// stops, commits nothing more, and publishes the error on `ConsensusHandle::fatal`.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum FatalError {
+    /// A batch of a committed block is neither in the store nor readable there (a machine crash
+    /// lost it): executing the block without it would leave this node with a state its peers
+    /// do not have. Started on a new store, the node rejoins from its peers' checkpoints.
+    #[error(
+        "STORE: batch {batch} of committed block {block} (round {round}) is lost: {reason}; \
+         executing the block without it would make this node's state differ from its peers'. \
+         Start the node on a new store to rejoin from its peers"
+    )]
+    LostBatch {
+        batch: Digest,
+        block: Digest,
+        round: Round,
+        reason: String,
+    },
+    /// Two different blocks committed at one height: more than f members are Byzantine (or
+    /// this node is broken). Nothing of the conflicting chain was output.
+    #[error(
+        "SAFETY: committing block {block} of round {round} would fork away the last committed \
+         block {last_committed} of round {last_committed_round}"
+    )]
+    Fork {
+        block: Digest,
+        round: Round,
+        last_committed: Digest,
+        last_committed_round: Round,
+    },
+}

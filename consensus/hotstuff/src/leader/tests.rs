@@ -1,0 +1,309 @@
+use super::*;
+use crate::messages::tests::{committee, keys};
+use crate::messages::QC;
+use crypto::{KeyPair, Signature};
+
+const WINDOW: usize = 10;
+
+/// Builds a chain round by round: a round whose leader is up adds a block certifying the
+/// previous one; one whose leader is down times out, and the next round is opened by its TC.
+/// What every chain starts from.
+const GENESIS: Digest = Digest([0; 32]);
+
+struct Chain {
+    keys: Vec<KeyPair>,
+    blocks: Vec<Block>,
+    /// Their digests, in step.
+    digests: Vec<Digest>,
+    /// The last round run.
+    round: Round,
+    /// The TC of the last round, if it timed out.
+    tc: Option<TC>,
+}
+
+impl Chain {
+    fn new(n: usize) -> Self {
+        Chain {
+            keys: keys(n as u64),
+            blocks: Vec::new(),
+            digests: Vec::new(),
+            round: 0,
+            tc: None,
+        }
+    }
+
+    fn head(&self) -> Digest {
+        self.digests.last().copied().unwrap_or(GENESIS)
+    }
+
+    fn head_qc(&self, signers: &[usize]) -> QC {
+        QC {
+            hash: self.head(),
+            round: self.blocks.last().map_or(0, |b| b.round),
+            votes: signers
+                .iter()
+                .map(|i| (self.keys[*i].name, Signature::default()))
+                .collect(),
+        }
+    }
+
+    /// Appends a block of the next round by member `author`, whose QC (over the head) `signers`
+    /// signed, carrying the TC of the round before if it timed out.
+    fn push(&mut self, author: usize, signers: &[usize]) -> Digest {
+        self.round += 1;
+        let block = Block {
+            qc: self.head_qc(signers),
+            tc: self.tc.take(),
+            author: self.keys[author].name,
+            round: self.round,
+            payload: Vec::new(),
+            signature: Signature::default(),
+        };
+        let digest = block.digest();
+        self.blocks.push(block);
+        self.digests.push(digest);
+        digest
+    }
+
+    /// The next round times out: its TC, signed by `signers`, opens the one after.
+    fn time_out(&mut self, signers: &[usize]) {
+        self.round += 1;
+        let high_qc = self.head_qc(&[]);
+        self.tc = Some(TC {
+            round: self.round,
+            votes: signers
+                .iter()
+                .map(|i| (self.keys[*i].name, Signature::default(), high_qc.round))
+                .collect(),
+            high_qc,
+        });
+    }
+
+    fn elector(&self) -> LeaderElector {
+        let mut elector =
+            LeaderElector::new(LeaderRule::Reputation, &committee(&self.keys), WINDOW);
+        for block in &self.blocks {
+            elector.record(block);
+        }
+        elector
+    }
+
+    fn index(&self, name: PublicKey) -> usize {
+        self.keys
+            .iter()
+            .position(|k| k.name == name)
+            .expect("a member")
+    }
+
+    /// How often each member is elected over `rounds` rounds opened by a QC of the head (as a
+    /// node that has the head would see them, whatever the round).
+    fn shares(&self, elector: &LeaderElector, rounds: u64) -> Vec<u64> {
+        let head = self.head();
+        let mut counts = vec![0; self.keys.len()];
+        for round in 1_000..1_000 + rounds {
+            let leader = elector
+                .leader(round, Opening::Qc(&head))
+                .expect("window known");
+            counts[self.index(leader)] += 1;
+        }
+        counts
+    }
+
+    /// Runs `rounds` rounds: each elects its leader from what opened it; a leader in `up`
+    /// proposes a block that the next leader certifies with the votes `signers(aggregator,
+    /// round)` picks; a leader not in `up` lets its round time out, and the members in `up` sign
+    /// the TC. Returns how often each member led.
+    fn run(
+        &mut self,
+        rounds: usize,
+        up: &[usize],
+        signers: impl Fn(usize, usize) -> Vec<usize>,
+    ) -> Vec<u64> {
+        let mut elector = self.elector();
+        let mut counts = vec![0; self.keys.len()];
+        for i in 0..rounds {
+            let round = self.round + 1;
+            let leader = elector.leader(round, self.opening()).expect("window known");
+            let leader = self.index(leader);
+            counts[leader] += 1;
+            if up.contains(&leader) {
+                let votes = signers(leader, i);
+                self.push(leader, &votes);
+                elector.record(self.blocks.last().expect("pushed"));
+            } else {
+                self.time_out(up);
+            }
+        }
+        counts
+    }
+
+    /// What opens the next round: the TC of the round before if it timed out, else the QC of
+    /// the head.
+    fn opening(&self) -> Opening<'_> {
+        match &self.tc {
+            Some(tc) => Opening::Tc(tc),
+            None => Opening::Qc(self.digests.last().unwrap_or(&GENESIS)),
+        }
+    }
+}
+
+#[test]
+fn round_robin_is_the_committee_order() {
+    let keys = keys(4);
+    let committee = committee(&keys);
+    let elector = LeaderElector::new(LeaderRule::RoundRobin, &committee, WINDOW);
+    for round in 0..12 {
+        let expected = *committee
+            .authorities
+            .keys()
+            .nth((round % 4) as usize)
+            .expect("member");
+        assert_eq!(elector.leader(round, Opening::Qc(&GENESIS)), Some(expected));
+    }
+}
+
+#[test]
+fn every_node_elects_the_same_leaders_from_the_same_chain() {
+    let mut chain = Chain::new(4);
+    for i in 0..30 {
+        chain.push(i % 4, &[0, 1, 2, 3]);
+    }
+    let first = chain.elector();
+    // Another node that saw the blocks in another order, and more of them.
+    let mut second = LeaderElector::new(LeaderRule::Reputation, &committee(&chain.keys), WINDOW);
+    let mut extra = Chain::new(4);
+    extra.push(3, &[]);
+    second.record(&extra.blocks[0]);
+    for block in chain.blocks.iter().rev() {
+        second.record(block);
+    }
+    let head = chain.head();
+    for round in 0..500 {
+        let opening = Opening::Qc(&head);
+        assert_eq!(first.leader(round, opening), second.leader(round, opening));
+        assert!(first.leader(round, opening).is_some());
+    }
+    // A node missing a block of the window cannot tell, and says so rather than guess.
+    let mut partial = LeaderElector::new(LeaderRule::Reputation, &committee(&chain.keys), WINDOW);
+    for block in chain.blocks.iter().skip(25) {
+        partial.record(block);
+    }
+    assert_eq!(partial.leader(7, Opening::Qc(&head)), None);
+    // The chain's start needs no history before it.
+    assert!(first.leader(1, Opening::Qc(&GENESIS)).is_some());
+}
+
+#[test]
+fn a_healthy_committee_shares_leadership_evenly() {
+    let mut chain = Chain::new(4);
+    let counts = chain.run(4_000, &[0, 1, 2, 3], |_, _| vec![0, 1, 2, 3]);
+    for count in &counts {
+        assert!(*count > 800, "{counts:?}");
+    }
+}
+
+#[test]
+fn a_crashed_member_is_skipped_after_its_first_failed_round_and_readmitted_when_back() {
+    let mut chain = Chain::new(4);
+    chain.run(100, &[0, 1, 2, 3], |_, _| vec![0, 1, 2, 3]);
+    // Member 3 crashes: it neither proposes nor votes. The first round it leads times out, and
+    // from then on it is drawn once in a while only (round-robin: every fourth round).
+    let start = chain.round;
+    let counts = chain.run(3_000, &[0, 1, 2], |_, _| vec![0, 1, 2]);
+    assert!(
+        counts[3] <= 5,
+        "a crashed member still leads often: {counts:?}"
+    );
+    // Its first turn fails; the window still holds its blocks and votes for the next rounds, but
+    // the failure already counts.
+    let early = chain
+        .blocks
+        .iter()
+        .filter(|b| b.round > start && b.round <= start + 40 && b.tc.is_some())
+        .count();
+    assert!(
+        (1..=2).contains(&early),
+        "{early} timeouts in the first 40 rounds"
+    );
+    let shares = chain.shares(&chain.elector(), 100_000);
+    assert!(
+        shares[3] > 0,
+        "a silent member must keep a chance: {shares:?}"
+    );
+    // It comes back: its votes are in the certificates again.
+    let counts = chain.run(4_000, &[0, 1, 2, 3], |_, _| vec![0, 1, 2, 3]);
+    assert!(
+        counts[3] > 800,
+        "a member that takes part again is not readmitted: {counts:?}"
+    );
+}
+
+#[test]
+fn byzantine_aggregator_cannot_exclude_an_honest_member() {
+    // Member 0 is Byzantine: the QCs it assembles (in the blocks it proposes) leave honest
+    // member 3 out. Honest aggregators include 3's vote when it arrives among the first three,
+    // here every other time.
+    let mut chain = Chain::new(4);
+    let counts = chain.run(4_000, &[0, 1, 2, 3], |aggregator, i| {
+        if aggregator == 0 || i % 2 == 0 {
+            vec![0, 1, 2]
+        } else {
+            vec![1, 2, 3]
+        }
+    });
+    assert!(counts[3] > 800, "{counts:?}");
+    // Nor raise its own share above the others'.
+    assert!(counts[0] < 1_200, "{counts:?}");
+
+    // Even if every certificate left member 3 out (its votes always the last to arrive), it
+    // is never out for good: it keeps being drawn now and then, and each block of its own
+    // brings it back to full weight for a window.
+    let before = chain.blocks.len();
+    let counts = chain.run(20_000, &[0, 1, 2, 3], |_, _| vec![0, 1, 2]);
+    assert!(counts[3] > 20, "{counts:?}");
+    let own = chain.blocks[before..]
+        .iter()
+        .filter(|b| b.author == chain.keys[3].name)
+        .count();
+    assert_eq!(
+        own as u64, counts[3],
+        "each of its rounds gave a certified block"
+    );
+}
+
+#[test]
+fn forgets_pruned_blocks() {
+    let mut chain = Chain::new(4);
+    for i in 0..30 {
+        chain.push(i % 4, &[0, 1, 2, 3]);
+    }
+    let mut elector = chain.elector();
+    elector.prune(25);
+    assert_eq!(elector.links.len(), 6);
+    assert_eq!(elector.leader(40, Opening::Qc(&chain.head())), None);
+}
+
+#[test]
+fn a_round_opened_by_a_timeout_is_led_by_a_signer_and_needs_no_history() {
+    let mut chain = Chain::new(4);
+    chain.run(50, &[0, 1, 2, 3], |_, _| vec![0, 1, 2, 3]);
+    chain.time_out(&[0, 2, 3]);
+    let Some(tc) = chain.tc.clone() else {
+        panic!("timed out");
+    };
+    // A node back from a crash, without a single block, tells the same leader as one with the
+    // whole chain, and it is one of the members that signed.
+    let fresh = LeaderElector::new(LeaderRule::Reputation, &committee(&chain.keys), WINDOW);
+    let full = chain.elector();
+    let mut leaders = vec![0; 4];
+    for round in 1_000..1_400 {
+        let leader = fresh.leader(round, Opening::Tc(&tc));
+        assert_eq!(leader, full.leader(round, Opening::Tc(&tc)));
+        leaders[chain.index(leader.expect("no history needed"))] += 1;
+    }
+    assert!(leaders[1] <= 2, "{leaders:?}");
+    assert!(
+        leaders.iter().filter(|n| **n > 100).count() == 3,
+        "{leaders:?}"
+    );
+}

@@ -1,0 +1,381 @@
+//! Fetches the missing ancestors of a block.
+//!
+//! When a block's parent is not in the store, the block is parked and the parent is requested
+//! from the block's author and the signers of the block's QC (see `SyncWorker::holders`); if it
+//! has not arrived after `sync_retry_delay`, the request goes to every other authority. When the parent is stored (it goes through the core like any proposal),
+//! the parked block is looped back into the core.
+//!
+//! Parked blocks are bounded: at most `max_pending_sync_blocks` at once (more are dropped), and
+//! each for at most `PARK_RETRIES` retry delays (a parent that never comes, say because peers
+//! pruned it, must not hold a block forever). A dropped block is not lost for good: the next
+//! block that extends it names it as its parent and it is fetched then.
+
+use super::messages::{Block, QC};
+use super::wire;
+use super::wire::ConsensusMessage;
+use config::{Committee, Round};
+use crypto::{Digest, Hash, PublicKey};
+use futures::stream::{FuturesUnordered, StreamExt};
+use network::SimpleSender;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use store::{BlockStore, Store, StoreError};
+use tokio::sync::mpsc;
+use tokio::time::{interval, Instant};
+use tracing::{debug, warn};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("stored block {0} does not decode: {1}")]
+    Corrupt(Digest, String),
+}
+
+/// The core's handle: answers from the store, or parks the block and requests its parent.
+/// A block stays parked for at most this many `sync_retry_delay`s.
+const PARK_RETRIES: u32 = 6;
+
+/// How many blocks are parked, and how many were refused because too many were.
+#[derive(Default)]
+pub struct SyncCounters {
+    pub parked: AtomicUsize,
+    pub refused: AtomicU64,
+}
+
+pub struct Synchronizer {
+    store: BlockStore,
+    tx_inner: mpsc::Sender<Block>,
+    /// The checkpointed block this node adopted (round, digest), if any: its ancestors are
+    /// neither here nor needed, so its parent reads as genesis (see `set_root`).
+    root: Option<(Round, Digest)>,
+    /// Read by tests only so far; what a metric of the synchronizer would export.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub counters: Arc<SyncCounters>,
+}
+
+impl Synchronizer {
+    pub fn spawn(
+        name: PublicKey,
+        committee: Committee,
+        store: Store,
+        sync_retry_delay: Duration,
+        max_pending: usize,
+        tx_loopback: mpsc::Sender<Block>,
+        network: SimpleSender,
+    ) -> Self {
+        let store = store.blocks();
+        let (tx_inner, rx_inner) = mpsc::channel(1_000);
+        let counters = Arc::new(SyncCounters::default());
+        let worker = SyncWorker {
+            name,
+            committee,
+            store: store.clone(),
+            sync_retry_delay,
+            rx_inner,
+            tx_loopback,
+            network,
+            pending: HashMap::new(),
+            max_pending: max_pending.max(1),
+            counters: counters.clone(),
+        };
+        tokio::spawn(worker.run());
+        Synchronizer {
+            store,
+            tx_inner,
+            root: None,
+            counters,
+        }
+    }
+
+    fn read(&self, digest: &Digest) -> Result<Option<Block>, SyncError> {
+        match self.store.read(digest)? {
+            None => Ok(None),
+            Some(bytes) => wire::decode_block(&bytes)
+                .map(Some)
+                .map_err(|e| SyncError::Corrupt(*digest, e.to_string())),
+        }
+    }
+
+    /// Makes `root` (a committed block adopted with its state from a checkpoint, and stored by
+    /// the caller) the start of this node's chain: its parent reads as genesis. The chain below
+    /// it was executed into the checkpoint's state and peers may have deleted it; the commit rule
+    /// never reads it (nothing at or below the root commits again).
+    pub fn set_root(&mut self, root: &Block) {
+        self.root = Some((root.round, root.digest()));
+    }
+
+    fn is_root(&self, block: &Block) -> bool {
+        self.root
+            .is_some_and(|(round, digest)| block.round == round && block.digest() == digest)
+    }
+
+    /// The parent of `block`, or `None` if it is being fetched (the block will come back).
+    pub async fn get_parent_block(&mut self, block: &Block) -> Result<Option<Block>, SyncError> {
+        if block.qc.is_genesis() || self.is_root(block) {
+            return Ok(Some(Block::genesis()));
+        }
+        if let Some(parent) = self.read(block.parent())? {
+            return Ok(Some(parent));
+        }
+        let _ = self.tx_inner.send(block.clone()).await;
+        Ok(None)
+    }
+
+    /// The parent `b1` and grandparent `b0` of `block`, the two ancestors the commit rule reads.
+    pub async fn get_ancestors(
+        &mut self,
+        block: &Block,
+    ) -> Result<Option<(Block, Block)>, SyncError> {
+        let Some(b1) = self.get_parent_block(block).await? else {
+            return Ok(None);
+        };
+        let Some(b0) = self.get_parent_block(&b1).await? else {
+            return Ok(None);
+        };
+        Ok(Some((b0, b1)))
+    }
+
+    /// Reads a stored block (for the commit walk).
+    pub fn stored_block(&self, digest: &Digest) -> Result<Option<Block>, SyncError> {
+        if *digest == QC::genesis().hash {
+            return Ok(Some(Block::genesis()));
+        }
+        self.read(digest)
+    }
+}
+
+struct Pending {
+    round: Round,
+    requested_at: Instant,
+    /// Parked blocks waiting for this parent.
+    waiters: usize,
+}
+
+struct SyncWorker {
+    name: PublicKey,
+    committee: Committee,
+    store: BlockStore,
+    sync_retry_delay: Duration,
+    rx_inner: mpsc::Receiver<Block>,
+    tx_loopback: mpsc::Sender<Block>,
+    network: SimpleSender,
+    /// Parent digest -> when it was first requested.
+    pending: HashMap<Digest, Pending>,
+    /// Most blocks parked at once (`Parameters::max_pending_sync_blocks`).
+    max_pending: usize,
+    counters: Arc<SyncCounters>,
+}
+
+impl SyncWorker {
+    async fn request(&mut self, parent: Digest, to: Vec<std::net::SocketAddr>) {
+        let message = ConsensusMessage::SyncRequest(parent, self.name);
+        match wire::encode(&message) {
+            Ok(bytes) => self.network.broadcast(to, bytes).await,
+            Err(e) => warn!("cannot encode a sync request: {e}"),
+        }
+    }
+
+    /// Who should have the parent of `block`: its author, and every signer of the QC that
+    /// certifies the parent (a replica votes only for a block it stored). Asking them all at once
+    /// costs a few duplicate replies, but a withholding author no longer delays us by
+    /// `sync_retry_delay`; the retry then goes to everyone.
+    fn holders(&self, block: &Block) -> Vec<std::net::SocketAddr> {
+        let mut names: Vec<PublicKey> = std::iter::once(block.author)
+            .chain(block.qc.votes.iter().map(|(name, _)| *name))
+            .filter(|name| *name != self.name)
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+            .iter()
+            .filter_map(|name| self.committee.authority(name))
+            .map(|authority| authority.consensus_address)
+            .collect()
+    }
+
+    async fn run(mut self) {
+        let mut waiting = FuturesUnordered::new();
+        let mut retry = interval(self.sync_retry_delay);
+        loop {
+            tokio::select! {
+                Some(block) = self.rx_inner.recv() => {
+                    if self.counters.parked.load(Ordering::Relaxed) >= self.max_pending {
+                        let refused = self.counters.refused.fetch_add(1, Ordering::Relaxed) + 1;
+                        if refused.is_power_of_two() {
+                            warn!(refused, "too many blocks wait for their parent; dropping {:?}", block);
+                        }
+                        continue;
+                    }
+                    let parent = *block.parent();
+                    match self.pending.entry(parent) {
+                        Entry::Occupied(mut entry) => entry.get_mut().waiters += 1,
+                        Entry::Vacant(entry) => {
+                            debug!("requesting parent {} of {:?}", parent, block);
+                            entry.insert(Pending {
+                                round: block.round,
+                                requested_at: Instant::now(),
+                                waiters: 1,
+                            });
+                            let holders = self.holders(&block);
+                            self.request(parent, holders).await;
+                        }
+                    }
+                    self.counters.parked.fetch_add(1, Ordering::Relaxed);
+                    let store = self.store.clone();
+                    let patience = self.sync_retry_delay.saturating_mul(PARK_RETRIES);
+                    waiting.push(async move {
+                        let arrived = tokio::time::timeout(patience, store.notify_read(parent))
+                            .await
+                            .is_ok_and(|read| read.is_ok());
+                        (parent, block, arrived)
+                    });
+                },
+                Some((parent, block, arrived)) = waiting.next() => {
+                    self.counters.parked.fetch_sub(1, Ordering::Relaxed);
+                    if arrived {
+                        self.pending.remove(&parent);
+                        if self.tx_loopback.send(block).await.is_err() {
+                            return;
+                        }
+                    } else {
+                        debug!("gave up waiting for parent {} of {:?}", parent, block);
+                        if let Entry::Occupied(mut entry) = self.pending.entry(parent) {
+                            entry.get_mut().waiters -= 1;
+                            if entry.get().waiters == 0 {
+                                entry.remove();
+                            }
+                        }
+                        // The timed-out wait left a closed waiter in the store.
+                        self.store.prune_waiters();
+                    }
+                },
+                _ = retry.tick() => {
+                    let now = Instant::now();
+                    let late: Vec<Digest> = self.pending.iter()
+                        .filter(|(_, p)| now.duration_since(p.requested_at) >= self.sync_retry_delay)
+                        .map(|(d, _)| *d)
+                        .collect();
+                    let everyone: Vec<_> = self.committee.others(&self.name, |a| a.consensus_address)
+                        .into_iter().map(|(_, a)| a).collect();
+                    for parent in late {
+                        if let Some(p) = self.pending.get_mut(&parent) {
+                            debug!("retrying sync of {} (round > {})", parent, p.round);
+                            p.requested_at = now;
+                        }
+                        self.request(parent, everyone.clone()).await;
+                    }
+                },
+                else => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::tests::{committee, keys, qc, signed_block};
+    use network::codec;
+    use tokio::net::TcpListener;
+    use tokio_util::codec::Framed;
+
+    /// The author of a block whose parent we lack may be the one withholding
+    /// it. The parent must be asked of peers known to hold it (the signers of the QC that
+    /// certifies it) at once, not only after `sync_retry_delay` (10 s by default).
+    #[tokio::test]
+    async fn byzantine_withheld_parent_is_fetched_from_other_peers_promptly() {
+        let keys = keys(4);
+        let mut committee = committee(&keys);
+        let mut listeners = Vec::new();
+        for k in &keys[1..] {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let address = listener.local_addr().expect("address");
+            if let Some(authority) = committee.authorities.get_mut(&k.name) {
+                authority.consensus_address = address;
+            }
+            listeners.push(listener);
+        }
+        let (tx_loopback, _rx_loopback) = mpsc::channel(10);
+        let mut synchronizer = Synchronizer::spawn(
+            keys[0].name,
+            committee,
+            Store::new(),
+            Duration::from_secs(10),
+            1_000,
+            tx_loopback,
+            SimpleSender::new(),
+        );
+        // keys[1] authored the child and withholds the parent; keys[1..4] certified the parent.
+        let parent = Digest::of(b"parent");
+        let child = signed_block(qc(parent, 1, &keys[1..]), None, 2, vec![], &keys[1]);
+        assert!(synchronizer
+            .get_parent_block(&child)
+            .await
+            .expect("no error")
+            .is_none());
+
+        let honest_peers = listeners.split_off(1);
+        let asked = honest_peers.into_iter().map(|listener| async move {
+            let (stream, _) = listener.accept().await.ok()?;
+            let mut frames = Framed::new(stream, codec(1 << 20));
+            let frame = frames.next().await?.ok()?;
+            match wire::decode(&frame).ok()? {
+                ConsensusMessage::SyncRequest(digest, _) if digest == parent => Some(()),
+                _ => None,
+            }
+        });
+        let first =
+            futures::future::select_ok(asked.map(|f| Box::pin(async move { f.await.ok_or(()) })));
+        tokio::time::timeout(Duration::from_secs(2), first)
+            .await
+            .expect("a peer other than the author is asked within 2 s")
+            .expect("a sync request for the parent");
+    }
+
+    /// A block whose parent is missing must not stay parked, with a future and a store waiter,
+    /// until the parent comes, which may be never. A Byzantine leader signs
+    /// as many blocks for its round as it likes; the table must stay bounded.
+    #[tokio::test]
+    async fn byzantine_parked_blocks_are_bounded() {
+        let keys = keys(4);
+        let committee = committee(&keys);
+        let (tx_loopback, _rx_loopback) = mpsc::channel(10);
+        let store = Store::new();
+        let mut synchronizer = Synchronizer::spawn(
+            keys[0].name,
+            committee,
+            store.clone(),
+            Duration::from_secs(10),
+            10,
+            tx_loopback,
+            SimpleSender::new(),
+        );
+        for i in 0..100u32 {
+            let parent = Digest::of(&i.to_be_bytes());
+            let child = signed_block(qc(parent, 1, &keys[1..]), None, 2, vec![], &keys[1]);
+            assert!(synchronizer
+                .get_parent_block(&child)
+                .await
+                .expect("no error")
+                .is_none());
+        }
+        let counters = synchronizer.counters.clone();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while counters.parked.load(Ordering::Relaxed)
+                + (counters.refused.load(Ordering::Relaxed) as usize)
+                < 100
+            {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("every block handled in time");
+        assert_eq!(counters.parked.load(Ordering::Relaxed), 10);
+        assert_eq!(counters.refused.load(Ordering::Relaxed), 90);
+        assert!(store.blocks().waiting() <= 10);
+    }
+}

@@ -1,0 +1,375 @@
+//! Packs client transactions into batches, keeps each sealed batch and broadcasts it to peers.
+//!
+//! A batch is sealed when its payload reaches `batch_size` bytes, or `max_batch_delay` after its
+//! first transaction, whichever comes first; an empty batch is never sealed. While this node's
+//! sealed, uncommitted batches fill the [`Backlog`], no transactions are taken (see `backlog.rs`).
+
+use super::backlog::Backlog;
+use super::message::BATCH_TAG;
+use super::metrics::MempoolMetrics;
+use super::quorum_waiter::QuorumWaiterMessage;
+use super::tx_receiver::{TxChunk, MAX_TRANSACTION_SIZE};
+use super::SampleHooks;
+use batch::{Batch, BatchBuilder, TX_PREFIX_LEN};
+use config::Stake;
+use network::ReliableSender;
+use plumbing::now_ms;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use store::BatchStore;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::{sleep, Instant};
+use tracing::{debug, error};
+
+pub struct BatchMaker {
+    batch_size: usize,
+    max_batch_delay: Duration,
+    /// Every other authority's mempool address and stake, in one fixed order.
+    peers: Vec<(SocketAddr, Stake)>,
+    store: BatchStore,
+    metrics: Arc<MempoolMetrics>,
+    samples: Option<SampleHooks>,
+    /// With samples on: `(index of the first transaction, received_ms)` of each chunk in the
+    /// current batch, so a sample found at sealing gets its receipt time without a timestamp
+    /// per transaction. Reused from batch to batch.
+    arrivals: Vec<(u32, u64)>,
+    rx_transactions: mpsc::Receiver<TxChunk>,
+    tx_quorum_waiter: mpsc::Sender<QuorumWaiterMessage>,
+    network: ReliableSender,
+    builder: BatchBuilder,
+    /// Transaction bytes in the current batch, without framing (for `sealed_bytes`).
+    tx_bytes: u64,
+    /// Buffer reserved per batch: room for the transaction that crosses `batch_size`, so a
+    /// batch is never reallocated (and copied) as it fills. Untouched pages cost no memory.
+    capacity: usize,
+    /// This node's sealed, uncommitted batches: no transactions are taken while it is full.
+    backlog: Backlog,
+}
+
+impl BatchMaker {
+    #[allow(clippy::too_many_arguments)]
+    pub fn spawn(
+        batch_size: usize,
+        max_batch_delay: Duration,
+        peers: Vec<(SocketAddr, Stake)>,
+        store: BatchStore,
+        metrics: Arc<MempoolMetrics>,
+        samples: Option<SampleHooks>,
+        rx_transactions: mpsc::Receiver<TxChunk>,
+        tx_quorum_waiter: mpsc::Sender<QuorumWaiterMessage>,
+        network: ReliableSender,
+        backlog: Backlog,
+    ) -> JoinHandle<()> {
+        let capacity = batch_size + TX_PREFIX_LEN + MAX_TRANSACTION_SIZE.min(batch_size);
+        let maker = BatchMaker {
+            batch_size,
+            max_batch_delay,
+            peers,
+            store,
+            metrics,
+            samples,
+            arrivals: Vec::new(),
+            rx_transactions,
+            tx_quorum_waiter,
+            network,
+            // The tag in front makes the sealed buffer a ready-to-send `Batch` message.
+            builder: BatchBuilder::with_frame_prefix(&[BATCH_TAG], capacity),
+            tx_bytes: 0,
+            capacity,
+            backlog,
+        };
+        tokio::spawn(maker.run())
+    }
+
+    async fn run(mut self) {
+        let timer = sleep(self.max_batch_delay);
+        tokio::pin!(timer);
+        loop {
+            let full = self.backlog.is_full();
+            tokio::select! {
+                () = Self::pause(&self.backlog, &self.metrics), if full => {}
+                chunk = self.rx_transactions.recv(), if !full => {
+                    let Some(chunk) = chunk else {
+                        // No more transactions: seal what is left so it is not lost.
+                        if !self.builder.is_empty() {
+                            self.seal().await;
+                        }
+                        return;
+                    };
+                    let TxChunk { received_ms, txs, room } = chunk;
+                    let tracing = self.samples.is_some();
+                    for (i, tx) in txs.into_iter().enumerate() {
+                        if self.builder.is_empty() {
+                            // The delay counts from the batch's first transaction.
+                            timer.as_mut().reset(Instant::now() + self.max_batch_delay);
+                        }
+                        if tracing && (i == 0 || self.builder.is_empty()) {
+                            self.arrivals
+                                .push((self.builder.tx_count(), received_ms));
+                        }
+                        self.builder.push(&tx);
+                        self.tx_bytes += tx.len() as u64;
+                        if self.builder.payload_len() >= self.batch_size && !self.seal().await {
+                            return;
+                        }
+                    }
+                    // The transactions are in batches now: the chunk's room in the queue from
+                    // the clients' port goes back.
+                    drop(room);
+                }
+                () = &mut timer, if !self.builder.is_empty() => {
+                    if !self.seal().await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits until the backlog has room, counting the time as back-pressure. A batch being
+    /// filled is still sealed by its timer meanwhile.
+    async fn pause(backlog: &Backlog, metrics: &MempoolMetrics) {
+        let start = Instant::now();
+        MempoolMetrics::add(&metrics.backpressure_pauses, 1);
+        backlog.room().await;
+        MempoolMetrics::add(&metrics.backpressure_ms, start.elapsed().as_millis() as u64);
+    }
+
+    /// Seals, stores and broadcasts the current batch. Returns false once the quorum waiter is
+    /// gone (the node is shutting down).
+    async fn seal(&mut self) -> bool {
+        let (batch, frame) = self.builder.seal_framed(now_ms(), self.capacity);
+        let digest = batch.digest();
+        MempoolMetrics::add(&self.metrics.sealed_batches, 1);
+        MempoolMetrics::add(&self.metrics.sealed_txs, u64::from(batch.tx_count()));
+        MempoolMetrics::add(
+            &self.metrics.sealed_bytes,
+            std::mem::take(&mut self.tx_bytes),
+        );
+        debug!("sealed batch {digest} with {} txs", batch.tx_count());
+        let samples = self.find_samples(&batch);
+
+        // Stored before anyone hears of it, so this node can serve it to peers at once.
+        if let Err(e) = self.store.write(digest, batch.bytes().clone()).await {
+            // A batch we cannot serve must not be announced: peers would vote on it and ask us.
+            error!("cannot store sealed batch {digest}, dropping it: {e}");
+            return true;
+        }
+        self.backlog.sealed(digest, batch.bytes().len() as u64);
+        let addresses = self.peers.iter().map(|(address, _)| *address).collect();
+        let handlers = self.network.broadcast(addresses, frame).await;
+        let acks = self
+            .peers
+            .iter()
+            .map(|(_, stake)| *stake)
+            .zip(handlers)
+            .collect();
+        self.tx_quorum_waiter
+            .send(QuorumWaiterMessage {
+                digest,
+                acks,
+                samples,
+            })
+            .await
+            .is_ok()
+    }
+
+    /// One pass over a sealed batch: reports the `receive` and `seal` hops of its samples and
+    /// returns their ids (for the `quorum` hop). Empty, and no allocation, when there are none.
+    fn find_samples(&mut self, batch: &Batch) -> Vec<String> {
+        let Some(hooks) = &self.samples else {
+            return Vec::new();
+        };
+        let sealed = batch.sealed_at_ms();
+        let mut found = Vec::new();
+        // The chunk each transaction came in: arrivals are in transaction order.
+        let mut chunk = 0;
+        for (index, tx) in batch.tx_slices().enumerate() {
+            let Some(id) = (hooks.detect)(tx) else {
+                continue;
+            };
+            while self
+                .arrivals
+                .get(chunk + 1)
+                .is_some_and(|(first, _)| *first as usize <= index)
+            {
+                chunk += 1;
+            }
+            let received = self.arrivals.get(chunk).map_or(sealed, |(_, t)| *t);
+            (hooks.report)(id.clone(), "receive", received);
+            (hooks.report)(id.clone(), "seal", sealed);
+            found.push(id);
+        }
+        self.arrivals.clear();
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use batch::{Batch, TX_PREFIX_LEN};
+    use bytes::Bytes;
+    use std::sync::atomic::Ordering;
+
+    struct Harness {
+        tx: mpsc::Sender<TxChunk>,
+        rx: mpsc::Receiver<QuorumWaiterMessage>,
+        store: BatchStore,
+        metrics: Arc<MempoolMetrics>,
+        backlog: Backlog,
+    }
+
+    fn harness(batch_size: usize, max_batch_delay: Duration) -> Harness {
+        harness_with_backlog(batch_size, max_batch_delay, u64::MAX)
+    }
+
+    fn harness_with_backlog(
+        batch_size: usize,
+        max_batch_delay: Duration,
+        max_uncommitted_bytes: u64,
+    ) -> Harness {
+        let (tx, rx_transactions) = mpsc::channel(16);
+        let (tx_quorum_waiter, rx) = mpsc::channel(16);
+        let store = store::Store::new().batches();
+        let metrics = Arc::new(MempoolMetrics::default());
+        let backlog = Backlog::new(max_uncommitted_bytes, metrics.clone());
+        // No peers: nothing goes on the network, the batch still reaches the quorum waiter.
+        BatchMaker::spawn(
+            batch_size,
+            max_batch_delay,
+            Vec::new(),
+            store.clone(),
+            metrics.clone(),
+            None,
+            rx_transactions,
+            tx_quorum_waiter,
+            ReliableSender::new(),
+            backlog.clone(),
+        );
+        Harness {
+            tx,
+            rx,
+            store,
+            metrics,
+            backlog,
+        }
+    }
+
+    fn chunk(txs: &[Bytes]) -> TxChunk {
+        TxChunk {
+            received_ms: now_ms(),
+            txs: txs.to_vec(),
+            room: None,
+        }
+    }
+
+    fn stored(store: &BatchStore, message: &QuorumWaiterMessage) -> Batch {
+        let bytes = store
+            .read(&message.digest)
+            .expect("readable")
+            .expect("stored at sealing");
+        Batch::parse(bytes).expect("valid batch")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn seals_as_soon_as_the_batch_is_full() {
+        let tx_size = 100;
+        let mut h = harness(10 * (TX_PREFIX_LEN + tx_size), Duration::from_secs(3600));
+        let txs: Vec<Bytes> = (0..25u8).map(|i| Bytes::from(vec![i; tx_size])).collect();
+        h.tx.send(chunk(&txs[..15])).await.expect("send");
+        h.tx.send(chunk(&txs[15..])).await.expect("send");
+
+        // The delay is an hour: these batches can only have been sealed on size.
+        let start = Instant::now();
+        let first = h.rx.recv().await.expect("first batch");
+        let second = h.rx.recv().await.expect("second batch");
+        assert!(start.elapsed() < Duration::from_secs(1));
+        assert!(first.acks.is_empty());
+        let (first, second) = (stored(&h.store, &first), stored(&h.store, &second));
+        assert_eq!(first.tx_count(), 10);
+        assert_eq!(second.tx_count(), 10);
+        let sealed: Vec<Bytes> = first.transactions().chain(second.transactions()).collect();
+        assert_eq!(sealed, txs[..20].to_vec());
+        assert_eq!(h.metrics.sealed_batches.load(Ordering::Relaxed), 2);
+        assert_eq!(h.metrics.sealed_txs.load(Ordering::Relaxed), 20);
+        assert_eq!(
+            h.metrics.sealed_bytes.load(Ordering::Relaxed),
+            20 * tx_size as u64
+        );
+
+        // The 5 left over wait for the delay, then go out together.
+        let rest = h.rx.recv().await.expect("timed-out batch");
+        assert!(start.elapsed() >= Duration::from_secs(3600));
+        assert_eq!(stored(&h.store, &rest).tx_count(), 5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn seals_a_lone_transaction_after_the_delay_and_never_an_empty_batch() {
+        let delay = Duration::from_millis(100);
+        let mut h = harness(1_000_000, delay);
+        // Nothing is sealed while there are no transactions, however long we wait.
+        assert!(tokio::time::timeout(10 * delay, h.rx.recv()).await.is_err());
+
+        let start = Instant::now();
+        h.tx.send(chunk(&[Bytes::from_static(b"lonely")]))
+            .await
+            .expect("send");
+        assert!(
+            tokio::time::timeout(delay - Duration::from_millis(1), h.rx.recv())
+                .await
+                .is_err(),
+            "sealed before max_batch_delay"
+        );
+        let sealed = h.rx.recv().await.expect("sealed on delay");
+        assert!(start.elapsed() >= delay);
+        let batch = stored(&h.store, &sealed);
+        assert_eq!(batch.tx_count(), 1);
+        assert_eq!(
+            batch.transactions().collect::<Vec<_>>(),
+            vec![Bytes::from_static(b"lonely")]
+        );
+        // And the timer does not fire again for an empty builder.
+        assert!(tokio::time::timeout(10 * delay, h.rx.recv()).await.is_err());
+    }
+
+    /// Once this node's sealed, uncommitted batches reach the limit, no transaction is taken
+    /// (the queue from the clients' port fills and its connections stop reading) until a batch
+    /// commits; the time stopped is counted.
+    #[tokio::test(start_paused = true)]
+    async fn stops_taking_transactions_while_the_backlog_is_full() {
+        let tx_size = 100;
+        let batch_size = 10 * (TX_PREFIX_LEN + tx_size);
+        let mut h = harness_with_backlog(batch_size, Duration::from_secs(3600), 1);
+        let txs: Vec<Bytes> = (0..30u8).map(|i| Bytes::from(vec![i; tx_size])).collect();
+        h.tx.send(chunk(&txs[..10])).await.expect("send");
+        let first = h.rx.recv().await.expect("first batch");
+        assert!(h.backlog.is_full());
+        // Full: the next chunks wait in the channel, untaken.
+        h.tx.send(chunk(&txs[10..20])).await.expect("send");
+        h.tx.send(chunk(&txs[20..])).await.expect("send");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(
+            h.rx.try_recv().is_err(),
+            "sealed while the backlog was full"
+        );
+        assert_eq!(h.metrics.sealed_batches.load(Ordering::Relaxed), 1);
+        assert_eq!(h.tx.capacity(), h.tx.max_capacity() - 2);
+        // The first batch commits: one more batch is taken, which fills the backlog again.
+        h.backlog.settled(&[first.digest]);
+        let second = h.rx.recv().await.expect("second batch");
+        assert_eq!(
+            stored(&h.store, &second).transactions().collect::<Vec<_>>(),
+            txs[10..20]
+        );
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(h.rx.try_recv().is_err());
+        h.backlog.settled(&[second.digest]);
+        let third = h.rx.recv().await.expect("third batch");
+        assert_eq!(stored(&h.store, &third).tx_count(), 10);
+        assert_eq!(h.metrics.backpressure_pauses.load(Ordering::Relaxed), 3);
+        assert!(h.metrics.backpressure_ms.load(Ordering::Relaxed) >= 120_000);
+    }
+}

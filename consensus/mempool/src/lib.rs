@@ -1,0 +1,253 @@
+//! The mempool: turns client transactions into batches, spreads them to every authority and
+//! hands consensus the digests of batches a quorum holds; fetches the batches of others' blocks
+//! this node lacks.
+//!
+//! ```text
+//! clients ─► tx_receiver ─► batch_maker ─► quorum_waiter ─► digests to consensus
+//!                               │ store + broadcast (ReliableSender)
+//! peers ─► peer_handler ─► store (batches, acked) | helper (requests) ─► requestor
+//! consensus ─► synchronizer ─► batch requests to the author, then to random peers
+//! ```
+//! Actors are tasks connected by bounded channels of `channel_capacity`; batches stay `Bytes`
+//! from the builder to the store and to every peer.
+//!
+//! It must not know how consensus orders the batches: consensus asks it for batches and tells it
+//! what it may forget (`ConsensusMempoolMessage`), and what a transaction means is the executor's
+//! business (transactions stay opaque bytes).
+
+mod backlog;
+mod batch_maker;
+mod helper;
+mod message;
+mod metrics;
+mod peer_handler;
+mod quorum_waiter;
+mod quota;
+mod synchronizer;
+mod tx_receiver;
+
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: plumbing::test_alloc::Counting = plumbing::test_alloc::Counting;
+
+pub use message::{MempoolMessage, MessageError};
+pub use metrics::MempoolMetrics;
+pub use tx_receiver::MAX_TRANSACTION_SIZE;
+
+use backlog::Backlog;
+use batch::{HEADER_LEN, TX_PREFIX_LEN};
+use batch_maker::BatchMaker;
+use config::{Committee, Parameters, Round};
+use crypto::{Digest, PublicKey, SecretKey};
+use helper::Helper;
+use network::handshake::{Credentials, Gate, Purpose};
+use network::{
+    listen_address, NetEmulation, Receiver, ReceiverConfig, ReliableSender, SimpleSender,
+    DEFAULT_SIMPLE_QUEUE_CAPACITY,
+};
+use peer_handler::PeerHandler;
+use quorum_waiter::QuorumWaiter;
+use quota::AuthorQuota;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+use store::Store;
+use synchronizer::Synchronizer;
+use tokio::sync::mpsc;
+use tx_receiver::TxReceiver;
+
+/// What the consensus core tells the mempool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsensusMempoolMessage {
+    /// The core saw a block (author, round) whose payload it lacks: fetch these batches (first
+    /// from the block's author).
+    Synchronize(Vec<Digest>, PublicKey, Round),
+    /// Round `r` committed: forget sync requests for rounds older than r - gc_depth.
+    Cleanup(Round),
+    /// A committed block's batches: they no longer count against their senders' quotas.
+    Committed(Vec<Digest>),
+}
+
+/// Latency samples among client transactions. The transaction format belongs to the
+/// application and the mempool never decodes a transaction, so the node hands it these two
+/// functions: `detect` recognises a sample from fixed offsets of its bytes (called once per
+/// transaction of each sealed batch, so it must only peek), `report` records one hop of a
+/// sample (`receive`, `seal`, `quorum`) with its time in ms since the epoch.
+#[derive(Clone)]
+pub struct SampleHooks {
+    pub detect: Arc<DetectSample>,
+    pub report: Arc<ReportHop>,
+}
+
+/// The id of a transaction if it is a latency sample.
+pub type DetectSample = dyn Fn(&[u8]) -> Option<String> + Send + Sync;
+/// One hop of a sample: its id, the hop, the time in ms since the epoch.
+pub type ReportHop = dyn Fn(String, &'static str, u64) + Send + Sync;
+
+impl std::fmt::Debug for SampleHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SampleHooks")
+    }
+}
+
+pub struct Mempool;
+
+impl Mempool {
+    /// Binds the transactions port and the mempool (peer) port of `name` from the committee,
+    /// spawns every actor, returns once both ports are bound. Digests of this node's batches,
+    /// once a quorum (2f+1 stake, self included) has acknowledged them, go out on
+    /// `tx_consensus`. `samples`: how to find and report latency samples (none: not looked for).
+    ///
+    /// Ports are bound on every interface (the committee's IP is where peers reach us, which
+    /// behind NAT, as on cloud hosts, is not an address of this machine).
+    ///
+    /// The mempool port admits committee members only, each proving its key (`secret` proves
+    /// ours to the others). With `emulation`, links to the other members follow its latencies
+    /// and partitions (the transactions port never does).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn spawn(
+        name: PublicKey,
+        secret: SecretKey,
+        committee: Committee,
+        parameters: Parameters,
+        store: Store,
+        rx_consensus: mpsc::Receiver<ConsensusMempoolMessage>,
+        tx_consensus: mpsc::Sender<Digest>,
+        metrics: Arc<MempoolMetrics>,
+        samples: Option<SampleHooks>,
+        emulation: Option<Arc<NetEmulation>>,
+    ) -> io::Result<()> {
+        let authority = committee.authority(&name).cloned().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{name} is not in the committee"),
+            )
+        })?;
+        let capacity = parameters.channel_capacity;
+        let (tx_batch_maker, rx_batch_maker) = mpsc::channel(capacity);
+        let (tx_quorum_waiter, rx_quorum_waiter) = mpsc::channel(capacity);
+        let (tx_helper, rx_helper) = mpsc::channel(capacity);
+
+        let idle_timeout = Duration::from_millis(parameters.idle_timeout_ms);
+        let backlog = Backlog::new(parameters.max_uncommitted_bytes, metrics.clone());
+        let (_, tx_receiver) = TxReceiver::spawn(
+            listen_address(authority.transactions_address),
+            max_transaction_size(&parameters),
+            parameters.max_connections,
+            idle_timeout,
+            tx_batch_maker,
+            metrics.clone(),
+        )
+        .await?;
+        // The mempool sees the batch namespace only.
+        let store = store.batches();
+        let quota = AuthorQuota::new(
+            parameters.max_uncommitted_batches_per_author,
+            parameters.gc_depth,
+        );
+        let handler = PeerHandler {
+            store: store.clone(),
+            metrics: metrics.clone(),
+            tx_helper,
+            max_request_digests: parameters.max_request_digests,
+            quota: quota.clone(),
+            author: None,
+        };
+        let gate =
+            Gate::for_committee(name, Purpose::Mempool, &committee).emulating(emulation.clone());
+        let presence = gate.presence.clone();
+        let config = ReceiverConfig {
+            max_connections: parameters.max_connections,
+            idle_timeout,
+            ..ReceiverConfig::gated(parameters.max_frame_size, gate)
+        };
+        if let Err(e) =
+            Receiver::spawn_with(listen_address(authority.mempool_address), config, handler).await
+        {
+            // Do not leave the transactions port bound by a mempool that failed to start.
+            tx_receiver.abort();
+            return Err(e);
+        }
+
+        let credentials = Credentials::for_committee(name, secret, Purpose::Mempool, &committee)
+            .emulating(emulation)
+            .hearing(presence);
+        let peers = committee
+            .others(&name, |a| a.mempool_address)
+            .into_iter()
+            .map(|(peer, address)| (address, committee.stake(&peer)))
+            .collect();
+        BatchMaker::spawn(
+            parameters.batch_size,
+            Duration::from_millis(parameters.max_batch_delay),
+            peers,
+            store.clone(),
+            metrics,
+            samples.clone(),
+            rx_batch_maker,
+            tx_quorum_waiter,
+            // Unacknowledged batches kept per peer: a dead peer costs at most this many bytes.
+            ReliableSender::authenticated(capacity, parameters.max_frame_size, credentials.clone())
+                .with_max_bytes(peer_buffer_bytes(&parameters)),
+            backlog.clone(),
+        );
+        QuorumWaiter::spawn(
+            committee.stake(&name),
+            committee.quorum_threshold(),
+            rx_quorum_waiter,
+            tx_consensus,
+            samples,
+            backlog.clone(),
+        );
+        let network = SimpleSender::authenticated(
+            DEFAULT_SIMPLE_QUEUE_CAPACITY,
+            parameters.max_frame_size,
+            credentials,
+        );
+        Helper::spawn(
+            committee.clone(),
+            store.clone(),
+            rx_helper,
+            network.clone(),
+            parameters.max_request_digests,
+        );
+        Synchronizer::spawn(
+            name,
+            committee,
+            store,
+            parameters.gc_depth,
+            Duration::from_millis(parameters.sync_retry_delay),
+            parameters.sync_retry_nodes,
+            rx_consensus,
+            network,
+            parameters.max_request_digests,
+            quota,
+            backlog,
+        );
+        Ok(())
+    }
+}
+
+/// Bytes of batches kept per peer until it acknowledges them. Room for several backlogs' worth,
+/// so a peer that is merely slow still gets every batch through its connection (rather than by
+/// requests when a block names them); a dead peer holds no more than this.
+fn peer_buffer_bytes(parameters: &Parameters) -> usize {
+    (parameters.max_uncommitted_bytes as usize)
+        .saturating_mul(8)
+        .max(2 * parameters.max_frame_size)
+}
+
+/// The largest transaction accepted from clients: bounded by [`MAX_TRANSACTION_SIZE`], by the
+/// batch size, and so that a batch that overflows `batch_size` by one transaction still fits in
+/// a frame.
+pub fn max_transaction_size(parameters: &Parameters) -> usize {
+    let envelope = 1 + HEADER_LEN + TX_PREFIX_LEN;
+    MAX_TRANSACTION_SIZE.min(parameters.batch_size).min(
+        parameters
+            .max_frame_size
+            .saturating_sub(parameters.batch_size + envelope),
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,147 @@
+//! Messages between mempools (the `mempool_address` port).
+//!
+//! ```text
+//! frame: tag u8 | body
+//!   tag 0 Batch:        body = the batch bytes (see `batch.rs`), acknowledged with one frame
+//!   tag 1 BatchRequest: body = bincode (Vec<Digest>, requestor PublicKey), never acknowledged
+//! ```
+//! A batch is not bincode-encoded: its body is the batch itself, so receiving one is a slice of
+//! the frame and sending one reuses the sealed buffer.
+
+use bincode::Options;
+use bytes::{BufMut, Bytes, BytesMut};
+use crypto::{Digest, PublicKey};
+use serde::Deserialize;
+use thiserror::Error;
+
+/// The reply to a stored batch: the sender's quorum waiter counts it.
+pub const ACK: &[u8] = b"Ack";
+/// The reply to a batch refused for the sender's quota: one reply per message still (the
+/// reliable sender matches replies in order), but it does not count towards a quorum.
+pub const REFUSED: &[u8] = b"Full";
+
+pub const BATCH_TAG: u8 = 0;
+pub const BATCH_REQUEST_TAG: u8 = 1;
+
+#[derive(Debug, Error)]
+pub enum MessageError {
+    #[error("empty mempool message")]
+    Empty,
+    #[error("unknown mempool message tag {0}")]
+    UnknownTag(u8),
+    #[error("undecodable batch request: {0}")]
+    Request(#[from] bincode::Error),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum MempoolMessage {
+    /// The batch bytes, not yet validated (`Batch::parse` does that).
+    Batch(Bytes),
+    /// These digests are wanted by `requestor`.
+    BatchRequest(Vec<Digest>, PublicKey),
+}
+
+impl MempoolMessage {
+    pub fn decode(frame: Bytes) -> Result<Self, MessageError> {
+        let tag = *frame.first().ok_or(MessageError::Empty)?;
+        match tag {
+            BATCH_TAG => Ok(MempoolMessage::Batch(frame.slice(1..))),
+            BATCH_REQUEST_TAG => {
+                let request: Request = request_options().deserialize(&frame[1..])?;
+                Ok(MempoolMessage::BatchRequest(
+                    request.digests,
+                    request.requestor,
+                ))
+            }
+            other => Err(MessageError::UnknownTag(other)),
+        }
+    }
+
+    /// Frames stored batch bytes. This copies the batch once; the hot path (freshly sealed
+    /// batches) avoids it with `BatchBuilder::seal_framed`.
+    pub fn encode_batch(batch: &[u8]) -> Bytes {
+        let mut frame = BytesMut::with_capacity(1 + batch.len());
+        frame.put_u8(BATCH_TAG);
+        frame.put_slice(batch);
+        frame.freeze()
+    }
+
+    pub fn encode_request(digests: &[Digest], requestor: &PublicKey) -> Bytes {
+        let mut frame = vec![BATCH_REQUEST_TAG];
+        // Serializing digests and a key into a Vec cannot fail: no maps, no size limit.
+        bincode::serialize_into(&mut frame, &(digests, requestor))
+            .unwrap_or_else(|e| unreachable!("bincode into a Vec failed: {e}"));
+        Bytes::from(frame)
+    }
+}
+
+/// The body of a batch request as it is decoded: the same bytes as the `(digests, requestor)`
+/// tuple `encode_request` writes, without trusting the announced number of digests.
+#[derive(Deserialize)]
+struct Request {
+    #[serde(deserialize_with = "plumbing::bounded::vec")]
+    digests: Vec<Digest>,
+    requestor: PublicKey,
+}
+
+/// What `bincode::serialize` writes (fixed-width integers), read strictly: nothing may follow.
+fn request_options() -> impl Options {
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .reject_trailing_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_rejects_garbage() {
+        let batch = MempoolMessage::encode_batch(b"payload");
+        assert_eq!(
+            MempoolMessage::decode(batch).expect("batch"),
+            MempoolMessage::Batch(Bytes::from_static(b"payload"))
+        );
+        let digests = vec![Digest::of(b"a"), Digest::of(b"b")];
+        let name = crypto::KeyPair::from_seed(1).name;
+        let request = MempoolMessage::encode_request(&digests, &name);
+        assert_eq!(
+            MempoolMessage::decode(request.clone()).expect("request"),
+            MempoolMessage::BatchRequest(digests, name)
+        );
+        assert!(matches!(
+            MempoolMessage::decode(request.slice(..request.len() - 1)),
+            Err(MessageError::Request(_))
+        ));
+        assert!(matches!(
+            MempoolMessage::decode(Bytes::new()),
+            Err(MessageError::Empty)
+        ));
+        assert!(matches!(
+            MempoolMessage::decode(Bytes::from_static(&[9, 1])),
+            Err(MessageError::UnknownTag(9))
+        ));
+    }
+
+    #[test]
+    fn announced_length_does_not_drive_allocation() {
+        // Nine bytes claiming 2^60 digests must not cost a megabyte.
+        let mut frame = vec![BATCH_REQUEST_TAG];
+        frame.extend_from_slice(&(1u64 << 60).to_le_bytes());
+        let (decoded, peak) =
+            plumbing::test_alloc::peak_during(|| MempoolMessage::decode(Bytes::from(frame)));
+        assert!(decoded.is_err());
+        assert!(peak < 4096, "9 bytes held {peak} bytes");
+    }
+
+    #[test]
+    fn request_with_trailing_bytes_is_rejected() {
+        let name = crypto::KeyPair::from_seed(1).name;
+        let mut frame = MempoolMessage::encode_request(&[Digest::of(b"a")], &name).to_vec();
+        frame.push(0);
+        assert!(matches!(
+            MempoolMessage::decode(Bytes::from(frame)),
+            Err(MessageError::Request(_))
+        ));
+    }
+}

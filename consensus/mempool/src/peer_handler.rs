@@ -1,0 +1,303 @@
+//! Handles the mempool port: batches from peers (stored, acknowledged) and batch requests
+//! (passed to the helper).
+
+use super::helper::HelperRequest;
+use super::message::{MempoolMessage, ACK, REFUSED};
+use super::metrics::MempoolMetrics;
+use super::quota::{Admission, AuthorQuota};
+use batch::Batch;
+use bytes::Bytes;
+use crypto::PublicKey;
+use futures::SinkExt;
+use network::{HandlerError, MessageHandler, Writer};
+use std::sync::Arc;
+use store::BatchStore;
+use tokio::sync::mpsc;
+
+/// The one reply to a batch: the sender's `ReliableSender` only counts reply frames.
+
+#[derive(Clone)]
+pub struct PeerHandler {
+    pub store: BatchStore,
+    pub metrics: Arc<MempoolMetrics>,
+    pub tx_helper: mpsc::Sender<HelperRequest>,
+    /// Requests naming more digests are refused (`Parameters::max_request_digests`).
+    pub max_request_digests: usize,
+    pub quota: AuthorQuota,
+    /// The member this connection authenticated as; `None` until then (and on an open port,
+    /// as in unit tests, where no quota applies).
+    pub author: Option<PublicKey>,
+}
+
+impl PeerHandler {
+    fn reject(&self, why: String) -> HandlerError {
+        MempoolMetrics::add(&self.metrics.rejected_frames, 1);
+        HandlerError::Malformed(why)
+    }
+}
+
+impl MessageHandler for PeerHandler {
+    async fn dispatch(&self, writer: &mut Writer, message: Bytes) -> Result<(), HandlerError> {
+        match MempoolMessage::decode(message).map_err(|e| self.reject(e.to_string()))? {
+            MempoolMessage::Batch(bytes) => {
+                let batch = Batch::parse(bytes).map_err(|e| self.reject(e.to_string()))?;
+                let digest = batch.digest();
+                // A batch we already hold costs nothing more (retransmissions, sync replies of
+                // batches that since committed): store and count only new ones.
+                let held = self
+                    .store
+                    .contains(&digest)
+                    .map_err(|e| HandlerError::Other(e.to_string()))?;
+                if !held {
+                    let admission = match self.author {
+                        Some(author) => self.quota.admit(author, digest),
+                        None if self.quota.is_committed(&digest) => Admission::Committed,
+                        None => Admission::Store,
+                    };
+                    match admission {
+                        Admission::Store => {}
+                        Admission::Refuse => {
+                            MempoolMetrics::add(&self.metrics.refused_batches, 1);
+                            writer.feed(Bytes::from_static(REFUSED)).await?;
+                            return Ok(());
+                        }
+                        // Committed and collected: stored again it would never be collected.
+                        // The sender is done with it all the same.
+                        Admission::Committed => {
+                            writer.feed(Bytes::from_static(ACK)).await?;
+                            return Ok(());
+                        }
+                    }
+                    self.store
+                        .write(digest, batch.bytes().clone())
+                        .await
+                        .map_err(|e| HandlerError::Other(e.to_string()))?;
+                }
+                MempoolMetrics::add(&self.metrics.received_batches, 1);
+                writer.feed(Bytes::from_static(ACK)).await?;
+            }
+            MempoolMessage::BatchRequest(digests, requestor) => {
+                if digests.len() > self.max_request_digests {
+                    return Err(self.reject(format!(
+                        "a batch request names {} digests, more than {}",
+                        digests.len(),
+                        self.max_request_digests
+                    )));
+                }
+                // Replies go to the requestor's address: on an authenticated connection it must
+                // be the peer itself, or one member could aim batch replies at another.
+                if self.author.is_some_and(|author| author != requestor) {
+                    return Err(self.reject(format!(
+                        "batch request on behalf of {requestor} from {:?}",
+                        self.author
+                    )));
+                }
+                let _ = self.tx_helper.send((digests, requestor)).await;
+            }
+        }
+        Ok(())
+    }
+
+    fn for_peer(&self, peer: PublicKey) -> Self {
+        PeerHandler {
+            author: Some(peer),
+            ..self.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use batch::BatchBuilder;
+    use crypto::{Digest, KeyPair};
+    use futures::StreamExt;
+    use network::{codec, Receiver, ReliableSender, DEFAULT_MAX_FRAME_SIZE};
+    use std::net::SocketAddr;
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpStream;
+    use tokio_util::codec::Framed;
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    async fn start() -> (
+        SocketAddr,
+        BatchStore,
+        Arc<MempoolMetrics>,
+        mpsc::Receiver<HelperRequest>,
+    ) {
+        let (tx_helper, rx_helper) = mpsc::channel(8);
+        let handler = PeerHandler {
+            store: store::Store::new().batches(),
+            metrics: Arc::new(MempoolMetrics::default()),
+            tx_helper,
+            max_request_digests: 1_024,
+            quota: AuthorQuota::new(1_000, 50),
+            author: None,
+        };
+        let (store, metrics) = (handler.store.clone(), handler.metrics.clone());
+        let (address, _) = Receiver::spawn(
+            "127.0.0.1:0".parse().expect("addr"),
+            DEFAULT_MAX_FRAME_SIZE,
+            handler,
+        )
+        .await
+        .expect("bind");
+        (address, store, metrics, rx_helper)
+    }
+
+    async fn assert_closed(mut stream: TcpStream) {
+        let mut buf = [0u8; 16];
+        loop {
+            match tokio::time::timeout(DEADLINE, stream.read(&mut buf))
+                .await
+                .expect("closed in time")
+            {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn stores_and_acks_a_valid_batch() {
+        let (address, store, metrics, _rx) = start().await;
+        let mut builder = BatchBuilder::with_frame_prefix(&[super::super::message::BATCH_TAG], 64);
+        builder.push(b"tx");
+        let (batch, frame) = builder.seal_framed(1, 64);
+        let mut sender = ReliableSender::new();
+        let ack = sender.send(address, frame).await;
+        let ack = tokio::time::timeout(DEADLINE, ack)
+            .await
+            .expect("acked in time")
+            .expect("acked");
+        assert_eq!(&ack[..], ACK);
+        assert_eq!(
+            store.read(&batch.digest()).expect("read").as_ref(),
+            Some(batch.bytes())
+        );
+        assert_eq!(metrics.received_batches.load(Ordering::Relaxed), 1);
+        assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn rejects_malformed_messages_and_closes_the_connection() {
+        let (address, store, metrics, _rx) = start().await;
+        let malformed: [&'static [u8]; 3] = [
+            &[0, 1, 2, 3],    // a batch shorter than its header
+            &[1, 0xff, 0xff], // an undecodable batch request
+            &[7],             // an unknown tag
+        ];
+        for (i, frame) in malformed.into_iter().enumerate() {
+            let stream = TcpStream::connect(address).await.expect("connect");
+            let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
+            client.send(Bytes::from_static(frame)).await.expect("send");
+            assert!(
+                tokio::time::timeout(DEADLINE, client.next())
+                    .await
+                    .expect("answered in time")
+                    .is_none_or(|reply| reply.is_err()),
+                "no ack for a malformed message"
+            );
+            assert_closed(client.into_inner()).await;
+            assert_eq!(
+                metrics.rejected_frames.load(Ordering::Relaxed),
+                i as u64 + 1
+            );
+        }
+        assert!(store.is_empty());
+        assert_eq!(metrics.received_batches.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn passes_batch_requests_to_the_helper() {
+        let (address, _store, _metrics, mut rx) = start().await;
+        let digests = vec![Digest::of(b"wanted")];
+        let requestor = KeyPair::from_seed(3).name;
+        let stream = TcpStream::connect(address).await.expect("connect");
+        let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
+        client
+            .send(MempoolMessage::encode_request(&digests, &requestor))
+            .await
+            .expect("send");
+        let got = tokio::time::timeout(DEADLINE, rx.recv())
+            .await
+            .expect("in time");
+        assert_eq!(got, Some((digests, requestor)));
+    }
+
+    /// A request may name at most `max_request_digests` digests (a reply is a
+    /// batch per digest); a longer one is refused, counted and closes the connection.
+    #[tokio::test]
+    async fn byzantine_request_over_the_digest_cap_is_refused() {
+        let (address, _store, metrics, mut rx) = start().await;
+        let digests = vec![Digest::of(b"wanted"); 1_025];
+        let requestor = KeyPair::from_seed(3).name;
+        let stream = TcpStream::connect(address).await.expect("connect");
+        let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
+        client
+            .send(MempoolMessage::encode_request(&digests, &requestor))
+            .await
+            .expect("send");
+        assert_closed(client.into_inner()).await;
+        assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 1);
+        assert!(rx.try_recv().is_err(), "the request reached the helper");
+    }
+
+    /// A member may ask for batches for itself only: replies go to the named requestor, so a
+    /// request naming another member would aim the replies at it.
+    #[tokio::test]
+    async fn byzantine_request_on_behalf_of_another_member_is_refused() {
+        use network::handshake::{self, Credentials, Gate, Purpose};
+        use network::ReceiverConfig;
+        let members: Vec<_> = (0..3).map(KeyPair::from_seed).collect();
+        let (tx_helper, mut rx) = mpsc::channel(8);
+        let handler = PeerHandler {
+            store: store::Store::new().batches(),
+            metrics: Arc::new(MempoolMetrics::default()),
+            tx_helper,
+            max_request_digests: 1_024,
+            quota: AuthorQuota::new(1_000, 50),
+            author: None,
+        };
+        let metrics = handler.metrics.clone();
+        let gate = Gate::new(
+            members[0].name,
+            Purpose::Mempool,
+            members.iter().map(|k| k.name),
+        );
+        let (address, _) = Receiver::spawn_with(
+            "127.0.0.1:0".parse().expect("addr"),
+            ReceiverConfig::gated(DEFAULT_MAX_FRAME_SIZE, gate),
+            handler,
+        )
+        .await
+        .expect("bind");
+        let credentials =
+            Credentials::new(members[1].name, members[1].secret.clone(), Purpose::Mempool);
+        let digests = vec![Digest::of(b"wanted")];
+        for (requestor, honest) in [(members[1].name, true), (members[2].name, false)] {
+            let mut stream = TcpStream::connect(address).await.expect("connect");
+            handshake::dial(&mut stream, &credentials, &members[0].name)
+                .await
+                .expect("member");
+            let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
+            client
+                .send(MempoolMessage::encode_request(&digests, &requestor))
+                .await
+                .expect("send");
+            if honest {
+                let got = tokio::time::timeout(DEADLINE, rx.recv())
+                    .await
+                    .expect("in time");
+                assert_eq!(got, Some((digests.clone(), requestor)));
+            } else {
+                assert_closed(client.into_inner()).await;
+                assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 1);
+                assert!(rx.try_recv().is_err());
+            }
+        }
+    }
+}

@@ -1,0 +1,776 @@
+//! Accepts connections and hands every frame to a handler.
+
+use super::codec::{codec, Writer};
+use super::error::HandlerError;
+use super::handshake::{self, Gate};
+use super::link::Link;
+use super::slots::{HandshakeSlot, SlotLimits, Slots};
+use bytes::Bytes;
+use crypto::PublicKey;
+use futures::{FutureExt, SinkExt, StreamExt};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::codec::Framed;
+use tracing::{debug, warn};
+
+/// After a failed `accept` (typically out of file descriptors), wait this long before the next
+/// attempt instead of spinning.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// Connections served at once unless configured otherwise (see `Parameters::max_connections`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+/// Silence after which a connection is closed unless configured otherwise.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Processes the frames of every connection a [`Receiver`] accepts.
+pub trait MessageHandler: Clone + Send + Sync + 'static {
+    /// Called for every frame received, in order, per connection. An `Err` closes this
+    /// connection (logged with the peer address), never the receiver.
+    ///
+    /// Replies may be written with `writer.send(..)` or, cheaper for many small replies,
+    /// `writer.feed(..)`: the receiver flushes fed replies before it waits for more input.
+    fn dispatch(
+        &self,
+        writer: &mut Writer,
+        message: Bytes,
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send;
+
+    /// The handler for one connection whose peer proved it holds `peer`'s committee key (only
+    /// on a receiver with a [`Gate`]). Handlers that account per member override it.
+    fn for_peer(&self, _peer: PublicKey) -> Self {
+        self.clone()
+    }
+}
+
+/// What a receiver accepts.
+#[derive(Clone)]
+pub struct ReceiverConfig {
+    /// A longer frame closes its connection.
+    pub max_frame_size: usize,
+    /// Connections served at once; further ones are closed as they are accepted, so a flood of
+    /// connections costs a bounded number of tasks and buffers. On a gated port a quarter of it
+    /// bounds the handshakes of strangers' hosts, while members' hosts have slots of their own
+    /// ([`SlotLimits`]).
+    pub max_connections: usize,
+    /// A connection silent for this long is closed (its slot is freed).
+    pub idle_timeout: Duration,
+    /// `Some`: a connection's frames are read only after its peer proved a committee key
+    /// ([`handshake`]); `None`: open to anyone (the clients' port, tests).
+    pub gate: Option<Gate>,
+}
+
+impl ReceiverConfig {
+    /// Open to anyone, with the default connection limits.
+    pub fn open(max_frame_size: usize) -> Self {
+        ReceiverConfig {
+            max_frame_size,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            gate: None,
+        }
+    }
+
+    /// Only for committee members that pass the handshake.
+    pub fn gated(max_frame_size: usize, gate: Gate) -> Self {
+        ReceiverConfig {
+            gate: Some(gate),
+            ..Self::open(max_frame_size)
+        }
+    }
+}
+
+/// A TCP server: one task accepts connections, one task per connection reads frames.
+pub struct Receiver;
+
+impl Receiver {
+    /// Binds `address` (port 0 picks a free port), spawns the accept loop and returns the bound
+    /// address with the accept loop's handle. Aborting that handle also closes every connection
+    /// it accepted. A frame longer than `max_frame_size`, or bytes that are not a frame, close
+    /// that connection with a warning; the receiver keeps accepting. Open to anyone, with the
+    /// default limits: see [`Receiver::spawn_with`].
+    pub async fn spawn<H: MessageHandler>(
+        address: SocketAddr,
+        max_frame_size: usize,
+        handler: H,
+    ) -> std::io::Result<(SocketAddr, JoinHandle<()>)> {
+        Self::spawn_with(address, ReceiverConfig::open(max_frame_size), handler).await
+    }
+
+    /// As [`Receiver::spawn`], with the limits and the gate of `config`.
+    pub async fn spawn_with<H: MessageHandler>(
+        address: SocketAddr,
+        config: ReceiverConfig,
+        handler: H,
+    ) -> std::io::Result<(SocketAddr, JoinHandle<()>)> {
+        let listener = TcpListener::bind(address).await?;
+        let local = listener.local_addr()?;
+        debug!(address = %local, "listening");
+        let handle = tokio::spawn(accept_loop(listener, config, handler));
+        Ok((local, handle))
+    }
+}
+
+async fn accept_loop<H: MessageHandler>(listener: TcpListener, config: ReceiverConfig, handler: H) {
+    // Connections live in a JoinSet owned by this task, so they end when it is aborted.
+    let mut connections = JoinSet::new();
+    // On a gated port, who may be in the handshake at once (see `slots`).
+    let slots = config.gate.as_ref().map(|gate| {
+        Slots::new(
+            SlotLimits::for_max_connections(config.max_connections),
+            gate.member_hosts.as_ref().clone(),
+        )
+    });
+    let mut refused: u64 = 0;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((socket, peer)) => {
+                    let slot = slots.as_ref().map(|slots| slots.admit(peer.ip()));
+                    if connections.len() >= config.max_connections
+                        || matches!(slot, Some(None))
+                    {
+                        // Dropping the socket closes it; logged sparingly, as a flood would.
+                        refused += 1;
+                        if refused.is_power_of_two() {
+                            warn!(%peer, refused, "connection limit reached; closing new connections");
+                        }
+                        continue;
+                    }
+                    debug!(%peer, "accepted connection");
+                    connections.spawn(serve(
+                        socket,
+                        peer,
+                        config.clone(),
+                        handler.clone(),
+                        slots.clone(),
+                        slot.flatten(),
+                    ));
+                }
+                Err(error) => {
+                    warn!(%error, "failed to accept a connection");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                }
+            },
+            Some(finished) = connections.join_next(), if !connections.is_empty() => {
+                if let Err(error) = finished {
+                    if error.is_panic() {
+                        warn!(%error, "connection task panicked");
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn serve<H: MessageHandler>(
+    mut socket: TcpStream,
+    peer: SocketAddr,
+    config: ReceiverConfig,
+    handler: H,
+    slots: Option<Arc<Slots>>,
+    handshaking: Option<HandshakeSlot>,
+) {
+    if let Err(error) = socket.set_nodelay(true) {
+        debug!(%peer, %error, "failed to set TCP_NODELAY");
+    }
+    let mut link = None;
+    let mut member = None;
+    let handler = match &config.gate {
+        None => handler,
+        Some(gate) => match handshake::accept(&mut socket, gate).await {
+            Ok(name) => {
+                debug!(%peer, %name, "peer authenticated");
+                gate.presence.arrived(&name);
+                link = gate.emulation.as_ref().and_then(|e| e.link_of(&name));
+                member = slots.map(|slots| slots.enter(name));
+                handler.for_peer(name)
+            }
+            Err(error) => {
+                // Debug only: a stranger decides how often this happens.
+                debug!(%peer, %error, "handshake failed; closing connection");
+                return;
+            }
+        },
+    };
+    drop(handshaking);
+    let frames = read_frames(socket, peer, &config, &handler, link);
+    match &member {
+        None => frames.await,
+        Some(member) => tokio::select! {
+            () = frames => {}
+            () = member.pushed_out() => {
+                debug!(%peer, "the member opened newer connections; closing this one");
+            }
+        },
+    }
+}
+
+/// Hands every frame of `socket` to `handler` until the connection ends.
+async fn read_frames<H: MessageHandler>(
+    socket: TcpStream,
+    peer: SocketAddr,
+    config: &ReceiverConfig,
+    handler: &H,
+    link: Option<Arc<Link>>,
+) {
+    let (mut writer, mut reader) = Framed::new(socket, codec(config.max_frame_size)).split();
+    loop {
+        // Take the next frame if it is already buffered; otherwise push out any replies the
+        // handler fed but did not flush, so a burst of requests gets its replies in one write.
+        let next = match reader.next().now_or_never() {
+            Some(next) => next,
+            None => {
+                if let Err(error) = writer.flush().await {
+                    debug!(%peer, %error, "failed to write replies; closing connection");
+                    return;
+                }
+                match tokio::time::timeout(config.idle_timeout, reader.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        debug!(%peer, "idle connection; closing it");
+                        return;
+                    }
+                }
+            }
+        };
+        match next {
+            Some(Ok(frame)) => {
+                if let Some(link) = &link {
+                    // Emulated partition: nothing is accepted across a cut. The frame waits for
+                    // the heal and we read no further meanwhile, so the peer's writes stall as
+                    // over a dead path.
+                    link.wait_open().await;
+                }
+                if let Err(error) = handler.dispatch(&mut writer, frame.freeze()).await {
+                    warn!(%peer, %error, "handler failed; closing connection");
+                    return;
+                }
+            }
+            Some(Err(error)) => {
+                warn!(%peer, %error, "invalid frame; closing connection");
+                return;
+            }
+            None => {
+                debug!(%peer, "connection closed by peer");
+                // The peer may have only shut down its write side and still wait for replies.
+                let _ = writer.flush().await;
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::DEFAULT_MAX_FRAME_SIZE;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::sync::mpsc;
+    use tokio::time::timeout;
+
+    pub(crate) const DEADLINE: Duration = Duration::from_secs(10);
+
+    /// Records every message and replies `ack:<message>`; fails on the message `fail`.
+    #[derive(Clone)]
+    pub(crate) struct TestHandler {
+        pub(crate) received: mpsc::UnboundedSender<Bytes>,
+    }
+
+    impl TestHandler {
+        pub(crate) fn new() -> (Self, mpsc::UnboundedReceiver<Bytes>) {
+            let (received, rx) = mpsc::unbounded_channel();
+            (Self { received }, rx)
+        }
+    }
+
+    impl MessageHandler for TestHandler {
+        async fn dispatch(&self, writer: &mut Writer, message: Bytes) -> Result<(), HandlerError> {
+            if &message[..] == b"fail" {
+                return Err(HandlerError::Malformed("asked to fail".into()));
+            }
+            let _ = self.received.send(message.clone());
+            let mut reply = b"ack:".to_vec();
+            reply.extend_from_slice(&message);
+            writer.send(Bytes::from(reply)).await?;
+            Ok(())
+        }
+    }
+
+    async fn start() -> (SocketAddr, mpsc::UnboundedReceiver<Bytes>, JoinHandle<()>) {
+        let (handler, rx) = TestHandler::new();
+        let address = "127.0.0.1:0".parse().expect("address");
+        let (address, handle) = Receiver::spawn(address, 64, handler).await.expect("bind");
+        (address, rx, handle)
+    }
+
+    type Client = Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec>;
+
+    async fn client(address: SocketAddr) -> Client {
+        let stream = TcpStream::connect(address).await.expect("connect");
+        Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE))
+    }
+
+    async fn request(client: &mut Client, message: &'static [u8]) -> Bytes {
+        client
+            .send(Bytes::from_static(message))
+            .await
+            .expect("send");
+        let reply = timeout(DEADLINE, client.next())
+            .await
+            .expect("reply in time")
+            .expect("connection open")
+            .expect("valid frame");
+        reply.freeze()
+    }
+
+    /// Waits until the server closes `stream` (end of file or a reset).
+    async fn assert_closed(mut stream: TcpStream) {
+        let mut buf = [0u8; 64];
+        loop {
+            match timeout(DEADLINE, stream.read(&mut buf))
+                .await
+                .expect("server closes the connection in time")
+            {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    }
+
+    async fn assert_still_serving(address: SocketAddr) {
+        let mut good = client(address).await;
+        assert_eq!(&request(&mut good, b"hello").await[..], b"ack:hello");
+    }
+
+    #[tokio::test]
+    async fn replies_to_each_frame_in_order() {
+        let (address, mut received, _handle) = start().await;
+        let mut client = client(address).await;
+        for message in [&b"one"[..], b"two", b""] {
+            client
+                .feed(Bytes::copy_from_slice(message))
+                .await
+                .expect("feed");
+        }
+        SinkExt::<Bytes>::flush(&mut client).await.expect("flush");
+        for message in [&b"one"[..], b"two", b""] {
+            let reply = timeout(DEADLINE, client.next())
+                .await
+                .expect("in time")
+                .expect("open")
+                .expect("frame");
+            assert_eq!(&reply[4..], message);
+            let got = timeout(DEADLINE, received.recv()).await.expect("in time");
+            assert_eq!(got.as_deref(), Some(message));
+        }
+    }
+
+    #[tokio::test]
+    async fn garbage_closes_the_connection_only() {
+        let (address, _received, _handle) = start().await;
+        let mut bad = TcpStream::connect(address).await.expect("connect");
+        bad.write_all(b"this is not a frame at all")
+            .await
+            .expect("write");
+        assert_closed(bad).await;
+        assert_still_serving(address).await;
+    }
+
+    #[tokio::test]
+    async fn oversized_length_prefix_closes_the_connection_only() {
+        let (address, _received, _handle) = start().await;
+        let mut bad = TcpStream::connect(address).await.expect("connect");
+        bad.write_all(&65u32.to_be_bytes()).await.expect("write");
+        assert_closed(bad).await;
+        assert_still_serving(address).await;
+    }
+
+    #[tokio::test]
+    async fn disconnect_mid_frame_is_survived() {
+        let (address, mut received, _handle) = start().await;
+        let mut bad = TcpStream::connect(address).await.expect("connect");
+        let mut bytes = 5u32.to_be_bytes().to_vec();
+        bytes.extend_from_slice(b"whole");
+        bytes.extend_from_slice(&10u32.to_be_bytes());
+        bytes.extend_from_slice(b"half");
+        bad.write_all(&bytes).await.expect("write");
+        drop(bad);
+        // The complete frame was still delivered; the truncated one was not.
+        let got = timeout(DEADLINE, received.recv()).await.expect("in time");
+        assert_eq!(got.as_deref(), Some(&b"whole"[..]));
+        assert_still_serving(address).await;
+        let got = timeout(DEADLINE, received.recv()).await.expect("in time");
+        assert_eq!(got.as_deref(), Some(&b"hello"[..]));
+    }
+
+    #[tokio::test]
+    async fn handler_error_closes_only_that_connection() {
+        let (address, _received, _handle) = start().await;
+        let mut other = client(address).await;
+        assert_eq!(&request(&mut other, b"before").await[..], b"ack:before");
+
+        let mut failing = client(address).await;
+        failing
+            .send(Bytes::from_static(b"fail"))
+            .await
+            .expect("send");
+        assert_closed(failing.into_inner()).await;
+
+        // The connection opened before the failure is still served, and so are new ones.
+        assert_eq!(&request(&mut other, b"after").await[..], b"ack:after");
+        assert_still_serving(address).await;
+    }
+
+    #[tokio::test]
+    async fn aborting_the_receiver_closes_its_connections() {
+        let (address, _received, handle) = start().await;
+        let mut client = client(address).await;
+        assert_eq!(&request(&mut client, b"hi").await[..], b"ack:hi");
+        handle.abort();
+        assert_closed(client.into_inner()).await;
+    }
+
+    async fn start_with(config: ReceiverConfig) -> (SocketAddr, mpsc::UnboundedReceiver<Bytes>) {
+        let (handler, rx) = TestHandler::new();
+        let address = "127.0.0.1:0".parse().expect("address");
+        let (address, _handle) = Receiver::spawn_with(address, config, handler)
+            .await
+            .expect("bind");
+        (address, rx)
+    }
+
+    /// On a gated port only members that prove their key are read; a stranger
+    /// (raw frames, or a full handshake with a key outside the committee) is closed unread.
+    #[tokio::test]
+    async fn byzantine_gated_receiver_reads_members_only() {
+        use crate::handshake::{self, Credentials, Gate, Purpose};
+        use crate::ReliableSender;
+        use crypto::KeyPair;
+        let members: Vec<_> = (0..4).map(KeyPair::from_seed).collect();
+        let gate = Gate::new(
+            members[0].name,
+            Purpose::Mempool,
+            members.iter().map(|k| k.name),
+        );
+        let (address, mut received) = start_with(ReceiverConfig::gated(64, gate)).await;
+
+        let mut raw = client(address).await;
+        raw.send(Bytes::from_static(b"raw")).await.expect("send");
+        assert_closed(raw.into_inner()).await;
+
+        let stranger = KeyPair::from_seed(42);
+        let mut stream = TcpStream::connect(address).await.expect("connect");
+        let credentials = Credentials::new(stranger.name, stranger.secret, Purpose::Mempool);
+        let dialed = handshake::dial(&mut stream, &credentials, &members[0].name).await;
+        assert!(dialed.is_err());
+        assert_closed(stream).await;
+
+        let credentials =
+            Credentials::new(members[2].name, members[2].secret.clone(), Purpose::Mempool)
+                .dialling([(address, members[0].name)]);
+        let mut sender = ReliableSender::authenticated(8, 64, credentials);
+        let ack = timeout(
+            DEADLINE,
+            sender.send(address, Bytes::from_static(b"member")).await,
+        )
+        .await
+        .expect("acked in time")
+        .expect("acked");
+        assert_eq!(&ack[..], b"ack:member");
+        // Only the member's frame was ever dispatched.
+        let got = timeout(DEADLINE, received.recv()).await.expect("in time");
+        assert_eq!(got.as_deref(), Some(&b"member"[..]));
+        assert!(received.try_recv().is_err());
+    }
+
+    /// Connections over the cap are closed at once; a slot frees when a
+    /// connection ends.
+    #[tokio::test]
+    async fn byzantine_connection_flood_is_capped() {
+        let config = ReceiverConfig {
+            max_connections: 2,
+            ..ReceiverConfig::open(64)
+        };
+        let (address, _received) = start_with(config).await;
+        let mut first = client(address).await;
+        assert_eq!(&request(&mut first, b"1").await[..], b"ack:1");
+        let mut second = client(address).await;
+        assert_eq!(&request(&mut second, b"2").await[..], b"ack:2");
+        let third = TcpStream::connect(address).await.expect("connect");
+        assert_closed(third).await;
+        drop(first);
+        // The slot frees once the server notices the close: retry within a deadline.
+        timeout(DEADLINE, async {
+            loop {
+                let mut next = client(address).await;
+                if next.send(Bytes::from_static(b"3")).await.is_ok() {
+                    if let Ok(Some(Ok(reply))) =
+                        timeout(Duration::from_millis(200), next.next()).await
+                    {
+                        assert_eq!(&reply[..], b"ack:3");
+                        return;
+                    }
+                }
+            }
+        })
+        .await
+        .expect("a slot frees when a connection ends");
+        assert_eq!(&request(&mut second, b"still").await[..], b"ack:still");
+    }
+
+    /// A connection that stays silent past the idle timeout is closed, so
+    /// idle (or half-sent) connections cannot hold slots forever.
+    #[tokio::test]
+    async fn byzantine_idle_connection_is_closed() {
+        let config = ReceiverConfig {
+            idle_timeout: Duration::from_millis(200),
+            ..ReceiverConfig::open(64)
+        };
+        let (address, _received) = start_with(config).await;
+        let mut idle = client(address).await;
+        assert_eq!(&request(&mut idle, b"hi").await[..], b"ack:hi");
+        // Half a frame, then silence.
+        let mut stream = idle.into_inner();
+        stream.write_all(&10u32.to_be_bytes()).await.expect("write");
+        assert_closed(stream).await;
+    }
+
+    /// Records each frame with the member its connection authenticated as.
+    #[derive(Clone)]
+    struct PeerRecorder {
+        peer: Option<PublicKey>,
+        received: mpsc::UnboundedSender<(Option<PublicKey>, Bytes)>,
+    }
+
+    impl MessageHandler for PeerRecorder {
+        async fn dispatch(&self, writer: &mut Writer, message: Bytes) -> Result<(), HandlerError> {
+            let _ = self.received.send((self.peer, message));
+            writer.send(Bytes::from_static(b"ack")).await?;
+            Ok(())
+        }
+
+        fn for_peer(&self, peer: PublicKey) -> Self {
+            PeerRecorder {
+                peer: Some(peer),
+                received: self.received.clone(),
+            }
+        }
+    }
+
+    /// A member B that D dials answers with the hello X just sent B, passes D's signed answer
+    /// on to X and then writes frames of its own on X's port, which X reads as D's. D refuses a
+    /// hello that names anyone but B, so B never gets an answer to pass on.
+    #[tokio::test]
+    async fn byzantine_handshake_relay_cannot_speak_as_the_dialer() {
+        use crate::handshake::{Credentials, Gate, Purpose, ANSWER_LEN, HELLO_LEN};
+        use crate::ReliableSender;
+        use crypto::KeyPair;
+        let keys: Vec<_> = (0..3).map(KeyPair::from_seed).collect();
+        let (d, b, x) = (&keys[0], &keys[1], &keys[2]);
+        let (tx, mut received) = mpsc::unbounded_channel();
+        let recorder = PeerRecorder {
+            peer: None,
+            received: tx,
+        };
+        let gate = Gate::new(x.name, Purpose::Consensus, keys.iter().map(|k| k.name));
+        let local = "127.0.0.1:0".parse().expect("address");
+        let (x_address, _x) =
+            Receiver::spawn_with(local, ReceiverConfig::gated(1024, gate), recorder)
+                .await
+                .expect("bind");
+
+        let b_listener = TcpListener::bind(local).await.expect("bind");
+        let b_address = b_listener.local_addr().expect("address");
+        let relay = tokio::spawn(async move {
+            let (mut from_d, _) = b_listener.accept().await?;
+            let mut to_x = TcpStream::connect(x_address).await?;
+            let mut hello = [0u8; HELLO_LEN];
+            to_x.read_exact(&mut hello).await?;
+            from_d.write_all(&hello).await?;
+            let mut answer = [0u8; ANSWER_LEN];
+            from_d.read_exact(&mut answer).await?;
+            to_x.write_all(&answer).await?;
+            let mut verdict = [0u8; 1];
+            to_x.read_exact(&mut verdict).await?;
+            // In as D: speak for it.
+            let mut as_d = Framed::new(to_x, codec(1024));
+            as_d.send(Bytes::from_static(b"forged by B")).await?;
+            as_d.next().await.transpose()?;
+            Ok::<_, std::io::Error>(())
+        });
+
+        let credentials = Credentials::new(d.name, d.secret.clone(), Purpose::Consensus)
+            .dialling([(b_address, b.name), (x_address, x.name)]);
+        let mut sender = ReliableSender::authenticated(8, 1024, credentials);
+        let _pending = sender.send(b_address, Bytes::from_static(b"for B")).await;
+        let relayed = timeout(DEADLINE, relay)
+            .await
+            .expect("the relay ends in time")
+            .expect("relay task");
+        assert!(
+            relayed.is_err(),
+            "B passed D's handshake on to X and spoke as D"
+        );
+        assert!(
+            received.try_recv().is_err(),
+            "X read a frame as D's that D never sent"
+        );
+    }
+
+    /// A committee whose members all live on `host`, at placeholder ports (gates read only the
+    /// hosts; dialers are told the real address).
+    fn committee_on(host: &str, keys: &[crypto::KeyPair]) -> config::Committee {
+        use config::{Authority, Committee};
+        let authorities = keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| {
+                let address: SocketAddr = format!("{host}:{}", 1 + i).parse().expect("address");
+                let authority = Authority {
+                    stake: 1,
+                    consensus_address: address,
+                    mempool_address: address,
+                    transactions_address: address,
+                };
+                (key.name, authority)
+            })
+            .collect();
+        Committee { authorities }
+    }
+
+    /// Strangers on other hosts open connections that never answer the hello and redial as
+    /// soon as one is closed. Before, they held every handshake slot of the port and a member
+    /// could not get in; now members' hosts have slots of their own.
+    #[tokio::test]
+    async fn byzantine_silent_strangers_cannot_lock_members_out() {
+        use crate::handshake::{Credentials, Gate, Purpose, HANDSHAKE_TIMEOUT, HELLO_LEN};
+        use crate::ReliableSender;
+        use crypto::KeyPair;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        use tokio::net::TcpSocket;
+        let keys: Vec<_> = (0..4).map(KeyPair::from_seed).collect();
+        let gate = Gate::for_committee(
+            keys[0].name,
+            Purpose::Consensus,
+            &committee_on("127.0.0.1", &keys),
+        );
+        // 16 connections: 4 handshake slots for strangers.
+        let config = ReceiverConfig {
+            max_connections: 16,
+            ..ReceiverConfig::gated(64, gate)
+        };
+        let (address, _received) = start_with(config).await;
+
+        // Eight strangers, each on a host of its own, each holding one silent connection.
+        let holding = Arc::new(AtomicUsize::new(0));
+        let mut strangers = Vec::new();
+        for host in 2..10 {
+            let holding = holding.clone();
+            strangers.push(tokio::spawn(async move {
+                let local: SocketAddr = format!("127.0.0.{host}:0").parse().expect("address");
+                loop {
+                    let socket = TcpSocket::new_v4().expect("socket");
+                    socket.bind(local).expect("bind a loopback address");
+                    let Ok(mut stream) = socket.connect(address).await else {
+                        continue;
+                    };
+                    let mut hello = [0u8; HELLO_LEN];
+                    if stream.read_exact(&mut hello).await.is_err() {
+                        // Refused: try again at once, as a flood would (a pause keeps the
+                        // test's own CPU in check).
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    }
+                    // A slot: hold it, silent, until the acceptor gives up on us.
+                    holding.fetch_add(1, Ordering::Relaxed);
+                    let _ = stream.read(&mut hello).await;
+                    holding.fetch_sub(1, Ordering::Relaxed);
+                }
+            }));
+        }
+        timeout(DEADLINE, async {
+            while holding.load(Ordering::Relaxed) < 4 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the strangers fill their slots");
+
+        // The strangers' connections last until the handshake timeout: a member that gets in
+        // before half of it was never locked out, only not delayed either.
+        let credentials =
+            Credentials::new(keys[1].name, keys[1].secret.clone(), Purpose::Consensus)
+                .dialling([(address, keys[0].name)]);
+        let mut member = ReliableSender::authenticated(8, 64, credentials);
+        let ack = timeout(
+            HANDSHAKE_TIMEOUT / 2,
+            member.send(address, Bytes::from_static(b"member")).await,
+        )
+        .await
+        .expect("a member gets in while strangers hold their slots")
+        .expect("acked");
+        assert_eq!(&ack[..], b"ack:member");
+        assert!(
+            holding.load(Ordering::Relaxed) >= 4,
+            "the strangers still hold their slots"
+        );
+        for stranger in strangers {
+            stranger.abort();
+        }
+    }
+
+    /// A member that opens connection after connection on a port (all authenticated, all idle)
+    /// filled every slot of it before, and the other members were refused until the idle
+    /// timeout; now it holds at most `CONNECTIONS_PER_MEMBER`, its oldest closed first.
+    #[tokio::test]
+    async fn byzantine_member_opening_many_connections_closes_only_its_own() {
+        use crate::handshake::{self, Credentials, Gate, Purpose};
+        use crate::ReliableSender;
+        use crypto::KeyPair;
+        let keys: Vec<_> = (0..4).map(KeyPair::from_seed).collect();
+        let gate = Gate::for_committee(
+            keys[0].name,
+            Purpose::Mempool,
+            &committee_on("127.0.0.1", &keys),
+        );
+        let config = ReceiverConfig {
+            max_connections: 16,
+            ..ReceiverConfig::gated(64, gate)
+        };
+        let (address, _received) = start_with(config).await;
+        let dialling = |key: &KeyPair| {
+            Credentials::new(key.name, key.secret.clone(), Purpose::Mempool)
+                .dialling([(address, keys[0].name)])
+        };
+
+        let greedy = dialling(&keys[1]);
+        let mut held = Vec::new();
+        for _ in 0..16 {
+            let mut stream = TcpStream::connect(address).await.expect("connect");
+            handshake::dial(&mut stream, &greedy, &keys[0].name)
+                .await
+                .expect("a member gets in");
+            held.push(stream);
+        }
+        let mut newest = Framed::new(held.pop().expect("a connection"), codec(64));
+        assert_closed(held.remove(0)).await;
+
+        let mut honest = ReliableSender::authenticated(8, 64, dialling(&keys[2]));
+        let ack = timeout(
+            DEADLINE,
+            honest.send(address, Bytes::from_static(b"honest")).await,
+        )
+        .await
+        .expect("another member gets in")
+        .expect("acked");
+        assert_eq!(&ack[..], b"ack:honest");
+        // The greedy member's newest connection is served still.
+        assert_eq!(&request(&mut newest, b"newest").await[..], b"ack:newest");
+    }
+}

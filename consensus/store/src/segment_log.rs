@@ -1,0 +1,871 @@
+//! The durable home of the batch and block columns: an append-only log of segment files.
+//!
+//! Batches are the store's bulk (hundreds of KB each, hundreds a second at speed), written once,
+//! read a few times soon after (the committer, a peer's sync request), and deleted together
+//! `gc_depth` rounds after they commit. A B-tree is the wrong shape for that: redb copied every
+//! 500 KB value into its pages, checksummed and freed them again, which cost `hotstuff --store`
+//! a large share of its capacity (`docs/store.md`). A log writes each batch once, sequentially, and deletes
+//! whole files. Blocks follow the same life (written once, pruned in order), in a log of their
+//! own.
+//!
+//! Layout: `DIR/<sequence>.segment` files, each a run of records
+//! `[kind u8][key length u8][value length u32 LE][crc32 u32 LE][key][value]`, where the CRC
+//! covers the segment's sequence number, the key and the value, and a `Delete` record (a
+//! tombstone, value empty) removes the key from the index at recovery. A new segment starts once
+//! the head reaches [`SEGMENT_BYTES`].
+//!
+//! In memory: an index from key to its record, holding the value itself for what this life
+//! wrote (the in-memory store holds the same, so `--store` costs no extra memory), and read back
+//! with one positioned read for what an earlier life wrote.
+//!
+//! Reclaiming space, oldest first only: the front segment is retired once nothing in it is
+//! live, and moved forward (its few live records appended to the head) once less than a quarter
+//! of it is live, so a batch that never commits cannot pin old files. Retiring only from the
+//! front keeps recovery right without rewriting tombstones: a tombstone can only name a key
+//! written in its own segment or an older one, so it is never needed after everything up to its
+//! own segment is gone.
+//!
+//! Recycling: a retired segment's file is renamed `DIR/<sequence>.spare` and becomes a later
+//! head, overwritten in place, rather than deleted (up to [`SPARE_SEGMENTS`] are kept). Writing
+//! into pages the kernel already caches for a file whose blocks are already allocated costs
+//! half the kernel time of filling fresh pages of a new file and freeing them at its deletion
+//! (`cargo bench -p store --bench store`, `batch_append`). The old records a recycled file
+//! still holds past the head's end are never read as live: their CRC covers their own, older,
+//! sequence number. Spares found at startup are deleted, never replayed.
+//!
+//! A file is recycled only while it is younger than [`RECYCLE_WITHIN`], then deleted like
+//! before. Linux writes a file's dirty pages to disk once they have been dirty for
+//! `vm.dirty_expire_centisecs` (30 s by default), and a file overwritten again and again never
+//! gets clean: recycling without an age limit makes the kernel write the dead batches of every
+//! recycled file every 30 s, in bursts that hold up the safety state's `fdatasync` behind them
+//! (and with it every vote). A file deleted before its pages expire takes them with it unwritten.
+//!
+//! Durability: records are written with `pwrite` and never synced. They survive a crash of the
+//! process (the kernel holds them), not of the machine; a batch lost that way is fetched from
+//! peers like any missing one. Only the safety state, which keeps a node from voting twice,
+//! is synced (`durable_cell.rs`). A record torn by a crash (or a recycled head's old records)
+//! ends its segment: recovery keeps what precedes it and truncates the rest.
+
+use crate::{Column, StoreError};
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufReader, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A new segment starts once the head is this large.
+pub const SEGMENT_BYTES: u64 = 64 << 20;
+/// Files of retired segments kept for reuse as later heads; more are deleted.
+pub const SPARE_SEGMENTS: usize = 4;
+/// A file is reused only within this long of its creation: under the kernel's default 30 s
+/// after which dirty pages are written back (see the module's documentation).
+pub const RECYCLE_WITHIN: Duration = Duration::from_secs(20);
+/// The front segment is moved forward once less than this fraction of its bytes is live.
+const LIVE_FRACTION_TO_MOVE: u64 = 4;
+
+const HEADER_BYTES: usize = 1 + 1 + 4 + 4;
+const PUT: u8 = 1;
+const DELETE: u8 = 2;
+
+/// Where a live key's record is, and its value when this life wrote it.
+struct Entry {
+    segment: u64,
+    /// Offset of the value in the segment file.
+    offset: u64,
+    len: u32,
+    cached: Option<Bytes>,
+}
+
+impl Entry {
+    fn record_bytes(&self, key: &[u8]) -> u64 {
+        (HEADER_BYTES + key.len()) as u64 + u64::from(self.len)
+    }
+}
+
+/// How large a log's segments grow, and how many retired ones it keeps for reuse and how long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizing {
+    pub segment_bytes: u64,
+    pub spare_segments: usize,
+    pub recycle_within: Duration,
+}
+
+impl Default for Sizing {
+    fn default() -> Self {
+        Sizing {
+            segment_bytes: SEGMENT_BYTES,
+            spare_segments: SPARE_SEGMENTS,
+            recycle_within: RECYCLE_WITHIN,
+        }
+    }
+}
+
+struct Segment {
+    file: File,
+    path: PathBuf,
+    /// Where the records end: the next one is written here.
+    size: u64,
+    /// The file's length, larger than `size` while a recycled file's old records follow them.
+    file_len: u64,
+    /// Bytes of the records still live in this segment.
+    live: u64,
+    /// When this life created the file (`None`: an earlier life did, never recycled).
+    born: Option<Instant>,
+}
+
+/// A retired segment's file, waiting to be the head again.
+struct Spare {
+    file: File,
+    path: PathBuf,
+    len: u64,
+    born: Instant,
+}
+
+struct State {
+    index: HashMap<Box<[u8]>, Entry>,
+    /// By sequence number; the last one is the head, where records are appended.
+    segments: BTreeMap<u64, Segment>,
+    spares: Vec<Spare>,
+}
+
+pub struct SegmentLog {
+    /// The store column this log holds (named in its errors).
+    column: Column,
+    dir: PathBuf,
+    sizing: Sizing,
+    state: Mutex<State>,
+}
+
+/// The checksum of a record: over the sequence number of the segment it is written in, so that
+/// a recycled file's old records do not check out in its new life, then its key and value.
+fn record_crc(sequence: u64, key: &[u8], value: &[u8]) -> u32 {
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&sequence.to_le_bytes());
+    crc.update(key);
+    crc.update(value);
+    crc.finalize()
+}
+
+/// A record's header and key; its value follows them on disk (written from the caller's buffer,
+/// not copied into this one: a batch is hundreds of KB).
+fn record_head(
+    column: Column,
+    kind: u8,
+    sequence: u64,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Vec<u8>, StoreError> {
+    let key_len = u8::try_from(key.len())
+        .map_err(|_| StoreError::backend(column, "key longer than 255 bytes"))?;
+    let value_len = u32::try_from(value.len())
+        .map_err(|_| StoreError::backend(column, "value larger than 4 GiB"))?;
+    let mut head = Vec::with_capacity(HEADER_BYTES + key.len());
+    head.push(kind);
+    head.push(key_len);
+    head.extend_from_slice(&value_len.to_le_bytes());
+    head.extend_from_slice(&record_crc(sequence, key, value).to_le_bytes());
+    head.extend_from_slice(key);
+    Ok(head)
+}
+
+fn segment_path(dir: &Path, sequence: u64) -> PathBuf {
+    dir.join(format!("{sequence:012}.segment"))
+}
+
+fn spare_path(dir: &Path, sequence: u64) -> PathBuf {
+    dir.join(format!("{sequence:012}.spare"))
+}
+
+/// A segment or spare file, for reading and positioned writes.
+fn open_file(path: &Path, create: bool) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .open(path)
+}
+
+/// A poisoned lock is still consistent: every critical section updates the index only after
+/// its file operation succeeded.
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl SegmentLog {
+    /// Opens the log in `dir` (created if absent) and rebuilds its index from the segments.
+    pub fn open(dir: &Path, column: Column) -> Result<Self, StoreError> {
+        Self::open_with(dir, column, Sizing::default())
+    }
+
+    /// As [`open`](Self::open), with segments and spares as `sizing` says.
+    pub fn open_with(dir: &Path, column: Column, sizing: Sizing) -> Result<Self, StoreError> {
+        let open_failed = |e: &dyn std::fmt::Display| StoreError::open(dir, e);
+        fs::create_dir_all(dir).map_err(|e| open_failed(&e))?;
+        let mut sequences = Vec::new();
+        let mut spare_sequences = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| open_failed(&e))? {
+            let name = entry.map_err(|e| open_failed(&e))?.file_name();
+            let name = name.to_string_lossy();
+            let (list, sequence) = if let Some(sequence) = name.strip_suffix(".segment") {
+                (&mut sequences, sequence)
+            } else if let Some(sequence) = name.strip_suffix(".spare") {
+                (&mut spare_sequences, sequence)
+            } else {
+                continue;
+            };
+            match sequence.parse::<u64>() {
+                Ok(sequence) => list.push(sequence),
+                Err(_) => return Err(open_failed(&format!("unexpected file {name}"))),
+            }
+        }
+        sequences.sort_unstable();
+        let mut state = State {
+            index: HashMap::new(),
+            segments: BTreeMap::new(),
+            spares: Vec::new(),
+        };
+        let head = sequences.last().copied();
+        for sequence in sequences {
+            let path = segment_path(dir, sequence);
+            let is_head = Some(sequence) == head;
+            let size = replay(&path, sequence, is_head, &mut state).map_err(|e| open_failed(&e))?;
+            let file = open_file(&path, false).map_err(|e| open_failed(&e))?;
+            state.segments.insert(
+                sequence,
+                Segment {
+                    file,
+                    path,
+                    size,
+                    file_len: size,
+                    live: 0,
+                    born: None,
+                },
+            );
+        }
+        // Spares hold only dead records, and dirty pages of unknown age: deleted.
+        for sequence in spare_sequences {
+            fs::remove_file(spare_path(dir, sequence)).map_err(|e| open_failed(&e))?;
+        }
+        let live: Vec<(u64, u64)> = state
+            .index
+            .iter()
+            .map(|(key, entry)| (entry.segment, entry.record_bytes(key)))
+            .collect();
+        for (segment, bytes) in live {
+            if let Some(segment) = state.segments.get_mut(&segment) {
+                segment.live += bytes;
+            }
+        }
+        let log = SegmentLog {
+            column,
+            dir: dir.to_path_buf(),
+            sizing,
+            state: Mutex::new(state),
+        };
+        {
+            let mut state = lock(&log.state);
+            if state.segments.is_empty() {
+                log.start_segment(&mut state, 0)?;
+            }
+        }
+        Ok(log)
+    }
+
+    /// Whether a file created at `born` is still young enough to be reused.
+    fn recyclable(&self, born: Instant) -> bool {
+        born.elapsed() < self.sizing.recycle_within
+    }
+
+    /// Starts segment `sequence` as the head, in a spare's file when a young one is left.
+    fn start_segment(&self, state: &mut State, sequence: u64) -> Result<(), StoreError> {
+        let failed = |e: std::io::Error| StoreError::backend(self.column, e);
+        let path = segment_path(&self.dir, sequence);
+        let mut reused = None;
+        while let Some(spare) = state.spares.pop() {
+            if self.recyclable(spare.born) {
+                fs::rename(&spare.path, &path).map_err(failed)?;
+                reused = Some((spare.file, spare.len, spare.born));
+                break;
+            }
+            fs::remove_file(&spare.path).map_err(failed)?;
+        }
+        let (file, file_len, born) = match reused {
+            Some(reused) => reused,
+            None => (open_file(&path, true).map_err(failed)?, 0, Instant::now()),
+        };
+        state.segments.insert(
+            sequence,
+            Segment {
+                file,
+                path,
+                size: 0,
+                file_len,
+                live: 0,
+                born: Some(born),
+            },
+        );
+        Ok(())
+    }
+
+    /// The head's sequence number, after starting a new head if this one is full. A full head
+    /// in a recycled file is cut to its records first, so that only the head can ever end in
+    /// records that are not its own.
+    fn head(&self, state: &mut State) -> Result<u64, StoreError> {
+        let (&head, segment) = state
+            .segments
+            .iter_mut()
+            .next_back()
+            .ok_or_else(|| StoreError::backend(self.column, "no segment"))?;
+        if segment.size < self.sizing.segment_bytes {
+            return Ok(head);
+        }
+        if segment.file_len > segment.size {
+            segment
+                .file
+                .set_len(segment.size)
+                .map_err(|e| StoreError::backend(self.column, e))?;
+            segment.file_len = segment.size;
+        }
+        self.start_segment(state, head + 1)?;
+        Ok(head + 1)
+    }
+
+    /// Writes `parts` (one record, or several tombstones, built for segment `head`) at the end
+    /// of the head; returns the offset they start at. The end moves only once all of them are
+    /// written: after a failed write the next record goes where this one started, over what
+    /// part of it reached the file, rather than after a half record that replay would stop at.
+    fn append(&self, state: &mut State, head: u64, parts: &[&[u8]]) -> Result<u64, StoreError> {
+        let segment = state
+            .segments
+            .get_mut(&head)
+            .ok_or_else(|| StoreError::backend(self.column, "no head segment"))?;
+        let at = segment.size;
+        let mut end = at;
+        for part in parts {
+            let written = segment.file.write_all_at(part, end);
+            end += part.len() as u64;
+            // The file may hold part of it even when the write failed.
+            segment.file_len = segment.file_len.max(end);
+            written.map_err(|e| StoreError::backend(self.column, e))?;
+        }
+        segment.size = end;
+        Ok(at)
+    }
+
+    fn put_locked(&self, state: &mut State, key: &[u8], value: Bytes) -> Result<(), StoreError> {
+        let segment = self.head(state)?;
+        let head = record_head(self.column, PUT, segment, key, &value)?;
+        let at = self.append(state, segment, &[&head, &value])?;
+        let entry = Entry {
+            segment,
+            offset: at + (HEADER_BYTES + key.len()) as u64,
+            len: value.len() as u32,
+            cached: Some(value),
+        };
+        let bytes = entry.record_bytes(key);
+        if let Some(head) = state.segments.get_mut(&segment) {
+            head.live += bytes;
+        }
+        if let Some(old) = state.index.insert(key.into(), entry) {
+            forget(state, key, &old);
+        }
+        Ok(())
+    }
+
+    pub fn put(&self, key: &[u8], value: Bytes) -> Result<(), StoreError> {
+        let mut state = lock(&self.state);
+        self.put_locked(&mut state, key, value)?;
+        self.reclaim(&mut state)
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
+        self.read_locked(&lock(&self.state), key)
+    }
+
+    pub fn contains(&self, key: &[u8]) -> bool {
+        lock(&self.state).index.contains_key(key)
+    }
+
+    /// Writes one tombstone record for the keys that are live, then reclaims what it can.
+    pub fn delete(&self, keys: &[&[u8]]) -> Result<(), StoreError> {
+        let mut state = lock(&self.state);
+        if !keys.iter().any(|key| state.index.contains_key(*key)) {
+            return Ok(());
+        }
+        let head = self.head(&mut state)?;
+        let mut tombstones = Vec::new();
+        for key in keys {
+            if state.index.contains_key(*key) {
+                tombstones.extend(record_head(self.column, DELETE, head, key, &[])?);
+            }
+        }
+        self.append(&mut state, head, &[&tombstones])?;
+        for key in keys {
+            if let Some(old) = state.index.remove(*key) {
+                forget(&mut state, key, &old);
+            }
+        }
+        self.reclaim(&mut state)
+    }
+
+    /// Retires the front segment while nothing in it is live, and moves it forward when little
+    /// is; never touches the head. A move may start a new head, never a nested reclaim.
+    fn reclaim(&self, state: &mut State) -> Result<(), StoreError> {
+        loop {
+            let (Some((&front, segment)), Some(&head)) = (
+                state.segments.first_key_value(),
+                state.segments.keys().last(),
+            ) else {
+                return Ok(());
+            };
+            if front == head {
+                return Ok(());
+            }
+            if segment.live > 0 && segment.live * LIVE_FRACTION_TO_MOVE >= segment.size {
+                return Ok(());
+            }
+            let survivors: Vec<Box<[u8]>> = state
+                .index
+                .iter()
+                .filter(|(_, entry)| entry.segment == front)
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in survivors {
+                if let Some(value) = self.read_locked(state, &key)? {
+                    self.put_locked(state, &key, value)?;
+                }
+            }
+            if let Some(segment) = state.segments.remove(&front) {
+                self.retire(state, front, segment)?;
+            }
+        }
+    }
+
+    /// Keeps a segment that holds nothing live as a spare while its file is young and spares
+    /// are few, and deletes it otherwise.
+    fn retire(&self, state: &mut State, sequence: u64, segment: Segment) -> Result<(), StoreError> {
+        let failed = |e: std::io::Error| StoreError::backend(self.column, e);
+        let born = match segment.born {
+            Some(born)
+                if self.recyclable(born) && state.spares.len() < self.sizing.spare_segments =>
+            {
+                born
+            }
+            _ => return fs::remove_file(&segment.path).map_err(failed),
+        };
+        let path = spare_path(&self.dir, sequence);
+        fs::rename(&segment.path, &path).map_err(failed)?;
+        state.spares.push(Spare {
+            file: segment.file,
+            path,
+            len: segment.file_len,
+            born,
+        });
+        Ok(())
+    }
+    fn read_locked(&self, state: &State, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
+        let Some(entry) = state.index.get(key) else {
+            return Ok(None);
+        };
+        if let Some(value) = &entry.cached {
+            return Ok(Some(value.clone()));
+        }
+        let segment = state
+            .segments
+            .get(&entry.segment)
+            .ok_or_else(|| StoreError::backend(self.column, "index names a deleted segment"))?;
+        let mut value = vec![0; entry.len as usize];
+        segment
+            .file
+            .read_exact_at(&mut value, entry.offset)
+            .map_err(|e| StoreError::backend(self.column, e))?;
+        Ok(Some(Bytes::from(value)))
+    }
+
+    pub fn scan(&self) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
+        let state = lock(&self.state);
+        let keys: Vec<Box<[u8]>> = state.index.keys().cloned().collect();
+        let mut entries = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(value) = self.read_locked(&state, &key)? {
+                entries.push((Bytes::copy_from_slice(&key), value));
+            }
+        }
+        Ok(entries)
+    }
+
+    pub fn len(&self) -> usize {
+        lock(&self.state).index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Segment files on disk (for tests and metrics).
+    pub fn segments(&self) -> usize {
+        lock(&self.state).segments.len()
+    }
+
+    /// Retired segment files kept for reuse (for tests and metrics).
+    pub fn spares(&self) -> usize {
+        lock(&self.state).spares.len()
+    }
+}
+
+/// The record of `key` is no longer live: its segment's live bytes shrink.
+fn forget(state: &mut State, key: &[u8], entry: &Entry) {
+    if let Some(segment) = state.segments.get_mut(&entry.segment) {
+        segment.live = segment.live.saturating_sub(entry.record_bytes(key));
+    }
+}
+
+/// Reads the records of one segment into the index and returns the length of its intact
+/// prefix, truncating the file there if a crash tore its last record or, in the head, a
+/// recycled file's old records follow its own.
+fn replay(path: &Path, sequence: u64, is_head: bool, state: &mut State) -> std::io::Result<u64> {
+    let file = File::open(path)?;
+    let file_len = file.metadata()?.len();
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut at = 0u64;
+    let mut header = [0u8; HEADER_BYTES];
+    let mut body = Vec::new();
+    loop {
+        if file_len - at < HEADER_BYTES as u64 {
+            break;
+        }
+        reader.read_exact(&mut header)?;
+        let kind = header[0];
+        let key_len = usize::from(header[1]);
+        let value_len = u32::from_le_bytes([header[2], header[3], header[4], header[5]]);
+        let crc = u32::from_le_bytes([header[6], header[7], header[8], header[9]]);
+        let body_len = key_len as u64 + u64::from(value_len);
+        if !matches!(kind, PUT | DELETE) || file_len - at - (HEADER_BYTES as u64) < body_len {
+            break;
+        }
+        body.resize(body_len as usize, 0);
+        reader.read_exact(&mut body)?;
+        let (key, value) = body.split_at(key_len);
+        if record_crc(sequence, key, value) != crc {
+            break;
+        }
+        let key: Box<[u8]> = key.into();
+        if kind == PUT {
+            state.index.insert(
+                key,
+                Entry {
+                    segment: sequence,
+                    offset: at + (HEADER_BYTES + key_len) as u64,
+                    len: value_len,
+                    cached: None,
+                },
+            );
+        } else {
+            state.index.remove(&key);
+        }
+        at += HEADER_BYTES as u64 + body_len;
+    }
+    if at < file_len {
+        // Expected in the head after a crash or when its file was recycled; a segment before
+        // it was cut to its records when the next one started, so anything after them there
+        // is damage.
+        if is_head {
+            tracing::info!(
+                "segment log: {} ends at byte {at} of {file_len} (a torn record or a recycled \
+                 file's old records follow); cut there",
+                path.display()
+            );
+        } else {
+            tracing::warn!(
+                "segment log: {} ends in a torn or corrupt record at byte {at} of {file_len}; \
+                 cut there (peers serve what it held)",
+                path.display()
+            );
+        }
+        OpenOptions::new().write(true).open(path)?.set_len(at)?;
+    }
+    Ok(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u32) -> [u8; 32] {
+        let mut key = [0u8; 32];
+        key[..4].copy_from_slice(&i.to_le_bytes());
+        key
+    }
+
+    fn value(i: u32, len: usize) -> Bytes {
+        Bytes::from(vec![i as u8; len])
+    }
+
+    #[test]
+    fn values_and_deletes_survive_reopening() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let log = SegmentLog::open(dir.path(), Column::Batches).expect("open");
+            for i in 0..10 {
+                log.put(&key(i), value(i, 1000)).expect("put");
+            }
+            log.delete(&[&key(3)[..], &key(7)[..]]).expect("delete");
+        }
+        let log = SegmentLog::open(dir.path(), Column::Batches).expect("reopen");
+        assert_eq!(log.len(), 8);
+        assert!(!log.contains(&key(3)) && !log.contains(&key(7)));
+        // Read back from the file (this life did not write it).
+        assert_eq!(log.get(&key(9)).expect("get"), Some(value(9, 1000)));
+        // A key deleted and written again is live after a reopen.
+        log.put(&key(3), value(33, 10)).expect("put");
+        drop(log);
+        let log = SegmentLog::open(dir.path(), Column::Batches).expect("reopen");
+        assert_eq!(log.get(&key(3)).expect("get"), Some(value(33, 10)));
+    }
+
+    #[test]
+    fn a_torn_last_record_is_cut_and_what_precedes_it_kept() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let log = SegmentLog::open(dir.path(), Column::Batches).expect("open");
+            log.put(&key(1), value(1, 500)).expect("put");
+            log.put(&key(2), value(2, 500)).expect("put");
+        }
+        let path = segment_path(dir.path(), 0);
+        let full = fs::metadata(&path).expect("stat").len();
+        // A crash in the middle of the second record's value.
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open")
+            .set_len(full - 100)
+            .expect("truncate");
+        let log = SegmentLog::open(dir.path(), Column::Batches).expect("reopen");
+        assert_eq!(log.get(&key(1)).expect("get"), Some(value(1, 500)));
+        assert!(!log.contains(&key(2)));
+        // The log goes on after the cut.
+        log.put(&key(3), value(3, 500)).expect("put");
+        drop(log);
+        let log = SegmentLog::open(dir.path(), Column::Batches).expect("reopen");
+        assert_eq!(log.len(), 2);
+        assert_eq!(log.get(&key(3)).expect("get"), Some(value(3, 500)));
+    }
+
+    #[test]
+    fn a_corrupt_record_is_not_read_as_a_batch() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let log = SegmentLog::open(dir.path(), Column::Batches).expect("open");
+            log.put(&key(1), value(1, 500)).expect("put");
+        }
+        let path = segment_path(dir.path(), 0);
+        let mut bytes = fs::read(&path).expect("read");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        fs::write(&path, bytes).expect("write");
+        let log = SegmentLog::open(dir.path(), Column::Batches).expect("reopen");
+        assert!(log.is_empty());
+    }
+
+    /// Segments of ten 1,000-byte values.
+    fn small(spare_segments: usize) -> Sizing {
+        Sizing {
+            segment_bytes: 10_000,
+            spare_segments,
+            recycle_within: Duration::from_secs(3600),
+        }
+    }
+
+    /// The `.segment` and `.spare` files in `dir`.
+    fn files(dir: &Path) -> (usize, usize) {
+        let names: Vec<String> = fs::read_dir(dir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        let count = |suffix: &str| names.iter().filter(|n| n.ends_with(suffix)).count();
+        (count(".segment"), count(".spare"))
+    }
+
+    #[test]
+    fn deleted_segments_go_and_a_straggler_moves_forward() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = SegmentLog::open_with(dir.path(), Column::Batches, small(0)).expect("open");
+        for i in 0..100 {
+            log.put(&key(i), value(i, 1000)).expect("put");
+        }
+        assert!(log.segments() >= 10, "{}", log.segments());
+        // Garbage collection deletes all but one batch (say, one that never commits).
+        let keys: Vec<[u8; 32]> = (0..95).filter(|&i| i != 5).map(key).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        log.delete(&refs).expect("delete");
+        assert!(log.segments() <= 2, "{}", log.segments());
+        assert_eq!(log.len(), 6);
+        assert_eq!(log.get(&key(5)).expect("get"), Some(value(5, 1000)));
+        assert_eq!(files(dir.path()), (log.segments(), 0));
+        drop(log);
+        // Nothing deleted comes back, the straggler is still there.
+        let log = SegmentLog::open_with(dir.path(), Column::Batches, small(0)).expect("reopen");
+        assert_eq!(log.len(), 6);
+        assert_eq!(log.get(&key(5)).expect("get"), Some(value(5, 1000)));
+        assert_eq!(log.get(&key(99)).expect("get"), Some(value(99, 1000)));
+        assert!(!log.contains(&key(0)));
+    }
+
+    #[test]
+    fn retired_files_are_reused_and_their_old_records_never_come_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = SegmentLog::open_with(dir.path(), Column::Batches, small(3)).expect("open");
+        for i in 0..50 {
+            log.put(&key(i), value(i, 1000)).expect("put");
+        }
+        let keys: Vec<[u8; 32]> = (0..45).map(key).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        log.delete(&refs).expect("delete");
+        // At most three retired files kept, the rest deleted.
+        assert_eq!(log.spares(), 3);
+        assert_eq!(files(dir.path()), (log.segments(), 3));
+        // New heads take the spares' files, overwriting fewer bytes than the files hold: the
+        // head ends in old records of keys 0..45 (written under older sequence numbers).
+        for i in 100..120 {
+            log.put(&key(i), value(i, 1000)).expect("put");
+        }
+        assert_eq!(log.spares(), 1);
+        log.put(&key(200), value(200, 10)).expect("put");
+        drop(log);
+        let log = SegmentLog::open_with(dir.path(), Column::Batches, small(3)).expect("reopen");
+        let live: Vec<u32> = (0..250).filter(|&i| log.contains(&key(i))).collect();
+        let expected: Vec<u32> = (45..50).chain(100..120).chain([200]).collect();
+        assert_eq!(live, expected);
+        for i in expected {
+            let len = if i == 200 { 10 } else { 1000 };
+            assert_eq!(
+                log.get(&key(i)).expect("get"),
+                Some(value(i, len)),
+                "key {i}"
+            );
+        }
+        // The spare left is deleted, not replayed; the log goes on in new files.
+        assert_eq!(log.spares(), 0);
+        assert_eq!(files(dir.path()), (log.segments(), 0));
+        for i in 300..320 {
+            log.put(&key(i), value(i, 1000)).expect("put");
+        }
+        drop(log);
+        let log = SegmentLog::open_with(dir.path(), Column::Batches, small(3)).expect("reopen");
+        assert_eq!(log.len(), 46);
+        assert_eq!(log.get(&key(319)).expect("get"), Some(value(319, 1000)));
+        assert!(!log.contains(&key(0)) && !log.contains(&key(44)));
+    }
+
+    #[test]
+    fn a_record_written_under_another_sequence_does_not_check_out() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let log = SegmentLog::open(dir.path(), Column::Batches).expect("open");
+            log.put(&key(1), value(1, 500)).expect("put");
+        }
+        // The same bytes as segment 7: what a file recycled from segment 0 into 7 would hold.
+        fs::rename(segment_path(dir.path(), 0), segment_path(dir.path(), 7)).expect("rename");
+        let log = SegmentLog::open(dir.path(), Column::Batches).expect("reopen");
+        assert!(log.is_empty());
+        let len = fs::metadata(segment_path(dir.path(), 7))
+            .expect("stat")
+            .len();
+        assert_eq!(len, 0, "cut at its own records");
+    }
+
+    #[test]
+    fn files_past_the_recycling_age_are_deleted_not_reused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let sizing = Sizing {
+            recycle_within: Duration::ZERO,
+            ..small(3)
+        };
+        let log = SegmentLog::open_with(dir.path(), Column::Batches, sizing).expect("open");
+        for i in 0..50 {
+            log.put(&key(i), value(i, 1000)).expect("put");
+        }
+        let keys: Vec<[u8; 32]> = (0..45).map(key).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+        log.delete(&refs).expect("delete");
+        assert_eq!(log.spares(), 0);
+        assert_eq!(files(dir.path()), (log.segments(), 0));
+        assert_eq!(log.len(), 5);
+    }
+
+    /// Run in a child process of its own (see the test below): it lowers the process's file size
+    /// limit so that a record's header is written and its value fails, then lifts it.
+    const FAILED_WRITE_CHILD: &str = "SEGMENT_LOG_FAILED_WRITE_DIR";
+
+    #[test]
+    fn a_record_after_a_failed_write_survives_a_restart() {
+        if let Ok(dir) = std::env::var(FAILED_WRITE_CHILD) {
+            let dir = Path::new(&dir);
+            let log = SegmentLog::open(dir, Column::Batches).expect("open");
+            log.put(&key(1), value(1, 1000)).expect("put");
+            let end = fs::metadata(segment_path(dir, 0)).expect("stat").len();
+            // Room for the next header and a little of its value: past the limit a write
+            // fails with EFBIG (once SIGXFSZ, which would end the process, is ignored).
+            let limit = end + (HEADER_BYTES + 32 + 100) as u64;
+            let set_limit = |soft: libc::rlim_t| {
+                let mut current = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                // SAFETY: reads and writes this process's limits through valid pointers.
+                unsafe {
+                    assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut current), 0);
+                    current.rlim_cur = soft;
+                    assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &current), 0);
+                }
+                current.rlim_max
+            };
+            // SAFETY: ignoring a signal installs no handler code.
+            unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+            let hard = set_limit(limit);
+            assert!(
+                log.put(&key(2), value(2, 1000)).is_err(),
+                "the value's write fails"
+            );
+            set_limit(hard);
+            log.put(&key(3), value(3, 1000))
+                .expect("put after the failure");
+            drop(log);
+            let log = SegmentLog::open(dir, Column::Batches).expect("reopen");
+            assert_eq!(log.get(&key(1)).expect("get"), Some(value(1, 1000)));
+            assert!(!log.contains(&key(2)));
+            assert!(
+                log.contains(&key(3)),
+                "the record written after the failed one is lost"
+            );
+            assert_eq!(log.get(&key(3)).expect("get"), Some(value(3, 1000)));
+            return;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let output = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "segment_log::tests::a_record_after_a_failed_write_survives_a_restart",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(FAILED_WRITE_CHILD, dir.path())
+            .output()
+            .expect("run the child");
+        assert!(
+            output.status.success(),
+            "child failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            stdout.contains("1 passed"),
+            "the child ran the test: {stdout}"
+        );
+    }
+}
