@@ -157,6 +157,17 @@ impl Committee {
         self.authorities.get(name)
     }
 
+    /// The entry of the node that runs as `name`: a node whose key is not in the committee
+    /// cannot start its mempool or its consensus.
+    pub fn own_authority(&self, name: &PublicKey) -> std::io::Result<Authority> {
+        self.authority(name).cloned().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{name} is not in the committee"),
+            )
+        })
+    }
+
     /// Every other authority's (name, address) as picked by `pick`.
     pub fn others<F>(&self, myself: &PublicKey, pick: F) -> Vec<(PublicKey, SocketAddr)>
     where

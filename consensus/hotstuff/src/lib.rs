@@ -97,12 +97,7 @@ impl Consensus {
         state_sync: StateSyncLink,
         emulation: Option<Arc<NetEmulation>>,
     ) -> io::Result<ConsensusHandle> {
-        let authority = committee.authority(&name).cloned().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{name} is not in the committee"),
-            )
-        })?;
+        let authority = committee.own_authority(&name)?;
         let capacity = parameters.channel_capacity;
         let (tx_message, rx_message) = mpsc::channel(capacity);
         let (tx_helper, rx_helper) = mpsc::channel(capacity);

@@ -117,12 +117,7 @@ impl Mempool {
         samples: Option<SampleHooks>,
         emulation: Option<Arc<NetEmulation>>,
     ) -> io::Result<()> {
-        let authority = committee.authority(&name).cloned().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{name} is not in the committee"),
-            )
-        })?;
+        let authority = committee.own_authority(&name)?;
         let capacity = parameters.channel_capacity;
         let (tx_batch_maker, rx_batch_maker) = mpsc::channel(capacity);
         let (tx_quorum_waiter, rx_quorum_waiter) = mpsc::channel(capacity);
