@@ -2,7 +2,7 @@
 
 use super::checkpoint::CheckpointSlot;
 use super::error::FatalError;
-use super::gc::{GcWindow, RecentlyCommitted};
+use super::gc::{GcWindow, RecentlyCommitted, Recorded};
 use super::messages::Block;
 use super::metrics::ConsensusMetrics;
 use super::progress::PipelineProgress;
@@ -93,10 +93,13 @@ impl Committer {
             // Bytes of the batches delivered for this block, for the window's budget.
             let mut block_bytes = 0;
             for batch in &block.payload {
-                // Delivered once: by an earlier block, or earlier in this one. The core rejects
-                // such proposals; this guards blocks it accepted before it knew (a node that
-                // catches up checks against what it has committed so far).
-                if !self.delivered.insert_one(*batch, digest) {
+                // Delivered once within the round window: by an earlier block, or earlier in
+                // this one. The core rejects such proposals; this guards blocks it accepted
+                // before it knew (a node that catches up checks against what it has committed
+                // so far). Past the window, a batch proposed again is delivered again, by every
+                // node alike (see `RecentlyCommitted::record`): transactions replayed so are
+                // the application's to refuse (a nonce used already).
+                if self.delivered.record(*batch, digest, block.round) == Recorded::Repeat {
                     warn!(
                         "batch {batch} of {:?} was already committed; skipped",
                         block
@@ -168,7 +171,7 @@ impl Committer {
                 info!("committed-batch consumer is gone; committer stops");
                 return;
             }
-            self.delivered.close_block(block.round, block_bytes);
+            self.delivered.close_block(digest, block.round, block_bytes);
             self.garbage_collect(block.round);
         }
     }
@@ -177,11 +180,11 @@ impl Committer {
     fn skip(&mut self, block: &Block) {
         let digest = block.digest();
         for batch in &block.payload {
-            self.delivered.insert_one(*batch, digest);
+            self.delivered.record(*batch, digest, block.round);
         }
         // Their bytes are not counted: they were never delivered, and reading them to count
         // would cost a read of each from disk.
-        self.delivered.close_block(block.round, 0);
+        self.delivered.close_block(digest, block.round, 0);
         self.garbage_collect(block.round);
     }
 

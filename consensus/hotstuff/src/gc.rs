@@ -74,20 +74,19 @@ impl GcWindow {
 /// The batches committed recently, each with the block that committed it, remembered for the
 /// whole GC window (digests only: a few bytes per batch). The core checks proposals against it
 /// (a leader that names an already committed batch gets no vote) and the committer against its
-/// own copy (a batch is delivered once, and a batch missing from the store is known to be one it
-/// delivered and collected). The committer deletes a batch's bytes at the latest when its copy
-/// forgets the batch (sooner once every peer holds it, or when the bytes kept exceed the
-/// window's budget: see `free`), so what the committer has forgotten the store no longer holds.
+/// own copy (whether a batch is delivered or skipped, see `record`). The committer deletes a
+/// batch's bytes at the latest when its copy forgets the batch (sooner once every peer holds it,
+/// or when the bytes kept exceed the window's budget: see `free`), so what the committer has
+/// forgotten the store no longer holds.
 ///
-/// Both copies forget by the window (`GcWindow::has_left`), but not in step: the committer's
-/// times a block from its delivery rather than its commit, and keeps the blocks above the
-/// application's latest checkpoint however old (`hold_above`). So the core may forget a batch
-/// that its committer still remembers and the store still holds: a proposal naming it again then
-/// gets our vote, and the committer skips the batch as delivered already.
+/// How long a batch is remembered is local (the time half of the window, and `hold_above`);
+/// whether a batch is delivered again must not be, or two honest nodes would hand their
+/// applications different streams for the same chain. So `record` decides by rounds alone,
+/// which every node reads off the same committed chain.
 pub struct RecentlyCommitted {
     window: GcWindow,
-    /// Batch digest -> digest of the block that committed it.
-    by_batch: HashMap<Digest, Digest>,
+    /// Batch digest -> the block that committed it last.
+    by_batch: HashMap<Digest, CommittedBy>,
     /// The committed blocks, oldest first.
     order: VecDeque<CommittedBlock>,
     /// Batches of the block being recorded, until `close_block`.
@@ -100,8 +99,27 @@ pub struct RecentlyCommitted {
     floor: Round,
 }
 
+/// The block that committed a batch, and its round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CommittedBy {
+    block: Digest,
+    round: Round,
+}
+
+/// What `record` found for a batch of a committed block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// Not committed by an earlier block within the round window: deliver it (for the first
+    /// time, or again if an earlier block committed it more than `rounds` rounds before).
+    Deliver,
+    /// Committed by an earlier block at most `rounds` rounds before, or earlier in this one:
+    /// delivered already, skip it.
+    Repeat,
+}
+
 /// One committed block's batches, as remembered.
 struct CommittedBlock {
+    digest: Digest,
     round: Round,
     at: Instant,
     batches: Vec<Digest>,
@@ -132,7 +150,7 @@ impl RecentlyCommitted {
 
     /// The block that committed `batch`, if it is still remembered.
     pub fn committed_by(&self, batch: &Digest) -> Option<Digest> {
-        self.by_batch.get(batch).copied()
+        self.by_batch.get(batch).map(|by| by.block)
     }
 
     /// Records the batches of a committed block (only those not already recorded: a batch
@@ -140,29 +158,41 @@ impl RecentlyCommitted {
     pub fn insert(&mut self, block: &Block) {
         let digest = block.digest();
         for batch in &block.payload {
-            self.insert_one(*batch, digest);
+            self.record(*batch, digest, block.round);
         }
-        self.close_block(block.round, 0);
+        self.close_block(digest, block.round, 0);
     }
 
-    /// Records one batch of the block being committed; false if it was already recorded.
-    pub fn insert_one(&mut self, batch: Digest, block: Digest) -> bool {
+    /// Records one batch of `block`, of `round`, being committed, and says whether to deliver
+    /// it. A batch is delivered unless a block at most `rounds` rounds before committed it (or
+    /// this block named it already): rounds only, never the time or the checkpoint, so every
+    /// honest node decides alike (see the type's comment). A batch delivered again now belongs
+    /// to `block`: its bytes and its record stay with this block's window.
+    pub fn record(&mut self, batch: Digest, block: Digest, round: Round) -> Recorded {
+        let by = CommittedBy { block, round };
         match self.by_batch.entry(batch) {
-            Entry::Occupied(_) => false,
+            Entry::Occupied(mut entry) => {
+                let earlier = *entry.get();
+                if earlier.block == block || earlier.round >= self.window.lowest_round_kept(round) {
+                    return Recorded::Repeat;
+                }
+                entry.insert(by);
+            }
             Entry::Vacant(entry) => {
-                entry.insert(block);
-                self.open.push(batch);
-                true
+                entry.insert(by);
             }
         }
+        self.open.push(batch);
+        Recorded::Deliver
     }
 
-    /// Ends the block whose batches `insert_one` recorded, `bytes` in all: they expire with
-    /// its round.
-    pub fn close_block(&mut self, round: Round, bytes: u64) {
+    /// Ends `block`, of `round`, whose batches `record` recorded, `bytes` in all: they expire
+    /// with its round.
+    pub fn close_block(&mut self, block: Digest, round: Round, bytes: u64) {
         let batches = std::mem::take(&mut self.open);
         self.kept_bytes += bytes;
         self.order.push_back(CommittedBlock {
+            digest: block,
             round,
             at: Instant::now(),
             batches,
@@ -182,14 +212,21 @@ impl RecentlyCommitted {
                 break;
             }
             if let Some(block) = self.order.pop_front() {
-                for batch in &block.batches {
+                // A batch a later block committed again is that block's now.
+                let owned: Vec<Digest> = block
+                    .batches
+                    .iter()
+                    .filter(|batch| self.owns(&block, batch))
+                    .copied()
+                    .collect();
+                for batch in &owned {
                     self.by_batch.remove(batch);
                 }
                 if self.freed > 0 {
                     self.freed -= 1;
                 } else {
                     self.kept_bytes -= block.bytes;
-                    expired.extend(block.batches);
+                    expired.extend(owned);
                 }
             }
         }
@@ -212,10 +249,18 @@ impl RecentlyCommitted {
                 break;
             }
             self.kept_bytes -= block.bytes;
-            freed.extend_from_slice(&block.batches);
+            freed.extend(block.batches.iter().filter(|batch| self.owns(block, batch)));
             self.freed += 1;
         }
         freed
+    }
+
+    /// Whether `batch` of `block` is still recorded as committed by it (not since by a later
+    /// block that committed it again).
+    fn owns(&self, block: &CommittedBlock, batch: &Digest) -> bool {
+        self.by_batch
+            .get(batch)
+            .is_some_and(|by| by.block == block.digest)
     }
 }
 

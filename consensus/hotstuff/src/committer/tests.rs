@@ -130,21 +130,93 @@ async fn never_delivers_a_batch_twice() {
     let repeating = block(&keys, 9, vec![old.digest(), fresh.digest(), fresh.digest()]);
     let empty = block(&keys, 10, vec![]);
     send_commits(&running.tx_commit, &[&first, &repeating, &empty]).await;
-    let delivered: Vec<(Round, Option<Digest>)> = next_delivered(&mut running.rx_output, 3)
+    assert_eq!(
+        delivered_rounds(&mut running.rx_output, 3).await,
+        vec![
+            (1, Some(old.digest())),
+            (9, Some(fresh.digest())),
+            (10, None)
+        ]
+    );
+}
+
+/// The committed rounds of what the committer delivers next: (round, batch), `None` for a
+/// block with nothing to deliver.
+async fn delivered_rounds(
+    rx: &mut metered::MeteredReceiver<CommittedBatch>,
+    count: usize,
+) -> Vec<(Round, Option<Digest>)> {
+    next_delivered(rx, count)
         .await
         .into_iter()
         .map(|committed| {
             let digest = (!committed.is_empty_block()).then(|| committed.batch.digest());
             (committed.round, digest)
         })
-        .collect();
+        .collect()
+}
+
+/// A Byzantine leader proposes a committed batch again. Whether honest nodes deliver it again
+/// must follow from the chain alone, or they hand their applications different streams: it is
+/// skipped up to the round window's last round after the first commit, and delivered again
+/// past it, however long this node still remembers the batch (here an hour: the time half of
+/// the window is local, as is the checkpoint that holds batches back). Before, the committer
+/// skipped whatever it still remembered, so a node that remembered longer (a slower clock, a
+/// lagging executor) skipped what its peers delivered.
+#[tokio::test]
+async fn byzantine_a_batch_proposed_again_is_delivered_again_by_rounds_alone() {
+    let keys = keys(4);
+    let again = batch(b"again");
+    let mut running = committer_over(&[&again], lasting_window()).await;
+    let rounds = lasting_window().rounds;
+    let first = block(&keys, 1, vec![again.digest()]);
+    let last_in_window = block(&keys, 1 + rounds, vec![again.digest()]);
+    let past_window = block(&keys, 2 + rounds, vec![again.digest()]);
+    send_commits(&running.tx_commit, &[&first, &last_in_window, &past_window]).await;
     assert_eq!(
-        delivered,
+        delivered_rounds(&mut running.rx_output, 3).await,
         vec![
-            (1, Some(old.digest())),
-            (9, Some(fresh.digest())),
-            (10, None)
+            (1, Some(again.digest())),
+            (1 + rounds, None),
+            (2 + rounds, Some(again.digest())),
         ]
+    );
+}
+
+/// A batch delivered again belongs to the block that delivered it last: the first block
+/// leaving the window neither deletes its bytes nor forgets it, so a third proposal within
+/// the window of the second is skipped, not read from a store that lost it. Before, the
+/// first block's expiry deleted the batch, and the third proposal stopped the node.
+#[tokio::test]
+async fn byzantine_a_batch_delivered_again_lives_by_its_last_commit() {
+    let keys = keys(4);
+    let again = batch(b"again");
+    let window = GcWindow {
+        rounds: 2,
+        time: Duration::ZERO,
+        bytes: u64::MAX,
+    };
+    let mut running = committer_over(&[&again], window).await;
+    let blocks = [
+        block(&keys, 1, vec![again.digest()]),
+        block(&keys, 4, vec![again.digest()]),
+        block(&keys, 5, vec![]),
+        block(&keys, 6, vec![again.digest()]),
+    ];
+    send_commits(&running.tx_commit, &blocks.iter().collect::<Vec<_>>()).await;
+    assert_eq!(
+        delivered_rounds(&mut running.rx_output, 4).await,
+        vec![
+            (1, Some(again.digest())),
+            (4, Some(again.digest())),
+            (5, None),
+            (6, None),
+        ]
+    );
+    assert!(running.rx_fatal.borrow().is_none());
+    assert!(
+        holds(&running.store, &again),
+        "its last commit is in the window"
     );
 }
 

@@ -75,12 +75,17 @@ impl BlockPruning {
 
 impl Core {
     /// Blocks below this round are neither kept nor stored: they left the GC window, the one
-    /// batches are kept for, and the application's latest checkpoint is above them.
+    /// batches are kept for, and are more than the window's rounds below the application's
+    /// latest checkpoint. A restart resumes from that checkpoint and needs the blocks of the
+    /// round window below it too: which batches its committer delivers or skips depends on
+    /// what those blocks committed (see `RecentlyCommitted::record`).
     pub(super) fn prune_floor(&self) -> Round {
         let floor = self.pruning.window_floor(self.committed.last_round);
         // Before the application's first checkpoint, a restart replays from genesis.
         match self.adoption.checkpoints.latest() {
-            Some(checkpoint) => floor.min(checkpoint.round),
+            Some(checkpoint) => {
+                floor.min(checkpoint.round.saturating_sub(self.parameters.gc_depth))
+            }
             None => 0,
         }
     }

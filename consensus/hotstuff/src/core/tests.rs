@@ -991,6 +991,45 @@ async fn a_restart_on_a_store_resumes_from_the_own_checkpoint() {
     );
 }
 
+/// A node restarted on its store hands its committer the blocks of the round window below its
+/// checkpoint, not only the checkpoint's: whether a batch proposed again is delivered or
+/// skipped depends on what those blocks committed (see `RecentlyCommitted::record`), and must
+/// be decided as by the peers that never restarted. Before, blocks below the checkpoint were
+/// pruned once the window passed them, and the restarted node delivered batches its peers
+/// skipped.
+#[tokio::test]
+async fn recovery_a_restart_knows_what_the_round_window_below_its_checkpoint_committed() {
+    let store = Store::new();
+    let parameters = Parameters {
+        gc_retention_ms: 0,
+        ..short_gc_window()
+    };
+    let gc_depth = parameters.gc_depth;
+    let mut h = harness_on(store.clone(), parameters.clone());
+    let chain = h.chain(None, 1, 80);
+    h.core.adoption.checkpoints.publish(Checkpoint::new(
+        chain[34].digest(),
+        35,
+        bytes::Bytes::from_static(b"state after 35"),
+    ));
+    for block in &chain {
+        h.core.handle_proposal(block.clone()).await.expect("valid");
+    }
+    assert_eq!(h.core.prune_floor(), 35 - gc_depth);
+    drop(h);
+
+    let restarted = harness_on(store, parameters);
+    let skipped: Vec<Round> = restarted
+        .core
+        .adoption
+        .skipped
+        .iter()
+        .map(|block| block.round)
+        .collect();
+    let window: Vec<Round> = (35 - gc_depth..=35).collect();
+    assert_eq!(skipped, window);
+}
+
 /// A chain of consecutive rounds `from..=to` extending `parent` whose block of `mine` is
 /// the one this node proposed (`own`, of that round).
 fn chain_through(h: &Harness, own: &Block, to: Round) -> Vec<Block> {
