@@ -25,7 +25,6 @@ use super::committer::ToCommitter;
 use super::error::{ConsensusError, FatalError};
 use super::gc::GcWindow;
 use super::holders::PeerRounds;
-use super::leader::Opening;
 use super::messages::Block;
 use super::metrics::ConsensusMetrics;
 use super::payload::PayloadWaiter;
@@ -184,7 +183,7 @@ impl Core {
         channels: CoreChannels,
         metrics: Arc<ConsensusMetrics>,
     ) -> Result<Self, ConsensusError> {
-        let (voting, resumed_round) = Voting::resume(&store)?;
+        let (voting, resumed_round, restarted) = Voting::resume(&store)?;
         let pruning = BlockPruning::scan(&store, GcWindow::new(&parameters))?;
         let synchronizer = Synchronizer::spawn(
             name,
@@ -236,6 +235,7 @@ impl Core {
             committed: Committed::new(channels.direct_commits),
             pruning,
         };
+        core.pacemaker.restarted = restarted;
         core.resume_from_own_checkpoint()?;
         Ok(core)
     }
@@ -247,11 +247,15 @@ impl Core {
         self.metrics
             .round
             .store(self.pacemaker.round, Ordering::Relaxed);
-        // The leader of the first round proposes without waiting for a certificate.
-        let anchor = self.voting.high_qc.hash;
-        self.enter_round_opened_by(Opening::Qc(&anchor));
-        if self.is_leader(self.pacemaker.round, Opening::Qc(&anchor)) {
-            self.try_propose(None).await;
+        match self.start_round().await {
+            Ok(()) => {}
+            Err(ConsensusError::Fatal(e)) => {
+                error!("{e}");
+                let _ = self.tx_fatal.send(Some(e));
+                info!("consensus core stopped");
+                return;
+            }
+            Err(e) => warn!("starting our first round: {e}"),
         }
         loop {
             let result = tokio::select! {

@@ -30,6 +30,13 @@ pub(super) struct Pacemaker {
     pub(super) round_leader: Option<PublicKey>,
     /// Who signed which certified rounds: tells the committer when every peer holds a batch.
     pub(super) peer_rounds: PeerRounds,
+    /// Our latest timeout: sent again to a member found behind us (see `help_a_member_behind`).
+    pub(super) last_timeout: Option<Timeout>,
+    /// Per member, the round of ours in which we last sent it `last_timeout`.
+    pub(super) helped: HashMap<PublicKey, Round>,
+    /// The node resumed a stored safety state: it times out of its round as it starts (see
+    /// `Core::start_round`).
+    pub(super) restarted: bool,
 }
 
 impl Pacemaker {
@@ -46,6 +53,9 @@ impl Pacemaker {
             elector: LeaderElector::new(parameters.leader, committee, parameters.leader_window),
             round_leader: None,
             peer_rounds,
+            last_timeout: None,
+            helped: HashMap::new(),
+            restarted: false,
         }
     }
 }
@@ -85,9 +95,63 @@ impl Core {
             &self.signature_service,
         )
         .await;
+        self.pacemaker.last_timeout = Some(timeout.clone());
         self.broadcast(&ConsensusMessage::Timeout(timeout.clone()))
             .await?;
         self.handle_timeout(timeout).await
+    }
+
+    /// The first round this core is in: its leader proposes at once. A node restarted on its
+    /// store instead times out of the round it resumes in. It does not know whether that round
+    /// is alive (while it was down, the others went on, or, with more than f down, sat in some
+    /// round timing out), and its timeout tells the others it is back: a member stuck in a
+    /// higher round answers with its own timeout (`help_a_member_behind`), f+1 of those make us
+    /// join their round, and our timeout of it completes their TC. Without it, commits resumed
+    /// after an outage only once the survivors' timers fired again, up to a `timeout_delay`
+    /// after the quorum was back.
+    pub(super) async fn start_round(&mut self) -> Result<(), ConsensusError> {
+        let anchor = self.voting.high_qc.hash;
+        self.enter_round_opened_by(Opening::Qc(&anchor));
+        if self.pacemaker.restarted {
+            return self.local_timeout_round().await;
+        }
+        if self.is_leader(self.pacemaker.round, Opening::Qc(&anchor)) {
+            self.try_propose(None).await;
+        }
+        Ok(())
+    }
+
+    /// `author` timed out of a round below ours: it is behind (restarted, or cut off). If we
+    /// timed out of our round too, we are stuck in it, and the TC of our round may wait for
+    /// that member: our timeout, sent to it alone, lets it join our round (see
+    /// `join_timeouts`) at once rather than at our next timeout. Once per member and round of
+    /// ours, whatever it sends; only to members.
+    pub(super) async fn help_a_member_behind(
+        &mut self,
+        author: &PublicKey,
+    ) -> Result<(), ConsensusError> {
+        let round = self.pacemaker.round;
+        let Some(timeout) = self
+            .pacemaker
+            .last_timeout
+            .as_ref()
+            .filter(|t| t.round == round)
+        else {
+            return Ok(());
+        };
+        let Some(authority) = self.committee.authority(author) else {
+            return Ok(());
+        };
+        if author == &self.name || self.pacemaker.helped.get(author) >= Some(&round) {
+            return Ok(());
+        }
+        let address = authority.consensus_address;
+        let bytes = crate::wire::encode(&ConsensusMessage::Timeout(timeout.clone()))?;
+        self.pacemaker.helped.insert(*author, round);
+        debug!("{author} timed out of a round below ours ({round}): sending it our timeout");
+        let handler = self.network.sender.send(address, bytes).await;
+        self.keep_handlers(vec![handler]);
+        Ok(())
     }
 
     pub(super) async fn advance_round(&mut self, round: Round) {
@@ -143,7 +207,7 @@ impl Core {
 
     pub(super) async fn handle_timeout(&mut self, timeout: Timeout) -> Result<(), ConsensusError> {
         if timeout.round < self.pacemaker.round {
-            return Ok(());
+            return self.help_a_member_behind(&timeout.author).await;
         }
         timeout.check_structure(&self.committee)?;
         // Its high QC first, even if the timeout itself is out of the window: a node restarted

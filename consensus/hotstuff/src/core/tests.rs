@@ -1030,6 +1030,57 @@ async fn recovery_a_restart_knows_what_the_round_window_below_its_checkpoint_com
     assert_eq!(skipped, window);
 }
 
+/// A node restarted on its store times out of the round it resumes in as it starts: its
+/// timeout tells the others it is back (see `start_round`). A node on a new store starts its
+/// first round as usual.
+#[tokio::test]
+async fn recovery_a_restarted_node_times_out_of_its_round_as_it_starts() {
+    let store = Store::new();
+    let mut h = harness_on(store.clone(), Parameters::default());
+    for block in h.chain(None, 1, 5) {
+        h.core.handle_proposal(block).await.expect("valid");
+    }
+    let round = h.core.pacemaker.round;
+    drop(h);
+
+    let mut fresh = harness(Parameters::default());
+    fresh.core.start_round().await.expect("starts");
+    assert!(fresh.core.pacemaker.last_timeout.is_none());
+
+    let mut restarted = harness_on(store, Parameters::default());
+    assert_eq!(restarted.core.pacemaker.round, round);
+    restarted.core.start_round().await.expect("starts");
+    let timeout = restarted.core.pacemaker.last_timeout.clone();
+    assert_eq!(timeout.map(|t| t.round), Some(round));
+    assert_eq!(restarted.core.voting.rules.last_voted_round(), round);
+}
+
+/// A member that times out of a round below ours while we are stuck in ours (we timed out of
+/// it) gets our timeout, once per round of ours however often it asks; a member not behind, a
+/// stranger, or a round we have not timed out of gets nothing.
+#[tokio::test]
+async fn recovery_a_member_behind_gets_our_timeout_once_per_round() {
+    let mut h = harness(Parameters::default());
+    h.core.advance_round(4).await;
+    let behind = timeout(3, QC::genesis(), &h.keys[1]);
+    h.core.handle_timeout(behind.clone()).await.expect("stale");
+    assert!(
+        h.core.pacemaker.helped.is_empty(),
+        "not stuck: nothing to help with"
+    );
+
+    h.core.local_timeout_round().await.expect("timeout");
+    h.core.handle_timeout(behind.clone()).await.expect("stale");
+    h.core.handle_timeout(behind).await.expect("stale");
+    let stranger = KeyPair::from_seed(9_999);
+    h.core
+        .handle_timeout(timeout(3, QC::genesis(), &stranger))
+        .await
+        .expect("stale");
+    let helped: Vec<(PublicKey, Round)> = h.core.pacemaker.helped.clone().into_iter().collect();
+    assert_eq!(helped, vec![(h.keys[1].name, 5)]);
+}
+
 /// A chain of consecutive rounds `from..=to` extending `parent` whose block of `mine` is
 /// the one this node proposed (`own`, of that round).
 fn chain_through(h: &Harness, own: &Block, to: Round) -> Vec<Block> {

@@ -34,8 +34,8 @@ pub(super) struct Voting {
 
 impl Voting {
     /// Loads the safety state a durable store kept from before a restart (none on a new
-    /// store); returns it and the round to resume in.
-    pub(super) fn resume(store: &Store) -> Result<(Self, Round), SafetyStateError> {
+    /// store); returns it, the round to resume in, and whether there was one to load.
+    pub(super) fn resume(store: &Store) -> Result<(Self, Round, bool), SafetyStateError> {
         let mut safety_store = SafetyStore::new(store.safety());
         let resumed = safety_store.load()?;
         if let Some(state) = &resumed {
@@ -45,6 +45,7 @@ impl Voting {
                 state.last_voted_round, state.last_proposed_round, state.high_qc.round
             );
         }
+        let restarted = resumed.is_some();
         let resumed = resumed.unwrap_or_default();
         let round = resumed.resume_round();
         let voting = Voting {
@@ -54,7 +55,7 @@ impl Voting {
             high_qc: resumed.high_qc,
             last_vote: None,
         };
-        Ok((voting, round))
+        Ok((voting, round, restarted))
     }
 }
 
