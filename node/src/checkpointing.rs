@@ -1,13 +1,13 @@
 //! The last stage's part in state sync: checkpoint the state after the blocks the policy picks,
-//! and take over a checkpoint consensus adopted from peers (see the hotstuff crate's
-//! `checkpoint.rs`); and its report of each committed batch it is done with, which tells
-//! consensus how far behind the node's execution is (`progress.rs` there).
+//! and take over a checkpoint consensus adopted from peers (see the `checkpoint` crate); and its
+//! report of each committed batch it is done with, which tells consensus how far behind the
+//! node's execution is (`checkpoint::PipelineProgress`).
 
 use batch::CommittedBatch;
 use bytes::Bytes;
+use checkpoint::{Checkpoint, CheckpointPolicy, CheckpointSlot, PipelineProgress, StateSyncLink};
 use config::Round;
 use crypto::Digest;
-use hotstuff::{Checkpoint, CheckpointPolicy, CheckpointSlot, PipelineProgress, StateSyncLink};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use tracing::warn;

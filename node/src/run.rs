@@ -10,12 +10,13 @@ use crate::metrics::{
 use crate::pipeline::{exec_config, Execution, Mode, StageSettings, Vm};
 use crate::profile::Profiler;
 use anyhow::{Context, Result};
+use checkpoint::StateSyncLink;
 use clap::Args;
 use config::read_json;
 use config::{Committee, Parameters};
 use crypto::KeyPair;
 use executor::{FeeCredit, Genesis, Scheme, Workload};
-use hotstuff::{Consensus, MempoolLink, StateSyncLink};
+use hotstuff::{Consensus, MempoolLink};
 use mempool::{Mempool, MempoolMetrics, SampleHooks};
 use network::{EmulationSpec, NetEmulation};
 use plumbing::metered;

@@ -1,12 +1,12 @@
 //! Turns committed blocks into committed batches: the crate's one output.
 
-use super::checkpoint::CheckpointSlot;
 use super::error::FatalError;
 use super::gc::{GcWindow, RecentlyCommitted, Recorded};
 use super::messages::Block;
 use super::metrics::ConsensusMetrics;
-use super::progress::PipelineProgress;
 use batch::{Batch, CommittedBatch};
+use checkpoint::CheckpointSlot;
+use checkpoint::PipelineProgress;
 use config::Round;
 use crypto::Hash;
 use plumbing::metered::MeteredSender;

@@ -19,7 +19,6 @@ mod voting;
 mod tests;
 
 use super::aggregator::Aggregator;
-use super::checkpoint::{Checkpoint, CheckpointSlot};
 use super::commit_proof::DirectCommits;
 use super::committer::ToCommitter;
 use super::error::{ConsensusError, FatalError};
@@ -28,11 +27,12 @@ use super::holders::PeerRounds;
 use super::messages::Block;
 use super::metrics::ConsensusMetrics;
 use super::payload::PayloadWaiter;
-use super::progress::PipelineProgress;
 use super::synchronizer::Synchronizer;
 use super::wire;
 use super::wire::ConsensusMessage;
 use adoption::Adoption;
+use checkpoint::PipelineProgress;
+use checkpoint::{Checkpoint, CheckpointSlot};
 use commit::Committed;
 use config::{Committee, Parameters, Round};
 use crypto::{Digest, Hash, PublicKey, SignatureService};
@@ -145,7 +145,7 @@ pub struct CoreChannels {
     pub peer_rounds: PeerRounds,
     /// Where the core records what made each direct commit (see `commit_proof.rs`).
     pub direct_commits: DirectCommits,
-    /// How far the application is behind (see `progress.rs`).
+    /// How far the application is behind (see `checkpoint::PipelineProgress`).
     pub progress: Arc<PipelineProgress>,
 }
 

@@ -1,10 +1,10 @@
 //! Answers other replicas' requests for blocks they are missing, and for this node's latest
 //! checkpoint (state sync).
 
-use super::checkpoint::CheckpointSlot;
 use super::commit_proof::{CommitProof, DirectCommits};
 use super::wire;
 use super::wire::{CheckpointReply, ConsensusMessage};
+use checkpoint::CheckpointSlot;
 use config::Committee;
 use crypto::{Digest, PublicKey};
 use network::SimpleSender;

@@ -5,11 +5,10 @@
 //! consensus core are started side by side by the node, joined by a [`MempoolLink`].
 //!
 //! It must not know what the batches hold or what the application does with them: batches are
-//! digests to it, and the application's state is bytes it checks against a digest
-//! ([`Checkpoint`]). Framing and authentication belong to `network`, bytes on disk to `store`.
+//! digests to it, and the application's state is bytes it checks against a digest (a
+//! `checkpoint::Checkpoint`). Framing and authentication belong to `network`, bytes on disk to `store`.
 
 mod aggregator;
-pub mod checkpoint;
 pub mod commit_proof;
 mod committer;
 mod core;
@@ -22,7 +21,6 @@ pub mod leader;
 pub mod messages;
 mod metrics;
 mod payload;
-mod progress;
 mod proposer;
 mod safety;
 mod safety_state;
@@ -35,14 +33,13 @@ pub mod wire;
 #[global_allocator]
 static ALLOCATOR: plumbing::test_alloc::Counting = plumbing::test_alloc::Counting;
 
-pub use checkpoint::{Checkpoint, CheckpointPolicy, CheckpointSlot, StateSyncLink};
 pub use error::FatalError;
 pub use messages::{Block, Timeout, Vote, QC, TC};
 pub use metrics::{ConsensusMetrics, ConsensusSnapshot};
-pub use progress::PipelineProgress;
 pub use wire::{CheckpointReply, ConsensusMessage};
 
 use batch::CommittedBatch;
+use checkpoint::StateSyncLink;
 use config::{Committee, Parameters};
 use crypto::{Digest, PublicKey, SecretKey, SignatureService};
 use mempool::ConsensusMempoolMessage;

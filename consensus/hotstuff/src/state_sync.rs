@@ -1,5 +1,5 @@
 //! The core's side of state sync: when to ask peers for a checkpoint, which replies to look at,
-//! and when enough of them agree on one to adopt it (see `checkpoint.rs` for why f+1 matching
+//! and when enough of them agree on one to adopt it (see the `checkpoint` crate for why f+1 matching
 //! reports suffice).
 //!
 //! Members checkpoint the same blocks but not at the same moment, so one request may get

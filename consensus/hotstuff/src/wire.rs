@@ -33,7 +33,7 @@ pub enum ConsensusMessage {
     /// Asks for the block with this digest, to be sent back to the given authority.
     SyncRequest(Digest, PublicKey),
     /// Asks for the latest checkpoint, to be sent back to the given authority (state sync: see
-    /// `checkpoint.rs`).
+    /// the `checkpoint` crate).
     CheckpointRequest(PublicKey),
     Checkpoint(CheckpointReply),
 }

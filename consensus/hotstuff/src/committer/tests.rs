@@ -276,7 +276,7 @@ async fn recovery_batches_after_the_latest_checkpoint_are_kept() {
     let block = |round: Round, i: usize| block(&keys, round, vec![batches[i].digest()]);
     let stored = |i: usize| holds(&running.store, &batches[i]);
     // The application checkpointed after round 1 only: it lags.
-    checkpoints.publish(super::super::checkpoint::Checkpoint::new(
+    checkpoints.publish(checkpoint::Checkpoint::new(
         Digest::default(),
         1,
         bytes::Bytes::new(),
@@ -288,7 +288,7 @@ async fn recovery_batches_after_the_latest_checkpoint_are_kept() {
     assert!(!stored(0), "batches up to the checkpoint go");
     assert!(stored(1) && stored(2) && stored(3), "batches after it stay");
     // Once the application checkpoints past them, they go.
-    checkpoints.publish(super::super::checkpoint::Checkpoint::new(
+    checkpoints.publish(checkpoint::Checkpoint::new(
         Digest::default(),
         10,
         bytes::Bytes::new(),

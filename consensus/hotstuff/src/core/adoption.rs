@@ -2,12 +2,12 @@
 //! chain, adopting one that f+1 members report, and resuming from our own after a restart.
 
 use super::Core;
-use crate::checkpoint::{Checkpoint, CheckpointSlot};
 use crate::committer::ToCommitter;
 use crate::error::ConsensusError;
 use crate::messages::Block;
 use crate::state_sync::{Adopted, StateSync};
 use crate::wire::{CheckpointReply, ConsensusMessage};
+use checkpoint::{Checkpoint, CheckpointSlot};
 use config::{Committee, Parameters, Round};
 use crypto::Hash;
 use mempool::ConsensusMempoolMessage;

@@ -5,9 +5,9 @@ use super::Core;
 use crate::error::ConsensusError;
 use crate::leader::Opening;
 use crate::messages::{Block, TC};
-use crate::progress::PipelineProgress;
 use crate::proposer::PayloadBuffer;
 use crate::wire::ConsensusMessage;
+use checkpoint::PipelineProgress;
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -26,7 +26,7 @@ pub(super) struct Proposals {
     /// When a held-back proposal goes out anyway.
     pub(super) deadline: Pin<Box<Sleep>>,
     /// How far the application is behind: past `max_unexecuted_bytes`, our blocks carry no
-    /// batches (see `progress.rs`).
+    /// batches (see `checkpoint::PipelineProgress`).
     pub(super) progress: Arc<PipelineProgress>,
 }
 

@@ -4,13 +4,12 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
+use checkpoint::{Checkpoint, CheckpointPolicy, StateSyncLink};
 use config::Authority;
 use config::{Committee, Parameters};
 use crypto::{Digest, KeyPair};
 use futures::SinkExt;
-use hotstuff::{
-    Checkpoint, CheckpointPolicy, Consensus, ConsensusHandle, MempoolLink, StateSyncLink,
-};
+use hotstuff::{Consensus, ConsensusHandle, MempoolLink};
 use mempool::{Mempool, MempoolMetrics};
 use network::NetEmulation;
 use plumbing::metered;

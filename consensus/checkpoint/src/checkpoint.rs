@@ -1,7 +1,7 @@
 //! Checkpoints: the application's state right after a committed block, which a node too far
 //! behind adopts instead of the blocks and batches its peers have already deleted (state sync).
 //!
-//! Peers keep committed blocks and batches for a GC window (`GcWindow`). A node that comes back
+//! Peers keep committed blocks and batches for a GC window (hotstuff's `GcWindow`). A node that comes back
 //! after more than that (a crash, a restart on an empty store, a long partition) cannot replay
 //! the chain from genesis any more. As in DiemBFT, it instead takes the state at a recent
 //! committed block from its peers, makes that block its root, and fetches only what follows.
@@ -9,19 +9,16 @@
 //! Consensus does not know what the application's state means; it moves it as bytes and checks
 //! it against a digest. Instead of a ledger info signed by a quorum, a node accepts a checkpoint
 //! once members with f+1 stake reported the same block and the same state digest, each report
-//! carrying a proof that the block committed (`commit_proof.rs`) and answering a request of
+//! carrying a proof that the block committed (hotstuff's `commit_proof.rs`) and answering a request of
 //! ours: at least one of the reporters is honest, so the state is what executing the chain up to
-//! the block gives (see `state_sync.rs`). This needs every honest member to checkpoint at the
+//! the block gives (see hotstuff's `state_sync.rs`). This needs every honest member to checkpoint at the
 //! same blocks, hence [`CheckpointPolicy`]: a rule on the committed sequence alone, not on time.
 
-use super::progress::PipelineProgress;
-use super::wire;
 use bincode::Options;
 use bytes::Bytes;
 use config::Round;
 use crypto::Digest;
 use serde::{Deserialize, Serialize};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use store::{Meta, Store, StoreError, Table};
 use tracing::warn;
@@ -82,6 +79,19 @@ impl CheckpointPolicy {
     }
 }
 
+/// The encoding of a stored checkpoint, that of every consensus value: bincode with fixed-width
+/// integers and no trailing bytes, limited to the size of a consensus message (a checkpoint
+/// reaches peers in one, so a larger one could not be served anyway).
+fn options() -> impl Options {
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .with_limit(MAX_STORED_SIZE)
+        .reject_trailing_bytes()
+}
+
+/// Upper bound on a stored checkpoint's record: hotstuff's `wire::MAX_MESSAGE_SIZE`.
+const MAX_STORED_SIZE: u64 = 4 * 1024 * 1024;
+
 /// Where the latest checkpoint is kept in the store's `meta` column.
 fn meta_key() -> Digest {
     Digest::of(b"hotmove/latest-checkpoint")
@@ -109,7 +119,7 @@ impl CheckpointSlot {
 
     pub fn publish(&self, checkpoint: Checkpoint) {
         if let Some(meta) = &self.meta {
-            match wire::options().serialize(&checkpoint) {
+            match options().serialize(&checkpoint) {
                 Ok(bytes) => {
                     if let Err(e) = meta.write_blocking(meta_key(), Bytes::from(bytes)) {
                         warn!(
@@ -139,7 +149,7 @@ impl CheckpointSlot {
         let Some(bytes) = store.meta().read(&meta_key())? else {
             return Ok(None);
         };
-        match wire::options().deserialize::<Checkpoint>(&bytes) {
+        match options().deserialize::<Checkpoint>(&bytes) {
             Ok(checkpoint) if Digest::of(&checkpoint.state) == checkpoint.digest => {
                 Ok(Some(checkpoint))
             }
@@ -155,33 +165,6 @@ impl CheckpointSlot {
                 Ok(None)
             }
         }
-    }
-}
-
-/// How consensus and the application exchange checkpoints: the application publishes its own in
-/// `checkpoints`; consensus sends one adopted from peers on `restore`, before it outputs any
-/// batch of a block after it. The application must then replace its state with the
-/// checkpoint's and ignore committed batches of rounds up to the checkpoint's (they may still be
-/// on their way from before). The application also reports in `progress` every committed batch
-/// it is done with, so consensus knows how far behind it is.
-#[derive(Clone)]
-pub struct StateSyncLink {
-    pub checkpoints: CheckpointSlot,
-    pub restore: mpsc::Sender<Arc<Checkpoint>>,
-    pub progress: Arc<PipelineProgress>,
-}
-
-impl StateSyncLink {
-    /// A link whose checkpoints are kept in `store`, and the application's end of the restore
-    /// channel.
-    pub fn new(store: &Store) -> (Self, mpsc::Receiver<Arc<Checkpoint>>) {
-        let (restore, rx_restore) = mpsc::channel();
-        let link = StateSyncLink {
-            checkpoints: CheckpointSlot::kept_in(store),
-            restore,
-            progress: Arc::default(),
-        };
-        (link, rx_restore)
     }
 }
 
