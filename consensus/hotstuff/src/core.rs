@@ -249,12 +249,7 @@ impl Core {
             .store(self.pacemaker.round, Ordering::Relaxed);
         match self.start_round().await {
             Ok(()) => {}
-            Err(ConsensusError::Fatal(e)) => {
-                error!("{e}");
-                let _ = self.tx_fatal.send(Some(e));
-                info!("consensus core stopped");
-                return;
-            }
+            Err(ConsensusError::Fatal(e)) => return self.stop(e),
             Err(e) => warn!("starting our first round: {e}"),
         }
         loop {
@@ -303,16 +298,19 @@ impl Core {
             while let Some(block) = self.proposals.own_blocks.pop_front() {
                 match self.process_block(&block).await {
                     Ok(()) => {}
-                    Err(ConsensusError::Fatal(e)) => {
-                        error!("{e}");
-                        let _ = self.tx_fatal.send(Some(e));
-                        info!("consensus core stopped");
-                        return;
-                    }
+                    Err(ConsensusError::Fatal(e)) => return self.stop(e),
                     Err(e) => warn!("own block {:?}: {e}", block),
                 }
             }
         }
+        info!("consensus core stopped");
+    }
+
+    /// Stops the core on `error`, telling whoever watches for it (nobody listening is no reason
+    /// to go on).
+    fn stop(&self, error: FatalError) {
+        error!("{error}");
+        let _ = self.tx_fatal.send(Some(error));
         info!("consensus core stopped");
     }
 
