@@ -1,11 +1,13 @@
 //! Generic plumbing the other crates share: bounded channels that measure how full they get
-//! ([`metered`]), deserializing sequences without trusting the length the input announces
+//! ([`metered`]), channels bounded in bytes as well for messages of varying size
+//! ([`budgeted`]), deserializing sequences without trusting the length the input announces
 //! ([`bounded`]) and the wall clock in milliseconds ([`now_ms`]).
 //!
 //! It must not know consensus, the mempool, the network or the store: what flows through a
 //! channel or is decoded is its caller's business.
 
 pub mod bounded;
+pub mod budgeted;
 pub mod metered;
 #[cfg(feature = "test-alloc")]
 pub mod test_alloc;

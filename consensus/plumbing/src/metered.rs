@@ -14,6 +14,8 @@ pub use tokio::sync::mpsc::error::SendError;
 #[derive(Debug)]
 pub struct ChannelMetrics {
     capacity: u64,
+    /// The channel's bound in bytes; 0 if it has none (see [`crate::budgeted`]).
+    budget_bytes: u64,
     sent: AtomicU64,
     full: AtomicU64,
     blocked_ns: AtomicU64,
@@ -21,9 +23,20 @@ pub struct ChannelMetrics {
     // them (a scrape as well as the METRICS line).
     len_sum: AtomicU64,
     len_samples: AtomicU64,
-    // The largest length since the last interval was taken, and where that interval began.
+    // Bytes queued, sampled at the same sends (budgeted channels only).
+    bytes_sum: AtomicU64,
+    // The largest length and byte count since the last interval was taken, and where that
+    // interval began.
     len_max: AtomicU64,
-    interval_start: Mutex<(u64, u64)>,
+    bytes_max: AtomicU64,
+    interval_start: Mutex<IntervalStart>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct IntervalStart {
+    len_sum: u64,
+    len_samples: u64,
+    bytes_sum: u64,
 }
 
 /// The cumulative counters of a channel.
@@ -37,6 +50,9 @@ pub struct ChannelSnapshot {
     /// the mean queue length over any window.
     pub len_sum: u64,
     pub len_samples: u64,
+    /// The bound in bytes (0: none) and the sum of the bytes queued seen by each send.
+    pub budget_bytes: u64,
+    pub bytes_sum: u64,
 }
 
 /// The queue length over one interval, as the METRICS line reports it.
@@ -44,26 +60,55 @@ pub struct ChannelSnapshot {
 pub struct ChannelInterval {
     pub mean_len: f64,
     pub max_len: u64,
+    /// The same for the bytes queued (0 on a channel without a byte budget).
+    pub mean_bytes: f64,
+    pub max_bytes: u64,
 }
 
 impl ChannelMetrics {
-    fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize, budget_bytes: usize) -> Self {
         ChannelMetrics {
             capacity: capacity as u64,
+            budget_bytes: budget_bytes as u64,
             sent: AtomicU64::new(0),
             full: AtomicU64::new(0),
             blocked_ns: AtomicU64::new(0),
             len_sum: AtomicU64::new(0),
             len_samples: AtomicU64::new(0),
+            bytes_sum: AtomicU64::new(0),
             len_max: AtomicU64::new(0),
-            interval_start: Mutex::new((0, 0)),
+            bytes_max: AtomicU64::new(0),
+            interval_start: Mutex::new(IntervalStart::default()),
         }
     }
 
-    fn record_len(&self, len: u64) {
+    /// What one send saw queued: `len` messages of `bytes` bytes in all.
+    pub(crate) fn record_queued(&self, len: u64, bytes: u64) {
         self.len_sum.fetch_add(len, Ordering::Relaxed);
         self.len_samples.fetch_add(1, Ordering::Relaxed);
         self.len_max.fetch_max(len, Ordering::Relaxed);
+        if bytes > 0 {
+            self.bytes_sum.fetch_add(bytes, Ordering::Relaxed);
+            self.bytes_max.fetch_max(bytes, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn count_sent(&self) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_full(&self) {
+        self.full.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_blocked(&self, since: Instant) {
+        self.blocked_ns
+            .fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// How many sends found the channel full so far (in messages or, if it has one, in bytes).
+    pub fn full(&self) -> u64 {
+        self.full.load(Ordering::Relaxed)
     }
 
     /// Cumulative counters; reading them changes nothing.
@@ -75,28 +120,52 @@ impl ChannelMetrics {
             blocked_ms: self.blocked_ns.load(Ordering::Relaxed) as f64 / 1e6,
             len_sum: self.len_sum.load(Ordering::Relaxed),
             len_samples: self.len_samples.load(Ordering::Relaxed),
+            budget_bytes: self.budget_bytes,
+            bytes_sum: self.bytes_sum.load(Ordering::Relaxed),
         }
     }
 
-    /// Mean and maximum queue length since the previous call, which starts the next interval.
-    /// One reader (the METRICS line) owns the intervals.
+    /// Mean and maximum queue length (and bytes) since the previous call, which starts the next
+    /// interval. One reader (the METRICS line) owns the intervals.
     pub fn take_interval(&self) -> ChannelInterval {
-        let sum = self.len_sum.load(Ordering::Relaxed);
-        let samples = self.len_samples.load(Ordering::Relaxed);
-        let max_len = self.len_max.swap(0, Ordering::Relaxed);
-        let (start_sum, start_samples) = match self.interval_start.lock() {
-            Ok(mut start) => std::mem::replace(&mut *start, (sum, samples)),
-            Err(_) => (sum, samples),
+        let now = IntervalStart {
+            len_sum: self.len_sum.load(Ordering::Relaxed),
+            len_samples: self.len_samples.load(Ordering::Relaxed),
+            bytes_sum: self.bytes_sum.load(Ordering::Relaxed),
         };
-        let samples = samples.saturating_sub(start_samples);
-        ChannelInterval {
-            mean_len: if samples == 0 {
+        let max_len = self.len_max.swap(0, Ordering::Relaxed);
+        let max_bytes = self.bytes_max.swap(0, Ordering::Relaxed);
+        let start = match self.interval_start.lock() {
+            Ok(mut start) => std::mem::replace(&mut *start, now),
+            Err(_) => now,
+        };
+        let samples = now.len_samples.saturating_sub(start.len_samples);
+        let mean = |sum: u64, start: u64| {
+            if samples == 0 {
                 0.0
             } else {
-                sum.saturating_sub(start_sum) as f64 / samples as f64
-            },
+                sum.saturating_sub(start) as f64 / samples as f64
+            }
+        };
+        ChannelInterval {
+            mean_len: mean(now.len_sum, start.len_sum),
             max_len,
+            mean_bytes: mean(now.bytes_sum, start.bytes_sum),
+            max_bytes,
         }
+    }
+}
+
+/// A channel's metrics under the name its process reports them by.
+#[derive(Debug, Clone)]
+pub struct NamedChannel {
+    pub name: &'static str,
+    pub metrics: Arc<ChannelMetrics>,
+}
+
+impl NamedChannel {
+    pub fn new(name: &'static str, metrics: Arc<ChannelMetrics>) -> Self {
+        NamedChannel { name, metrics }
     }
 }
 
@@ -118,7 +187,7 @@ pub type MeteredReceiver<T> = mpsc::Receiver<T>;
 
 pub fn channel<T>(capacity: usize) -> (MeteredSender<T>, MeteredReceiver<T>, Arc<ChannelMetrics>) {
     let (tx, rx) = mpsc::channel(capacity);
-    let metrics = Arc::new(ChannelMetrics::new(capacity));
+    let metrics = Arc::new(ChannelMetrics::new(capacity, 0));
     (
         MeteredSender {
             inner: tx,
@@ -138,15 +207,15 @@ impl<T> MeteredSender<T> {
     /// send. `Ok(None)`: sent. `Ok(Some(item))`: the channel was full (counted); the caller
     /// waits with its own kind of blocking and reports the wait to `finish_blocked`.
     fn try_fast(&self, item: T) -> Result<Option<T>, SendError<T>> {
-        self.metrics.record_len(self.len());
+        self.metrics.record_queued(self.len(), 0);
         match self.inner.try_send(item) {
             Ok(()) => {
-                self.metrics.sent.fetch_add(1, Ordering::Relaxed);
+                self.metrics.count_sent();
                 Ok(None)
             }
             Err(mpsc::error::TrySendError::Closed(item)) => Err(SendError(item)),
             Err(mpsc::error::TrySendError::Full(item)) => {
-                self.metrics.full.fetch_add(1, Ordering::Relaxed);
+                self.metrics.count_full();
                 Ok(Some(item))
             }
         }
@@ -157,11 +226,9 @@ impl<T> MeteredSender<T> {
         start: Instant,
         result: Result<(), SendError<T>>,
     ) -> Result<(), SendError<T>> {
-        self.metrics
-            .blocked_ns
-            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.metrics.add_blocked(start);
         if result.is_ok() {
-            self.metrics.sent.fetch_add(1, Ordering::Relaxed);
+            self.metrics.count_sent();
         }
         result
     }
