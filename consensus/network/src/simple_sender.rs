@@ -5,6 +5,7 @@ use super::handshake::Credentials;
 use super::link::{sleep_until_due, DelayLine, Link};
 use super::transport::{connect, FrameWriter};
 use bytes::Bytes;
+use plumbing::budgeted::{self, BudgetedReceiver, BudgetedSender, Held, TrySendError};
 use rand::seq::SliceRandom;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -12,7 +13,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -20,10 +20,15 @@ use tracing::{debug, warn};
 /// Messages queued per peer by default; more are dropped until the connection catches up.
 pub const DEFAULT_SIMPLE_QUEUE_CAPACITY: usize = 1_000;
 
+/// Bytes queued per peer unless set ([`SimpleSender::with_max_bytes`]), in frames of the
+/// maximum size: room for two of the largest messages.
+const DEFAULT_QUEUE_FRAMES: usize = 2;
+
 /// At most this many queued messages go out in one write.
 const MAX_BURST: usize = 1_024;
 
-/// Best-effort sender: one connection task per peer behind a bounded queue. When the queue is
+/// Best-effort sender: one connection task per peer behind a queue bounded in messages and in
+/// bytes (a message counts until it is written to the socket, or dropped). When the queue is
 /// full or the peer is down the message is dropped (counted, logged at debug level); the
 /// connection is re-opened lazily by the next message. Whatever the peer writes back (acks) is
 /// read and discarded so the peer never blocks on us.
@@ -35,8 +40,10 @@ pub struct SimpleSender {
 }
 
 struct Inner {
-    peers: Mutex<HashMap<SocketAddr, mpsc::Sender<Outgoing>>>,
+    peers: Mutex<HashMap<SocketAddr, BudgetedSender<Outgoing>>>,
     queue_capacity: usize,
+    /// Bytes queued per peer, at least `max_frame_size`.
+    queue_bytes: usize,
     max_frame_size: usize,
     dropped: Arc<AtomicU64>,
     /// Proven on every connection when set (the committee's ports require it).
@@ -76,8 +83,9 @@ impl SimpleSender {
         Self::with_config(DEFAULT_SIMPLE_QUEUE_CAPACITY, DEFAULT_MAX_FRAME_SIZE)
     }
 
-    /// Queues at most `queue_capacity` messages per peer and refuses messages longer than
-    /// `max_frame_size` (the peers' receivers would reject them anyway).
+    /// Queues at most `queue_capacity` messages (and two maximum frames' bytes) per peer and
+    /// refuses messages longer than `max_frame_size` (the peers' receivers would reject them
+    /// anyway).
     pub fn with_config(queue_capacity: usize, max_frame_size: usize) -> Self {
         Self::build(queue_capacity, max_frame_size, None)
     }
@@ -100,6 +108,7 @@ impl SimpleSender {
             inner: Arc::new(Inner {
                 peers: Mutex::new(HashMap::new()),
                 queue_capacity: queue_capacity.max(1),
+                queue_bytes: max_frame_size.saturating_mul(DEFAULT_QUEUE_FRAMES),
                 max_frame_size,
                 dropped: Arc::new(AtomicU64::new(0)),
                 credentials,
@@ -107,9 +116,28 @@ impl SimpleSender {
         }
     }
 
+    /// Queues at most `max_bytes` per peer (never less than one maximum frame), besides the
+    /// count. Set before the first send and before cloning.
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.queue_bytes = max_bytes.max(inner.max_frame_size).max(1);
+        }
+        self
+    }
+
     /// Messages dropped so far (queue full, peer unreachable, connection lost, oversized).
     pub fn dropped(&self) -> u64 {
         self.inner.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Bytes queued for `address` now, being written included.
+    pub fn queued_bytes(&self, address: &SocketAddr) -> usize {
+        self.inner
+            .peers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(address)
+            .map_or(0, BudgetedSender::queued_bytes)
     }
 
     /// Queues `data` for `address`; returns at once.
@@ -124,6 +152,7 @@ impl SimpleSender {
             self.inner.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        let bytes = data.len();
         let message = Outgoing {
             data,
             sent: self.inner.emulated().then(Instant::now),
@@ -136,7 +165,7 @@ impl SimpleSender {
         let queue = peers
             .entry(address)
             .or_insert_with(|| self.spawn_connection(address));
-        let message = match queue.try_send(message) {
+        let message = match queue.try_send(message, bytes) {
             Ok(()) => return,
             Err(TrySendError::Full(_)) => {
                 self.inner.dropped.fetch_add(1, Ordering::Relaxed);
@@ -144,10 +173,16 @@ impl SimpleSender {
                 return;
             }
             // The connection task is gone (it only ends if its runtime shuts down): replace it.
-            Err(TrySendError::Closed(message)) => message,
+            Err(TrySendError::Refused(budgeted::SendError::Closed(message))) => message,
+            // Not for a message within the frame size: the queue holds at least one.
+            Err(TrySendError::Refused(error)) => {
+                self.inner.dropped.fetch_add(1, Ordering::Relaxed);
+                warn!(peer = %address, "dropping message: {error}");
+                return;
+            }
         };
         let queue = self.spawn_connection(address);
-        if queue.try_send(message).is_err() {
+        if queue.try_send(message, bytes).is_err() {
             self.inner.dropped.fetch_add(1, Ordering::Relaxed);
         }
         peers.insert(address, queue);
@@ -171,8 +206,9 @@ impl SimpleSender {
         self.broadcast(addresses, data).await;
     }
 
-    fn spawn_connection(&self, address: SocketAddr) -> mpsc::Sender<Outgoing> {
-        let (queue, messages) = mpsc::channel(self.inner.queue_capacity);
+    fn spawn_connection(&self, address: SocketAddr) -> BudgetedSender<Outgoing> {
+        let (queue, messages, _) =
+            budgeted::channel(self.inner.queue_capacity, self.inner.queue_bytes);
         let peer = PeerConnection {
             address,
             connection: None,
@@ -198,50 +234,56 @@ struct PeerConnection {
 }
 
 impl PeerConnection {
-    async fn run(mut self, mut messages: mpsc::Receiver<Outgoing>) {
+    /// Messages keep their room in the queue's byte budget while they are written: a peer that
+    /// reads slowly holds no more than the budget, in the queue and in the burst together.
+    async fn run(mut self, mut messages: BudgetedReceiver<Outgoing>) {
         let mut burst = Vec::with_capacity(MAX_BURST);
         let mut frames = Vec::with_capacity(MAX_BURST);
-        while messages.recv_many(&mut burst, MAX_BURST).await > 0 {
-            frames.extend(burst.drain(..).map(|message| message.data));
+        while messages.recv_many_held(&mut burst, MAX_BURST).await > 0 {
+            frames.extend(burst.iter().map(|message| message.get().data.clone()));
             self.deliver(&frames).await;
             frames.clear();
+            burst.clear();
         }
     }
 
     /// As `run`, over an emulated link: each message waits in the link's delay queue until it
-    /// may cross (at most `capacity` wait there; beyond, the queue fills and messages are
-    /// dropped as when a real connection stalls). Other peers have their own task: a slow or
-    /// cut link holds no one else.
+    /// may cross, still counted in the queue's budget (at most `capacity` wait there; beyond,
+    /// the queue fills and messages are dropped as when a real connection stalls). Other peers
+    /// have their own task: a slow or cut link holds no one else.
     async fn run_emulated(
         mut self,
-        mut messages: mpsc::Receiver<Outgoing>,
+        mut messages: BudgetedReceiver<Outgoing>,
         link: Arc<Link>,
         capacity: usize,
     ) {
         let mut line = DelayLine::new(link.outgoing);
         let mut state = link.watch();
         let mut burst = Vec::with_capacity(MAX_BURST);
+        let mut due_now: Vec<Held<Outgoing>> = Vec::with_capacity(MAX_BURST);
         let mut frames = Vec::with_capacity(MAX_BURST);
         let mut open = true;
         while open || !line.is_empty() {
             let due = line.next_due(&state.borrow_and_update());
             tokio::select! {
-                received = messages.recv_many(&mut burst, MAX_BURST.min(capacity - line.len())),
+                received = messages.recv_many_held(&mut burst, MAX_BURST.min(capacity - line.len())),
                     if open && line.len() < capacity =>
                 {
                     open = received > 0;
                     for message in burst.drain(..) {
-                        line.push(message.sent.unwrap_or_else(Instant::now), message.data);
+                        line.push(message.get().sent.unwrap_or_else(Instant::now), message);
                     }
                 }
                 () = sleep_until_due(due) => {}
                 // The link (which owns the sender) outlives this task: this never errs.
                 _ = state.changed() => {}
             }
-            line.pop_due(&link.state(), Instant::now(), MAX_BURST, &mut frames);
-            if !frames.is_empty() {
+            line.pop_due(&link.state(), Instant::now(), MAX_BURST, &mut due_now);
+            if !due_now.is_empty() {
+                frames.extend(due_now.iter().map(|message| message.get().data.clone()));
                 self.deliver(&frames).await;
                 frames.clear();
+                due_now.clear();
             }
         }
     }
@@ -311,6 +353,7 @@ mod tests {
     use super::*;
     use crate::receiver::tests::{TestHandler, DEADLINE};
     use crate::Receiver;
+    use futures::StreamExt;
     use std::time::Duration;
     use tokio::net::TcpListener;
     use tokio::time::timeout;
@@ -375,6 +418,59 @@ mod tests {
         .await
         .expect("delivered once the peer is up");
         assert!(sender.dropped() > 0);
+    }
+
+    /// A peer that reads nothing holds at most the queue's byte budget of this sender's memory
+    /// (queued and being written): past it, messages are dropped and counted. Counted in
+    /// messages alone, the queue took its 1,000 messages whatever their size, frames of up to
+    /// 8 MB. Once the peer reads again, what was queued arrives and room is free again.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_peer_that_reads_nothing_holds_at_most_the_byte_budget() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let frame = 64 * 1024;
+        // Two frames of room (the default budget) in a queue of 1,000 messages.
+        let mut sender = SimpleSender::with_config(1_000, frame);
+        let message = |i: u8| Bytes::from(vec![i; frame]);
+        // `send` never waits, so on this one thread the connection task only starts after the
+        // loop: the queue alone decides what is kept.
+        for i in 0..100 {
+            sender.send(address, message(i)).await;
+        }
+        assert_eq!(sender.dropped(), 98, "more than two frames were queued");
+
+        let (socket, _) = timeout(DEADLINE, listener.accept())
+            .await
+            .expect("the sender connects")
+            .expect("accept");
+        let mut frames = tokio_util::codec::FramedRead::new(socket, crate::codec(frame));
+        for i in 0..2 {
+            let got = timeout(DEADLINE, frames.next())
+                .await
+                .expect("in time")
+                .expect("open")
+                .expect("a frame");
+            assert_eq!(got.freeze(), message(i));
+        }
+        // Written, so their room is back: the next two fit again.
+        timeout(DEADLINE, async {
+            while sender.queued_bytes(&address) > 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the room comes back once the frames are written");
+        sender.send(address, message(100)).await;
+        sender.send(address, message(101)).await;
+        assert_eq!(sender.dropped(), 98);
+        for i in 100..102 {
+            let got = timeout(DEADLINE, frames.next())
+                .await
+                .expect("in time")
+                .expect("open")
+                .expect("a frame");
+            assert_eq!(got.freeze(), message(i));
+        }
     }
 
     #[tokio::test]
