@@ -366,6 +366,18 @@ impl Parameters {
         }
         Ok(())
     }
+
+    /// The byte budget of each queue where messages from peers wait, decoded, for the actor
+    /// that handles them (the consensus core's input, the mempool's batch requests), and of a
+    /// best-effort sender's queue to one consensus peer: two of the largest frames (16 MiB by
+    /// default). A message counts as its encoded size. A full queue stops the reader of the
+    /// connection the next message came on (a best-effort sender drops it instead), so what
+    /// waits there is bounded in bytes, not only in `channel_capacity` messages, which with
+    /// frames of up to `max_frame_size` bounded nothing useful. Honest traffic is votes and
+    /// blocks of a few KB: thousands of them fit.
+    pub fn queue_budget_bytes(&self) -> usize {
+        self.max_frame_size.saturating_mul(2)
+    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ use network::{
     DEFAULT_SIMPLE_QUEUE_CAPACITY,
 };
 use pacemaker::Pacemaker;
+use plumbing::budgeted::BudgetedReceiver;
 use proposing::Proposals;
 use pruning::BlockPruning;
 use std::collections::BTreeMap;
@@ -85,7 +86,8 @@ pub struct Core {
 
 /// What the run loop waits on besides its timers.
 struct Inputs {
-    rx_message: mpsc::Receiver<ConsensusMessage>,
+    /// Peers' messages, within a byte budget (see `ConsensusHandler`).
+    rx_message: BudgetedReceiver<ConsensusMessage>,
     /// Blocks whose batches or ancestors arrived (see `PayloadWaiter`, `Synchronizer`).
     rx_loopback: mpsc::Receiver<Block>,
     /// Digests of batches our mempool got a quorum to hold: what our blocks propose.
@@ -127,7 +129,7 @@ impl Broadcaster {
 }
 
 pub struct CoreChannels {
-    pub rx_message: mpsc::Receiver<ConsensusMessage>,
+    pub rx_message: BudgetedReceiver<ConsensusMessage>,
     pub rx_loopback: mpsc::Receiver<Block>,
     pub tx_loopback: mpsc::Sender<Block>,
     pub rx_digests: mpsc::Receiver<Digest>,
@@ -196,7 +198,8 @@ impl Core {
                 DEFAULT_SIMPLE_QUEUE_CAPACITY,
                 parameters.max_frame_size,
                 channels.credentials.clone(),
-            ),
+            )
+            .with_max_bytes(parameters.queue_budget_bytes()),
         );
         let payload = PayloadWaiter::new(
             store.clone(),

@@ -7,11 +7,14 @@ use bytes::Bytes;
 use crypto::PublicKey;
 use futures::SinkExt;
 use network::{HandlerError, MessageHandler, Writer};
+use plumbing::budgeted::{BudgetedSender, SendError};
 use tokio::sync::mpsc;
 
 #[derive(Clone)]
 pub struct ConsensusHandler {
-    pub tx_core: mpsc::Sender<ConsensusMessage>,
+    /// The core's input, bounded in bytes (`Parameters::queue_budget_bytes`): a message waits
+    /// for room there, and meanwhile nothing more is read from its connection.
+    pub tx_core: BudgetedSender<ConsensusMessage>,
     pub tx_helper: mpsc::Sender<HelperRequest>,
     /// The member this connection authenticated as (`None` on an open port, in tests).
     pub peer: Option<PublicKey>,
@@ -21,6 +24,16 @@ impl ConsensusHandler {
     /// Requests are answered at `origin`'s address, and checkpoint reports count for their
     /// author: a member may speak only for itself, or it could aim replies at another member or
     /// report in its name.
+    /// Queues `message` for the core; false once the core is gone.
+    async fn to_core(&self, message: ConsensusMessage, size: usize) -> Result<bool, HandlerError> {
+        match self.tx_core.send(message, size).await {
+            Ok(()) => Ok(true),
+            Err(SendError::Closed(_)) => Ok(false),
+            // Only if the budget were below the frame size the port accepts.
+            Err(e @ SendError::TooLarge { .. }) => Err(HandlerError::Other(e.to_string())),
+        }
+    }
+
     fn check_peer(&self, origin: &PublicKey, what: &str) -> Result<(), HandlerError> {
         if self.peer.is_some_and(|peer| peer != *origin) {
             return Err(HandlerError::Malformed(format!(
@@ -34,6 +47,8 @@ impl ConsensusHandler {
 
 impl MessageHandler for ConsensusHandler {
     async fn dispatch(&self, writer: &mut Writer, message: Bytes) -> Result<(), HandlerError> {
+        // What the decoded message counts for in the core's queue: its encoded size.
+        let size = message.len();
         let message = wire::decode(&message).map_err(|e| HandlerError::Malformed(e.to_string()))?;
         // Acknowledge first: the reliable sender needs one reply per message, in order.
         writer.send(Bytes::from_static(b"Ack")).await?;
@@ -55,12 +70,10 @@ impl MessageHandler for ConsensusHandler {
             ConsensusMessage::Checkpoint(reply) => {
                 // A report counts towards f+1 for its author: only the author may send it.
                 self.check_peer(&reply.author, "checkpoint")?;
-                self.tx_core
-                    .send(ConsensusMessage::Checkpoint(reply))
-                    .await
-                    .is_ok()
+                self.to_core(ConsensusMessage::Checkpoint(reply), size)
+                    .await?
             }
-            message => self.tx_core.send(message).await.is_ok(),
+            message => self.to_core(message, size).await?,
         };
         if delivered {
             Ok(())

@@ -48,7 +48,8 @@ use network::{
     listen_address, NetEmulation, Receiver, ReceiverConfig, SimpleSender,
     DEFAULT_SIMPLE_QUEUE_CAPACITY,
 };
-use plumbing::metered::MeteredSender;
+use plumbing::budgeted;
+use plumbing::metered::{MeteredSender, NamedChannel};
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,6 +64,9 @@ pub struct ConsensusHandle {
     /// see [`FatalError`]). The core has stopped by then and outputs nothing more; the node
     /// binary should wait on `fatal.changed()`, log the error and exit with a non-zero status.
     pub fatal: watch::Receiver<Option<FatalError>>,
+    /// The metrics of its queues bounded in bytes (`core_input`: peers' messages waiting for
+    /// the core).
+    pub queues: Vec<NamedChannel>,
 }
 
 /// The consensus core's ends of the two channels that join it to the mempool; the node, which
@@ -96,7 +100,13 @@ impl Consensus {
     ) -> io::Result<ConsensusHandle> {
         let authority = committee.own_authority(&name)?;
         let capacity = parameters.channel_capacity;
-        let (tx_message, rx_message) = mpsc::channel(capacity);
+        // Peers' messages, decoded, waiting for the core: from votes of a hundred bytes to
+        // checkpoint replies of megabytes, so bounded in bytes too.
+        let (tx_message, rx_message, input_queue) =
+            budgeted::channel(capacity, parameters.queue_budget_bytes());
+        // The others hold messages of a known largest size, so their capacity bounds their
+        // bytes: requests of a digest and a key, and blocks the core has checked (at most
+        // `max_block_digests` digests and committee-sized certificates).
         let (tx_helper, rx_helper) = mpsc::channel(capacity);
         let (tx_loopback, rx_loopback) = mpsc::channel(capacity);
         let (tx_commit, rx_commit) = mpsc::channel(capacity);
@@ -145,7 +155,8 @@ impl Consensus {
                 DEFAULT_SIMPLE_QUEUE_CAPACITY,
                 parameters.max_frame_size,
                 credentials.clone(),
-            ),
+            )
+            .with_max_bytes(parameters.queue_budget_bytes()),
         );
         committer::Committer::spawn(
             store.clone(),
@@ -187,6 +198,7 @@ impl Consensus {
         Ok(ConsensusHandle {
             metrics,
             fatal: rx_fatal,
+            queues: vec![NamedChannel::new("core_input", input_queue)],
         })
     }
 }

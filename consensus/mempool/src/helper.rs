@@ -12,10 +12,10 @@ use super::message::MempoolMessage;
 use config::Committee;
 use crypto::{Digest, PublicKey};
 use network::SimpleSender;
+use plumbing::budgeted::BudgetedReceiver;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 use store::BatchStore;
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, Instant};
 use tracing::{debug, warn};
@@ -83,7 +83,7 @@ pub struct Helper {
     max_request_digests: usize,
     budget: ReplyBudget,
     store: BatchStore,
-    rx_requests: mpsc::Receiver<HelperRequest>,
+    rx_requests: BudgetedReceiver<HelperRequest>,
     /// Best effort: a requestor that misses an answer asks again after its retry delay.
     network: SimpleSender,
     /// Members that asked for something, by key.
@@ -94,7 +94,7 @@ impl Helper {
     pub fn spawn(
         committee: Committee,
         store: BatchStore,
-        rx_requests: mpsc::Receiver<HelperRequest>,
+        rx_requests: BudgetedReceiver<HelperRequest>,
         network: SimpleSender,
         max_request_digests: usize,
     ) -> JoinHandle<()> {
@@ -112,7 +112,7 @@ impl Helper {
     pub fn spawn_with_budget(
         committee: Committee,
         store: BatchStore,
-        rx_requests: mpsc::Receiver<HelperRequest>,
+        rx_requests: BudgetedReceiver<HelperRequest>,
         network: SimpleSender,
         max_request_digests: usize,
         budget: ReplyBudget,
@@ -238,9 +238,25 @@ mod tests {
     use crypto::KeyPair;
     use futures::StreamExt;
     use network::codec;
+    use plumbing::budgeted::{self, BudgetedSender};
     use std::time::Duration;
     use tokio::net::TcpListener;
     use tokio_util::codec::FramedRead;
+
+    /// The helper's input, as the node makes it (room for any request these tests send).
+    fn requests() -> (
+        BudgetedSender<HelperRequest>,
+        BudgetedReceiver<HelperRequest>,
+    ) {
+        let (tx, rx, _) = budgeted::channel(64, 64 << 20);
+        (tx, rx)
+    }
+
+    /// Queues a request, counted as the peer handler counts it: its encoded size.
+    async fn request(tx: &BudgetedSender<HelperRequest>, digests: Vec<Digest>, from: PublicKey) {
+        let size = MempoolMessage::encode_request(&digests, &from).len();
+        tx.send((digests, from), size).await.expect("send");
+    }
 
     /// A request that names one digest many times gets one reply per distinct digest, not a copy
     /// of the batch per repeat (as many as the sender's queue would take).
@@ -268,14 +284,12 @@ mod tests {
             .write(last, Bytes::from_static(b"last batch"))
             .await
             .expect("write");
-        let (tx, rx) = mpsc::channel(8);
+        let (tx, rx) = requests();
         Helper::spawn(committee, store, rx, SimpleSender::new(), 1_024);
-        tx.send((vec![held; 260_000], requestor))
-            .await
-            .expect("send");
+        request(&tx, vec![held; 260_000], requestor).await;
         // Replies go out in order on one connection: once `last` arrives, every reply to the
         // first request has.
-        tx.send((vec![last], requestor)).await.expect("send");
+        request(&tx, vec![last], requestor).await;
         let (socket, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())
             .await
             .expect("connected in time")
@@ -326,16 +340,12 @@ mod tests {
             .await
             .expect("write");
         let store = store.batches();
-        let (tx, rx) = mpsc::channel(8);
+        let (tx, rx) = requests();
         Helper::spawn(committee, store, rx, SimpleSender::new(), 1_024);
 
         // An unknown requestor is ignored; a known one gets the batch it asked for and we hold.
-        tx.send((vec![held], KeyPair::from_seed(2).name))
-            .await
-            .expect("send");
-        tx.send((vec![Digest::of(b"missing"), block, held], requestor))
-            .await
-            .expect("send");
+        request(&tx, vec![held], KeyPair::from_seed(2).name).await;
+        request(&tx, vec![Digest::of(b"missing"), block, held], requestor).await;
         let (socket, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())
             .await
             .expect("connected in time")
@@ -414,14 +424,14 @@ mod tests {
                 .expect("write");
             digests.push(digest);
         }
-        let (tx, rx) = mpsc::channel(64);
+        let (tx, rx) = requests();
         Helper::spawn_with_budget(committee, store, rx, SimpleSender::new(), 1_024, budget);
 
         let start = std::time::Instant::now();
         for _ in 0..20 {
-            tx.send((digests.clone(), flooder)).await.expect("send");
+            request(&tx, digests.clone(), flooder).await;
         }
-        tx.send((vec![digests[0]], honest)).await.expect("send");
+        request(&tx, vec![digests[0]], honest).await;
         let honest_served = tokio::spawn(read_until(honest_listener, BATCH));
         // 1.2 MB for the flooder (of the 1.3 MB its 8 batches, once each, would take from its
         // burst and its queue): the burst, one batch over, then at least 0.6 s of its rate.

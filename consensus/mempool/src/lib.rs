@@ -8,8 +8,10 @@
 //! peers ─► peer_handler ─► store (batches, acked) | helper (requests) ─► requestor
 //! consensus ─► synchronizer ─► batch requests to the author, then to random peers
 //! ```
-//! Actors are tasks connected by bounded channels of `channel_capacity`; batches stay `Bytes`
-//! from the builder to the store and to every peer.
+//! Actors are tasks connected by bounded channels of `channel_capacity`; the queues whose
+//! messages vary in size are bounded in bytes too (the clients' chunks, peers' batch requests,
+//! what waits for each peer). Batches stay `Bytes` from the builder to the store and to every
+//! peer.
 //!
 //! It must not know how consensus orders the batches: consensus asks it for batches and tells it
 //! what it may forget (`ConsensusMempoolMessage`), and what a transaction means is the executor's
@@ -46,6 +48,8 @@ use network::{
     DEFAULT_SIMPLE_QUEUE_CAPACITY,
 };
 use peer_handler::PeerHandler;
+use plumbing::budgeted;
+use plumbing::metered::NamedChannel;
 use quorum_waiter::QuorumWaiter;
 use quota::AuthorQuota;
 use std::io;
@@ -56,7 +60,8 @@ use synchronizer::Synchronizer;
 use tokio::sync::mpsc;
 use tx_receiver::TxReceiver;
 
-/// What the consensus core tells the mempool.
+/// What the consensus core tells the mempool. Digests come from blocks the core has checked, at
+/// most `max_block_digests` per message, so the channel's capacity bounds its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConsensusMempoolMessage {
     /// The core saw a block (author, round) whose payload it lacks: fetch these batches (first
@@ -92,6 +97,12 @@ impl std::fmt::Debug for SampleHooks {
 
 pub struct Mempool;
 
+/// What a running mempool exposes: its queues' metrics (`batch_requests`: peers' batch requests
+/// waiting for the helper, bounded in bytes).
+pub struct MempoolHandle {
+    pub queues: Vec<NamedChannel>,
+}
+
 impl Mempool {
     /// Binds the transactions port and the mempool (peer) port of `name` from the committee,
     /// spawns every actor, returns once both ports are bound. Digests of this node's batches,
@@ -116,12 +127,14 @@ impl Mempool {
         metrics: Arc<MempoolMetrics>,
         samples: Option<SampleHooks>,
         emulation: Option<Arc<NetEmulation>>,
-    ) -> io::Result<()> {
+    ) -> io::Result<MempoolHandle> {
         let authority = committee.own_authority(&name)?;
         let capacity = parameters.channel_capacity;
         let (tx_batch_maker, rx_batch_maker) = mpsc::channel(capacity);
         let (tx_quorum_waiter, rx_quorum_waiter) = mpsc::channel(capacity);
-        let (tx_helper, rx_helper) = mpsc::channel(capacity);
+        // Batch requests vary from one digest to `max_request_digests`: bounded in bytes too.
+        let (tx_helper, rx_helper, helper_queue) =
+            budgeted::channel(capacity, parameters.queue_budget_bytes());
 
         let idle_timeout = Duration::from_millis(parameters.idle_timeout_ms);
         let backlog = Backlog::new(parameters.max_uncommitted_bytes, metrics.clone());
@@ -194,11 +207,15 @@ impl Mempool {
             samples,
             backlog.clone(),
         );
+        // Batch replies and requests, best effort: what waits for one peer is bounded as the
+        // batch maker's unacknowledged batches are; beyond it replies are dropped and asked for
+        // again.
         let network = SimpleSender::authenticated(
             DEFAULT_SIMPLE_QUEUE_CAPACITY,
             parameters.max_frame_size,
             credentials,
-        );
+        )
+        .with_max_bytes(peer_buffer_bytes(&parameters));
         Helper::spawn(
             committee.clone(),
             store.clone(),
@@ -219,7 +236,9 @@ impl Mempool {
             quota,
             backlog,
         );
-        Ok(())
+        Ok(MempoolHandle {
+            queues: vec![NamedChannel::new("batch_requests", helper_queue)],
+        })
     }
 }
 

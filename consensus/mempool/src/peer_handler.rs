@@ -10,9 +10,9 @@ use bytes::Bytes;
 use crypto::PublicKey;
 use futures::SinkExt;
 use network::{HandlerError, MessageHandler, Writer};
+use plumbing::budgeted::{BudgetedSender, SendError};
 use std::sync::Arc;
 use store::BatchStore;
-use tokio::sync::mpsc;
 
 /// The one reply to a batch: the sender's `ReliableSender` only counts reply frames.
 
@@ -20,7 +20,9 @@ use tokio::sync::mpsc;
 pub struct PeerHandler {
     pub store: BatchStore,
     pub metrics: Arc<MempoolMetrics>,
-    pub tx_helper: mpsc::Sender<HelperRequest>,
+    /// Requests wait for the helper within a byte budget; when it is spent this connection is
+    /// not read until the helper takes some.
+    pub tx_helper: BudgetedSender<HelperRequest>,
     /// Requests naming more digests are refused (`Parameters::max_request_digests`).
     pub max_request_digests: usize,
     pub quota: AuthorQuota,
@@ -38,6 +40,7 @@ impl PeerHandler {
 
 impl MessageHandler for PeerHandler {
     async fn dispatch(&self, writer: &mut Writer, message: Bytes) -> Result<(), HandlerError> {
+        let size = message.len();
         match MempoolMessage::decode(message).map_err(|e| self.reject(e.to_string()))? {
             MempoolMessage::Batch(bytes) => {
                 let batch = Batch::parse(bytes).map_err(|e| self.reject(e.to_string()))?;
@@ -92,7 +95,13 @@ impl MessageHandler for PeerHandler {
                         self.author
                     )));
                 }
-                let _ = self.tx_helper.send((digests, requestor)).await;
+                match self.tx_helper.send((digests, requestor), size).await {
+                    // The helper is gone: the node is shutting down.
+                    Ok(()) | Err(SendError::Closed(_)) => {}
+                    Err(e @ SendError::TooLarge { .. }) => {
+                        return Err(HandlerError::Other(format!("batch request: {e}")))
+                    }
+                }
             }
         }
         Ok(())
@@ -113,6 +122,8 @@ mod tests {
     use crypto::{Digest, KeyPair};
     use futures::StreamExt;
     use network::{codec, Receiver, ReliableSender, DEFAULT_MAX_FRAME_SIZE};
+    use plumbing::budgeted::{self, BudgetedReceiver};
+    use plumbing::metered::ChannelMetrics;
     use std::net::SocketAddr;
     use std::sync::atomic::Ordering;
     use std::time::Duration;
@@ -122,13 +133,38 @@ mod tests {
 
     const DEADLINE: Duration = Duration::from_secs(10);
 
+    /// The helper's input as the node makes it: its capacity and two maximum frames.
+    fn helper_queue(
+        budget: usize,
+    ) -> (
+        BudgetedSender<HelperRequest>,
+        BudgetedReceiver<HelperRequest>,
+        Arc<ChannelMetrics>,
+    ) {
+        budgeted::channel(1_000, budget)
+    }
+
     async fn start() -> (
         SocketAddr,
         BatchStore,
         Arc<MempoolMetrics>,
-        mpsc::Receiver<HelperRequest>,
+        BudgetedReceiver<HelperRequest>,
     ) {
-        let (tx_helper, rx_helper) = mpsc::channel(8);
+        let (address, store, metrics, rx_helper, _) =
+            start_with_budget(2 * DEFAULT_MAX_FRAME_SIZE).await;
+        (address, store, metrics, rx_helper)
+    }
+
+    async fn start_with_budget(
+        budget: usize,
+    ) -> (
+        SocketAddr,
+        BatchStore,
+        Arc<MempoolMetrics>,
+        BudgetedReceiver<HelperRequest>,
+        Arc<ChannelMetrics>,
+    ) {
+        let (tx_helper, rx_helper, queue) = helper_queue(budget);
         let handler = PeerHandler {
             store: store::Store::new().batches(),
             metrics: Arc::new(MempoolMetrics::default()),
@@ -145,7 +181,7 @@ mod tests {
         )
         .await
         .expect("bind");
-        (address, store, metrics, rx_helper)
+        (address, store, metrics, rx_helper, queue)
     }
 
     async fn assert_closed(mut stream: TcpStream) {
@@ -243,7 +279,54 @@ mod tests {
             .expect("send");
         assert_closed(client.into_inner()).await;
         assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 1);
-        assert!(rx.try_recv().is_err(), "the request reached the helper");
+        assert!(rx.try_recv().is_none(), "the request reached the helper");
+    }
+
+    /// A member sends batch requests faster than the helper takes them (here it takes none).
+    /// Counted in messages, up to `channel_capacity` (1,000) requests of 32 KB waited; now they
+    /// wait within the queue's byte budget, the connection is not read meanwhile, and once the
+    /// helper takes them every request arrives, in order: back-pressure, nothing dropped.
+    #[tokio::test]
+    async fn byzantine_batch_requests_wait_within_the_helper_budget() {
+        let requestor = KeyPair::from_seed(3).name;
+        let request = move |i: u32| {
+            let digests: Vec<Digest> = (0..1_024u32)
+                .map(|d| Digest::of(&[i.to_le_bytes(), d.to_le_bytes()].concat()))
+                .collect();
+            MempoolMessage::encode_request(&digests, &requestor)
+        };
+        let size = request(0).len();
+        let budget = 3 * size;
+        let (address, _store, _metrics, mut rx, queue) = start_with_budget(budget).await;
+        let stream = TcpStream::connect(address).await.expect("connect");
+        let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
+        let count = 20;
+        let writer = tokio::spawn(async move {
+            for i in 0..count {
+                client.send(request(i)).await.expect("send");
+            }
+            client
+        });
+        // The handler waits for room once three requests are queued.
+        tokio::time::timeout(DEADLINE, async {
+            while queue.full() == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the helper's queue fills");
+        assert_eq!(rx.len(), 3, "requests queued beyond the byte budget");
+        let seen = queue.snapshot();
+        assert_eq!(seen.budget_bytes, budget as u64);
+        for i in 0..count {
+            let (digests, from) = tokio::time::timeout(DEADLINE, rx.recv())
+                .await
+                .expect("in time")
+                .expect("the handler is alive");
+            assert_eq!(from, requestor);
+            assert_eq!(MempoolMessage::encode_request(&digests, &from), request(i));
+        }
+        let _client = writer.await.expect("every request was written");
     }
 
     /// A member may ask for batches for itself only: replies go to the named requestor, so a
@@ -253,7 +336,7 @@ mod tests {
         use network::handshake::{self, Credentials, Gate, Purpose};
         use network::ReceiverConfig;
         let members: Vec<_> = (0..3).map(KeyPair::from_seed).collect();
-        let (tx_helper, mut rx) = mpsc::channel(8);
+        let (tx_helper, mut rx, _) = helper_queue(2 * DEFAULT_MAX_FRAME_SIZE);
         let handler = PeerHandler {
             store: store::Store::new().batches(),
             metrics: Arc::new(MempoolMetrics::default()),
@@ -296,7 +379,7 @@ mod tests {
             } else {
                 assert_closed(client.into_inner()).await;
                 assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 1);
-                assert!(rx.try_recv().is_err());
+                assert!(rx.try_recv().is_none());
             }
         }
     }

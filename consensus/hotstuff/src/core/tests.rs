@@ -7,6 +7,7 @@ use crate::state_sync::StateSync;
 use crate::wire::CheckpointReply;
 use crypto::KeyPair;
 use network::handshake::Purpose;
+use plumbing::budgeted::{self, BudgetedSender};
 use store::Column;
 use tokio::time::Instant;
 
@@ -21,12 +22,18 @@ struct Harness {
     rx_held_by_all: watch::Receiver<Round>,
     progress: Arc<PipelineProgress>,
     rx_mempool: mpsc::Receiver<ConsensusMempoolMessage>,
-    _tx_message: mpsc::Sender<ConsensusMessage>,
+    /// The core's input, as the consensus port's handler feeds it.
+    tx_message: BudgetedSender<ConsensusMessage>,
     _tx_digests: mpsc::Sender<Digest>,
 }
 
 fn harness(parameters: Parameters) -> Harness {
     harness_on(Store::new(), parameters)
+}
+
+/// A harness whose commit channel holds `commit_capacity` blocks.
+fn harness_committing_into(commit_capacity: usize, parameters: Parameters) -> Harness {
+    harness_with(Store::new(), parameters, commit_capacity)
 }
 
 /// A GC window of 10 rounds: a chain of a few dozen blocks leaves it.
@@ -39,11 +46,17 @@ fn short_gc_window() -> Parameters {
 
 /// A harness over `store`: a second one over the same store is the node restarted on it.
 fn harness_on(store: Store, parameters: Parameters) -> Harness {
+    harness_with(store, parameters, 10_000)
+}
+
+fn harness_with(store: Store, parameters: Parameters, commit_capacity: usize) -> Harness {
     let keys = keys(4);
-    let (tx_message, rx_message) = mpsc::channel(1_000);
+    // The core's input as `Consensus::spawn` makes it.
+    let (tx_message, rx_message, _) =
+        budgeted::channel(parameters.channel_capacity, parameters.queue_budget_bytes());
     let (tx_loopback, rx_loopback) = mpsc::channel(1_000);
     let (tx_digests, rx_digests) = mpsc::channel(1_000);
-    let (tx_commit, rx_commit) = mpsc::channel(10_000);
+    let (tx_commit, rx_commit) = mpsc::channel(commit_capacity);
     let (tx_mempool, rx_mempool) = mpsc::channel(10_000);
     let (tx_fatal, rx_fatal) = watch::channel(None);
     let (tx_restore, rx_restore) = std::sync::mpsc::channel();
@@ -83,9 +96,16 @@ fn harness_on(store: Store, parameters: Parameters) -> Harness {
         keys,
         rx_commit,
         rx_mempool,
-        _tx_message: tx_message,
+        tx_message,
         _tx_digests: tx_digests,
     }
+}
+
+/// Queues `message` for the core as the consensus port's handler does: counted as its encoded
+/// size.
+async fn deliver(tx_message: &BudgetedSender<ConsensusMessage>, message: ConsensusMessage) {
+    let size = wire::encode(&message).expect("encode").len();
+    tx_message.send(message, size).await.expect("core listens");
 }
 
 impl Harness {
@@ -256,6 +276,160 @@ async fn byzantine_oversized_proposal_is_rejected_on_receipt() {
     assert!(h.core.handle_proposal(fits).await.is_ok());
 }
 
+/// A member floods the consensus port with large proposals while the core is stalled: blocked
+/// on a full commit channel (its committer waits for an application that takes nothing). Each
+/// proposal is acknowledged as it is read and waits in the core's input queue. Counted in
+/// messages alone, that queue took up to `channel_capacity` of them (1,000 of up to 4 MB); now
+/// it holds at most its byte budget, the port stops reading the connection, and once the core
+/// moves again every proposal still reaches it: back-pressure, nothing dropped.
+#[tokio::test]
+async fn byzantine_large_proposals_wait_within_the_core_input_budget() {
+    use crate::handler::ConsensusHandler;
+    use futures::{SinkExt, StreamExt};
+    use network::{codec, Receiver};
+    use std::sync::atomic::AtomicUsize;
+
+    let parameters = Parameters {
+        max_frame_size: 1 << 20,
+        ..Parameters::default()
+    };
+    let budget = parameters.queue_budget_bytes();
+    let max_frame_size = parameters.max_frame_size;
+    let h = harness_committing_into(1, parameters);
+    let Harness {
+        core,
+        keys,
+        mut rx_commit,
+        tx_message,
+        ..
+    } = h;
+    // The committer is behind: the commit channel is full before anything commits.
+    core.tx_commit
+        .send(ToCommitter::Commit(Block::genesis()))
+        .await
+        .expect("room for one");
+    let (tx_helper, _rx_helper) = mpsc::channel(8);
+    let handler = ConsensusHandler {
+        tx_core: tx_message.clone(),
+        tx_helper,
+        peer: None,
+    };
+    let (address, _port) = Receiver::spawn(
+        "127.0.0.1:0".parse().expect("address"),
+        max_frame_size,
+        handler,
+    )
+    .await
+    .expect("bind");
+    let metrics = core.metrics.clone();
+    let committee = core.committee.clone();
+    let leader = |round: Round| {
+        keys.iter()
+            .find(|k| k.name == committee.leader(round))
+            .expect("a member leads")
+            .clone()
+    };
+    let _core = tokio::spawn(core.run());
+
+    // A chain of three rounds commits round 1: the core blocks handing it to the committer.
+    let stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    let (mut sink, mut acks) =
+        tokio_util::codec::Framed::new(stream, codec(max_frame_size)).split();
+    let mut parent: Option<Block> = None;
+    for round in 1..=3 {
+        let qc = match &parent {
+            None => QC::genesis(),
+            Some(p) => qc(p.digest(), p.round, &keys[..3]),
+        };
+        let block = signed_block(qc, None, round, vec![], &leader(round));
+        let frame = wire::encode(&ConsensusMessage::Propose(block.clone())).expect("encode");
+        sink.send(frame).await.expect("send");
+        parent = Some(block);
+    }
+    for _ in 0..3 {
+        acks.next().await.expect("open").expect("ack");
+    }
+    let deadline = Duration::from_secs(20);
+    tokio::time::timeout(deadline, async {
+        while metrics.committed_blocks.load(Ordering::Relaxed) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("round 1 commits");
+
+    // Now the flood: proposals of 18,000 digests, 576 KB each, far more than the budget holds.
+    let count = 40;
+    let flood: Vec<bytes::Bytes> = (0..count)
+        .map(|i| {
+            let block = Block {
+                round: 100 + i as Round,
+                payload: (0..18_000u32)
+                    .map(|d| Digest::of(&d.to_le_bytes()))
+                    .collect(),
+                ..Block::default()
+            };
+            wire::encode(&ConsensusMessage::Propose(block)).expect("encode")
+        })
+        .collect();
+    let size = flood[0].len();
+    let input = tx_message.metrics().clone();
+    let acked = Arc::new(AtomicUsize::new(0));
+    let _writer = tokio::spawn(async move {
+        for frame in flood {
+            if sink.send(frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    let _reader = tokio::spawn({
+        let acked = acked.clone();
+        async move {
+            while let Some(Ok(_)) = acks.next().await {
+                acked.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    // Until the port stops reading (the handler waits for room in the core's input, its last
+    // proposal acknowledged), or it took them all.
+    tokio::time::timeout(deadline, async {
+        loop {
+            let taken = acked.load(Ordering::Relaxed);
+            if taken == count || (input.full() > 0 && taken > tx_message.len()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the port takes every proposal or stops reading");
+    let taken = acked.load(Ordering::Relaxed);
+    assert!(
+        taken <= budget / size + 1,
+        "{taken} proposals of {size} bytes taken while the core was stalled; budget {budget}"
+    );
+    assert!(tx_message.queued_bytes() <= budget);
+    assert_eq!(
+        tx_message.len(),
+        taken - 1,
+        "one waits in the handler for room"
+    );
+
+    // The committer takes a block: the core moves on, and takes every proposal in turn (and
+    // rejects it: too many digests). The port read them all, none was dropped.
+    let _ = rx_commit.recv().await;
+    tokio::time::timeout(deadline, async {
+        while acked.load(Ordering::Relaxed) < count || !tx_message.is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("every proposal reaches the core once it moves");
+    assert_eq!(input.snapshot().sent, 3 + count as u64);
+}
+
 /// A core with a GC window of 10 rounds and `gc_retention_ms`, fed a chain of 100 blocks
 /// (rounds 1 to 100, so 98 commits).
 async fn committed_chain(gc_retention_ms: u64) -> (Harness, Vec<Block>) {
@@ -324,14 +498,10 @@ async fn byzantine_quorum_fork_halts_the_node() {
     // The run loop stops on it and publishes it for the node binary to exit on.
     let chain = h.chain(None, 4, 6);
     let fork = h.block(Some(&chain[2]), 7, vec![]);
-    let (tx_message, rx_message) = mpsc::channel(10);
-    h.core.inputs.rx_message = rx_message;
+    let tx_message = h.tx_message.clone();
     let mut fatal = h.rx_fatal.clone();
     let core = tokio::spawn(h.core.run());
-    tx_message
-        .send(ConsensusMessage::Propose(fork))
-        .await
-        .expect("core listens");
+    deliver(&tx_message, ConsensusMessage::Propose(fork)).await;
     tokio::time::timeout(Duration::from_secs(5), fatal.wait_for(Option::is_some))
         .await
         .expect("fatal error published")
