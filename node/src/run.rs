@@ -5,7 +5,7 @@
 use crate::checkpointing::Checkpointing;
 use crate::metrics::cpu::CONSENSUS_THREADS;
 use crate::metrics::{
-    serve_prometheus, ConsensusSource, ProcessSource, Registry, SampleEvent, SampleLog,
+    serve_prometheus, ConsensusSource, ProcessSource, QueueSource, Registry, SampleEvent, SampleLog,
 };
 use crate::pipeline::{exec_config, Execution, Mode, StageSettings, Vm};
 use crate::profile::Profiler;
@@ -221,7 +221,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 report: Arc::new(move |id, event, t_ms| log.push(SampleEvent { id, event, t_ms })),
             }
         });
-    Mempool::spawn(
+    let mempool_handle = Mempool::spawn(
         name,
         keys.secret.clone(),
         committee.clone(),
@@ -262,6 +262,9 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         consensus: consensus.metrics,
         mempool,
     });
+    for queue in consensus.queues.into_iter().chain(mempool_handle.queues) {
+        registry.add(QueueSource(queue));
+    }
     registry.add(samples.clone());
     args.mode
         .pipeline()
