@@ -7,7 +7,7 @@ use crate::metrics::{now_ms, ClientMetrics, SampleSent};
 use crate::Cli;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
-use node::metrics::{serve_prometheus, ProcessSource, Registry};
+use stages::metrics::{serve_prometheus, ProcessSource, Registry};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

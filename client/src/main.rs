@@ -11,7 +11,7 @@ mod signed;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use executor::{Dest, FeeCredit, Scheme, Workload};
-use node::{Mode, PayloadKind, Vm};
+use stages::{Mode, PayloadKind, Vm};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

@@ -1,13 +1,13 @@
 //! The client's metrics: cumulative counters and the sample send times of the interval, a
 //! [`Source`] of the registry that writes the METRICS line (and serves Prometheus).
 
-use node::metrics::{Snapshot, Source};
 use serde::Serialize;
 use serde_json::json;
+use stages::metrics::{Snapshot, Source};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-pub use node::metrics::now_ms;
+pub use stages::metrics::now_ms;
 
 #[derive(Serialize, Clone, Debug)]
 pub struct SampleSent {

@@ -1,10 +1,10 @@
 //! `client --mode movevm`: the Move executor alone, as in the paper, run by the node's own
-//! decoder and executor stages behind a generator (see `node::standalone`).
+//! decoder and executor stages behind a generator (see `stages::standalone`).
 
 use crate::Cli;
 use anyhow::{Context, Result};
-use node::pipeline::exec_config;
-use node::standalone::{run_movevm, StandaloneSettings};
+use stages::pipeline::exec_config;
+use stages::standalone::{run_movevm, StandaloneSettings};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,8 +3,8 @@
 //! transactions for both.
 //!
 //! Every mode that executes (`hotcrypto`, `hotmove`, `movevm`) goes through [`Ledger`]; the
-//! stages that drive it (decoding, verification, execution) live in the `node` crate, which the
-//! standalone `movevm` run shares.
+//! stages that drive it (decoding, verification, execution) live in the `stages` crate
+//! (`node/stages`), which the replica and the standalone `movevm` run share.
 
 mod adapter;
 mod bare;

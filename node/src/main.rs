@@ -1,11 +1,19 @@
 //! The HotMove replica: `node keys`, `node genesis`, `node run`, `node describe`.
+//!
+//! The replica is the one place that knows both halves: `run` starts the mempool and HotStuff
+//! and wires their committed batches to the stages of the `stages` crate (with the state-sync
+//! link of `checkpoint` between them); `consensus_source` adds consensus's counters to the
+//! METRICS line. Everything below consensus is `stages`', which the client links too.
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use crypto::KeyPair;
-use node::pipeline::Mode;
-use node::run::{NodeConfig, RunArgs};
+use run::{NodeConfig, RunArgs};
+use stages::pipeline::Mode;
 use std::path::PathBuf;
+
+mod consensus_source;
+mod run;
 
 /// mimalloc instead of glibc malloc: the Move VM allocates and frees several small objects per
 /// transaction (values, frames, change sets), and glibc's allocator took about 12 % of a Move
@@ -94,7 +102,7 @@ fn run_cli() -> Result<()> {
                 .with_context(|| format!("writing {}", filename.display()))?;
             Ok(())
         }
-        Command::Run(args) => node::run::run(NodeConfig::load(args)?),
+        Command::Run(args) => run::run(NodeConfig::load(args)?),
         Command::Describe { mode } => {
             println!("{}", serde_json::to_string_pretty(&mode.describe())?);
             Ok(())

@@ -2,13 +2,7 @@
 //! side by side, the stages its mode keeps below them, the METRICS line and the optional
 //! Prometheus endpoint, and ends the process on SIGINT/SIGTERM after a final line.
 
-use crate::checkpointing::Checkpointing;
-use crate::metrics::cpu::CONSENSUS_THREADS;
-use crate::metrics::{
-    serve_prometheus, ConsensusSource, ProcessSource, QueueSource, Registry, SampleEvent, SampleLog,
-};
-use crate::pipeline::{exec_config, Execution, Mode, StageSettings, Vm};
-use crate::profile::Profiler;
+use crate::consensus_source::ConsensusSource;
 use anyhow::{Context, Result};
 use checkpoint::StateSyncLink;
 use clap::Args;
@@ -20,6 +14,13 @@ use hotstuff::{Consensus, MempoolLink};
 use mempool::{Mempool, MempoolMetrics, SampleHooks};
 use network::{EmulationSpec, NetEmulation};
 use plumbing::metered;
+use stages::checkpointing::Checkpointing;
+use stages::metrics::cpu::CONSENSUS_THREADS;
+use stages::metrics::{
+    serve_prometheus, ProcessSource, QueueSource, Registry, SampleEvent, SampleLog,
+};
+use stages::pipeline::{exec_config, Execution, Mode, StageSettings, Vm};
+use stages::profile::Profiler;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

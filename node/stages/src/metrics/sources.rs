@@ -1,14 +1,12 @@
-//! The sources every node has: consensus and mempool counters, the metered channels between
-//! stages, the queues where peers' messages wait, and the sample transactions seen this interval.
+//! The sources every pipeline has: the metered channels between stages, the queues where peers'
+//! messages wait, and the sample transactions seen this interval. (A replica's consensus and
+//! mempool counters are the `node` binary's source: the stages know no consensus.)
 
 use super::snapshot::Scope;
 use super::{Snapshot, Source};
-use hotstuff::ConsensusMetrics;
-use mempool::MempoolMetrics;
 use plumbing::metered::{ChannelMetrics, NamedChannel};
 use serde::Serialize;
 use serde_json::json;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A metered channel between two stages, named `producer->consumer`.
@@ -62,64 +60,6 @@ fn channel_fields(mut scope: Scope<'_>, metrics: &ChannelMetrics) {
             scope
                 .json("mean_bytes", json!(interval.mean_bytes))
                 .json("max_bytes", json!(interval.max_bytes));
-        }
-    }
-}
-
-/// HotStuff's and the mempool's counters, and the seal-to-commit latencies of the interval.
-pub struct ConsensusSource {
-    pub consensus: Arc<ConsensusMetrics>,
-    pub mempool: Arc<MempoolMetrics>,
-}
-
-impl Source for ConsensusSource {
-    fn collect(&self, snapshot: &mut Snapshot) {
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
-        let state = self.consensus.snapshot();
-        let mempool = &self.mempool;
-        snapshot
-            .section("consensus")
-            .gauge("round", state.round as f64)
-            .counter("committed_blocks", state.committed_blocks as f64)
-            .counter("committed_batches", state.committed_batches as f64)
-            .counter("committed_txs", state.committed_txs as f64)
-            .counter("committed_bytes", state.committed_bytes as f64)
-            .counter("timeouts", state.timeouts as f64)
-            .counter("withheld_proposals", state.withheld_proposals as f64)
-            .counter("checkpoints_adopted", state.checkpoints_adopted as f64)
-            .gauge("checkpoint_round", state.checkpoint_round as f64)
-            .counter("received_txs", load(&mempool.received_txs))
-            .counter("sealed_batches", load(&mempool.sealed_batches))
-            .counter("sealed_txs", load(&mempool.sealed_txs))
-            .counter("sealed_bytes", load(&mempool.sealed_bytes))
-            .counter("received_batches", load(&mempool.received_batches))
-            .counter("rejected_frames", load(&mempool.rejected_frames))
-            .counter("refused_batches", load(&mempool.refused_batches))
-            .counter("backpressure_pauses", load(&mempool.backpressure_pauses))
-            .counter("backpressure_ms", load(&mempool.backpressure_ms))
-            .gauge("uncommitted_bytes", load(&mempool.uncommitted_bytes))
-            .counts(
-                "timed_out_leaders",
-                "leader",
-                state
-                    .timed_out_leaders
-                    .iter()
-                    .map(|(leader, count)| (leader.clone(), *count as f64))
-                    .collect(),
-            );
-        if let Some(leader) = &state.leader {
-            snapshot.section("consensus").text("leader", leader.clone());
-        }
-        if snapshot.takes_interval() {
-            snapshot.top().json(
-                "batch_latencies_ms",
-                json!(self.consensus.drain_batch_latencies()),
-            );
-            if let Some(t_ms) = self.consensus.take_first_commit() {
-                snapshot
-                    .section("consensus")
-                    .json("first_commit_ms", json!(t_ms));
-            }
         }
     }
 }

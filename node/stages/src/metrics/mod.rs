@@ -14,7 +14,7 @@ mod sources;
 pub use self::prometheus::{render as render_prometheus, serve as serve_prometheus, EndpointError};
 pub use cpu::ProcessSource;
 pub use snapshot::{Entry, Group, Scope, Snapshot, Value};
-pub use sources::{ChannelSource, ConsensusSource, QueueSource, SampleEvent, SampleLog};
+pub use sources::{ChannelSource, QueueSource, SampleEvent, SampleLog};
 
 pub use plumbing::now_ms;
 use serde_json::{json, Value as Json};

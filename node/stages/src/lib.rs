@@ -1,20 +1,24 @@
-//! A HotMove replica and the parts the standalone `movevm` run shares with it.
+//! The stages behind ordering, and what runs them: everything a replica (`node`) and the client's
+//! standalone `movevm` share. A replica feeds them committed batches from consensus; `movevm`
+//! feeds them from a generator, with no consensus at all.
 //!
-//! - [`pipeline`]: what each mode runs, and the wiring of the stages below consensus;
+//! - [`pipeline`]: what each mode runs, and the wiring of the stages;
 //! - [`stage`]: the stage trait and the one runner every stage runs in;
 //! - [`verifier`], [`execution`]: the two stages;
 //! - [`checkpointing`]: the last stage's part in state sync (checkpoints and restores);
 //! - [`metrics`]: the registry behind the `METRICS` line and the Prometheus endpoint;
 //! - [`profile`]: `--profile`, a sampling profiler over the whole process;
-//! - [`run`]: `node run`, the composition root of a replica;
 //! - [`standalone`]: `movevm`, the same decoder and executor stages fed by a generator.
+//!
+//! It must not know how batches are ordered: what it takes from consensus is the committed batch
+//! (`batch`) and what it hands back is checkpoints and progress (`checkpoint`); no HotStuff, no
+//! mempool, no network. The replica that wires consensus to these stages is the `node` binary.
 
 pub mod checkpointing;
 pub mod execution;
 pub mod metrics;
 pub mod pipeline;
 pub mod profile;
-pub mod run;
 pub mod stage;
 pub mod standalone;
 pub mod verifier;
