@@ -21,7 +21,7 @@ pub mod leader;
 pub mod messages;
 mod metrics;
 mod payload;
-mod proposer;
+mod payload_buffer;
 mod safety;
 mod safety_state;
 mod state_sync;

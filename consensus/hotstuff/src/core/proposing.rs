@@ -5,7 +5,7 @@ use super::Core;
 use crate::error::ConsensusError;
 use crate::leader::Opening;
 use crate::messages::{Block, TC};
-use crate::proposer::PayloadBuffer;
+use crate::payload_buffer::PayloadBuffer;
 use crate::wire::ConsensusMessage;
 use checkpoint::PipelineProgress;
 use std::collections::VecDeque;
