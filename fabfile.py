@@ -181,6 +181,7 @@ def local(
     build: bool = True,
     logs: str = "logs",
     results: str = "results",
+    work: str = ".bench",
     binaries: str = "",
 ) -> None:
     """Run a benchmark on this machine: nodes and clients as local processes."""
@@ -222,6 +223,7 @@ def local(
             base_port=positive_int(base_port or DEFAULT_BASE_PORT, "base_port"),
             logs_dir=ROOT / logs,
             results_dir=ROOT / results,
+            work_dir=ROOT / work,
             binaries=ROOT / binaries if binaries else None,
             prometheus_port=optional_int(prometheus_port, "prometheus_port"),
             profile=profile,
@@ -521,6 +523,7 @@ def experiment(
     build: bool = True,
     logs: str = "logs",
     results: str = "results",
+    work: str = ".bench",
     binaries: str = "",
     base_port: str | None = None,
 ) -> None:
@@ -541,6 +544,7 @@ def experiment(
             output=ROOT / (output or default),
             logs_dir=ROOT / logs,
             results_dir=ROOT / results,
+            work_dir=ROOT / work,
             out=sys.stdout,
             binaries=ROOT / binaries if binaries else None,
             build=build,

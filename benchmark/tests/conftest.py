@@ -13,6 +13,7 @@ import pytest
 from benchmark.analysis.pipeline import Pipeline, save
 from benchmark.runners.local import build
 
+from .checkout import left_behind, tree_state
 from .sshhosts import SshHosts, skip_reason, ssh_hosts
 
 TESTS = Path(__file__).resolve().parent
@@ -31,6 +32,18 @@ def describe_into(log_dir: Path, mode: str) -> Path:
     """Put the mode's description beside fake logs, as a runner does."""
     log_dir.mkdir(parents=True, exist_ok=True)
     return save(described(mode), log_dir)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def checkout_left_as_found() -> Iterator[None]:
+    """Fails the run (an error at the last test's teardown) if its tests left files in the
+    checkout, or changed tracked ones: they belong under pytest's temporary directories."""
+    before = tree_state(REPO_ROOT)
+    yield
+    left = left_behind(before, tree_state(REPO_ROOT))
+    if left:
+        shown = "\n  ".join(left[:20]) + ("\n  ..." if len(left) > 20 else "")
+        pytest.fail(f"the tests left {len(left)} entries in the checkout:\n  {shown}", False)
 
 
 @pytest.fixture(scope="session")

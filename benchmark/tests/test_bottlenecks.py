@@ -31,6 +31,7 @@ def fab_local(binaries: Path, tmp_path: Path, *flags: str) -> dict[str, Any]:
         sys.executable, "-m", "fabric", "local", *flags, DURATION, "--no-build",
         f"--binaries={binaries}", f"--base-port={free_port(COMMITTEE_PORTS)}",
         f"--logs={tmp_path / 'logs'}", f"--results={tmp_path / 'results'}",
+        f"--work={tmp_path / 'work'}",
     ]  # fmt: skip
     result = subprocess.run(
         command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240, check=False

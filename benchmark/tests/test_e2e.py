@@ -120,7 +120,7 @@ def test_fab_local(run: str, tmp_path: Path) -> None:
     command = [
         sys.executable, "-m", "fabric", "local", f"--mode={mode}", *RUNS[run], "--no-build",
         f"--base-port={free_port(COMMITTEE_PORTS)}", f"--logs={tmp_path / 'logs'}",
-        f"--results={tmp_path / 'results'}",
+        f"--results={tmp_path / 'results'}", f"--work={tmp_path / 'work'}",
     ]  # fmt: skip
     result = subprocess.run(
         command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=180, check=False

@@ -224,7 +224,8 @@ def test_each_quick_experiment_writes_its_page(
     command = [
         sys.executable, "-m", "fabric", "experiment", f"--name={name}", "--quick", "--no-build",
         f"--output={tmp_path / 'pages'}", f"--logs={tmp_path / 'logs'}",
-        f"--results={tmp_path / 'results'}", f"--binaries={release_binaries}",
+        f"--results={tmp_path / 'results'}", f"--work={tmp_path / 'work'}",
+        f"--binaries={release_binaries}",
         f"--base-port={free_port(COMMITTEE_PORTS)}",
     ]  # fmt: skip
     result = subprocess.run(

@@ -199,7 +199,7 @@ def served(release_binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         base_port=base_port,
         binaries=release_binaries,
         logs_dir=tmp_path_factory.mktemp("logs"),
-        results_dir=None,
+        results_dir=tmp_path_factory.mktemp("results"),
         work_dir=tmp_path_factory.mktemp("work"),
         prometheus_port=base_port + COMMITTEE_PORTS,
         out=StringIO(),
