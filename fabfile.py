@@ -14,6 +14,8 @@ fab info | fab stop | fab start | fab kill | fab logs | fab destroy
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -88,6 +90,9 @@ BENCH_FLAGS = {
     " (the fee account as a hotspot)",
 }
 
+# The bench flags that are switches (`--store`): False unless given, and then no value.
+BENCH_SWITCHES = ("no_instrumentation", "store")
+
 # The fault schedule (benchmark/faults/schedule.py); not bench parameters: no sweep, no default.
 FAULT_FLAGS = {
     "crash": "NODE@T or NODE@T:RESTART_T: SIGKILL node NODE T s after the clients start"
@@ -108,6 +113,32 @@ ANALYSIS_FLAGS = {
 
 def _bench_help(defaults: Mapping[str, Any] | None = None) -> dict[str, str]:
     return {flag: f"{text}; {default_text(flag, defaults)}" for flag, text in BENCH_FLAGS.items()}
+
+
+def _with_bench_flags(body: Callable[..., None]) -> Callable[..., None]:
+    """`body(c, bench, ...)` as a task that takes every flag of BENCH_FLAGS beside its own: invoke
+    reads a task's flags from its signature, so `local` and `remote` get theirs built here from
+    the one list instead of each spelling them out. `bench` receives them by name, as
+    `flags.sweep_from_flags` takes them: None where not given, a switch True or None."""
+    context, _bench, *own = inspect.signature(body).parameters.values()
+    flags = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=False if name in BENCH_SWITCHES else None,
+            annotation=bool if name in BENCH_SWITCHES else str | None,
+        )
+        for name in BENCH_FLAGS
+    ]
+
+    @functools.wraps(body)
+    def task_body(c: Context, **given: Any) -> None:  # noqa: ANN401 - the flags' values
+        bench = {name: given.pop(name, None) or None for name in BENCH_SWITCHES}
+        bench.update({name: given.pop(name, None) for name in BENCH_FLAGS if name not in bench})
+        body(c, bench, **given)
+
+    task_body.__signature__ = inspect.Signature([context, *flags, *own])  # type: ignore[attr-defined]
+    return task_body
 
 
 def _guard(action: Callable[[], T]) -> T:
@@ -140,36 +171,11 @@ def _guard(action: Callable[[], T]) -> T:
         " default they are deleted once the run is summarised)",
     },
 )
+@_with_bench_flags
 def local(
     c: Context,
-    mode: str | None = None,
-    nodes: str | None = None,
-    rate: str | None = None,
-    faults: str | None = None,
-    tx_size: str | None = None,
-    duration: str | None = None,
-    batch_size: str | None = None,
-    batch_delay: str | None = None,
-    leader: str | None = None,
-    verifier_threads: str | None = None,
-    channel_capacity: str | None = None,
-    executor_delay_us: str | None = None,
-    no_instrumentation: bool = False,
-    accounts: str | None = None,
-    runs: str | None = None,
-    invalid_share: str | None = None,
-    store: bool = False,
+    bench: dict[str, object | None],
     keep_stores: bool = False,
-    delay: str | None = None,
-    delay_matrix: str | None = None,
-    vm: str | None = None,
-    payload: str | None = None,
-    workload: str | None = None,
-    workload_arg: str | None = None,
-    dest: str | None = None,
-    exec: str | None = None,
-    exec_threads: str | None = None,
-    fees: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
     partition: list[str] | None = None,
@@ -187,37 +193,7 @@ def local(
     """Run a benchmark on this machine: nodes and clients as local processes."""
 
     def action() -> None:
-        points = sweep_from_flags(
-            {
-                "mode": mode,
-                "nodes": nodes,
-                "rate": rate,
-                "faults": faults,
-                "tx_size": tx_size,
-                "duration": duration,
-                "batch_size": batch_size,
-                "batch_delay": batch_delay,
-                "leader": leader,
-                "verifier_threads": verifier_threads,
-                "channel_capacity": channel_capacity,
-                "executor_delay_us": executor_delay_us,
-                "no_instrumentation": no_instrumentation or None,
-                "accounts": accounts,
-                "runs": runs,
-                "invalid_share": invalid_share,
-                "store": store or None,
-                "delay": delay,
-                "delay_matrix": delay_matrix,
-                "vm": vm,
-                "payload": payload,
-                "workload": workload,
-                "workload_arg": workload_arg,
-                "dest": dest,
-                "exec": exec,
-                "exec_threads": exec_threads,
-                "fees": fees,
-            }
-        )
+        points = sweep_from_flags(bench)
         runner = LocalBench(
             repo_root=ROOT,
             base_port=positive_int(base_port or DEFAULT_BASE_PORT, "base_port"),
@@ -349,36 +325,11 @@ def install(c: Context, skip_toolchain: bool = False, settings: str = "settings.
         "build": "build locally first (keys, genesis)",
     },
 )
+@_with_bench_flags
 def remote(
     c: Context,
-    mode: str | None = None,
-    nodes: str | None = None,
-    rate: str | None = None,
+    bench: dict[str, object | None],
     rates: str | None = None,
-    faults: str | None = None,
-    tx_size: str | None = None,
-    duration: str | None = None,
-    batch_size: str | None = None,
-    batch_delay: str | None = None,
-    leader: str | None = None,
-    verifier_threads: str | None = None,
-    channel_capacity: str | None = None,
-    executor_delay_us: str | None = None,
-    no_instrumentation: bool = False,
-    accounts: str | None = None,
-    runs: str | None = None,
-    invalid_share: str | None = None,
-    store: bool = False,
-    delay: str | None = None,
-    delay_matrix: str | None = None,
-    vm: str | None = None,
-    payload: str | None = None,
-    workload: str | None = None,
-    workload_arg: str | None = None,
-    dest: str | None = None,
-    exec: str | None = None,
-    exec_threads: str | None = None,
-    fees: str | None = None,
     prometheus_port: str | None = None,
     crash: list[str] | None = None,
     kill_leader_every: str | None = None,
@@ -392,38 +343,8 @@ def remote(
     """Run benchmarks on the instances for every committee size and rate, `runs` times each."""
 
     def action() -> None:
-        points = sweep_from_flags(
-            {
-                "mode": mode,
-                "nodes": nodes,
-                "rate": either(rate, rates, "rate", "rates"),
-                "faults": faults,
-                "tx_size": tx_size,
-                "duration": duration,
-                "batch_size": batch_size,
-                "batch_delay": batch_delay,
-                "leader": leader,
-                "verifier_threads": verifier_threads,
-                "channel_capacity": channel_capacity,
-                "executor_delay_us": executor_delay_us,
-                "no_instrumentation": no_instrumentation or None,
-                "accounts": accounts,
-                "runs": runs,
-                "invalid_share": invalid_share,
-                "store": store or None,
-                "delay": delay,
-                "delay_matrix": delay_matrix,
-                "vm": vm,
-                "payload": payload,
-                "workload": workload,
-                "workload_arg": workload_arg,
-                "dest": dest,
-                "exec": exec,
-                "exec_threads": exec_threads,
-                "fees": fees,
-            },
-            REMOTE_DEFAULTS,
-        )
+        flags = {**bench, "rate": either(bench["rate"], rates, "rate", "rates")}
+        points = sweep_from_flags(flags, REMOTE_DEFAULTS)
         if points[0].mode not in NODE_MODES:
             raise ConfigError(
                 f"{points[0].mode} runs in one process: use `fab local --mode={points[0].mode}`"

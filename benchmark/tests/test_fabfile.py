@@ -154,7 +154,7 @@ def test_local_and_remote_pass_the_workload_on(monkeypatch: pytest.MonkeyPatch) 
         out: TextIO,
         before_runs: Callable[[], None] | None = None,
     ) -> list[object]:
-        calls.append([(p.mode, p.workload, p.workload_arg) for p in points])
+        calls.append([(p.mode, p.workload, p.workload_arg, p.store) for p in points])
         return []
 
     monkeypatch.setattr(sweep, "run_sweep", recording_sweep)
@@ -162,8 +162,22 @@ def test_local_and_remote_pass_the_workload_on(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(fab, "_remote_bench", lambda *_args: _Hosts())
     context = Context()
     fab.local(context, mode="movevm", workload="kvstore", workload_arg="8", build=False)
-    fab.remote(context, mode="hotmove", workload="smallbank", build=False)
-    assert calls == [[("movevm", "kvstore", 8)], [("hotmove", "smallbank", None)]]
+    fab.remote(context, mode="hotmove", workload="smallbank", store=True, build=False)
+    assert calls == [[("movevm", "kvstore", 8, False)], [("hotmove", "smallbank", None, True)]]
+
+
+def test_local_and_remote_take_every_bench_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both tasks' bench flags are built from the one list: each is an option of both, a switch
+    without a value, any other taking one."""
+    fab = _fabfile(monkeypatch)
+    for task in ("local", "remote"):
+        result = _fab(task, "--help")
+        assert result.returncode == 0, result.stderr
+        options = {line.split()[0] for line in result.stdout.splitlines() if "  --" in line}
+        for flag in fab.BENCH_FLAGS:
+            name = "--" + flag.replace("_", "-")
+            expected = name if flag in fab.BENCH_SWITCHES else f"{name}=STRING"
+            assert expected in options, (task, expected)
 
 
 def test_plot_without_results_is_a_clear_error(tmp_path: object) -> None:
