@@ -18,10 +18,11 @@ from __future__ import annotations
 import csv
 import json
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ..config import MAX_DELAY_MS, BenchParameters
 from ..errors import HarnessError
@@ -172,6 +173,38 @@ def check_links(bench: BenchParameters) -> None:
     """`--delay-matrix` is readable and fits the committee (before anything starts)."""
     if bench.delay_matrix is not None:
         read_delay_matrix(Path(bench.delay_matrix), bench.nodes)
+
+
+def write_node_file_if_emulating(
+    directory: Path,
+    names: Sequence[str],
+    bench: BenchParameters,
+    partitions: Sequence[Partition],
+    clients_at: float | None,
+) -> Path | None:
+    """The run's `--net-emulation` file, written into `directory` if its nodes emulate anything
+    (else None: they get no file); partitions count from `clients_at`, the clients' planned
+    start (wall clock s)."""
+    if not emulates(bench, partitions):
+        return None
+    start_ms = clients_at * 1000.0 if clients_at is not None else None
+    return write_node_file(directory, names, bench, partitions, start_ms)
+
+
+def wait_for_clients_start(clients_at: float | None, lead: float, out: TextIO) -> None:
+    """Sleep until the clients' planned start (wall clock s; None: no plan, start now). Nodes that
+    took longer than the `lead` allowed are worth a warning, not a stop: the partitions still
+    count from the planned start, before the clients'."""
+    if clients_at is None:
+        return
+    late = time.time() - clients_at
+    if late > 0:
+        out.write(
+            f"warning: the nodes took {late:.1f} s longer to start than the {lead:g} s allowed;"
+            " partitions count from the planned start, before the clients'\n"
+        )
+    else:
+        time.sleep(-late)
 
 
 def write_node_file(

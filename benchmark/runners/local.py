@@ -28,7 +28,12 @@ from ..config import NODE_MODES, PORTS_PER_NODE, BenchParameters, Ports, RunFile
 from ..errors import HarnessError
 from ..faults.injector import FaultInjector
 from ..faults.leader import committee_names
-from ..faults.net_emulation import LOCAL_PARTITION_LEAD_S, check_links, emulates, write_node_file
+from ..faults.net_emulation import (
+    LOCAL_PARTITION_LEAD_S,
+    check_links,
+    wait_for_clients_start,
+    write_node_file_if_emulating,
+)
 from ..faults.schedule import FaultSchedule
 from .commands import client_command, movevm_command, node_command
 from .finish import finish_run
@@ -276,10 +281,7 @@ class LocalBench:
         # With partitions the clients' start is fixed now: the nodes' windows count from it.
         partitions = self.fault_schedule.partitions
         start_at = time.time() + self.partition_lead if partitions else None
-        emulation = None
-        if emulates(bench, partitions):
-            start_ms = start_at * 1000.0 if start_at is not None else None
-            emulation = write_node_file(config_dir, names, bench, partitions, start_ms)
+        emulation = write_node_file_if_emulating(config_dir, names, bench, partitions, start_at)
         nodes = [
             processes.start(
                 f"node-{i}",
@@ -290,16 +292,7 @@ class LocalBench:
         ]
         addresses = files.committee.transactions_addresses(live)
         wait_for_ports(addresses, nodes, self.startup_timeout)
-        if start_at is not None:
-            late = time.time() - start_at
-            if late > 0:
-                self.out.write(
-                    f"warning: the nodes took {late:.1f} s longer to boot than the"
-                    f" {self.partition_lead:g} s allowed; partitions count from the planned"
-                    " start, before the clients'\n"
-                )
-            else:
-                time.sleep(-late)
+        wait_for_clients_start(start_at, self.partition_lead, self.out)
         genesis = str(files.genesis_file) if files.genesis_file else None
         clients = [
             processes.start(

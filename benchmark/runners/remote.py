@@ -38,7 +38,12 @@ from ..config import BenchParameters, RunFiles, host_slots, read_json, write_run
 from ..errors import HarnessError
 from ..faults.injector import FaultInjector
 from ..faults.leader import committee_names
-from ..faults.net_emulation import REMOTE_PARTITION_LEAD_S, check_links, emulates, write_node_file
+from ..faults.net_emulation import (
+    REMOTE_PARTITION_LEAD_S,
+    check_links,
+    wait_for_clients_start,
+    write_node_file_if_emulating,
+)
 from ..faults.schedule import FaultSchedule
 from .commands import client_command, node_command
 from .finish import finish_run
@@ -423,16 +428,7 @@ class RemoteBench:
             self._run(index, bash(background_script(f"client-{index}", command)))
 
         self._each(range(live), start_node)
-        if clients_at is not None:
-            late = time.time() - clients_at
-            if late > 0:
-                self.out.write(
-                    f"warning: the nodes took {late:.1f} s longer to start than the"
-                    f" {self.partition_lead:g} s allowed; partitions count from the planned"
-                    " start, before the clients'\n"
-                )
-            else:
-                time.sleep(-late)
+        wait_for_clients_start(clients_at, self.partition_lead, self.out)
         self._each(range(live), start_client)
 
     def status(self, count: int) -> list[HostStatus]:
@@ -545,10 +541,10 @@ class RemoteBench:
         # (the hosts' clocks are assumed synchronised, as for the latency hops).
         partitions = self.fault_schedule.partitions
         clients_at = time.time() + self.partition_lead if partitions else None
-        emulation = None
-        if emulates(bench, partitions):
-            start_ms = clients_at * 1000.0 if clients_at is not None else None
-            emulation = write_node_file(files.directory, names, bench, partitions, start_ms)
+        emulation = write_node_file_if_emulating(
+            files.directory, names, bench, partitions, clients_at
+        )
+        if emulation is not None:
             self.put_everywhere(emulation, bench.live_nodes)
         try:
             self.start(files, bench, emulation, clients_at)

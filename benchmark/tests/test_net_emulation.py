@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,8 @@ from benchmark.faults.net_emulation import (
     node_file,
     parse_partition,
     read_delay_matrix,
-    write_node_file,
+    wait_for_clients_start,
+    write_node_file_if_emulating,
 )
 from benchmark.faults.schedule import schedule_from_flags
 from benchmark.flags import bench_from_flags
@@ -129,7 +132,8 @@ def test_a_missing_matrix_is_named(tmp_path: Path) -> None:
 def test_partition_windows_count_from_the_clients_start(tmp_path: Path) -> None:
     partitions = (Partition((3,), 5.0, 25.0), Partition((1, 2), 30.0, 32.5))
     bench = BenchParameters(delay_ms=50)
-    path = write_node_file(tmp_path, NAMES, bench, partitions, start_ms=1_000_000.0)
+    path = write_node_file_if_emulating(tmp_path, NAMES, bench, partitions, clients_at=1_000.0)
+    assert path is not None
     assert json.loads(path.read_text()) == {
         "default_delay_ms": 50,
         "partitions": [
@@ -139,8 +143,10 @@ def test_partition_windows_count_from_the_clients_start(tmp_path: Path) -> None:
     }
 
 
-def test_only_emulated_runs_give_the_nodes_a_file() -> None:
+def test_only_emulated_runs_give_the_nodes_a_file(tmp_path: Path) -> None:
     assert not emulates(BenchParameters(), ())
+    assert write_node_file_if_emulating(tmp_path, NAMES, BenchParameters(), (), None) is None
+    assert list(tmp_path.iterdir()) == []
     assert emulates(BenchParameters(delay_ms=0), ())
     assert emulates(BenchParameters(), (Partition((1,), 1.0, 2.0),))
     plain = node_command(
@@ -157,3 +163,15 @@ def test_only_emulated_runs_give_the_nodes_a_file() -> None:
         net_emulation="net-emulation.json",
     )
     assert emulated[-2:] == ["--net-emulation", "net-emulation.json"]
+
+
+def test_the_clients_start_waits_for_the_plan_or_warns_that_it_passed() -> None:
+    out = StringIO()
+    wait_for_clients_start(None, 5.0, out)
+    planned = time.time() + 0.2
+    wait_for_clients_start(planned, 5.0, out)
+    assert time.time() >= planned
+    assert out.getvalue() == ""
+    wait_for_clients_start(time.time() - 3.0, 5.0, out)
+    assert out.getvalue().startswith("warning: the nodes took 3.")
+    assert "s longer to start than the 5 s allowed" in out.getvalue()
