@@ -106,8 +106,7 @@ class BenchParameters:
     node: NodeParameters = field(default_factory=NodeParameters)
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ConfigError(f"unknown mode {self.mode!r}; expected one of {', '.join(MODES)}")
+        _check_one_of("mode", self.mode, MODES)
         positive = {
             "rate": self.rate,
             "tx_size": self.tx_size,
@@ -162,26 +161,15 @@ class BenchParameters:
         return self.delay_ms is not None or self.delay_matrix is not None
 
     def _check_vm(self) -> None:
-        if self.vm not in VMS:
-            raise ConfigError(f"unknown vm {self.vm!r}; expected one of {', '.join(VMS)}")
-        if self.vm != "bare" and self.mode not in MOVE_MODES:
-            raise ConfigError(f"vm {self.vm} needs the Move VM: mode {self.mode} has none")
-        if self.payload not in PAYLOADS:
-            raise ConfigError(
-                f"unknown payload {self.payload!r}; expected one of {', '.join(PAYLOADS)}"
-            )
-        if self.payload != "script" and self.mode not in MOVE_MODES:
-            raise ConfigError(
-                f"payload {self.payload} needs the Move VM: mode {self.mode} has none"
-            )
-        if self.workload not in WORKLOADS:
-            raise ConfigError(
-                f"unknown workload {self.workload!r}; expected one of {', '.join(WORKLOADS)}"
-            )
-        if self.workload != "transfer" and self.mode not in MOVE_MODES:
-            raise ConfigError(
-                f"workload {self.workload} needs the Move VM: mode {self.mode} has none"
-            )
+        # The settings of the Move VM: other than their default only in a mode that runs it.
+        for name, value, choices, default in (
+            ("vm", self.vm, VMS, "bare"),
+            ("payload", self.payload, PAYLOADS, "script"),
+            ("workload", self.workload, WORKLOADS, "transfer"),
+        ):
+            _check_one_of(name, value, choices)
+            if value != default and self.mode not in MOVE_MODES:
+                raise ConfigError(f"{name} {value} needs the Move VM: mode {self.mode} has none")
         if self.workload_arg is not None:
             if self.workload not in SIZED_WORKLOADS:
                 raise ConfigError(
@@ -200,8 +188,7 @@ class BenchParameters:
             raise ConfigError(f"dest {self.dest} needs transactions that pay: mode {self.mode}")
 
     def _check_exec(self) -> None:
-        if self.exec not in EXECS:
-            raise ConfigError(f"unknown exec {self.exec!r}; expected one of {', '.join(EXECS)}")
+        _check_one_of("exec", self.exec, EXECS)
         if self.exec != "sequential" and self.mode not in MOVE_MODES:
             raise ConfigError(f"exec {self.exec} runs Move transactions: mode {self.mode} has none")
         if self.exec_threads is not None:
@@ -209,10 +196,7 @@ class BenchParameters:
                 raise ConfigError("exec_threads is for exec waves or blockstm")
             if self.exec_threads <= 0:
                 raise ConfigError(f"exec_threads must be positive, got {self.exec_threads}")
-        if self.fees not in FEE_CREDITS:
-            raise ConfigError(
-                f"unknown fees {self.fees!r}; expected one of {', '.join(FEE_CREDITS)}"
-            )
+        _check_one_of("fees", self.fees, FEE_CREDITS)
         if self.fees != "block" and self.vm != "adapter":
             raise ConfigError(f"fees {self.fees} is for the adapter's fees: give vm adapter")
 
@@ -238,6 +222,11 @@ class BenchParameters:
         known = {f.name for f in fields(cls)} - {"node"}
         given = {k: v for k, v in data.items() if k in known and v is not None}
         return cls(**given, node=NodeParameters.from_json(data))
+
+
+def _check_one_of(name: str, value: str, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ConfigError(f"unknown {name} {value!r}; expected one of {', '.join(choices)}")
 
 
 def hot_accounts(dest: str) -> int | None:

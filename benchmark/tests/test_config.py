@@ -123,6 +123,28 @@ def test_bench_parameters_are_validated(kwargs: dict[str, object]) -> None:
         BenchParameters(**kwargs)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mode": "paxos"}, "unknown mode 'paxos'; expected one of hotstuff, hotcrypto, hotmove,"),
+        ({"mode": "movevm", "vm": "diem"}, "unknown vm 'diem'; expected one of bare, adapter"),
+        ({"vm": "adapter"}, "vm adapter needs the Move VM: mode hotcrypto has none"),
+        ({"payload": "module"}, "unknown payload 'module'; expected one of script, entry"),
+        ({"payload": "entry"}, "payload entry needs the Move VM: mode hotcrypto has none"),
+        ({"workload": "ycsb"}, "unknown workload 'ycsb'; expected one of transfer, donothing,"),
+        ({"workload": "kvstore"}, "workload kvstore needs the Move VM: mode hotcrypto has none"),
+        ({"exec": "optimistic"}, "unknown exec 'optimistic'; expected one of sequential, waves,"),
+        ({"fees": "never"}, "unknown fees 'never'; expected one of block, per-tx"),
+    ],
+)
+def test_a_choice_outside_its_values_or_its_modes_is_named(
+    kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        BenchParameters(**kwargs)  # type: ignore[arg-type]
+    assert str(caught.value).startswith(message)
+
+
 def test_rate_is_split_over_live_clients() -> None:
     bench = BenchParameters(nodes=4, faults=1, rate=30_000)
     assert bench.live_nodes == 3
