@@ -22,24 +22,23 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from .sshhosts import SSHD
+from .sshhosts import SSHD, wait_for_sshd, write_sshd_config
 
 USER_NAME = re.compile(r"^hmns(\d+)$")
 NAMESPACE = re.compile(r"^hmns(\d+)-\d+$")
 BRIDGE = re.compile(r"^hmbr(\d+)$")
 WORKDIR = re.compile(r"^hotmove-nshosts-(\d+)-")
 SUBNETS = range(1, 250)  # 10.231.X.0/24
-STARTUP_TIMEOUT = 15.0
+# Each host has an address of its own: its sshd listens on the standard port.
+SSH_PORT = 22
 TOOLS = ("ip", "unshare", "mount", "useradd", "userdel", "usermod", "ssh-keygen", "git")
 
 
@@ -160,45 +159,6 @@ def _make_home(home: Path, entry: pwd.struct_passwd, public_key: str) -> None:
     _own(keys, entry, 0o600)
 
 
-def _sshd_config(path: Path, address: str, host_key: Path, workdir: Path, user: str) -> None:
-    path.write_text(
-        "\n".join(
-            [
-                "Port 22",
-                f"ListenAddress {address}",
-                f"HostKey {host_key}",
-                f"PidFile {workdir / (path.stem + '.pid')}",
-                "AuthorizedKeysFile .ssh/authorized_keys",
-                "PubkeyAuthentication yes",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "UsePAM no",
-                "PermitRootLogin no",
-                "StrictModes yes",
-                f"AllowUsers {user}",
-                "Subsystem sftp internal-sftp",
-                "MaxStartups 100",
-                "MaxSessions 100",
-                "LogLevel ERROR",
-                "",
-            ]
-        )
-    )
-
-
-def _wait_for_sshd(address: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"sshd on {address} exited ({process.returncode}): {log.read_text()}"
-            )
-        with contextlib.suppress(OSError), socket.create_connection((address, 22), 0.5):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"sshd did not listen on {address}:22: {log.read_text()}")
-
-
 def _make_user(user: str) -> None:
     """The login user of every host (its home directory is where each host mounts its own)."""
     _must("useradd", "--create-home", "--shell", "/bin/bash", user)
@@ -235,7 +195,14 @@ def _start_sshd(
     """sshd in the namespace, in a mount namespace of its own where the user's home is `home`
     (its sessions, and what they start, inherit both)."""
     config = workdir / f"sshd-{namespace}.config"
-    _sshd_config(config, address, host_key, workdir, user)
+    write_sshd_config(
+        config,
+        address=address,
+        port=SSH_PORT,
+        host_key=host_key,
+        pid_file=workdir / f"sshd-{namespace}.pid",
+        users=[user],
+    )
     _must(str(SSHD), "-t", "-f", str(config))
     user_home = pwd.getpwnam(user).pw_dir
     start = f"mount --bind {home} {user_home} && exec {SSHD} -D -e -f {config}"
@@ -249,7 +216,7 @@ def _start_sshd(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    _wait_for_sshd(address, process, log)
+    wait_for_sshd(address, SSH_PORT, process, log)
     return process
 
 

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,28 +179,13 @@ def ssh_hosts(users: tuple[str, ...] = USERS) -> Iterator[SshHosts]:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
         port = free_port()
         config = workdir / "sshd_config"
-        config.write_text(
-            "\n".join(
-                [
-                    f"Port {port}",
-                    "ListenAddress 127.0.0.1",
-                    f"HostKey {host_key}",
-                    f"PidFile {workdir / 'sshd.pid'}",
-                    "AuthorizedKeysFile .ssh/authorized_keys",
-                    "PubkeyAuthentication yes",
-                    "PasswordAuthentication no",
-                    "KbdInteractiveAuthentication no",
-                    "UsePAM no",
-                    "PermitRootLogin no",
-                    "StrictModes yes",
-                    f"AllowUsers {' '.join(users)}",
-                    "Subsystem sftp internal-sftp",
-                    "MaxStartups 100",
-                    "MaxSessions 100",
-                    "LogLevel ERROR",
-                    "",
-                ]
-            )
+        write_sshd_config(
+            config,
+            address="127.0.0.1",
+            port=port,
+            host_key=host_key,
+            pid_file=workdir / "sshd.pid",
+            users=users,
         )
         _run(str(SSHD), "-t", "-f", str(config))
         with (workdir / "sshd.log").open("wb") as log:
@@ -211,7 +196,7 @@ def ssh_hosts(users: tuple[str, ...] = USERS) -> Iterator[SshHosts]:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        _wait_for_port(port, process, workdir / "sshd.log")
+        wait_for_sshd("127.0.0.1", port, process, workdir / "sshd.log")
         yield SshHosts(port=port, users=users, key_path=key, shared_dir=shared)
     finally:
         if process is not None:
@@ -237,12 +222,40 @@ def _user_exists(user: str) -> bool:
     return True
 
 
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+def write_sshd_config(
+    path: Path, *, address: str, port: int, host_key: Path, pid_file: Path, users: Sequence[str]
+) -> None:
+    """The sshd of test hosts: on `address:port`, key logins of `users` only, sftp included."""
+    lines = [
+        f"Port {port}",
+        f"ListenAddress {address}",
+        f"HostKey {host_key}",
+        f"PidFile {pid_file}",
+        "AuthorizedKeysFile .ssh/authorized_keys",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "UsePAM no",
+        "PermitRootLogin no",
+        "StrictModes yes",
+        f"AllowUsers {' '.join(users)}",
+        "Subsystem sftp internal-sftp",
+        "MaxStartups 100",
+        "MaxSessions 100",
+        "LogLevel ERROR",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def wait_for_sshd(address: str, port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Until the sshd `process` listens on `address:port`; its log in the error if it never does."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"sshd exited with {process.returncode}: {log.read_text()}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            raise RuntimeError(
+                f"sshd on {address}:{port} exited ({process.returncode}): {log.read_text()}"
+            )
+        with contextlib.suppress(OSError), socket.create_connection((address, port), 0.5):
             return
         time.sleep(0.05)
-    raise RuntimeError(f"sshd did not listen on 127.0.0.1:{port}: {log.read_text()}")
+    raise RuntimeError(f"sshd did not listen on {address}:{port}: {log.read_text()}")
