@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +17,7 @@ from benchmark.analysis.pipeline import Pipeline, save
 from benchmark.runners.local import build
 
 from .checkout import left_behind, tree_state
-from .sshhosts import SshHosts, skip_reason, ssh_hosts
+from .sshhosts import COMMITTEE_PORTS, SshHosts, free_port, skip_reason, ssh_hosts
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"
@@ -44,6 +47,37 @@ def checkout_left_as_found() -> Iterator[None]:
     if left:
         shown = "\n  ".join(left[:20]) + ("\n  ..." if len(left) > 20 else "")
         pytest.fail(f"the tests left {len(left)} entries in the checkout:\n  {shown}", False)
+
+
+def fab(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`fab ARGS` as a user runs it, from the repository root; its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "fabric", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def run_flags(tmp_path: Path) -> list[str]:
+    """The flags of a real run: free ports for its committee, its logs and results in `tmp_path`."""
+    return [
+        f"--base-port={free_port(COMMITTEE_PORTS)}",
+        f"--logs={tmp_path / 'logs'}",
+        f"--results={tmp_path / 'results'}",
+        f"--work={tmp_path / 'work'}",
+    ]
+
+
+def run_fab_local(tmp_path: Path, *flags: str, timeout: float) -> tuple[dict[str, Any], str]:
+    """A real `fab local` run (no build) that must succeed: its one saved result, and what it
+    printed."""
+    result = fab("local", *flags, "--no-build", *run_flags(tmp_path), timeout=timeout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    [saved] = (tmp_path / "results").glob("*.json")
+    return json.loads(saved.read_text()), result.stdout
 
 
 @pytest.fixture(scope="session")

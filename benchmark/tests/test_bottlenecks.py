@@ -9,16 +9,12 @@ HOTMOVE_E2E_BINARIES names a directory holding `node` and `client` already built
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import REPO_ROOT
-from .sshhosts import COMMITTEE_PORTS, free_port
+from .conftest import run_fab_local
 
 pytestmark = pytest.mark.e2e
 
@@ -27,19 +23,8 @@ DURATION = "--duration=8"
 
 def fab_local(binaries: Path, tmp_path: Path, *flags: str) -> dict[str, Any]:
     """Run `fab local` with `flags`; the saved result of its one run."""
-    command = [
-        sys.executable, "-m", "fabric", "local", *flags, DURATION, "--no-build",
-        f"--binaries={binaries}", f"--base-port={free_port(COMMITTEE_PORTS)}",
-        f"--logs={tmp_path / 'logs'}", f"--results={tmp_path / 'results'}",
-        f"--work={tmp_path / 'work'}",
-    ]  # fmt: skip
-    result = subprocess.run(
-        command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240, check=False
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    [saved] = (tmp_path / "results").glob("*.json")
-    data: dict[str, Any] = json.loads(saved.read_text())
-    return data
+    result, _ = run_fab_local(tmp_path, *flags, DURATION, f"--binaries={binaries}", timeout=240)
+    return result
 
 
 def _verdict(result: dict[str, Any]) -> tuple[str, str]:

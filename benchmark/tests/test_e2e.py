@@ -10,8 +10,6 @@ process left behind.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from io import StringIO
 from pathlib import Path
 
@@ -21,8 +19,7 @@ import pytest
 from benchmark.analysis.pipeline import FILE, describe
 from benchmark.runners.local import build
 
-from .conftest import REPO_ROOT, described
-from .sshhosts import COMMITTEE_PORTS, free_port
+from .conftest import REPO_ROOT, described, run_fab_local
 
 pytestmark = pytest.mark.e2e
 
@@ -117,20 +114,9 @@ def test_the_fixture_descriptions_are_the_nodes(mode: str) -> None:
 def test_fab_local(run: str, tmp_path: Path) -> None:
     mode = run.split("-", maxsplit=1)[0]
     before = {p.pid for p in _our_binaries_running()}
-    command = [
-        sys.executable, "-m", "fabric", "local", f"--mode={mode}", *RUNS[run], "--no-build",
-        f"--base-port={free_port(COMMITTEE_PORTS)}", f"--logs={tmp_path / 'logs'}",
-        f"--results={tmp_path / 'results'}", f"--work={tmp_path / 'work'}",
-    ]  # fmt: skip
-    result = subprocess.run(
-        command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=180, check=False
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "LIMITING STAGE" in result.stdout
-    assert "AUDIT: ok" in result.stdout, result.stdout[-3000:]
-
-    [saved] = (tmp_path / "results").glob("*.json")
-    summary = json.loads(saved.read_text())
+    summary, output = run_fab_local(tmp_path, f"--mode={mode}", *RUNS[run], timeout=180)
+    assert "LIMITING STAGE" in output
+    assert "AUDIT: ok" in output, output[-3000:]
     assert summary["config"]["mode"] == mode
     # The node's description, beside the logs and in the result.
     [description] = (tmp_path / "logs").glob(f"*/{FILE}")
@@ -139,7 +125,7 @@ def test_fab_local(run: str, tmp_path: Path) -> None:
     workload = next((w for w in ("smallbank", "kvstore", "cpuheavy") if w in run), "transfer")
     assert summary["config"]["workload"] == workload
     if mode in ("hotmove", "movevm"):
-        assert f"workload {workload}" in result.stdout
+        assert f"workload {workload}" in output
     scheme = next((e for e in ("blockstm", "waves") if e in run), "sequential")
     assert summary["config"]["exec"] == scheme
     assert summary["end_to_end"]["tps"] > 0

@@ -5,8 +5,6 @@ the runs it made, the figures exist, the machine and commit are said."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,8 +16,7 @@ from benchmark.experiments import EXPERIMENTS, Configuration
 from benchmark.experiments.overload import verdict
 from benchmark.experiments.report_figures import CAPACITY
 
-from .conftest import REPO_ROOT
-from .sshhosts import COMMITTEE_PORTS, free_port
+from .conftest import fab, run_flags
 from .synthetic import write_run
 
 
@@ -221,16 +218,10 @@ def test_every_experiment_has_its_page_checked() -> None:
 def test_each_quick_experiment_writes_its_page(
     name: str, tmp_path: Path, release_binaries: Path
 ) -> None:
-    command = [
-        sys.executable, "-m", "fabric", "experiment", f"--name={name}", "--quick", "--no-build",
-        f"--output={tmp_path / 'pages'}", f"--logs={tmp_path / 'logs'}",
-        f"--results={tmp_path / 'results'}", f"--work={tmp_path / 'work'}",
-        f"--binaries={release_binaries}",
-        f"--base-port={free_port(COMMITTEE_PORTS)}",
-    ]  # fmt: skip
-    result = subprocess.run(
-        command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900, check=False
-    )
+    result = fab(
+        "experiment", f"--name={name}", "--quick", "--no-build", f"--output={tmp_path / 'pages'}",
+        f"--binaries={release_binaries}", *run_flags(tmp_path), timeout=900,
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     page = (tmp_path / "pages" / f"{name}.md").read_text()
     assert "Runs that did not finish" not in page, page

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -18,7 +16,7 @@ from invoke.exceptions import Exit
 from benchmark.config import REMOTE_DEFAULTS, BenchParameters
 from benchmark.runners import sweep
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, fab
 
 TASKS = (
     "local",
@@ -35,19 +33,8 @@ TASKS = (
 )
 
 
-def _fab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fabric", *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_fab_list() -> None:
-    result = _fab("--list")
+    result = fab("--list")
     assert result.returncode == 0, result.stderr
     listed = {
         line.split()[0]
@@ -58,42 +45,42 @@ def test_fab_list() -> None:
 
 
 def test_bad_parameters_fail_with_a_message() -> None:
-    result = _fab("local", "--nodes=4", "--faults=2", "--no-build")
+    result = fab("local", "--nodes=4", "--faults=2", "--no-build")
     assert result.returncode == 1
     assert "faults must be between 0 and 1" in result.stderr
     assert "Traceback" not in result.stderr
 
-    result = _fab("remote", "--nodes=4,x", "--no-build")
+    result = fab("remote", "--nodes=4,x", "--no-build")
     assert result.returncode == 1
     assert "--nodes must be comma-separated integers" in result.stderr
 
-    result = _fab("local", "--rate=20000,fast", "--no-build")
+    result = fab("local", "--rate=20000,fast", "--no-build")
     assert result.returncode == 1
     assert "--rate must be comma-separated integers" in result.stderr
 
     # A bad rate late in a sweep fails before any run starts.
-    result = _fab("local", "--rate=20000,0", "--no-build", "--binaries=missing")
+    result = fab("local", "--rate=20000,0", "--no-build", "--binaries=missing")
     assert result.returncode == 1
     assert "rate must be positive, got 0" in result.stderr
     assert "does not exist" not in result.stderr
 
-    result = _fab("local", "--mode=movevm", "--rate=1000,2000", "--no-build")
+    result = fab("local", "--mode=movevm", "--rate=1000,2000", "--no-build")
     assert result.returncode == 1
     assert "movevm has no input rate to sweep" in result.stderr
     assert "Traceback" not in result.stderr
 
     # Remote sweeps are checked before settings.json or AWS are read, whichever spelling is used.
     for flag in ("--rate", "--rates"):
-        result = _fab("remote", f"{flag}=20000,0", "--no-build", "--settings=missing.json")
+        result = fab("remote", f"{flag}=20000,0", "--no-build", "--settings=missing.json")
         assert result.returncode == 1
         assert "rate must be positive, got 0" in result.stderr
         assert "missing.json" not in result.stderr
 
-    result = _fab("remote", "--rate=1000", "--rates=2000", "--no-build")
+    result = fab("remote", "--rate=1000", "--rates=2000", "--no-build")
     assert result.returncode == 1
     assert "--rate and --rates are the same flag" in result.stderr
 
-    result = _fab("local", "--mode=movevm", "--workload=ycsb", "--no-build")
+    result = fab("local", "--mode=movevm", "--workload=ycsb", "--no-build")
     assert result.returncode == 1
     assert "unknown workload 'ycsb'" in result.stderr
     assert "Traceback" not in result.stderr
@@ -127,12 +114,12 @@ def test_local_and_remote_run_through_the_same_sweep(monkeypatch: pytest.MonkeyP
         return []
 
     monkeypatch.setattr(sweep, "run_sweep", recording_sweep)
-    fab = _fabfile(monkeypatch)
-    monkeypatch.setattr(fab, "_remote_bench", lambda *_args: _Hosts())
+    fabfile = _fabfile(monkeypatch)
+    monkeypatch.setattr(fabfile, "_remote_bench", lambda *_args: _Hosts())
     context = Context()
-    fab.local(context, nodes="4,7", rate="1000,2000", build=False)
-    fab.remote(context, nodes="4", rates="3000,4000", build=False)
-    fab.remote(context, rate="5000", duration="12", build=False)
+    fabfile.local(context, nodes="4,7", rate="1000,2000", build=False)
+    fabfile.remote(context, nodes="4", rates="3000,4000", build=False)
+    fabfile.remote(context, rate="5000", duration="12", build=False)
     local_duration = BenchParameters().duration
     remote_duration = REMOTE_DEFAULTS["duration"]
     assert calls == [
@@ -158,30 +145,30 @@ def test_local_and_remote_pass_the_workload_on(monkeypatch: pytest.MonkeyPatch) 
         return []
 
     monkeypatch.setattr(sweep, "run_sweep", recording_sweep)
-    fab = _fabfile(monkeypatch)
-    monkeypatch.setattr(fab, "_remote_bench", lambda *_args: _Hosts())
+    fabfile = _fabfile(monkeypatch)
+    monkeypatch.setattr(fabfile, "_remote_bench", lambda *_args: _Hosts())
     context = Context()
-    fab.local(context, mode="movevm", workload="kvstore", workload_arg="8", build=False)
-    fab.remote(context, mode="hotmove", workload="smallbank", store=True, build=False)
+    fabfile.local(context, mode="movevm", workload="kvstore", workload_arg="8", build=False)
+    fabfile.remote(context, mode="hotmove", workload="smallbank", store=True, build=False)
     assert calls == [[("movevm", "kvstore", 8, False)], [("hotmove", "smallbank", None, True)]]
 
 
 def test_local_and_remote_take_every_bench_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     """Both tasks' bench flags are built from the one list: each is an option of both, a switch
     without a value, any other taking one."""
-    fab = _fabfile(monkeypatch)
+    fabfile = _fabfile(monkeypatch)
     for task in ("local", "remote"):
-        result = _fab(task, "--help")
+        result = fab(task, "--help")
         assert result.returncode == 0, result.stderr
         options = {line.split()[0] for line in result.stdout.splitlines() if "  --" in line}
-        for flag in fab.BENCH_FLAGS:
+        for flag in fabfile.BENCH_FLAGS:
             name = "--" + flag.replace("_", "-")
-            expected = name if flag in fab.BENCH_SWITCHES else f"{name}=STRING"
+            expected = name if flag in fabfile.BENCH_SWITCHES else f"{name}=STRING"
             assert expected in options, (task, expected)
 
 
 def test_plot_without_results_is_a_clear_error(tmp_path: object) -> None:
-    result = _fab("plot", "--mode=hotstuff", f"--results={tmp_path}")
+    result = fab("plot", "--mode=hotstuff", f"--results={tmp_path}")
     assert result.returncode == 1
     assert "no saved results for mode hotstuff" in result.stderr
 
@@ -248,10 +235,10 @@ def test_a_users_mistakes_get_one_line_and_exit_code_1(
 ) -> None:
     """Through the tasks' own code: every mistake ends in invoke's `Exit` with code 1 and one
     line naming it (fab prints it instead of a traceback), before anything runs."""
-    fab = _fabfile(monkeypatch)
+    fabfile = _fabfile(monkeypatch)
     for task, arguments, expected in _bad_inputs(tmp_path, standins):
         with pytest.raises(Exit) as caught:
-            getattr(fab, task)(Context(), **arguments)
+            getattr(fabfile, task)(Context(), **arguments)
         message = str(caught.value.message)
         assert caught.value.code == 1, (task, arguments, message)
         assert message.startswith("Error: "), (task, arguments, message)
@@ -266,7 +253,7 @@ def test_flags_invoke_parses_fail_without_a_traceback() -> None:
         (("local", "--base-port=x", "--no-build"), "--base-port must be an integer, got 'x'"),
         (("create", "--nodes=two"), "--nodes must be an integer, got 'two'"),
     ):
-        result = _fab(*args)
+        result = fab(*args)
         assert result.returncode == 1
         assert "Traceback" not in result.stderr, result.stderr
         assert result.stderr.strip() == f"Error: {expected}"
@@ -287,8 +274,8 @@ def test_plot_names_the_files_it_cannot_read(
     results.save(summarize(load_run(fixtures / "hotcrypto"), config), folder)
     (folder / "truncated.json").write_text('{"version": 1, "con')
     (folder / "list.json").write_text("[1, 2]")
-    fab = _fabfile(monkeypatch)
-    fab.plot(Context(), results=str(folder), output=str(tmp_path / "plots"))
+    fabfile = _fabfile(monkeypatch)
+    fabfile.plot(Context(), results=str(folder), output=str(tmp_path / "plots"))
     printed = capsys.readouterr().out
     assert f"skipped {folder / 'truncated.json'}: cannot read it" in printed
     assert f"skipped {folder / 'list.json'}: not a saved result of version 1" in printed

@@ -7,17 +7,13 @@ The binaries come from the `release_binaries` fixture (conftest.py).
 from __future__ import annotations
 
 import itertools
-import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import REPO_ROOT
-from .sshhosts import COMMITTEE_PORTS, free_port
+from .conftest import run_fab_local
 from .test_parameters import rust_defaults
 
 pytestmark = pytest.mark.e2e
@@ -25,19 +21,9 @@ pytestmark = pytest.mark.e2e
 
 def fab_local(binaries: Path, tmp_path: Path, *flags: str) -> tuple[dict[str, Any], str]:
     """Run `fab local` with `flags`; the saved result and the printed output."""
-    command = [
-        sys.executable, "-m", "fabric", "local", *flags, "--no-build", f"--binaries={binaries}",
-        f"--base-port={free_port(COMMITTEE_PORTS)}", f"--logs={tmp_path / 'logs'}",
-        f"--results={tmp_path / 'results'}", f"--work={tmp_path / 'work'}",
-    ]  # fmt: skip
-    result = subprocess.run(
-        command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
-    assert "AUDIT: ok" in result.stdout
-    [saved] = (tmp_path / "results").glob("*.json")
-    return json.loads(saved.read_text()), result.stdout
+    result, output = run_fab_local(tmp_path, *flags, f"--binaries={binaries}", timeout=300)
+    assert "AUDIT: ok" in output
+    return result, output
 
 
 def points(result: dict[str, Any], node: int) -> list[dict[str, Any]]:

@@ -17,9 +17,8 @@ from benchmark.runners.local import LocalBench
 from benchmark.runners.prometheus import PrometheusPortError, local_endpoints, remote_endpoints
 from benchmark.runners.remote import Host, RemoteBench
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, fab
 from .sshhosts import COMMITTEE_PORTS, free_port
-from .test_fabfile import _fab
 
 
 def _listen(endpoints: object) -> list[str]:
@@ -143,14 +142,14 @@ def test_remote_metrics_ports_may_not_be_node_ports(tmp_path: Path) -> None:
 
 
 def test_fab_local_names_a_collision_before_anything_starts() -> None:
-    result = _fab(
+    result = fab(
         "local", "--nodes=4", "--base-port=4000", "--prometheus-port=4010", "--no-build",
         "--binaries=missing",
     )  # fmt: skip
     assert result.returncode == 1
     assert "--prometheus-port=4010 needs ports 4010-4017" in result.stderr
     assert "does not exist" not in result.stderr
-    result = _fab("local", "--prometheus-port=x", "--no-build")
+    result = fab("local", "--prometheus-port=x", "--no-build")
     assert result.returncode == 1
     assert "--prometheus-port must be an integer, got 'x'" in result.stderr
 
