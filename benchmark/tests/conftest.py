@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from benchmark.analysis.pipeline import Pipeline, save
-from benchmark.runners.local import build
+from benchmark.runners.local import LocalBench, build
 
 from .checkout import left_behind, tree_state
 from .sshhosts import COMMITTEE_PORTS, SshHosts, free_port, skip_reason, ssh_hosts
@@ -47,6 +47,28 @@ def checkout_left_as_found() -> Iterator[None]:
     if left:
         shown = "\n  ".join(left[:20]) + ("\n  ..." if len(left) > 20 else "")
         pytest.fail(f"the tests left {len(left)} entries in the checkout:\n  {shown}", False)
+
+
+def standin_bench(tmp_path: Path, binaries: Path = STANDINS, **options: Any) -> LocalBench:
+    """A local runner in `tmp_path` of the stand-in binaries (or `binaries`), on free ports unless
+    `options` say otherwise. The stand-ins print plausible numbers, not a consistent ledger: the
+    run is audited, and a failed audit does not fail it."""
+    settings = {"base_port": free_port(COMMITTEE_PORTS), "enforce_audit": False, **options}
+    return LocalBench(repo_root=tmp_path, binaries=binaries, out=StringIO(), grace=2.0, **settings)
+
+
+def standins_with(tmp_path: Path, name: str, before: str) -> Path:
+    """A directory of the stand-in binaries in which `name` (node or client) runs the shell lines
+    `before` first, then the stand-in: one that fails, or starts late, on purpose."""
+    binaries = tmp_path / "bin"
+    binaries.mkdir()
+    for other in ("node", "client"):
+        if other != name:
+            (binaries / other).symlink_to(STANDINS / other)
+    script = binaries / name
+    script.write_text(f'#!/bin/sh\n{before}exec {STANDINS / name} "$@"\n')
+    script.chmod(0o755)
+    return binaries
 
 
 def fab(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,8 @@ from benchmark.aws.settings import Settings, SettingsError
 from benchmark.config import BenchParameters, ConfigError
 from benchmark.flags import FlagError, optional_float, sweep_from_flags
 from benchmark.runners.commands import movevm_command, node_command
-from benchmark.runners.local import LocalBench
 
-from .sshhosts import COMMITTEE_PORTS, free_port
+from .conftest import standin_bench
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "settings.example.json"
 
@@ -83,15 +81,13 @@ def test_settings_price_the_instance_type() -> None:
         Settings.from_dict(data)
 
 
-def test_a_profiled_local_run_summarises_its_profiles(tmp_path: Path, standins: Path) -> None:
-    local = LocalBench(
-        repo_root=tmp_path,
-        base_port=free_port(COMMITTEE_PORTS),
-        binaries=standins,
-        out=StringIO(),
-        grace=2.0,
+def test_a_profiled_local_run_summarises_its_profiles(tmp_path: Path) -> None:
+    local = standin_bench(
+        tmp_path,
         profile=True,
         analysis=AnalysisOptions(project_cores=8, instance_price=0.2),
+        # This run's numbers pass the audit: one that failed would fail the test.
+        enforce_audit=True,
     )
     [summary] = local.run(BenchParameters(mode="hotcrypto", nodes=4, rate=2_000, duration=2))
     logs = Path(summary.config["logs"])

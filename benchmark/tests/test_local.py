@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,22 +21,10 @@ import pytest
 
 from benchmark.config import BenchParameters
 from benchmark.flags import sweep_from_flags
-from benchmark.runners.local import BenchError, LocalBench, remove_stores
+from benchmark.runners.local import BenchError, remove_stores
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, standin_bench, standins_with
 from .sshhosts import COMMITTEE_PORTS, free_port
-
-
-def _local(tmp_path: Path, standins: Path) -> LocalBench:
-    return LocalBench(
-        repo_root=tmp_path,
-        base_port=free_port(COMMITTEE_PORTS),
-        binaries=standins,
-        out=StringIO(),
-        grace=2.0,
-        # The stand-ins print plausible numbers, not a consistent ledger: audited, not enforced.
-        enforce_audit=False,
-    )
 
 
 def _bench(**kwargs: object) -> BenchParameters:
@@ -57,7 +44,7 @@ def _no_stand_in_left(root: Path) -> bool:
 
 
 def test_hotcrypto_with_a_fault(tmp_path: Path, standins: Path) -> None:
-    local = _local(tmp_path, standins)
+    local = standin_bench(tmp_path)
     [summary] = local.run(
         _bench(mode="hotcrypto", nodes=4, faults=1, rate=3_000, duration=2, accounts=40)
     )
@@ -103,8 +90,8 @@ def test_a_runs_stores_are_deleted_and_its_logs_kept(tmp_path: Path) -> None:
     assert out.getvalue() == ""
 
 
-def test_hotstuff_runs_repeat(tmp_path: Path, standins: Path) -> None:
-    local = _local(tmp_path, standins)
+def test_hotstuff_runs_repeat(tmp_path: Path) -> None:
+    local = standin_bench(tmp_path)
     summaries = local.run(_bench(mode="hotstuff", nodes=1, rate=1_000, duration=1, runs=2))
     assert [s.config["run"] for s in summaries] == [0, 1]
     assert all(s.end_to_end.tps > 0 for s in summaries)
@@ -112,27 +99,17 @@ def test_hotstuff_runs_repeat(tmp_path: Path, standins: Path) -> None:
     assert len(list((tmp_path / "results").glob("*.json"))) == 2
 
 
-def test_movevm_runs_one_process(tmp_path: Path, standins: Path) -> None:
-    [summary] = _local(tmp_path, standins).run(_bench(mode="movevm", duration=1))
+def test_movevm_runs_one_process(tmp_path: Path) -> None:
+    [summary] = standin_bench(tmp_path).run(_bench(mode="movevm", duration=1))
     assert summary.end_to_end.tps > 0
     assert [row.name for row in summary.stages] == ["generator", "executor"]
     assert (Path(summary.config["logs"]) / "movevm.log").exists()
 
 
 def test_a_crashing_node_fails_the_run_and_stops_the_rest(tmp_path: Path, standins: Path) -> None:
-    binaries = tmp_path / "bin"
-    binaries.mkdir()
-    shutil.copy(standins / "client", binaries / "client")
-    broken = binaries / "node"
     # The first node crashes while booting; `keys` and `genesis` still work.
-    broken.write_text(
-        "#!/bin/sh\n"
-        'case "$*" in run*node-0.json*) echo "panic: cannot bind" >&2; exit 101;; esac\n'
-        f'exec {standins / "node"} "$@"\n'
-    )
-    broken.chmod(0o755)
-    local = _local(tmp_path, standins)
-    local.binaries = binaries
+    crashing = 'case "$*" in run*node-0.json*) echo "panic: cannot bind" >&2; exit 101;; esac\n'
+    local = standin_bench(tmp_path, standins_with(tmp_path, "node", crashing))
     bench = _bench(mode="hotcrypto", nodes=4, rate=1_000, duration=5, accounts=40)
     with pytest.raises(BenchError, match=r"node-0 exited with code 101[\s\S]*cannot bind"):
         local.run(bench)
@@ -181,9 +158,9 @@ def test_ctrl_c_leaves_no_process(tmp_path: Path, standins: Path) -> None:
     [({}, {}), ({"batch_delay": "50"}, {"max_batch_delay": 50})],
 )
 def test_the_parameters_file_of_a_run_holds_only_the_flags_given(
-    tmp_path: Path, standins: Path, flags: dict[str, str], written: dict[str, int]
+    tmp_path: Path, flags: dict[str, str], written: dict[str, int]
 ) -> None:
-    local = _local(tmp_path, standins)
+    local = standin_bench(tmp_path)
     local.work_dir = tmp_path / "work"
     [point] = sweep_from_flags({"mode": "hotstuff", "nodes": "1", "duration": "1", **flags})
     local.run(point)
@@ -191,16 +168,10 @@ def test_the_parameters_file_of_a_run_holds_only_the_flags_given(
     assert json.loads(parameters.read_text()) == written
 
 
-def _slow_starting_client(tmp_path: Path, standins: Path, delay: str) -> Path:
+def _slow_starting_client(tmp_path: Path, delay: str) -> Path:
     """Binaries whose client waits `delay` (a `sleep` argument) before it starts, as a crypto
     client signing its load on a busy machine does."""
-    binaries = tmp_path / "bin"
-    binaries.mkdir()
-    (binaries / "node").symlink_to(standins / "node")
-    client = binaries / "client"
-    client.write_text(f'#!/bin/sh\nsleep {delay}\nexec {standins / "client"} "$@"\n')
-    client.chmod(0o755)
-    return binaries
+    return standins_with(tmp_path, "client", f"sleep {delay}\n")
 
 
 def test_the_exit_margin_counts_from_the_first_metrics_line(
@@ -209,19 +180,17 @@ def test_the_exit_margin_counts_from_the_first_metrics_line(
     # Duration and margin (1 + 3 s) end long before the client starts sending (after 8 s): a
     # deadline counted from the start would fail the run.
     monkeypatch.setattr("benchmark.runners.local.EXIT_MARGIN", 3.0)
-    local = _local(tmp_path, standins)
-    local.binaries = _slow_starting_client(tmp_path, standins, "8")
+    local = standin_bench(tmp_path, _slow_starting_client(tmp_path, "8"))
     [summary] = local.run(_bench(mode="hotcrypto", nodes=4, rate=1_000, duration=1, accounts=40))
     assert summary.processes["clients"] == 4
     assert _no_stand_in_left(standins)
 
 
 def test_a_client_that_never_sends_fails_the_run(
-    tmp_path: Path, standins: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("benchmark.runners.local.LOAD_START_TIMEOUT", 1.0)
-    local = _local(tmp_path, standins)
-    local.binaries = _slow_starting_client(tmp_path, standins, "600")
+    local = standin_bench(tmp_path, _slow_starting_client(tmp_path, "600"))
     bench = _bench(mode="hotcrypto", nodes=4, rate=1_000, duration=1, accounts=40)
     with pytest.raises(BenchError, match=r"client-\d sent nothing within 1 s"):
         local.run(bench)

@@ -3,8 +3,6 @@ the run and a restart appends to the node's log; an unscheduled death still abor
 
 from __future__ import annotations
 
-import shutil
-from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -15,19 +13,11 @@ from benchmark.faults.events import FaultLog
 from benchmark.faults.schedule import schedule_from_flags
 from benchmark.runners.local import BenchError, LocalBench
 
-from .sshhosts import COMMITTEE_PORTS, free_port
+from .conftest import standin_bench, standins_with
 
 
 def _local(tmp_path: Path, binaries: Path, crashes: list[str]) -> LocalBench:
-    return LocalBench(
-        repo_root=tmp_path,
-        base_port=free_port(COMMITTEE_PORTS),
-        binaries=binaries,
-        out=StringIO(),
-        grace=2.0,
-        fault_schedule=schedule_from_flags(crashes, None),
-        enforce_audit=False,  # stand-ins: no consistent ledger
-    )
+    return standin_bench(tmp_path, binaries, fault_schedule=schedule_from_flags(crashes, None))
 
 
 def test_a_scheduled_crash_and_restart(tmp_path: Path, standins: Path) -> None:
@@ -49,19 +39,12 @@ def test_a_scheduled_crash_and_restart(tmp_path: Path, standins: Path) -> None:
 
 
 def test_an_unscheduled_death_still_aborts(tmp_path: Path, standins: Path) -> None:
-    binaries = tmp_path / "bin"
-    binaries.mkdir()
-    shutil.copy(standins / "client", binaries / "client")
-    dying = binaries / "node"
     # Node 2 dies by itself a second into the run; node 1's crash is scheduled.
-    dying.write_text(
-        "#!/bin/sh\n"
+    dying = (
         'case "$*" in run*node-2.json*) '
         f'{standins / "node"} "$@" & sleep 1.5; echo "panic: gone" >&2; exit 7;; esac\n'
-        f'exec {standins / "node"} "$@"\n'
     )
-    dying.chmod(0o755)
-    local = _local(tmp_path, binaries, ["1@0.5"])
+    local = _local(tmp_path, standins_with(tmp_path, "node", dying), ["1@0.5"])
     bench = BenchParameters(mode="hotcrypto", nodes=4, rate=1_000, duration=4, accounts=40)
     with pytest.raises(BenchError, match=r"node-2 exited early with code 7[\s\S]*gone"):
         local.run(bench)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import urllib.request
-from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from benchmark.runners.local import LocalBench
 from benchmark.runners.prometheus import PrometheusPortError, local_endpoints, remote_endpoints
 from benchmark.runners.remote import Host, RemoteBench
 
-from .conftest import REPO_ROOT, fab
+from .conftest import REPO_ROOT, fab, standin_bench
 from .sshhosts import COMMITTEE_PORTS, free_port
 
 
@@ -84,31 +83,23 @@ def test_command_lines_carry_the_address_only_when_given() -> None:
     assert movevm[-2:] == ["--prometheus", "a:3"]
 
 
-def _local(base_port: int, prometheus_port: int, standins: Path, tmp_path: Path) -> LocalBench:
-    return LocalBench(
-        repo_root=tmp_path,
-        base_port=base_port,
-        binaries=standins,
-        prometheus_port=prometheus_port,
-        out=StringIO(),
-        grace=2.0,
-        enforce_audit=False,  # stand-ins: no consistent ledger
-    )
+def _local(base_port: int, prometheus_port: int, tmp_path: Path) -> LocalBench:
+    return standin_bench(tmp_path, base_port=base_port, prometheus_port=prometheus_port)
 
 
-def test_metrics_ports_may_not_be_node_ports(standins: Path, tmp_path: Path) -> None:
+def test_metrics_ports_may_not_be_node_ports(tmp_path: Path) -> None:
     bench = BenchParameters(nodes=4)
     # Nodes use 4000-4011; metrics would use P..P+7.
     with pytest.raises(PrometheusPortError, match=r"the nodes listen on 4000-4011 \(port 4005"):
-        _local(4000, 4005, standins, tmp_path).check(bench)
+        _local(4000, 4005, tmp_path).check(bench)
     with pytest.raises(PrometheusPortError, match="port 4000 is both"):
-        _local(4000, 3993, standins, tmp_path).check(bench)
-    _local(4000, 4012, standins, tmp_path).check(bench)
-    _local(4000, 3992, standins, tmp_path).check(bench)
+        _local(4000, 3993, tmp_path).check(bench)
+    _local(4000, 4012, tmp_path).check(bench)
+    _local(4000, 3992, tmp_path).check(bench)
     with pytest.raises(PrometheusPortError, match="needs ports 65530-65537, outside 1-65535"):
-        _local(4000, 65_530, standins, tmp_path).check(bench)
+        _local(4000, 65_530, tmp_path).check(bench)
     # movevm runs no node: any valid port will do.
-    _local(4000, 4000, standins, tmp_path).check(BenchParameters(mode="movevm"))
+    _local(4000, 4000, tmp_path).check(BenchParameters(mode="movevm"))
 
 
 def test_remote_metrics_ports_may_not_be_node_ports(tmp_path: Path) -> None:
@@ -172,11 +163,11 @@ def _scrape_until_answered(urls: list[str], bodies: dict[str, str], stop: thread
         stop.wait(0.1)
 
 
-def test_a_stand_in_run_can_be_scraped(standins: Path, tmp_path: Path) -> None:
+def test_a_stand_in_run_can_be_scraped(tmp_path: Path) -> None:
     # One free block: the committee's ports, then the metrics ports of 2 nodes and 2 clients.
     base_port = free_port(COMMITTEE_PORTS + 4)
     metrics_port = base_port + COMMITTEE_PORTS
-    local = _local(base_port, metrics_port, standins, tmp_path)
+    local = _local(base_port, metrics_port, tmp_path)
     bench = BenchParameters(mode="hotcrypto", nodes=2, rate=1_000, duration=3, accounts=20)
     endpoints = local.metrics_endpoints(bench)
     assert endpoints is not None
