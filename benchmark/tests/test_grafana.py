@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
@@ -23,7 +22,7 @@ from benchmark.runners.local import LocalBench
 
 from .conftest import REPO_ROOT
 from .sshhosts import COMMITTEE_PORTS, free_port
-from .test_prometheus import scrape
+from .test_prometheus import scrape_during_run
 
 DASHBOARD = REPO_ROOT / "docs" / "grafana" / "hotmove.json"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -207,29 +206,7 @@ def served(release_binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     bench = BenchParameters(
         mode="hotcrypto", nodes=2, rate=2_000, duration=3, accounts=200, store=True
     )
-    endpoints = local.metrics_endpoints(bench)
-    assert endpoints is not None
-    urls = [e.url for e in (*endpoints.nodes, *endpoints.clients)]
-    last: dict[str, str] = {}
-    stop = threading.Event()
-
-    def scrape_all() -> None:
-        while not stop.is_set():
-            for url in urls:
-                body = scrape(url)
-                if body and "hotmove_info" in body:
-                    last[url] = body
-            stop.wait(0.2)
-
-    scraper = threading.Thread(target=scrape_all)
-    scraper.start()
-    try:
-        local.run(bench)
-    finally:
-        stop.set()
-        scraper.join()
-    assert sorted(last) == sorted(urls), "an endpoint never answered"
-    return _served_names(list(last.values()))
+    return _served_names(list(scrape_during_run(local, bench, "hotmove_info").values()))
 
 
 @pytest.mark.e2e

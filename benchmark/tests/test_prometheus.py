@@ -153,14 +153,32 @@ def scrape(url: str) -> str | None:
         return None
 
 
-def _scrape_until_answered(urls: list[str], bodies: dict[str, str], stop: threading.Event) -> None:
-    while not stop.is_set() and len(bodies) < len(urls):
-        for url in urls:
-            body = scrape(url)
-            # The first record may not be written yet: wait for one with a counter in it.
-            if body and "hotmove_" in body:
-                bodies[url] = body
-        stop.wait(0.1)
+def scrape_during_run(local: LocalBench, bench: BenchParameters, marker: str) -> dict[str, str]:
+    """Run `bench` while scraping every metrics endpoint of the run until it ends: by URL, the
+    last body of each that held `marker` (a process may answer before its first record)."""
+    endpoints = local.metrics_endpoints(bench)
+    assert endpoints is not None
+    urls = [e.url for e in (*endpoints.nodes, *endpoints.clients)]
+    last: dict[str, str] = {}
+    stop = threading.Event()
+
+    def scrape_all() -> None:
+        while not stop.is_set():
+            for url in urls:
+                body = scrape(url)
+                if body and marker in body:
+                    last[url] = body
+            stop.wait(0.1)
+
+    scraper = threading.Thread(target=scrape_all)
+    scraper.start()
+    try:
+        local.run(bench)
+    finally:
+        stop.set()
+        scraper.join()
+    assert sorted(last) == sorted(urls), "an endpoint never answered"
+    return last
 
 
 def test_a_stand_in_run_can_be_scraped(tmp_path: Path) -> None:
@@ -169,19 +187,9 @@ def test_a_stand_in_run_can_be_scraped(tmp_path: Path) -> None:
     metrics_port = base_port + COMMITTEE_PORTS
     local = _local(base_port, metrics_port, tmp_path)
     bench = BenchParameters(mode="hotcrypto", nodes=2, rate=1_000, duration=3, accounts=20)
+    bodies = scrape_during_run(local, bench, "hotmove_")
     endpoints = local.metrics_endpoints(bench)
     assert endpoints is not None
-    urls = [e.url for e in (*endpoints.nodes, *endpoints.clients)]
-    bodies: dict[str, str] = {}
-    stop = threading.Event()
-    scraper = threading.Thread(target=_scrape_until_answered, args=(urls, bodies, stop))
-    scraper.start()
-    try:
-        local.run(bench)
-    finally:
-        stop.set()
-        scraper.join()
-    assert sorted(bodies) == sorted(urls)
     node = bodies[endpoints.nodes[1].url]
     assert "# TYPE hotmove_consensus_committed_txs_total counter" in node
     assert 'hotmove_stage_items_total{node="' in node
