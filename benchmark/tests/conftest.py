@@ -83,6 +83,15 @@ def fab(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     )
 
 
+def fab_fails(*args: str) -> str:
+    """`fab ARGS` that must fail as a user's mistake does: exit code 1 and a message, not a
+    traceback. The message (stderr)."""
+    result = fab(*args)
+    assert result.returncode == 1, (args, result.stdout[-3000:], result.stderr[-3000:])
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.stderr
+
+
 def run_flags(tmp_path: Path) -> list[str]:
     """The flags of a real run: free ports for its committee, its logs and results in `tmp_path`."""
     return [

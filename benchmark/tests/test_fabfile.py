@@ -16,7 +16,7 @@ from invoke.exceptions import Exit
 from benchmark.config import REMOTE_DEFAULTS, BenchParameters
 from benchmark.runners import sweep
 
-from .conftest import REPO_ROOT, fab
+from .conftest import REPO_ROOT, fab, fab_fails
 
 TASKS = (
     "local",
@@ -45,45 +45,31 @@ def test_fab_list() -> None:
 
 
 def test_bad_parameters_fail_with_a_message() -> None:
-    result = fab("local", "--nodes=4", "--faults=2", "--no-build")
-    assert result.returncode == 1
-    assert "faults must be between 0 and 1" in result.stderr
-    assert "Traceback" not in result.stderr
-
-    result = fab("remote", "--nodes=4,x", "--no-build")
-    assert result.returncode == 1
-    assert "--nodes must be comma-separated integers" in result.stderr
-
-    result = fab("local", "--rate=20000,fast", "--no-build")
-    assert result.returncode == 1
-    assert "--rate must be comma-separated integers" in result.stderr
+    stderr = fab_fails("local", "--nodes=4", "--faults=2", "--no-build")
+    assert "faults must be between 0 and 1" in stderr
+    stderr = fab_fails("remote", "--nodes=4,x", "--no-build")
+    assert "--nodes must be comma-separated integers" in stderr
+    stderr = fab_fails("local", "--rate=20000,fast", "--no-build")
+    assert "--rate must be comma-separated integers" in stderr
 
     # A bad rate late in a sweep fails before any run starts.
-    result = fab("local", "--rate=20000,0", "--no-build", "--binaries=missing")
-    assert result.returncode == 1
-    assert "rate must be positive, got 0" in result.stderr
-    assert "does not exist" not in result.stderr
+    stderr = fab_fails("local", "--rate=20000,0", "--no-build", "--binaries=missing")
+    assert "rate must be positive, got 0" in stderr
+    assert "does not exist" not in stderr
 
-    result = fab("local", "--mode=movevm", "--rate=1000,2000", "--no-build")
-    assert result.returncode == 1
-    assert "movevm has no input rate to sweep" in result.stderr
-    assert "Traceback" not in result.stderr
+    stderr = fab_fails("local", "--mode=movevm", "--rate=1000,2000", "--no-build")
+    assert "movevm has no input rate to sweep" in stderr
 
     # Remote sweeps are checked before settings.json or AWS are read, whichever spelling is used.
     for flag in ("--rate", "--rates"):
-        result = fab("remote", f"{flag}=20000,0", "--no-build", "--settings=missing.json")
-        assert result.returncode == 1
-        assert "rate must be positive, got 0" in result.stderr
-        assert "missing.json" not in result.stderr
+        stderr = fab_fails("remote", f"{flag}=20000,0", "--no-build", "--settings=missing.json")
+        assert "rate must be positive, got 0" in stderr
+        assert "missing.json" not in stderr
 
-    result = fab("remote", "--rate=1000", "--rates=2000", "--no-build")
-    assert result.returncode == 1
-    assert "--rate and --rates are the same flag" in result.stderr
-
-    result = fab("local", "--mode=movevm", "--workload=ycsb", "--no-build")
-    assert result.returncode == 1
-    assert "unknown workload 'ycsb'" in result.stderr
-    assert "Traceback" not in result.stderr
+    stderr = fab_fails("remote", "--rate=1000", "--rates=2000", "--no-build")
+    assert "--rate and --rates are the same flag" in stderr
+    stderr = fab_fails("local", "--mode=movevm", "--workload=ycsb", "--no-build")
+    assert "unknown workload 'ycsb'" in stderr
 
 
 def _fabfile(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
@@ -168,9 +154,8 @@ def test_local_and_remote_take_every_bench_flag(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_plot_without_results_is_a_clear_error(tmp_path: object) -> None:
-    result = fab("plot", "--mode=hotstuff", f"--results={tmp_path}")
-    assert result.returncode == 1
-    assert "no saved results for mode hotstuff" in result.stderr
+    stderr = fab_fails("plot", "--mode=hotstuff", f"--results={tmp_path}")
+    assert "no saved results for mode hotstuff" in stderr
 
 
 def _bad_inputs(tmp_path: Path, standins: Path) -> list[tuple[str, dict[str, object], str]]:
@@ -253,10 +238,7 @@ def test_flags_invoke_parses_fail_without_a_traceback() -> None:
         (("local", "--base-port=x", "--no-build"), "--base-port must be an integer, got 'x'"),
         (("create", "--nodes=two"), "--nodes must be an integer, got 'two'"),
     ):
-        result = fab(*args)
-        assert result.returncode == 1
-        assert "Traceback" not in result.stderr, result.stderr
-        assert result.stderr.strip() == f"Error: {expected}"
+        assert fab_fails(*args).strip() == f"Error: {expected}"
 
 
 def test_plot_names_the_files_it_cannot_read(

@@ -16,7 +16,7 @@ from benchmark.runners.local import LocalBench
 from benchmark.runners.prometheus import PrometheusPortError, local_endpoints, remote_endpoints
 from benchmark.runners.remote import Host, RemoteBench
 
-from .conftest import REPO_ROOT, fab, standin_bench
+from .conftest import REPO_ROOT, fab_fails, standin_bench
 from .sshhosts import COMMITTEE_PORTS, free_port
 
 
@@ -133,16 +133,14 @@ def test_remote_metrics_ports_may_not_be_node_ports(tmp_path: Path) -> None:
 
 
 def test_fab_local_names_a_collision_before_anything_starts() -> None:
-    result = fab(
+    stderr = fab_fails(
         "local", "--nodes=4", "--base-port=4000", "--prometheus-port=4010", "--no-build",
         "--binaries=missing",
     )  # fmt: skip
-    assert result.returncode == 1
-    assert "--prometheus-port=4010 needs ports 4010-4017" in result.stderr
-    assert "does not exist" not in result.stderr
-    result = fab("local", "--prometheus-port=x", "--no-build")
-    assert result.returncode == 1
-    assert "--prometheus-port must be an integer, got 'x'" in result.stderr
+    assert "--prometheus-port=4010 needs ports 4010-4017" in stderr
+    assert "does not exist" not in stderr
+    stderr = fab_fails("local", "--prometheus-port=x", "--no-build")
+    assert "--prometheus-port must be an integer, got 'x'" in stderr
 
 
 def scrape(url: str) -> str | None:
