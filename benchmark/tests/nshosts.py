@@ -30,7 +30,7 @@ from pathlib import Path
 
 import psutil
 
-from .sshhosts import SSHD, wait_for_sshd, write_sshd_config
+from .sshhosts import SSHD, processes_of, wait_for_sshd, write_sshd_config
 
 USER_NAME = re.compile(r"^hmns(\d+)$")
 NAMESPACE = re.compile(r"^hmns(\d+)-\d+$")
@@ -83,17 +83,7 @@ class NamespaceHosts:
 
     def processes(self) -> list[psutil.Process]:
         """The user's live processes on any host, except their SSH sessions."""
-        uid = pwd.getpwnam(self.user).pw_uid
-        found = []
-        for process in psutil.process_iter(["uids", "name", "status"]):
-            with contextlib.suppress(psutil.Error):
-                if not process.info["uids"] or process.info["uids"].real != uid:
-                    continue
-                if process.info["status"] == psutil.STATUS_ZOMBIE:
-                    continue
-                if process.info["name"] not in ("sshd", "sshd-session"):
-                    found.append(process)
-        return found
+        return processes_of([self.user])
 
 
 def _alive(pid: int) -> bool:

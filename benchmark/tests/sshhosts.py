@@ -71,19 +71,24 @@ class SshHosts:
         return path
 
     def user_processes(self) -> list[psutil.Process]:
-        """Live processes owned by the host users, except their SSH sessions. Zombies are dead:
-        detached processes are reparented to PID 1, which in a container may never reap them."""
-        uids = {pwd.getpwnam(user).pw_uid for user in self.users}
-        found = []
-        for process in psutil.process_iter(["uids", "name", "status"]):
-            with contextlib.suppress(psutil.Error):
-                if not process.info["uids"] or process.info["uids"].real not in uids:
-                    continue
-                if process.info["status"] == psutil.STATUS_ZOMBIE:
-                    continue
-                if process.info["name"] not in ("sshd", "sshd-session"):
-                    found.append(process)
-        return found
+        """Live processes owned by the host users, except their SSH sessions."""
+        return processes_of(self.users)
+
+
+def processes_of(users: Sequence[str]) -> list[psutil.Process]:
+    """Live processes owned by `users`, except their SSH sessions. Zombies are dead: detached
+    processes are reparented to PID 1, which in a container may never reap them."""
+    uids = {pwd.getpwnam(user).pw_uid for user in users}
+    found = []
+    for process in psutil.process_iter(["uids", "name", "status"]):
+        with contextlib.suppress(psutil.Error):
+            if not process.info["uids"] or process.info["uids"].real not in uids:
+                continue
+            if process.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if process.info["name"] not in ("sshd", "sshd-session"):
+                found.append(process)
+    return found
 
 
 # A committee of the tests' size (at most 4 nodes) listens on this many consecutive ports.
