@@ -87,8 +87,15 @@ class _Hosts:
         pass
 
 
-def test_local_and_remote_run_through_the_same_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[str, list[tuple[int, int, int]]]] = []
+Sweeps = list[tuple[str, list[object]]]
+
+
+def _recorded_sweeps(
+    monkeypatch: pytest.MonkeyPatch, fields: Callable[[BenchParameters], object]
+) -> tuple[ModuleType, Sweeps]:
+    """The fabfile with its sweep replaced by a recorder and the remote hosts by `_Hosts`, and
+    what the recorder saw: each sweep's runner and `fields` of each of its points."""
+    sweeps: Sweeps = []
 
     def recording_sweep(
         points: Sequence[BenchParameters],
@@ -96,19 +103,24 @@ def test_local_and_remote_run_through_the_same_sweep(monkeypatch: pytest.MonkeyP
         out: TextIO,
         before_runs: Callable[[], None] | None = None,
     ) -> list[object]:
-        calls.append((type(runner).__name__, [(p.nodes, p.rate, p.duration) for p in points]))
+        sweeps.append((type(runner).__name__, [fields(p) for p in points]))
         return []
 
     monkeypatch.setattr(sweep, "run_sweep", recording_sweep)
     fabfile = _fabfile(monkeypatch)
     monkeypatch.setattr(fabfile, "_remote_bench", lambda *_args: _Hosts())
+    return fabfile, sweeps
+
+
+def test_local_and_remote_run_through_the_same_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    fabfile, sweeps = _recorded_sweeps(monkeypatch, lambda p: (p.nodes, p.rate, p.duration))
     context = Context()
     fabfile.local(context, nodes="4,7", rate="1000,2000", build=False)
     fabfile.remote(context, nodes="4", rates="3000,4000", build=False)
     fabfile.remote(context, rate="5000", duration="12", build=False)
     local_duration = BenchParameters().duration
     remote_duration = REMOTE_DEFAULTS["duration"]
-    assert calls == [
+    assert sweeps == [
         (
             "LocalBench",
             [(n, r, local_duration) for n in (4, 7) for r in (1000, 2000)],
@@ -119,24 +131,16 @@ def test_local_and_remote_run_through_the_same_sweep(monkeypatch: pytest.MonkeyP
 
 
 def test_local_and_remote_pass_the_workload_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[list[tuple[str, str, int | None]]] = []
-
-    def recording_sweep(
-        points: Sequence[BenchParameters],
-        runner: object,
-        out: TextIO,
-        before_runs: Callable[[], None] | None = None,
-    ) -> list[object]:
-        calls.append([(p.mode, p.workload, p.workload_arg, p.store) for p in points])
-        return []
-
-    monkeypatch.setattr(sweep, "run_sweep", recording_sweep)
-    fabfile = _fabfile(monkeypatch)
-    monkeypatch.setattr(fabfile, "_remote_bench", lambda *_args: _Hosts())
+    fabfile, sweeps = _recorded_sweeps(
+        monkeypatch, lambda p: (p.mode, p.workload, p.workload_arg, p.store)
+    )
     context = Context()
     fabfile.local(context, mode="movevm", workload="kvstore", workload_arg="8", build=False)
     fabfile.remote(context, mode="hotmove", workload="smallbank", store=True, build=False)
-    assert calls == [[("movevm", "kvstore", 8, False)], [("hotmove", "smallbank", None, True)]]
+    assert sweeps == [
+        ("LocalBench", [("movevm", "kvstore", 8, False)]),
+        ("_Hosts", [("hotmove", "smallbank", None, True)]),
+    ]
 
 
 def test_local_and_remote_take_every_bench_flag(monkeypatch: pytest.MonkeyPatch) -> None:
