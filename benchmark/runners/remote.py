@@ -625,5 +625,12 @@ class RemoteBench:
                 f"the logs in {log_dir} name no mode and the hosts hold no bench.json"
             )
         pipelines.save(pipelines.describe(self.local_node_binary, mode), log_dir)
-        summary, _ = finish_run(log_dir, bench, None, self.out, extra={"where": "remote"})
+        summary, _ = finish_run(
+            log_dir,
+            bench,
+            None,
+            self.out,
+            extra={"where": "remote"},
+            enforce_audit=self.enforce_audit,
+        )
         return summary

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmark.analysis.faults import AuditFailedError
 from benchmark.analysis.metrics import load_run
 from benchmark.aws.settings import Settings
 from benchmark.config import BenchParameters, Ports
@@ -34,10 +35,11 @@ from benchmark.faults.events import FaultLog
 from benchmark.faults.schedule import schedule_from_flags
 from benchmark.flags import sweep_points
 from benchmark.runners.prometheus import EVERY_INTERFACE
-from benchmark.runners.remote import BENCH_DIR, RemoteBench, RemoteError, select_hosts
+from benchmark.runners.remote import BENCH_DIR, Host, RemoteBench, RemoteError, select_hosts
 from benchmark.runners.sweep import run_sweep
 
 from .sshhosts import COMMITTEE_PORTS, SshHosts, free_port
+from .synthetic import write_run
 from .test_prometheus import scrape
 
 FAKE_CARGO = """#!/bin/sh
@@ -120,6 +122,53 @@ def test_select_hosts_interleaves_regions() -> None:
     hosts = select_hosts({"us-east-1": ["1.1.1.1", "1.1.1.2"], "eu-west-1": ["2.2.2.1"]}, "ubuntu")
     assert [h.address for h in hosts] == ["1.1.1.1", "2.2.2.1", "1.1.1.2"]
     assert all(h.user == "ubuntu" and h.port == 22 for h in hosts)
+
+
+def test_logs_audits_as_the_runs_do(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, standins: Path
+) -> None:
+    """`logs` summarises what it downloads with the runner's `enforce_audit`, as its runs do:
+    stand-ins' logs, whose numbers make no consistent ledger, are audited without failing."""
+
+    class NoBenchFile:
+        def get(self, remote: str, local: str) -> None:
+            raise OSError(f"no {remote}")
+
+    def download(count: int, log_dir: Path) -> list[Path]:
+        write_run(log_dir)  # its accounting does not add up: the audit fails
+        return sorted(log_dir.glob("*.log"))
+
+    settings = Settings(
+        key_name="unused",
+        key_path=tmp_path / "key",
+        regions=("local",),
+        instance_type="none",
+        ports=Ports.consecutive(4000),
+        repo_name="hotmove",
+        repo_url="unused",
+        branch="main",
+    )
+    for enforce_audit in (False, True):
+        bench = RemoteBench(
+            settings,
+            [Host("10.0.0.1", "u")],
+            local_node_binary=standins / "node",
+            work_dir=tmp_path,
+            logs_dir=tmp_path,
+            results_dir=None,
+            out=StringIO(),
+            enforce_audit=enforce_audit,
+        )
+        monkeypatch.setattr(bench, "download", download)
+        bench.connections = [NoBenchFile()]  # type: ignore[list-item]
+        log_dir = tmp_path / f"enforced-{enforce_audit}"
+        if enforce_audit:
+            with pytest.raises(AuditFailedError, match="accounting"):
+                bench.logs(log_dir)
+        else:
+            summary = bench.logs(log_dir)
+            assert summary is not None
+            assert summary.mode == "hotcrypto"
 
 
 def test_install_fetches_and_builds(local_ssh_hosts: SshHosts, remote_bench: RemoteBench) -> None:
