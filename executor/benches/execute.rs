@@ -51,65 +51,45 @@ impl PingPong {
 
 fn native_transfer(c: &mut Criterion) {
     let genesis = Genesis::generate(2, BALANCE, 0);
-    let mut group = c.benchmark_group("native");
-    group.throughput(Throughput::Elements(1));
-
-    let mut executor = NativeExecutor::from_genesis(&genesis).expect("genesis");
-    let mut pair = PingPong::new(&genesis);
-    group.bench_function("execute", |b| {
-        b.iter_batched(
-            || {
-                pair.next(|destination| Payload::Native {
-                    destination,
-                    amount: 1,
-                })
-            },
-            |tx| executor.execute(&tx),
-            BatchSize::SmallInput,
-        )
+    let executor = || NativeExecutor::from_genesis(&genesis).expect("genesis");
+    executor_and_ledger(c, "native", &genesis, executor, |destination| {
+        Payload::Native {
+            destination,
+            amount: 1,
+        }
     });
-
-    let executor = NativeExecutor::from_genesis(&genesis).expect("genesis");
-    let mut ledger = Ledger::from_genesis(executor, &genesis, 1_000);
-    let mut pair = PingPong::new(&genesis);
-    let mut done = Vec::new();
-    group.bench_function("ledger", |b| {
-        b.iter_batched(
-            || {
-                pair.next(|destination| Payload::Native {
-                    destination,
-                    amount: 1,
-                })
-            },
-            |tx| {
-                done.clear();
-                ledger.apply_into(tx, &mut done)
-            },
-            BatchSize::SmallInput,
-        )
-    });
-    group.finish();
 }
 
 fn move_transfer(c: &mut Criterion) {
     let genesis = Genesis::generate(2, BALANCE, 0);
     let script = MoveExecutor::transfer_script().expect("script");
-    let mut group = c.benchmark_group("move");
+    let executor = || MoveExecutor::from_genesis(&genesis).expect("genesis");
+    executor_and_ledger(c, "move", &genesis, executor, |destination| Payload::Move {
+        script: script.clone(),
+        destination,
+        amount: 1,
+    });
+}
+
+/// In `group`, the ping-pong transfer of `payload` through an executor alone (`execute`), then
+/// through a second one behind the ledger, as a node runs it (`ledger`).
+fn executor_and_ledger<E: Executor>(
+    c: &mut Criterion,
+    group: &str,
+    genesis: &Genesis,
+    executor: impl Fn() -> E,
+    payload: impl Fn(Address) -> Payload,
+) {
+    let mut group = c.benchmark_group(group);
     group.throughput(Throughput::Elements(1));
 
-    let mut executor = MoveExecutor::from_genesis(&genesis).expect("genesis");
-    let mut pair = PingPong::new(&genesis);
+    let mut alone = executor();
+    let mut pair = PingPong::new(genesis);
     group.bench_function("execute", |b| {
         b.iter_batched(
-            || {
-                pair.next(|destination| Payload::Move {
-                    script: script.clone(),
-                    destination,
-                    amount: 1,
-                })
-            },
+            || pair.next(&payload),
             |tx| {
-                let outcome = executor.execute(&tx);
+                let outcome = alone.execute(&tx);
                 debug_assert!(outcome.is_executed());
                 outcome
             },
@@ -117,19 +97,12 @@ fn move_transfer(c: &mut Criterion) {
         )
     });
 
-    let executor = MoveExecutor::from_genesis(&genesis).expect("genesis");
-    let mut ledger = Ledger::from_genesis(executor, &genesis, 1_000);
-    let mut pair = PingPong::new(&genesis);
+    let mut ledger = Ledger::from_genesis(executor(), genesis, 1_000);
+    let mut pair = PingPong::new(genesis);
     let mut done = Vec::new();
     group.bench_function("ledger", |b| {
         b.iter_batched(
-            || {
-                pair.next(|destination| Payload::Move {
-                    script: script.clone(),
-                    destination,
-                    amount: 1,
-                })
-            },
+            || pair.next(&payload),
             |tx| {
                 done.clear();
                 ledger.apply_into(tx, &mut done)
