@@ -116,6 +116,14 @@ pub struct BlockTx<'a> {
     pub stop_if_rejected: bool,
 }
 
+impl BlockTx<'_> {
+    /// Whether the block ends with this transaction, given what it did: it was rejected and
+    /// must stop the block.
+    pub fn ends_block(&self, outcome: &Outcome) -> bool {
+        self.stop_if_rejected && matches!(outcome, Outcome::Rejected(_))
+    }
+}
+
 /// What the parallel schemes did, cumulative (zero under sequential execution).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct BlockStats {
@@ -156,7 +164,7 @@ pub trait Executor {
         let mut outcomes = Vec::with_capacity(block.len());
         for entry in block {
             let outcome = self.execute(entry.tx);
-            let stop = entry.stop_if_rejected && matches!(outcome, Outcome::Rejected(_));
+            let stop = entry.ends_block(&outcome);
             outcomes.push(outcome);
             if stop {
                 break;

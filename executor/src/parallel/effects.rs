@@ -14,6 +14,45 @@ pub(crate) struct BlockResult {
     pub(crate) gas_used: u64,
 }
 
+/// A block's result, counted as its transactions commit in their order, and the fees they leave
+/// to credit to the fee account after it.
+pub(super) struct BlockTally {
+    result: BlockResult,
+    deferred_fees: u64,
+}
+
+impl BlockTally {
+    pub(super) fn new(block: &[BlockTx<'_>]) -> Self {
+        BlockTally {
+            result: BlockResult {
+                outcomes: Vec::with_capacity(block.len()),
+                gas_used: 0,
+            },
+            deferred_fees: 0,
+        }
+    }
+
+    /// Counts `entry`, the block's next transaction, committed; whether the block ends with it.
+    pub(super) fn count(
+        &mut self,
+        entry: &BlockTx<'_>,
+        outcome: Outcome,
+        gas_used: u64,
+        deferred_fee: u64,
+    ) -> bool {
+        self.result.gas_used = self.result.gas_used.saturating_add(gas_used);
+        self.deferred_fees = self.deferred_fees.saturating_add(deferred_fee);
+        let ends = entry.ends_block(&outcome);
+        self.result.outcomes.push(outcome);
+        ends
+    }
+
+    /// The block's result and the fees left to credit.
+    pub(super) fn finish(self) -> (BlockResult, u64) {
+        (self.result, self.deferred_fees)
+    }
+}
+
 /// Resources written (`Some`) or deleted (`None`).
 pub(super) type Writes = Vec<(StateKey, Option<Bytes>)>;
 
@@ -66,22 +105,14 @@ pub(super) fn commit(
     block: &[BlockTx<'_>],
     outputs: impl IntoIterator<Item = Output>,
 ) -> (BlockResult, u64) {
-    let mut result = BlockResult {
-        outcomes: Vec::with_capacity(block.len()),
-        gas_used: 0,
-    };
-    let mut deferred_fees = 0u64;
+    let mut tally = BlockTally::new(block);
     for (entry, output) in block.iter().zip(outputs) {
         for (key, value) in output.writes {
             storage.put(key, value);
         }
-        result.gas_used = result.gas_used.saturating_add(output.gas_used);
-        deferred_fees = deferred_fees.saturating_add(output.deferred_fee);
-        let stop = entry.stop_if_rejected && matches!(output.outcome, Outcome::Rejected(_));
-        result.outcomes.push(output.outcome);
-        if stop {
+        if tally.count(entry, output.outcome, output.gas_used, output.deferred_fee) {
             break;
         }
     }
-    (result, deferred_fees)
+    tally.finish()
 }
