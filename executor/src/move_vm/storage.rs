@@ -35,18 +35,23 @@ pub struct InMemoryStorage {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct ResourceType(u32);
 
-#[cfg(test)]
-impl ResourceType {
-    pub(crate) fn for_tests(number: u32) -> Self {
-        ResourceType(number)
-    }
-}
-
 /// One resource of the store: what the parallel schemes track reads and writes by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct StateKey {
     pub(crate) address: AccountAddress,
     pub(crate) ty: ResourceType,
+}
+
+#[cfg(test)]
+impl StateKey {
+    /// The key numbered `n` of the parallel schemes' tests: one resource type at the address
+    /// of `n` repeated.
+    pub(crate) fn for_tests(n: u8) -> Self {
+        StateKey {
+            address: AccountAddress::new([n; AccountAddress::LENGTH]),
+            ty: ResourceType(0),
+        }
+    }
 }
 
 impl InMemoryStorage {

@@ -117,14 +117,9 @@ fn levels(declared: &[Declared]) -> Vec<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::move_vm::storage::ResourceType;
-    use move_core_types::account_address::AccountAddress;
 
     fn key(n: u8) -> StateKey {
-        StateKey {
-            address: AccountAddress::new([n; AccountAddress::LENGTH]),
-            ty: ResourceType::for_tests(0),
-        }
+        StateKey::for_tests(n)
     }
 
     fn sets(reads: &[u8], writes: &[u8]) -> Declared {

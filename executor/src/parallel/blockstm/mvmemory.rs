@@ -192,14 +192,9 @@ fn lock_mut<T>(mutex: &mut Mutex<T>) -> &mut T {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::move_vm::storage::ResourceType;
-    use move_core_types::account_address::AccountAddress;
 
     fn key(n: u8) -> StateKey {
-        StateKey {
-            address: AccountAddress::new([n; AccountAddress::LENGTH]),
-            ty: ResourceType::for_tests(0),
-        }
+        StateKey::for_tests(n)
     }
 
     fn value(n: u8) -> Option<Bytes> {
