@@ -437,8 +437,8 @@ impl<C: ColumnKind> Table<C> {
     }
 }
 
-/// Backends for tests (here and, with the `testing` feature, other crates'): one that records
-/// every write, one whose writes fail.
+/// A backend for tests (here and, with the `testing` feature, other crates'): it records every
+/// write, and fails those to the columns a test names.
 #[cfg(any(test, feature = "testing"))]
 pub mod testing {
     use super::*;
@@ -446,42 +446,20 @@ pub mod testing {
     /// Each write's column and the name of the thread it ran on, in order.
     pub type Writes = Arc<Mutex<Vec<(Column, Option<String>)>>>;
 
-    /// The in-memory backend, recording each write (`put`) as it is made.
+    /// The in-memory backend, recording each write (`put`) as it is made in `writes`, and failing
+    /// those to the columns in `failing` as a full or broken disk would.
     #[derive(Default)]
-    pub struct RecordingBackend {
+    pub struct TestBackend {
         memory: MemoryBackend,
         pub writes: Writes,
-    }
-
-    impl Backend for RecordingBackend {
-        fn get(&self, column: Column, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
-            self.memory.get(column, key)
-        }
-        fn put(&self, column: Column, key: &[u8], value: Bytes) -> Result<(), StoreError> {
-            let thread = std::thread::current().name().map(str::to_owned);
-            lock(&self.writes).push((column, thread));
-            self.memory.put(column, key, value)
-        }
-        fn delete(&self, column: Column, keys: &[&[u8]]) -> Result<(), StoreError> {
-            self.memory.delete(column, keys)
-        }
-        fn scan(&self, column: Column) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
-            self.memory.scan(column)
-        }
-        fn len(&self, column: Column) -> usize {
-            self.memory.len(column)
-        }
-    }
-
-    /// The in-memory backend whose writes to the columns in `failing` fail, as a full or broken
-    /// disk's would.
-    #[derive(Default)]
-    pub struct FailingBackend {
-        memory: MemoryBackend,
         pub failing: Arc<Mutex<Vec<Column>>>,
     }
 
-    impl Backend for FailingBackend {
+    /// The names tests use it by: for the writes it records, for the writes it fails.
+    pub type RecordingBackend = TestBackend;
+    pub type FailingBackend = TestBackend;
+
+    impl Backend for TestBackend {
         fn get(&self, column: Column, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
             self.memory.get(column, key)
         }
@@ -489,6 +467,8 @@ pub mod testing {
             if lock(&self.failing).contains(&column) {
                 return Err(StoreError::backend(column, "no space left on device"));
             }
+            let thread = std::thread::current().name().map(str::to_owned);
+            lock(&self.writes).push((column, thread));
             self.memory.put(column, key, value)
         }
         fn delete(&self, column: Column, keys: &[&[u8]]) -> Result<(), StoreError> {
@@ -528,6 +508,31 @@ mod tests {
         .await
         .expect("waiter registered");
         waiter
+    }
+
+    /// The test backend records the writes it makes and fails those to the columns named.
+    #[tokio::test]
+    async fn the_test_backend_records_writes_and_fails_the_columns_named() {
+        let backend = testing::TestBackend::default();
+        let (writes, failing) = (backend.writes.clone(), backend.failing.clone());
+        let store = Store::with_backend(backend);
+        let key = Digest::of(b"k");
+        lock(&failing).push(Column::Safety);
+        let refused = store.safety().write(key, Bytes::from_static(b"v")).await;
+        assert!(
+            matches!(refused, Err(StoreError::Backend { .. })),
+            "{refused:?}"
+        );
+        store
+            .batches()
+            .write(key, Bytes::from_static(b"v"))
+            .await
+            .expect("write");
+        assert_eq!(
+            lock(&writes).iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+            [Column::Batches]
+        );
+        assert!(!store.safety().contains(&key).expect("read"));
     }
 
     /// On a store with writer threads, each column's writes run on that column's thread, and a
