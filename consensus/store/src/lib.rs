@@ -510,6 +510,14 @@ mod tests {
         waiter
     }
 
+    /// What `waiter` resolved to, within 5 s.
+    async fn resolved(waiter: JoinHandle<Result<Bytes, StoreError>>) -> Result<Bytes, StoreError> {
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("resolved")
+            .expect("task")
+    }
+
     /// The test backend records the writes it makes and fails those to the columns named.
     #[tokio::test]
     async fn the_test_backend_records_writes_and_fails_the_columns_named() {
@@ -562,10 +570,7 @@ mod tests {
             .await
             .expect("write");
         store.meta().write(key, value.clone()).await.expect("write");
-        let woken = tokio::time::timeout(Duration::from_secs(5), waiter)
-            .await
-            .expect("resolved")
-            .expect("task");
+        let woken = resolved(waiter).await;
         assert_eq!(woken.ok(), Some(value.clone()));
         let expected: Vec<_> = [
             Column::Blocks,
@@ -604,10 +609,7 @@ mod tests {
         let waiter = waiter_on(&batches, key).await;
         // Polled once (the write is queued), then dropped.
         let _ = futures::FutureExt::now_or_never(batches.write(key, Bytes::from_static(b"v")));
-        let value = tokio::time::timeout(Duration::from_secs(5), waiter)
-            .await
-            .expect("woken")
-            .expect("task");
+        let value = resolved(waiter).await;
         assert_eq!(value.ok(), Some(Bytes::from_static(b"v")));
     }
 
@@ -620,10 +622,7 @@ mod tests {
             .write(key, Bytes::from_static(b"v"))
             .await
             .expect("write");
-        let value = tokio::time::timeout(Duration::from_secs(5), waiter)
-            .await
-            .expect("resolved")
-            .expect("task");
+        let value = resolved(waiter).await;
         assert_eq!(value.ok(), Some(Bytes::from_static(b"v")));
         assert_eq!(
             batches.notify_read(key).await.ok(),
@@ -665,10 +664,7 @@ mod tests {
             .write(key, Bytes::from_static(b"batch"))
             .await
             .expect("write");
-        let value = tokio::time::timeout(Duration::from_secs(5), waiter)
-            .await
-            .expect("resolved")
-            .expect("task");
+        let value = resolved(waiter).await;
         assert_eq!(value.ok(), Some(Bytes::from_static(b"batch")));
         assert_eq!(
             store.blocks().read(&key).expect("read"),
