@@ -11,8 +11,8 @@
 
 use crypto::KeyPair;
 use executor::{
-    AdapterExecutor, Address, CallStyle, Dest, ExecConfig, GasParameters, Genesis, Ledger, Load,
-    Payees, Scheme, Transaction, Workload,
+    AdapterExecutor, CallStyle, Dest, ExecConfig, GasParameters, Genesis, Ledger, Load, Payees,
+    Scheme, Transaction, Workload,
 };
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -46,7 +46,7 @@ fn blocks(
     size: usize,
 ) -> Vec<Vec<Transaction>> {
     let load = Load::new(workload, None, CallStyle::Entry).expect("load");
-    let addresses: Vec<Address> = genesis.accounts.iter().map(|a| a.address()).collect();
+    let addresses = genesis.addresses();
     let payees = Payees::new(dest, 0, ACCOUNTS);
     let mut nonces = vec![0u64; ACCOUNTS];
     let mut k = 0usize;
@@ -97,11 +97,7 @@ fn name((scheme, threads): (Scheme, usize)) -> String {
 
 fn bench_blocks(c: &mut Criterion) {
     let genesis = Genesis::generate(ACCOUNTS, BALANCE, 0);
-    let keys: Vec<KeyPair> = genesis
-        .accounts
-        .iter()
-        .map(|a| a.keypair().expect("secret"))
-        .collect();
+    let keys = genesis.keypairs().expect("secret keys");
     for workload in Workload::ALL {
         let tx_size = blocks(&genesis, &keys, workload, Dest::Ring, 1)[0][0].encoded_len();
         let sizes = [("batch", BATCH_BYTES / tx_size), ("1000", 1_000)];

@@ -125,6 +125,17 @@ impl Genesis {
         self.accounts.iter().map(|a| a.balance as u128).sum()
     }
 
+    /// The address of every account, in file order.
+    pub fn addresses(&self) -> Vec<Address> {
+        self.accounts.iter().map(GenesisAccount::address).collect()
+    }
+
+    /// The key pair of every account, in file order; `None` unless the file carries every
+    /// account's secret key (a generated genesis does).
+    pub fn keypairs(&self) -> Option<Vec<KeyPair>> {
+        self.accounts.iter().map(GenesisAccount::keypair).collect()
+    }
+
     /// `(address, public key, balance)` of every account, in file order.
     pub fn balances(&self) -> impl Iterator<Item = (Address, PublicKey, u64)> + '_ {
         self.accounts
@@ -155,6 +166,12 @@ mod tests {
         assert_eq!(genesis.accounts[2].public_key, KeyPair::from_seed(12).name);
         let again = Genesis::generate(5, 1_000, 10);
         assert_eq!(again.accounts[4].public_key, genesis.accounts[4].public_key);
+        let keys = genesis.keypairs().expect("secret keys");
+        assert_eq!(keys[2].name, KeyPair::from_seed(12).name);
+        assert_eq!(
+            genesis.addresses()[2],
+            Address::from_public_key(&keys[2].name)
+        );
 
         let dir = std::env::temp_dir().join(format!("hotmove-genesis-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");

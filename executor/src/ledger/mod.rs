@@ -490,16 +490,10 @@ mod tests {
             &genesis,
             max_backlog,
         );
-        let keys = genesis
-            .accounts
-            .iter()
-            .map(|a| a.keypair().expect("secret"))
-            .collect();
-        let addresses = genesis.accounts.iter().map(|a| a.address()).collect();
         Fixture {
             ledger,
-            keys,
-            addresses,
+            keys: genesis.keypairs().expect("secret keys"),
+            addresses: genesis.addresses(),
         }
     }
 
