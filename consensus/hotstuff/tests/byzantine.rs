@@ -18,6 +18,7 @@ use hotstuff::wire;
 use hotstuff::{Block, ConsensusMessage, Timeout, Vote, QC, TC};
 use network::codec;
 use network::handshake::{self, Credentials, Gate, Purpose};
+use network::testing::{relay_handshake, Relay};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -318,34 +319,22 @@ struct Relays {
 /// and passes the dialer's answer on; if that node lets it in, writes a frame there as the dialer.
 async fn relay_handshakes(listener: TcpListener, targets: Vec<SocketAddr>, relays: Arc<Relays>) {
     let mut next = 0;
-    while let Ok((mut dialer, _)) = listener.accept().await {
+    while let Ok((dialer, _)) = listener.accept().await {
         let target = targets[next % targets.len()];
         next += 1;
         let relays = relays.clone();
         tokio::spawn(async move {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let Ok(mut acceptor) = TcpStream::connect(target).await else {
-                return;
-            };
-            let mut hello = [0u8; 65];
-            if acceptor.read_exact(&mut hello).await.is_err()
-                || dialer.write_all(&hello).await.is_err()
-            {
-                return;
-            }
-            let mut answer = [0u8; 96];
-            if dialer.read_exact(&mut answer).await.is_err() {
+            match relay_handshake(dialer, target).await {
                 // The dialer saw a key that is not the stand-in's and hung up.
-                relays.refused.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            let mut verdict = [0u8; 1];
-            if acceptor.write_all(&answer).await.is_ok()
-                && acceptor.read_exact(&mut verdict).await.is_ok()
-            {
-                relays.entered.fetch_add(1, Ordering::Relaxed);
-                let mut as_dialer = Framed::new(acceptor, codec(8 << 20));
-                let _ = as_dialer.send(Bytes::from_static(b"relayed")).await;
+                Relay::RefusedByDialer => {
+                    relays.refused.fetch_add(1, Ordering::Relaxed);
+                }
+                Relay::Entered { stream, .. } => {
+                    relays.entered.fetch_add(1, Ordering::Relaxed);
+                    let mut as_dialer = Framed::new(stream, codec(8 << 20));
+                    let _ = as_dialer.send(Bytes::from_static(b"relayed")).await;
+                }
+                Relay::RefusedByTarget | Relay::Unreachable => {}
             }
         });
     }

@@ -45,12 +45,12 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// blocks, timeouts sign digests of other shapes, but the prefix makes it explicit).
 const DOMAIN: &[u8] = b"hotmove/handshake/v1";
 
-const KEY_LEN: usize = 32;
+pub(crate) const KEY_LEN: usize = 32;
 const CHALLENGE_LEN: usize = 32;
 const SIGNATURE_LEN: usize = 64;
 pub(crate) const HELLO_LEN: usize = 1 + KEY_LEN + CHALLENGE_LEN;
 pub(crate) const ANSWER_LEN: usize = KEY_LEN + SIGNATURE_LEN;
-const ACCEPTED: u8 = 0xA5;
+pub(crate) const ACCEPTED: u8 = 0xA5;
 
 /// Which port a connection is for; part of the signed message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

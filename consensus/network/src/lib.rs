@@ -29,6 +29,8 @@ mod receiver;
 mod reliable_sender;
 mod simple_sender;
 mod slots;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod transport;
 
 pub use codec::{codec, Writer, DEFAULT_MAX_FRAME_SIZE};

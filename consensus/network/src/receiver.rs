@@ -567,7 +567,8 @@ pub(crate) mod tests {
     /// hello that names anyone but B, so B never gets an answer to pass on.
     #[tokio::test]
     async fn byzantine_handshake_relay_cannot_speak_as_the_dialer() {
-        use crate::handshake::{Credentials, Gate, Purpose, ANSWER_LEN, HELLO_LEN};
+        use crate::handshake::{Credentials, Gate, Purpose};
+        use crate::testing::{relay_handshake, Relay};
         use crate::ReliableSender;
         use crypto::KeyPair;
         let keys: Vec<_> = (0..3).map(KeyPair::from_seed).collect();
@@ -587,21 +588,19 @@ pub(crate) mod tests {
         let b_listener = TcpListener::bind(local).await.expect("bind");
         let b_address = b_listener.local_addr().expect("address");
         let relay = tokio::spawn(async move {
-            let (mut from_d, _) = b_listener.accept().await?;
-            let mut to_x = TcpStream::connect(x_address).await?;
-            let mut hello = [0u8; HELLO_LEN];
-            to_x.read_exact(&mut hello).await?;
-            from_d.write_all(&hello).await?;
-            let mut answer = [0u8; ANSWER_LEN];
-            from_d.read_exact(&mut answer).await?;
-            to_x.write_all(&answer).await?;
-            let mut verdict = [0u8; 1];
-            to_x.read_exact(&mut verdict).await?;
-            // In as D: speak for it.
-            let mut as_d = Framed::new(to_x, codec(1024));
-            as_d.send(Bytes::from_static(b"forged by B")).await?;
-            as_d.next().await.transpose()?;
-            Ok::<_, std::io::Error>(())
+            let (from_d, _) = b_listener.accept().await.expect("D dials B");
+            match relay_handshake(from_d, x_address).await {
+                Relay::Entered { stream, .. } => {
+                    // In as D: speak for it.
+                    let mut as_d = Framed::new(stream, codec(1024));
+                    let _ = as_d.send(Bytes::from_static(b"forged by B")).await;
+                    let _ = as_d.next().await;
+                    "entered X's port as D"
+                }
+                Relay::RefusedByDialer => "refused by D",
+                Relay::RefusedByTarget => "refused by X",
+                Relay::Unreachable => "undecided",
+            }
         });
 
         let credentials = Credentials::new(d.name, d.secret.clone(), Purpose::Consensus)
@@ -612,8 +611,8 @@ pub(crate) mod tests {
             .await
             .expect("the relay ends in time")
             .expect("relay task");
-        assert!(
-            relayed.is_err(),
+        assert_eq!(
+            relayed, "refused by D",
             "B passed D's handshake on to X and spoke as D"
         );
         assert!(
