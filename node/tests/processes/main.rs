@@ -1,206 +1,16 @@
 //! End-to-end tests with real processes: `node` replicas and `client` load generators on
 //! loopback ports, judged by the METRICS lines they print.
 
+mod byzantine;
+mod harness;
+mod hostile;
+
+use harness::*;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::OnceLock;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn node_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_node"))
-}
-
-/// The client binary, built beside the node binary. `cargo test` builds only the binaries of
-/// the package under test, so the client is built here (once per test process), with the same
-/// profile as the node binary.
-fn client_bin() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let node = node_bin();
-            let path = node.with_file_name("client");
-            let release = node
-                .parent()
-                .and_then(Path::file_name)
-                .is_some_and(|profile| profile == "release");
-            let mut cargo = Command::new(env!("CARGO"));
-            cargo.args(["build", "-p", "client", "--bin", "client"]);
-            if release {
-                cargo.arg("--release");
-            }
-            let status = cargo.status().expect("cargo runs");
-            assert!(status.success(), "building the client failed");
-            assert!(path.exists(), "no client binary at {}", path.display());
-            path
-        })
-        .clone()
-}
-
-/// A port nobody listens on, below Linux's ephemeral range (32768 and up), so no outgoing
-/// connection of a concurrently running test can take it before the node binds it.
-fn free_port() -> u16 {
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let _ = NEXT.compare_exchange(
-        0,
-        10_000 + (std::process::id() % 2_000) as u16 * 10,
-        Ordering::Relaxed,
-        Ordering::Relaxed,
-    );
-    loop {
-        let port = NEXT.fetch_add(1, Ordering::Relaxed);
-        assert!(port < 32_000, "ran out of test ports");
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("hotmove-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-struct Processes(Vec<Child>);
-
-impl Drop for Processes {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn terminate(child: &mut Child) -> bool {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(status)) = child.try_wait() {
-            return status.success();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-fn metrics_lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.strip_prefix("METRICS "))
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-struct Committee {
-    dir: PathBuf,
-    keys: Vec<PathBuf>,
-    tx_addresses: Vec<String>,
-    /// Where each node serves Prometheus metrics.
-    prometheus: Vec<String>,
-}
-
-fn write_committee(dir: &Path, n: usize) -> Committee {
-    let mut authorities = serde_json::Map::new();
-    let mut keys = Vec::new();
-    let mut tx_addresses = Vec::new();
-    for i in 0..n {
-        let key_file = dir.join(format!("node-{i}.json"));
-        let status = Command::new(node_bin())
-            .args(["keys", "--filename"])
-            .arg(&key_file)
-            .status()
-            .expect("node keys");
-        assert!(status.success());
-        let key: Value =
-            serde_json::from_str(&std::fs::read_to_string(&key_file).expect("key file"))
-                .expect("json");
-        let name = key["name"].as_str().expect("name").to_string();
-        let tx = format!("127.0.0.1:{}", free_port());
-        authorities.insert(
-            name,
-            serde_json::json!({
-                "stake": 1,
-                "consensus_address": format!("127.0.0.1:{}", free_port()),
-                "mempool_address": format!("127.0.0.1:{}", free_port()),
-                "transactions_address": tx,
-            }),
-        );
-        keys.push(key_file);
-        tx_addresses.push(tx);
-    }
-    let committee = serde_json::json!({ "authorities": authorities });
-    std::fs::write(dir.join("committee.json"), committee.to_string()).expect("committee");
-    std::fs::write(
-        dir.join("parameters.json"),
-        r#"{"batch_size": 50000, "max_batch_delay": 50, "timeout_delay": 1000}"#,
-    )
-    .expect("parameters");
-    Committee {
-        dir: dir.to_path_buf(),
-        keys,
-        tx_addresses,
-        prometheus: (0..n)
-            .map(|_| format!("127.0.0.1:{}", free_port()))
-            .collect(),
-    }
-}
-
-/// Starts one `node run` per key of the committee; stdout (METRICS) goes to node-i.log. `{i}`
-/// in an extra argument becomes the node's index.
-fn spawn_nodes(committee: &Committee, mode: &str, extra: &[&str]) -> Processes {
-    let mut nodes = Processes(Vec::new());
-    for (i, key) in committee.keys.iter().enumerate() {
-        let log = std::fs::File::create(committee.dir.join(format!("node-{i}.log"))).expect("log");
-        let child = Command::new(node_bin())
-            .arg("run")
-            .arg("--keys")
-            .arg(key)
-            .arg("--committee")
-            .arg(committee.dir.join("committee.json"))
-            .arg("--parameters")
-            .arg(committee.dir.join("parameters.json"))
-            .args(["--mode", mode])
-            .args(["--prometheus", &committee.prometheus[i]])
-            .args(extra.iter().map(|a| a.replace("{i}", &i.to_string())))
-            .stdout(log)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("node starts");
-        nodes.0.push(child);
-    }
-    nodes
-}
-
-/// Starts one client per node for 4 seconds; stdout goes to client-i.log.
-fn spawn_clients(committee: &Committee, mode: &str, extra: &[&str]) -> Processes {
-    let mut clients = Processes(Vec::new());
-    let n = committee.tx_addresses.len().to_string();
-    for (i, target) in committee.tx_addresses.iter().enumerate() {
-        let log =
-            std::fs::File::create(committee.dir.join(format!("client-{i}.log"))).expect("log");
-        let child = Command::new(client_bin())
-            .args(["--mode", mode, "--target", target, "--duration", "4"])
-            .arg("--nodes")
-            .arg(committee.tx_addresses.join(","))
-            .args(["--client-index", &i.to_string(), "--clients", &n])
-            .args(extra)
-            .stdout(log)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("client starts");
-        clients.0.push(child);
-    }
-    clients
-}
 
 #[test]
 fn hotstuff_mode_with_real_processes() {
@@ -420,40 +230,13 @@ fn scrape(address: &str) -> String {
     body.to_string()
 }
 
-fn last_metrics(path: &Path) -> Option<Value> {
-    metrics_lines(path).pop()
-}
-
-fn wait_for_clients(clients: &mut Processes) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    for client in &mut clients.0 {
-        loop {
-            if let Some(status) = client.try_wait().expect("client status") {
-                assert!(status.success(), "client failed: {status}");
-                break;
-            }
-            assert!(Instant::now() < deadline, "clients did not finish");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
 /// 4 nodes in `mode`, 4 clients sending valid transfers plus a share of forged signatures.
 fn crypto_mode_run(mode: &str, executor_delay_us: u64) {
     const ACCOUNTS: u64 = 400;
     const BALANCE: u64 = 1_000_000;
     let dir = temp_dir(&format!("{mode}-e2e"));
     let committee = write_committee(&dir, 4);
-    let genesis = dir.join("genesis.json");
-    let status = Command::new(node_bin())
-        .args(["genesis", "--accounts", &ACCOUNTS.to_string()])
-        .args(["--balance", &BALANCE.to_string(), "--filename"])
-        .arg(&genesis)
-        .status()
-        .expect("node genesis");
-    assert!(status.success());
-
-    let genesis = genesis.to_string_lossy().into_owned();
+    let genesis = committee.write_genesis(ACCOUNTS, BALANCE);
     let delay = executor_delay_us.to_string();
     let mut nodes = spawn_nodes(
         &committee,
@@ -617,15 +400,7 @@ fn workload_run(workload: &str, vm: &str, payload: &str) {
     const BALANCE: u64 = 1_000_000_000;
     let dir = temp_dir(&format!("{workload}-{vm}-{payload}-e2e"));
     let committee = write_committee(&dir, 4);
-    let genesis = dir.join("genesis.json");
-    let status = Command::new(node_bin())
-        .args(["genesis", "--accounts", &ACCOUNTS.to_string()])
-        .args(["--balance", &BALANCE.to_string(), "--filename"])
-        .arg(&genesis)
-        .status()
-        .expect("node genesis");
-    assert!(status.success());
-    let genesis = genesis.to_string_lossy().into_owned();
+    let genesis = committee.write_genesis(ACCOUNTS, BALANCE);
     let mut nodes = spawn_nodes(
         &committee,
         "hotmove",
@@ -789,14 +564,7 @@ fn bad_files_give_one_clear_error_and_a_nonzero_exit() {
 fn no_instrumentation_leaves_out_stage_cpu_and_hops() {
     let dir = temp_dir("no-instrumentation");
     let committee = write_committee(&dir, 4);
-    let genesis = dir.join("genesis.json");
-    let status = Command::new(node_bin())
-        .args(["genesis", "--accounts", "400", "--filename"])
-        .arg(&genesis)
-        .status()
-        .expect("node genesis");
-    assert!(status.success());
-    let genesis = genesis.to_string_lossy().into_owned();
+    let genesis = committee.write_genesis(400, 1_000_000_000);
     let mut nodes = spawn_nodes(
         &committee,
         "hotcrypto",
