@@ -4,6 +4,7 @@
 mod byzantine;
 mod harness;
 mod hostile;
+mod recovery;
 
 use harness::*;
 use serde_json::Value;
