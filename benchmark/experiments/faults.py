@@ -48,7 +48,7 @@ def _scenarios(quick: bool) -> list[Scenario]:
     base = shared[0][1]
     if quick:
         crash, partition = ("1@2:5",), ("3@2-5",)
-        longer = base
+        longer = {**base, "duration": "9"}
     else:
         crash, partition = ("1@5:15",), ("3@5-15",)
         longer = {**base, "duration": "30"}
