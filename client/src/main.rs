@@ -109,13 +109,7 @@ fn main() {
 }
 
 fn run() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    stages::logging::init();
     let cli = Cli::parse();
     if cli.clients == 0 || cli.client_index >= cli.clients {
         bail!("--client-index must be below --clients");

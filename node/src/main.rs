@@ -76,13 +76,7 @@ fn main() {
 }
 
 fn run_cli() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    stages::logging::init();
     match Cli::parse().command {
         Command::Keys { filename } => {
             let (name, secret) = crypto::generate_production_keypair();

@@ -6,6 +6,7 @@
 //! - [`stage`]: the stage trait and the one runner every stage runs in;
 //! - [`verifier`], [`execution`]: the two stages;
 //! - [`checkpointing`]: the last stage's part in state sync (checkpoints and restores);
+//! - [`logging`]: where both binaries' log lines go;
 //! - [`metrics`]: the registry behind the `METRICS` line and the Prometheus endpoint;
 //! - [`profile`]: `--profile`, a sampling profiler over the whole process;
 //! - [`standalone`]: `movevm`, the same decoder and executor stages fed by a generator.
@@ -16,6 +17,7 @@
 
 pub mod checkpointing;
 pub mod execution;
+pub mod logging;
 pub mod metrics;
 pub mod pipeline;
 pub mod profile;
