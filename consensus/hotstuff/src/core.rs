@@ -152,31 +152,10 @@ pub struct CoreChannels {
 }
 
 impl Core {
-    pub fn spawn(
-        name: PublicKey,
-        committee: Committee,
-        parameters: Parameters,
-        store: Store,
-        signature_service: SignatureService,
-        channels: CoreChannels,
-        metrics: Arc<ConsensusMetrics>,
-    ) -> Result<(), ConsensusError> {
-        let core = Self::new(
-            name,
-            committee,
-            parameters,
-            store,
-            signature_service,
-            channels,
-            metrics,
-        )?;
-        tokio::spawn(core.run());
-        Ok(())
-    }
-
-    /// Builds the core without running it (its helpers do start); tests drive it directly. On a
-    /// store that holds a safety state (a restart on a durable store) the core resumes from it.
-    fn new(
+    /// Builds the core without running it (its helpers do start): [`Core::spawn`] runs it, tests
+    /// drive it directly. On a store that holds a safety state (a restart on a durable store)
+    /// the core resumes from it.
+    pub fn new(
         name: PublicKey,
         committee: Committee,
         parameters: Parameters,
@@ -241,6 +220,11 @@ impl Core {
         core.pacemaker.restarted = restarted;
         core.resume_from_own_checkpoint()?;
         Ok(core)
+    }
+
+    /// Runs the core on its own task.
+    pub fn spawn(self) {
+        tokio::spawn(self.run());
     }
 
     async fn run(mut self) {

@@ -171,7 +171,7 @@ impl Consensus {
                 tx_fatal: tx_fatal.clone(),
             },
         );
-        core::Core::spawn(
+        core::Core::new(
             name,
             committee,
             parameters,
@@ -194,7 +194,8 @@ impl Consensus {
             },
             metrics.clone(),
         )
-        .map_err(|e| io::Error::other(format!("consensus cannot start: {e}")))?;
+        .map_err(|e| io::Error::other(format!("consensus cannot start: {e}")))?
+        .spawn();
         Ok(ConsensusHandle {
             metrics,
             fatal: rx_fatal,
