@@ -75,7 +75,20 @@ impl BlockStm {
         fees: FeeCredit,
     ) -> (Option<Vec<Output>>, Counts) {
         self.memory.reset(block.len());
-        let result = run(&self.memory, logic, workers, storage, block, fees);
+        let result = Run {
+            logic,
+            storage,
+            block,
+            fees,
+            scheduler: Scheduler::new(block.len()),
+            memory: &self.memory,
+            outputs: block.iter().map(|_| Mutex::new(None)).collect(),
+            unkeyed: AtomicBool::new(false),
+            executions: AtomicU64::new(0),
+            validation_aborts: AtomicU64::new(0),
+            dependency_waits: AtomicU64::new(0),
+        }
+        .execute_on(workers);
         // The outputs' values are then the only references to their bytes, and move into the
         // store without a copy.
         self.memory.reset(0);
@@ -83,45 +96,27 @@ impl BlockStm {
     }
 }
 
-fn run<L: TransactionLogic>(
-    memory: &MvMemory,
-    logic: &L,
-    workers: &Workers,
-    storage: &InMemoryStorage,
-    block: &[BlockTx<'_>],
-    fees: FeeCredit,
-) -> (Option<Vec<Output>>, Counts) {
-    let run = Run {
-        logic,
-        storage,
-        block,
-        fees,
-        scheduler: Scheduler::new(block.len()),
-        memory,
-        outputs: block.iter().map(|_| Mutex::new(None)).collect(),
-        unkeyed: AtomicBool::new(false),
-        executions: AtomicU64::new(0),
-        validation_aborts: AtomicU64::new(0),
-        dependency_waits: AtomicU64::new(0),
-    };
-    workers.broadcast(|_, vm| run.work(vm));
-    let counts = Counts {
-        executions: run.executions.load(Ordering::Relaxed),
-        validation_aborts: run.validation_aborts.load(Ordering::Relaxed),
-        dependency_waits: run.dependency_waits.load(Ordering::Relaxed),
-    };
-    if run.unkeyed.load(Ordering::SeqCst) {
-        return (None, counts);
-    }
-    let outputs = run
-        .outputs
-        .into_iter()
-        .map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner))
-        .collect();
-    (outputs, counts)
-}
-
 impl<L: TransactionLogic> Run<'_, L> {
+    /// Runs the block on every worker; its outputs in its order (`None` if an incarnation wrote
+    /// what has no key) and what it counted.
+    fn execute_on(self, workers: &Workers) -> (Option<Vec<Output>>, Counts) {
+        workers.broadcast(|_, vm| self.work(vm));
+        let counts = Counts {
+            executions: self.executions.load(Ordering::Relaxed),
+            validation_aborts: self.validation_aborts.load(Ordering::Relaxed),
+            dependency_waits: self.dependency_waits.load(Ordering::Relaxed),
+        };
+        if self.unkeyed.load(Ordering::SeqCst) {
+            return (None, counts);
+        }
+        let outputs = self
+            .outputs
+            .into_iter()
+            .map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner))
+            .collect();
+        (outputs, counts)
+    }
+
     /// A worker's loop (the paper's Algorithm 1).
     fn work(&self, vm: &MoveVM) {
         let mut task = None;
