@@ -11,14 +11,14 @@ use crate::checkpointing::{Checkpointing, Position};
 use crate::execution::ExecutorStage;
 use crate::metrics::{ChannelSource, Registry, SampleEvent, SampleLog};
 use crate::stage::{spawn_stage, StageMetrics};
-use crate::verifier::{Signatures, VerifierStage};
+use crate::verifier::{Signatures, VerifiedBatch, VerifierStage};
 use anyhow::{Context, Result};
 use batch::CommittedBatch;
 use clap::ValueEnum;
 use crypto::ParallelVerifier;
 use executor::{
-    opaque_sample_id, signed_sample_id, AdapterExecutor, CallStyle, ExecConfig, FeeCredit,
-    GasParameters, Genesis, MoveExecutor, NativeExecutor, Scheme, Workload,
+    opaque_sample_id, signed_sample_id, AdapterExecutor, CallStyle, ExecConfig, Executor,
+    FeeCredit, GasParameters, Genesis, MoveExecutor, NativeExecutor, Scheme, Workload,
 };
 use plumbing::metered::{self, MeteredReceiver};
 use std::convert::Infallible;
@@ -296,53 +296,34 @@ impl Pipeline {
         };
         let (tx_checked, rx_checked, checked_metrics) = metered::channel(settings.channel_capacity);
         let executor_metrics = Arc::new(StageMetrics::new("executor"));
-        let backlog = settings.max_backlog_per_sender;
         let samples = settings.samples;
-        let delay = settings.executor_delay;
-        let checkpointing = settings.checkpointing;
         let workload = settings.workload;
         let exec = settings.execution;
         let checker_samples = if settings.hops { samples.clone() } else { None };
+        let stage = ExecutorStageSpec {
+            genesis,
+            input: rx_checked,
+            metrics: executor_metrics.clone(),
+            max_backlog_per_sender: settings.max_backlog_per_sender,
+            samples,
+            delay: settings.executor_delay,
+            checkpointing: settings.checkpointing,
+        };
         let executor = match (execution, settings.vm) {
-            (Execution::Move, Vm::Adapter) => spawn_stage(
-                move || {
-                    let gas = GasParameters::default();
-                    let vm = AdapterExecutor::from_genesis_for(&genesis, gas, workload)
-                        .and_then(|vm| vm.with_execution(exec))
-                        .context("starting the Move adapter")?;
-                    Ok(ExecutorStage::new(vm, &genesis, backlog, samples)
-                        .with_delay(delay)
-                        .with_checkpointing(checkpointing))
-                },
-                rx_checked,
-                None,
-                executor_metrics.clone(),
-            ),
-            (Execution::Move, Vm::Bare) => spawn_stage(
-                move || {
-                    let vm = MoveExecutor::from_genesis_for(&genesis, workload)
-                        .and_then(|vm| vm.with_execution(exec))
-                        .context("starting the Move executor")?;
-                    Ok(ExecutorStage::new(vm, &genesis, backlog, samples)
-                        .with_delay(delay)
-                        .with_checkpointing(checkpointing))
-                },
-                rx_checked,
-                None,
-                executor_metrics.clone(),
-            ),
-            (Execution::Native, _) => spawn_stage(
-                move || {
-                    let native = NativeExecutor::from_genesis(&genesis)
-                        .context("starting the native executor")?;
-                    Ok(ExecutorStage::new(native, &genesis, backlog, samples)
-                        .with_delay(delay)
-                        .with_checkpointing(checkpointing))
-                },
-                rx_checked,
-                None,
-                executor_metrics.clone(),
-            ),
+            (Execution::Move, Vm::Adapter) => stage.spawn(move |genesis| {
+                let gas = GasParameters::default();
+                AdapterExecutor::from_genesis_for(genesis, gas, workload)
+                    .and_then(|vm| vm.with_execution(exec))
+                    .context("starting the Move adapter")
+            }),
+            (Execution::Move, Vm::Bare) => stage.spawn(move |genesis| {
+                MoveExecutor::from_genesis_for(genesis, workload)
+                    .and_then(|vm| vm.with_execution(exec))
+                    .context("starting the Move executor")
+            }),
+            (Execution::Native, _) => stage.spawn(|genesis| {
+                NativeExecutor::from_genesis(genesis).context("starting the native executor")
+            }),
         }
         .context("starting the executor stage")?;
         let checker_metrics = Arc::new(StageMetrics::new(name));
@@ -364,6 +345,45 @@ impl Pipeline {
         });
         registry.add(executor_metrics);
         Ok(vec![checker, executor])
+    }
+}
+
+/// The executor stage as every VM gets it: where it reads from, what it reports to, and the
+/// settings its [`ExecutorStage`] is built with.
+struct ExecutorStageSpec {
+    genesis: Genesis,
+    input: MeteredReceiver<VerifiedBatch>,
+    metrics: Arc<StageMetrics>,
+    max_backlog_per_sender: usize,
+    samples: Option<Arc<SampleLog>>,
+    delay: Duration,
+    checkpointing: Option<Checkpointing>,
+}
+
+impl ExecutorStageSpec {
+    /// Starts the stage's thread, which builds its executor there with `start` (from the
+    /// genesis); returns once the stage is ready.
+    fn spawn<E, F>(self, start: F) -> Result<JoinHandle<()>>
+    where
+        E: Executor,
+        F: FnOnce(&Genesis) -> Result<E> + Send + 'static,
+    {
+        spawn_stage(
+            move || {
+                let executor = start(&self.genesis)?;
+                Ok(ExecutorStage::new(
+                    executor,
+                    &self.genesis,
+                    self.max_backlog_per_sender,
+                    self.samples,
+                )
+                .with_delay(self.delay)
+                .with_checkpointing(self.checkpointing))
+            },
+            self.input,
+            None,
+            self.metrics,
+        )
     }
 }
 
