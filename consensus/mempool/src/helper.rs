@@ -239,6 +239,7 @@ mod tests {
     use futures::StreamExt;
     use network::codec;
     use plumbing::budgeted::{self, BudgetedSender};
+    use std::net::SocketAddr;
     use std::time::Duration;
     use tokio::net::TcpListener;
     use tokio_util::codec::FramedRead;
@@ -250,6 +251,16 @@ mod tests {
     ) {
         let (tx, rx, _) = budgeted::channel(64, 64 << 20);
         (tx, rx)
+    }
+
+    /// A member with one unit of stake whose every port is `address`.
+    fn member_at(address: SocketAddr) -> Authority {
+        Authority {
+            stake: 1,
+            consensus_address: address,
+            mempool_address: address,
+            transactions_address: address,
+        }
     }
 
     /// Queues a request, counted as the peer handler counts it: its encoded size.
@@ -265,14 +276,8 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("addr");
         let requestor = KeyPair::from_seed(1).name;
-        let authority = Authority {
-            stake: 1,
-            consensus_address: address,
-            mempool_address: address,
-            transactions_address: address,
-        };
         let committee = Committee {
-            authorities: [(requestor, authority)].into_iter().collect(),
+            authorities: [(requestor, member_at(address))].into_iter().collect(),
         };
         let store = store::Store::new().batches();
         let (held, last) = (Digest::of(b"held"), Digest::of(b"last"));
@@ -316,14 +321,8 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("addr");
         let requestor = KeyPair::from_seed(1).name;
-        let authority = Authority {
-            stake: 1,
-            consensus_address: address,
-            mempool_address: address,
-            transactions_address: address,
-        };
         let committee = Committee {
-            authorities: [(requestor, authority)].into_iter().collect(),
+            authorities: [(requestor, member_at(address))].into_iter().collect(),
         };
         let store = store::Store::new();
         let held = Digest::of(b"held");
@@ -397,19 +396,16 @@ mod tests {
             TcpListener::bind("127.0.0.1:0").await.expect("bind"),
         );
         let (flooder, honest) = (KeyPair::from_seed(1).name, KeyPair::from_seed(2).name);
-        let member = |address| Authority {
-            stake: 1,
-            consensus_address: address,
-            mempool_address: address,
-            transactions_address: address,
-        };
         let committee = Committee {
             authorities: [
                 (
                     flooder,
-                    member(flooder_listener.local_addr().expect("addr")),
+                    member_at(flooder_listener.local_addr().expect("addr")),
                 ),
-                (honest, member(honest_listener.local_addr().expect("addr"))),
+                (
+                    honest,
+                    member_at(honest_listener.local_addr().expect("addr")),
+                ),
             ]
             .into_iter()
             .collect(),

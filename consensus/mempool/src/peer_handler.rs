@@ -129,7 +129,7 @@ mod tests {
     use std::time::Duration;
     use tokio::io::AsyncReadExt;
     use tokio::net::TcpStream;
-    use tokio_util::codec::Framed;
+    use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
     const DEADLINE: Duration = Duration::from_secs(10);
 
@@ -142,6 +142,19 @@ mod tests {
         Arc<ChannelMetrics>,
     ) {
         budgeted::channel(1_000, budget)
+    }
+
+    /// A handler on an open port (no author yet) over a fresh store, handing requests to
+    /// `tx_helper`.
+    fn handler(tx_helper: BudgetedSender<HelperRequest>) -> PeerHandler {
+        PeerHandler {
+            store: store::Store::new().batches(),
+            metrics: Arc::new(MempoolMetrics::default()),
+            tx_helper,
+            max_request_digests: 1_024,
+            quota: AuthorQuota::new(1_000, 50),
+            author: None,
+        }
     }
 
     async fn start() -> (
@@ -165,14 +178,7 @@ mod tests {
         Arc<ChannelMetrics>,
     ) {
         let (tx_helper, rx_helper, queue) = helper_queue(budget);
-        let handler = PeerHandler {
-            store: store::Store::new().batches(),
-            metrics: Arc::new(MempoolMetrics::default()),
-            tx_helper,
-            max_request_digests: 1_024,
-            quota: AuthorQuota::new(1_000, 50),
-            author: None,
-        };
+        let handler = handler(tx_helper);
         let (store, metrics) = (handler.store.clone(), handler.metrics.clone());
         let (address, _) = Receiver::spawn(
             "127.0.0.1:0".parse().expect("addr"),
@@ -182,6 +188,22 @@ mod tests {
         .await
         .expect("bind");
         (address, store, metrics, rx_helper, queue)
+    }
+
+    /// Connects to the handler at `address` and sends it a request for `digests` on behalf of
+    /// `requestor`; returns the open connection.
+    async fn send_request(
+        address: SocketAddr,
+        digests: &[Digest],
+        requestor: PublicKey,
+    ) -> Framed<TcpStream, LengthDelimitedCodec> {
+        let stream = TcpStream::connect(address).await.expect("connect");
+        let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
+        client
+            .send(MempoolMessage::encode_request(digests, &requestor))
+            .await
+            .expect("send");
+        client
     }
 
     async fn assert_closed(mut stream: TcpStream) {
@@ -252,16 +274,12 @@ mod tests {
         let (address, _store, _metrics, mut rx) = start().await;
         let digests = vec![Digest::of(b"wanted")];
         let requestor = KeyPair::from_seed(3).name;
-        let stream = TcpStream::connect(address).await.expect("connect");
-        let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
-        client
-            .send(MempoolMessage::encode_request(&digests, &requestor))
-            .await
-            .expect("send");
+        let client = send_request(address, &digests, requestor).await;
         let got = tokio::time::timeout(DEADLINE, rx.recv())
             .await
             .expect("in time");
         assert_eq!(got, Some((digests, requestor)));
+        drop(client);
     }
 
     /// A request may name at most `max_request_digests` digests (a reply is a
@@ -271,12 +289,7 @@ mod tests {
         let (address, _store, metrics, mut rx) = start().await;
         let digests = vec![Digest::of(b"wanted"); 1_025];
         let requestor = KeyPair::from_seed(3).name;
-        let stream = TcpStream::connect(address).await.expect("connect");
-        let mut client = Framed::new(stream, codec(DEFAULT_MAX_FRAME_SIZE));
-        client
-            .send(MempoolMessage::encode_request(&digests, &requestor))
-            .await
-            .expect("send");
+        let client = send_request(address, &digests, requestor).await;
         assert_closed(client.into_inner()).await;
         assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 1);
         assert!(rx.try_recv().is_none(), "the request reached the helper");
@@ -337,14 +350,7 @@ mod tests {
         use network::ReceiverConfig;
         let members: Vec<_> = (0..3).map(KeyPair::from_seed).collect();
         let (tx_helper, mut rx, _) = helper_queue(2 * DEFAULT_MAX_FRAME_SIZE);
-        let handler = PeerHandler {
-            store: store::Store::new().batches(),
-            metrics: Arc::new(MempoolMetrics::default()),
-            tx_helper,
-            max_request_digests: 1_024,
-            quota: AuthorQuota::new(1_000, 50),
-            author: None,
-        };
+        let handler = handler(tx_helper);
         let metrics = handler.metrics.clone();
         let gate = Gate::new(
             members[0].name,
