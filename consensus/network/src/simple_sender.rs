@@ -363,6 +363,18 @@ mod tests {
         listener.local_addr().expect("address")
     }
 
+    /// The next frame a peer reads, within the deadline.
+    async fn next_frame(
+        frames: &mut (impl futures::Stream<Item = std::io::Result<bytes::BytesMut>> + Unpin),
+    ) -> Bytes {
+        timeout(DEADLINE, frames.next())
+            .await
+            .expect("in time")
+            .expect("open")
+            .expect("a frame")
+            .freeze()
+    }
+
     #[tokio::test]
     async fn delivers_in_order_when_the_peer_is_up() {
         let (handler, mut received) = TestHandler::new();
@@ -445,12 +457,7 @@ mod tests {
             .expect("accept");
         let mut frames = tokio_util::codec::FramedRead::new(socket, crate::codec(frame));
         for i in 0..2 {
-            let got = timeout(DEADLINE, frames.next())
-                .await
-                .expect("in time")
-                .expect("open")
-                .expect("a frame");
-            assert_eq!(got.freeze(), message(i));
+            assert_eq!(next_frame(&mut frames).await, message(i));
         }
         // Written, so their room is back: the next two fit again.
         timeout(DEADLINE, async {
@@ -464,12 +471,7 @@ mod tests {
         sender.send(address, message(101)).await;
         assert_eq!(sender.dropped(), 98);
         for i in 100..102 {
-            let got = timeout(DEADLINE, frames.next())
-                .await
-                .expect("in time")
-                .expect("open")
-                .expect("a frame");
-            assert_eq!(got.freeze(), message(i));
+            assert_eq!(next_frame(&mut frames).await, message(i));
         }
     }
 
