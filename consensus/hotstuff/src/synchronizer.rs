@@ -279,9 +279,25 @@ impl SyncWorker {
 mod tests {
     use super::*;
     use crate::messages::tests::{committee, keys, qc, signed_block};
+    use crypto::KeyPair;
     use network::codec;
     use tokio::net::TcpListener;
     use tokio_util::codec::Framed;
+
+    /// Hands the synchronizer a block by `keys[1]` whose QC (by `keys[1..]`) certifies
+    /// `parent`, which it does not hold: it has none to give yet.
+    async fn ask_for_missing_parent(
+        synchronizer: &mut Synchronizer,
+        parent: Digest,
+        keys: &[KeyPair],
+    ) {
+        let child = signed_block(qc(parent, 1, &keys[1..]), None, 2, vec![], &keys[1]);
+        assert!(synchronizer
+            .get_parent_block(&child)
+            .await
+            .expect("no error")
+            .is_none());
+    }
 
     /// The author of a block whose parent we lack may be the one withholding
     /// it. The parent must be asked of peers known to hold it (the signers of the QC that
@@ -311,12 +327,7 @@ mod tests {
         );
         // keys[1] authored the child and withholds the parent; keys[1..4] certified the parent.
         let parent = Digest::of(b"parent");
-        let child = signed_block(qc(parent, 1, &keys[1..]), None, 2, vec![], &keys[1]);
-        assert!(synchronizer
-            .get_parent_block(&child)
-            .await
-            .expect("no error")
-            .is_none());
+        ask_for_missing_parent(&mut synchronizer, parent, &keys).await;
 
         let honest_peers = listeners.split_off(1);
         let asked = honest_peers.into_iter().map(|listener| async move {
@@ -355,13 +366,7 @@ mod tests {
             SimpleSender::new(),
         );
         for i in 0..100u32 {
-            let parent = Digest::of(&i.to_be_bytes());
-            let child = signed_block(qc(parent, 1, &keys[1..]), None, 2, vec![], &keys[1]);
-            assert!(synchronizer
-                .get_parent_block(&child)
-                .await
-                .expect("no error")
-                .is_none());
+            ask_for_missing_parent(&mut synchronizer, Digest::of(&i.to_be_bytes()), &keys).await;
         }
         let counters = synchronizer.counters.clone();
         tokio::time::timeout(Duration::from_secs(5), async {
