@@ -142,6 +142,9 @@ pub struct BlockStats {
     pub sequential_fallbacks: u64,
     /// `waves`: conflict-free levels run (a block of independent transactions is one).
     pub waves: u64,
+    /// Blocks a parallel scheme left to sequential execution from the start: their declared
+    /// conflicts allowed fewer than two transactions a level (every transfer paying one account).
+    pub contended_blocks: u64,
 }
 
 pub trait Executor {

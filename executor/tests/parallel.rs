@@ -187,6 +187,7 @@ fn run(case: &Case) -> Vec<(Setting, BlockStats)> {
                 threads,
                 fees,
                 on_thread_exit: None,
+                contention_gate: false,
             };
             ((scheme, threads, fees), chain(case, &genesis, config))
         })
@@ -278,9 +279,11 @@ fn a_broken_declaration_runs_the_block_sequentially() {
     ];
     let case = fixed(Vm::Adapter, Workload::KvStore, Dest::Ring, 2);
     let mut reference = chain(&case, &genesis, ExecConfig::default());
+    // One sender's two transactions are a chain: without the gate, so that waves run them.
     let config = ExecConfig {
         scheme: Scheme::Waves,
         threads: 2,
+        contention_gate: false,
         ..ExecConfig::default()
     };
     let mut waves = chain(&case, &genesis, config);
@@ -293,4 +296,46 @@ fn a_broken_declaration_runs_the_block_sequentially() {
     assert_eq!(waves.run(&next), reference.run(&next));
     assert_eq!(waves.stats().sequential_fallbacks, 1);
     assert_eq!(waves.stats().waves, 1);
+}
+
+/// Under the contention gate (on by default), a block of transfers to one account, a chain of
+/// conflicts, runs sequentially under either scheme, counted, with sequential execution's
+/// result; blocks of senders that touch only their own state run in parallel.
+#[test]
+fn a_block_too_contended_runs_sequentially_under_the_gate() {
+    let genesis = Genesis::generate(ACCOUNTS, BALANCE, 31);
+    for scheme in [Scheme::Waves, Scheme::BlockStm] {
+        let config = ExecConfig {
+            scheme,
+            threads: 2,
+            ..ExecConfig::default()
+        };
+        for (workload, dest, contended) in [
+            (Workload::Transfer, Dest::Hot(1), true),
+            (Workload::KvStore, Dest::Ring, false),
+        ] {
+            let case = fixed(Vm::Adapter, workload, dest, ACCOUNTS);
+            let mut reference = chain(&case, &genesis, ExecConfig::default());
+            let mut gated = chain(&case, &genesis, config);
+            for block in transactions(&case, &genesis).chunks(ACCOUNTS) {
+                assert_eq!(
+                    gated.run(block),
+                    reference.run(block),
+                    "{scheme} {workload}"
+                );
+            }
+            let stats = gated.stats();
+            assert_eq!(stats.blocks, 4, "{stats:?}");
+            let expected = if contended { stats.blocks } else { 0 };
+            assert_eq!(
+                stats.contended_blocks, expected,
+                "{scheme} {workload}: {stats:?}"
+            );
+            if contended {
+                assert_eq!((stats.waves, stats.reexecutions), (0, 0), "{stats:?}");
+            } else if scheme == Scheme::Waves {
+                assert_eq!(stats.waves, 4, "{stats:?}");
+            }
+        }
+    }
 }

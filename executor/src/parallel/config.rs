@@ -56,6 +56,10 @@ pub struct ExecConfig {
     pub fees: FeeCredit,
     /// Runs last thing on every worker thread (a node records the thread's CPU).
     pub on_thread_exit: Option<fn()>,
+    /// A parallel scheme leaves a block whose declared conflicts allow fewer than two
+    /// transactions a level to sequential execution (`conflicts.rs`); off, it runs every block
+    /// itself, however contended (the tests hold the schemes alone to sequential results).
+    pub contention_gate: bool,
 }
 
 impl Default for ExecConfig {
@@ -65,6 +69,7 @@ impl Default for ExecConfig {
             threads: 1,
             fees: FeeCredit::Block,
             on_thread_exit: None,
+            contention_gate: true,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::blockstm;
 use super::config::{ExecConfig, Scheme};
+use super::conflicts::Conflicts;
 use super::effects::{self, BlockResult};
 use super::sequential;
 use super::waves;
@@ -63,14 +64,25 @@ impl BlockRunner {
         storage.intern_all(&self.tags);
         self.stats.blocks += 1;
         let fees = self.config.fees;
+        // What the block declares, where it is needed: waves run its levels, and a block too
+        // contended to gain from workers runs sequentially under either scheme (`conflicts.rs`).
+        let gate = self.config.contention_gate;
+        let conflicts = match (&self.workers, self.config.scheme) {
+            (Some(_), Scheme::Waves) => Conflicts::of(logic, storage, block, fees),
+            (Some(_), Scheme::BlockStm) if gate => Conflicts::of(logic, storage, block, fees),
+            _ => None,
+        };
+        let contended = gate && conflicts.as_ref().is_some_and(Conflicts::too_contended);
+        if contended {
+            self.stats.contended_blocks += 1;
+        }
         let parallel = match (&self.workers, self.config.scheme) {
-            (Some(workers), Scheme::Waves) => {
-                let ran = waves::run(logic, workers, vm, storage, block, fees);
-                if let Some((_, waves)) = &ran {
-                    self.stats.waves += *waves as u64;
-                }
-                Some(ran.map(|(outputs, _)| outputs))
-            }
+            _ if contended => None,
+            (Some(workers), Scheme::Waves) => Some(conflicts.as_ref().and_then(|conflicts| {
+                let outputs = waves::run(logic, workers, vm, storage, block, fees, conflicts)?;
+                self.stats.waves += conflicts.levels.len() as u64;
+                Some(outputs)
+            })),
             (Some(workers), Scheme::BlockStm) => {
                 let (outputs, counts) = self.blockstm.run(logic, workers, storage, block, fees);
                 self.stats.reexecutions += counts.executions.saturating_sub(block.len() as u64);

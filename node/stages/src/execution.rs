@@ -222,6 +222,7 @@ impl<E: Executor> Stage for ExecutorStage<E> {
             ("validation_aborts", blocks.validation_aborts),
             ("dependency_waits", blocks.dependency_waits),
             ("sequential_fallbacks", blocks.sequential_fallbacks),
+            ("contended_blocks", blocks.contended_blocks),
             ("waves", blocks.waves),
         ] {
             metrics.set(field, Value::Counter(count as f64));

@@ -220,6 +220,7 @@ pub fn exec_config(scheme: Scheme, threads: Option<usize>, fees: FeeCredit) -> R
         threads,
         fees,
         on_thread_exit: Some(crate::metrics::cpu::record_ending_thread),
+        ..ExecConfig::default()
     })
 }
 
