@@ -147,14 +147,7 @@ fn byzantine_member_relaying_handshakes_and_forging_checkpoints_splits_no_honest
     for client in &mut clients.0 {
         assert!(terminate(client), "a client did not stop on SIGTERM");
     }
-    let sent: u64 = [a, b]
-        .iter()
-        .map(|i| {
-            let line = last_metrics(&dir.join(format!("client-{i}.log"))).expect("client metrics");
-            assert_eq!(line["final"], true, "client {i} wrote no final line");
-            number(&line, &["sent"])
-        })
-        .sum();
+    let sent = clients_sent(&dir, &[a, b]);
     wait_until(
         &format!("every honest node to execute all {sent} transactions sent"),
         Duration::from_secs(60),

@@ -114,6 +114,36 @@ pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool)
     }
 }
 
+/// Waits up to 60 s until nodes `0..nodes` (their first lives, `node-i.log` in `dir`) report
+/// `count` transactions executed; failing, says how many each had.
+pub fn wait_for_executed(dir: &Path, nodes: usize, count: u64, what: &str) {
+    let executed = |i: usize| {
+        last_metrics(&dir.join(format!("node-{i}.log")))
+            .map(|line| line["stages"]["executor"]["state_executed"].clone())
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(0..nodes).all(|i| executed(i).is_some_and(|e| e == count)) {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: nodes did not execute all {count} transactions: {:?}",
+            (0..nodes).map(executed).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// What the clients `which` (`client-i.log` in `dir`) sent in all, from their final lines.
+pub fn clients_sent(dir: &Path, which: &[usize]) -> u64 {
+    which
+        .iter()
+        .map(|i| {
+            let line = last_metrics(&dir.join(format!("client-{i}.log"))).expect("client metrics");
+            assert_eq!(line["final"], true, "client {i} wrote no final line");
+            number(&line, &["sent"])
+        })
+        .sum()
+}
+
 pub struct Committee {
     pub dir: PathBuf,
     pub keys: Vec<PathBuf>,

@@ -278,20 +278,7 @@ fn crypto_mode_run(mode: &str, executor_delay_us: u64) {
     );
 
     // Wait until every node has executed every valid transaction (and published its state).
-    let executor = |i: usize| {
-        last_metrics(&dir.join(format!("node-{i}.log"))).map(|l| l["stages"]["executor"].clone())
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !(0..4).all(|i| executor(i).is_some_and(|e| e["state_executed"] == valid)) {
-        assert!(
-            Instant::now() < deadline,
-            "nodes did not execute all {valid} valid transactions: {:?}",
-            (0..4)
-                .map(|i| executor(i).map(|e| e["state_executed"].clone()))
-                .collect::<Vec<_>>()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_executed(&dir, 4, valid, "valid transactions");
     // The Prometheus endpoint of a running node shows what it executed.
     let scraped = scrape(&committee.prometheus[0]);
     assert!(
@@ -438,20 +425,7 @@ fn workload_run(workload: &str, vm: &str, payload: &str) {
         })
         .sum();
     assert!(sent >= 4 * 200 * 3, "sent {sent}");
-    let executor = |i: usize| {
-        last_metrics(&dir.join(format!("node-{i}.log"))).map(|l| l["stages"]["executor"].clone())
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !(0..4).all(|i| executor(i).is_some_and(|e| e["state_executed"] == sent)) {
-        assert!(
-            Instant::now() < deadline,
-            "{workload}: nodes did not run all {sent} transactions: {:?}",
-            (0..4)
-                .map(|i| executor(i).map(|e| e["state_executed"].clone()))
-                .collect::<Vec<_>>()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_for_executed(&dir, 4, sent, workload);
     for node in &mut nodes.0 {
         assert!(terminate(node), "a node did not exit cleanly on SIGTERM");
     }

@@ -129,14 +129,7 @@ fn recovery_a_lagging_executor_killed_and_restarted_on_its_store_replays_and_agr
     for client in &mut clients.0 {
         assert!(terminate(client), "a client did not stop on SIGTERM");
     }
-    let sent: u64 = all
-        .iter()
-        .map(|i| {
-            let line = last_metrics(&dir.join(format!("client-{i}.log"))).expect("client metrics");
-            assert_eq!(line["final"], true, "client {i} wrote no final line");
-            number(&line, &["sent"])
-        })
-        .sum();
+    let sent = clients_sent(&dir, &all);
     let life_of = |i: usize| if i == lagging { 2 } else { 1 };
     wait_until(
         &format!("every node to execute all {sent} transactions sent"),
