@@ -165,7 +165,15 @@ impl Core {
         metrics: Arc<ConsensusMetrics>,
     ) -> Result<Self, ConsensusError> {
         let (voting, resumed_round, restarted) = Voting::resume(&store)?;
-        let pruning = BlockPruning::scan(&store, GcWindow::new(&parameters))?;
+        let mut pacemaker =
+            Pacemaker::new(resumed_round, &committee, &parameters, channels.peer_rounds);
+        // Under leader reputation, who leads the round after our high QC depends on the blocks
+        // before it: a node restarted on its store knows them from there, or the others would
+        // elect it to rounds it cannot tell it leads (each of them a timeout) until it had seen
+        // a window of new blocks.
+        let pruning = BlockPruning::scan(&store, GcWindow::new(&parameters), |block| {
+            pacemaker.elector.record(block)
+        })?;
         let synchronizer = Synchronizer::spawn(
             name,
             committee.clone(),
@@ -189,7 +197,7 @@ impl Core {
         let mut core = Core {
             name,
             aggregator: Aggregator::new(committee.clone()),
-            pacemaker: Pacemaker::new(resumed_round, &committee, &parameters, channels.peer_rounds),
+            pacemaker,
             adoption: Adoption::new(
                 &committee,
                 &parameters,

@@ -27,12 +27,21 @@ pub(super) struct BlockPruning {
 
 impl BlockPruning {
     /// Tracks the blocks a durable store kept from before a restart like our own, so they are
-    /// pruned once they leave the GC window instead of staying on disk for ever.
-    pub(super) fn scan(store: &Store, window: GcWindow) -> Result<Self, StoreError> {
+    /// pruned once they leave the GC window instead of staying on disk for ever. Each block
+    /// that decodes is also handed to `on_block` (the leader elector learns the chain from
+    /// them: they were checked before they were stored).
+    pub(super) fn scan(
+        store: &Store,
+        window: GcWindow,
+        mut on_block: impl FnMut(&Block),
+    ) -> Result<Self, StoreError> {
         let mut stored_blocks: BTreeMap<Round, Vec<Digest>> = BTreeMap::new();
         for (digest, bytes) in store.blocks().scan()? {
             match wire::decode_block(&bytes) {
-                Ok(block) => stored_blocks.entry(block.round).or_default().push(digest),
+                Ok(block) => {
+                    on_block(&block);
+                    stored_blocks.entry(block.round).or_default().push(digest);
+                }
                 Err(e) => {
                     // Tracked as of round 0, so the first pruning deletes it.
                     warn!("stored block {digest} does not decode ({e}); deleting it");

@@ -1,6 +1,7 @@
 use super::*;
 use crate::aggregator::AggregatorError;
 use crate::commit_proof::CommitProof;
+use crate::leader::{LeaderElector, Opening};
 use crate::messages::tests::{committee, keys, qc, signed_block, timeout, vote};
 use crate::messages::{MessageError, QC, TC};
 use crate::state_sync::StateSync;
@@ -921,6 +922,41 @@ async fn blocks_from_before_a_restart_are_pruned_too() {
         "{} blocks",
         store.blocks().len()
     );
+}
+
+/// Under leader reputation, a node restarted on its store tells who leads the round after its
+/// high QC from the blocks it stored, as a node that saw them arrive does. Before, it knew no
+/// block until new ones came: the others elected it to rounds it could not tell it led, and
+/// each of them timed out.
+#[tokio::test]
+async fn a_restarted_core_tells_the_reputation_leader_from_its_stored_blocks() {
+    let store = Store::new();
+    let chain = harness_on(store.clone(), Parameters::default()).chain(None, 1, 12);
+    for block in &chain {
+        let bytes = wire::encode_block(block).expect("encode");
+        store
+            .blocks()
+            .write(block.digest(), bytes)
+            .await
+            .expect("write");
+    }
+    let parameters = Parameters {
+        leader: config::LeaderRule::Reputation,
+        ..Parameters::default()
+    };
+    let restarted = harness_on(store, parameters.clone());
+    let mut elector = LeaderElector::new(
+        config::LeaderRule::Reputation,
+        &restarted.core.committee,
+        parameters.leader_window,
+    );
+    for block in &chain {
+        elector.record(block);
+    }
+    let anchor = chain[11].digest();
+    let leader = elector.leader(13, Opening::Qc(&anchor));
+    assert!(leader.is_some(), "the whole window is there");
+    assert_eq!(restarted.core.leader(13, Opening::Qc(&anchor)), leader);
 }
 
 /// A member's report of the checkpoint after `root` (of `chain`, consecutive rounds), with
