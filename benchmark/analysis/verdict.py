@@ -84,7 +84,10 @@ def find_bottleneck(
     verdict = _inside_the_system(
         stages, end_to_end, clients, consensus, machines, held_back=held_back
     )
-    if verdict.kept_up and rounds is not None and rounds.timeout_share >= TIMED_OUT:
+    # A run that kept up through timed-out rounds (an outage, a crashed leader) had batches
+    # wait, but nothing queued for good: its note is the timeouts', never the collapse's.
+    kept_up = verdict.kept_up
+    if kept_up and rounds is not None and rounds.timeout_share >= TIMED_OUT:
         verdict = _timeouts(rounds, end_to_end, verdict)
     notes = list(verdict.notes)
     shortfall = _client_shortfall(clients)
@@ -95,7 +98,7 @@ def find_bottleneck(
         )
     elif shortfall is not None and verdict.stage != "client":
         notes.append(shortfall)
-    collapsed = _collapsed(verdict, consensus, rounds, held_back)
+    collapsed = None if kept_up else _collapsed(consensus, rounds, held_back)
     if collapsed is not None:
         notes.append(collapsed)
     return replace(verdict, notes=tuple(notes))
@@ -124,12 +127,10 @@ def _timeouts(rounds: Rounds, end_to_end: Throughput, kept_up: Bottleneck) -> Bo
     )
 
 
-def _collapsed(
-    verdict: Bottleneck, consensus: Throughput | None, rounds: Rounds | None, held_back: bool
-) -> str | None:
+def _collapsed(consensus: Throughput | None, rounds: Rounds | None, held_back: bool) -> str | None:
     """The note on a run that did not keep up and let its batches queue: the collapsed state
     the back-pressure exists to prevent (latency grows with the queue, and the queue with it)."""
-    if verdict.kept_up or held_back or consensus is None or consensus.latency.count == 0:
+    if held_back or consensus is None or consensus.latency.count == 0:
         return None
     p50 = consensus.latency.p50_ms
     if p50 is None or p50 < COLLAPSED_MS:

@@ -120,6 +120,17 @@ def test_a_run_whose_batches_queued_for_seconds_says_it_collapsed(tmp_path: Path
     assert any(note.startswith("collapsed: batches waited p50 4.0 s") for note in verdict.notes)
 
 
+def test_a_run_that_kept_up_through_timeouts_did_not_collapse(tmp_path: Path) -> None:
+    """An outage: everything sent went through, batches waited over a second while rounds timed
+    out. Latency is the symptom; nothing queued for good."""
+    logs = write_run(tmp_path)
+    _edit(logs, "node", _rounds(timeouts_every=2))
+    _edit(logs, "node", lambda _i, _s, record: record.update(batch_latencies_ms=[1100.0] * 5))
+    verdict = _summary(logs).bottleneck
+    assert verdict.rule == "timeouts"
+    assert not any(note.startswith("collapsed") for note in verdict.notes), verdict.notes
+
+
 def test_logs_without_rounds_have_no_rounds_section(tmp_path: Path) -> None:
     summary = _summary(write_run(tmp_path))
     assert summary.rounds is None
