@@ -1,10 +1,11 @@
 """`leaders`: what faults cost under each leader rule, round-robin and reputation.
 
 `hotcrypto` at a rate the fault-free committee keeps up with, under each rule: fault-free, one of
-four nodes never booted, two of seven never booted, the leader of the moment killed every five
-seconds (and restarted), and more than f down then back (two of four crashed at 5 s and
-restarted at 15 s). Each faulty run is set against the fault-free run of its rule: the share of
-its throughput it delivered and its end-to-end p50 against the fault-free one; and, after the
+four nodes never booted, seven nodes fault-free and two of them never booted, the leader of the
+moment killed every five seconds (and restarted), and more than f down then back (two of four
+crashed at 5 s and restarted at 15 s). Each faulty run is set against the fault-free run of its
+rule and node count: the share of its throughput it delivered and its end-to-end p50 against the
+fault-free one; and, after the
 outage, how long after the second restart the survivors committed again (`first_commit_ms` of
 their METRICS lines against the restart in `faults.json`).
 """
@@ -36,6 +37,9 @@ def scenarios(quick: bool) -> list[tuple[str, dict[str, str], tuple[str, ...], s
     return [
         ("fault-free", base, (), None),
         ("--faults=1", {**base, "faults": "1"}, (), None),
+        # The seven-node rows are held to a seven-node fault-free run: seven nodes on the same
+        # cores cost latency of their own.
+        ("--nodes=7", {**base, "nodes": "7"}, (), None),
         ("--nodes=7 --faults=2", {**base, "nodes": "7", "faults": "2"}, (), None),
         (f"--kill-leader-every={kill}", {**base, "duration": long}, (), kill),
         (OUTAGE, {**base, "duration": long if quick else "30"}, outage, None),
@@ -83,6 +87,18 @@ def _fmt(value: float | None, suffix: str = "") -> str:
     return "-" if value is None else f"{value:,.0f}{suffix}"
 
 
+def _fault_free(configuration: Configuration) -> bool:
+    return (
+        "faults" not in configuration.flags
+        and not configuration.crash
+        and configuration.kill_leader_every is None
+    )
+
+
+def _nodes(configuration: Configuration) -> str:
+    return str(configuration.flags.get("nodes", "4"))
+
+
 def _write(outcomes: Sequence[Outcome], page: Page) -> None:
     by_label = {o.configuration.label: o for o in outcomes}
     headers = [
@@ -95,13 +111,17 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         "timeouts by leader (all nodes)",
     ]
     for rule in RULES:
-        first = by_label.get(f"{rule}: fault-free")
-        base = first.summaries[0] if first and first.summaries else None
+        ours = [
+            o for o in outcomes if o.configuration.label.startswith(f"{rule}: ") and o.summaries
+        ]
+        # Each row against the fault-free run of as many nodes.
+        bases = {
+            _nodes(o.configuration): o.summaries[0] for o in ours if _fault_free(o.configuration)
+        }
         rows = []
-        for outcome in outcomes:
-            if not outcome.configuration.label.startswith(f"{rule}: ") or not outcome.summaries:
-                continue
+        for outcome in ours:
             summary = outcome.summaries[0]
+            base = bases.get(_nodes(outcome.configuration))
             tps, p50 = summary.end_to_end.tps, summary.end_to_end.latency.p50_ms
             base_tps = base.end_to_end.tps if base else None
             base_p50 = base.end_to_end.latency.p50_ms if base else None

@@ -13,7 +13,9 @@ import pytest
 from benchmark.analysis.metrics import load_run
 from benchmark.analysis.summary import Summary, summarize
 from benchmark.experiments import EXPERIMENTS, Configuration
+from benchmark.experiments.experiment import Outcome
 from benchmark.experiments.overload import verdict
+from benchmark.experiments.page import Page
 from benchmark.experiments.report_figures import CAPACITY
 
 from .conftest import fab, run_flags
@@ -45,6 +47,28 @@ def _at(summary: Summary, rate: int, delivered: float) -> Summary:
         config={**summary.config, "rate": rate},
         end_to_end=replace(summary.end_to_end, tps=delivered),
     )
+
+
+def test_each_leaders_row_is_held_to_the_fault_free_run_of_as_many_nodes(
+    run_summary: Summary, tmp_path: Path
+) -> None:
+    delivered = {
+        "fault-free": 1000,
+        "--faults=1": 900,
+        "--nodes=7": 500,
+        "--nodes=7 --faults=2": 450,
+    }
+    outcomes = [
+        Outcome(c, [_at(run_summary, 1000, delivered[c.label.split(": ", 1)[1]])])
+        for c in EXPERIMENTS["leaders"].configurations(True)
+        if c.label.split(": ", 1)[1] in delivered
+    ]
+    page = Page("leaders", "Leaders", tmp_path)
+    EXPERIMENTS["leaders"].write(outcomes, page)
+    text = "\n".join(page.lines)
+    assert "| --faults=1 | 900 | 90% |" in text
+    assert "| --nodes=7 | 500 | 100% |" in text
+    assert "| --nodes=7 --faults=2 | 450 | 90% |" in text
 
 
 def test_the_overload_verdict_finds_the_capacity_and_the_holes(run_summary: Summary) -> None:
