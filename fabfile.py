@@ -67,6 +67,8 @@ BENCH_FLAGS = {
     " taking part)",
     "verifier_threads": "verifier threads per node (the node uses every core unless set)",
     "channel_capacity": "capacity of every channel between actors and stages",
+    "max_uncommitted_bytes": "back-pressure bound: a node's own sealed, uncommitted bytes past"
+    " which its mempool stops reading client transactions",
     "executor_delay_us": "TEST ONLY: the executor busy-spins N µs per transaction (a bottleneck)",
     "no_instrumentation": "TEST ONLY: nodes skip CPU per stage and sample hops (their overhead)",
     "accounts": "genesis accounts (movevm: accounts of the run)",

@@ -55,6 +55,8 @@ def test_executor_delay_is_checked() -> None:
         BenchParameters(mode="hotcrypto", executor_delay_us=-1)
     [point] = sweep_from_flags({"executor_delay_us": "40", "channel_capacity": "2"})
     assert (point.executor_delay_us, point.node.channel_capacity) == (40, 2)
+    [point] = sweep_from_flags({"max_uncommitted_bytes": "33554432"})
+    assert point.node.max_uncommitted_bytes == 33554432
 
 
 def test_analysis_options() -> None:

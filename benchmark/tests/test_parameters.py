@@ -85,6 +85,7 @@ NODE_PARAMETER_FLAGS = {
     "--batch-delay": "max_batch_delay",
     "--leader": "leader",
     "--channel-capacity": "channel_capacity",
+    "--max-uncommitted-bytes": "max_uncommitted_bytes",
 }
 
 
