@@ -87,8 +87,9 @@ pub struct LeaderElector {
     /// Digests by round, to forget old links.
     by_round: BTreeMap<Round, Vec<Digest>>,
     /// Leaders of rounds opened by a QC, by (round, certified block): each is asked for many
-    /// times (by every later window that holds a TC of its round).
-    memo: RefCell<HashMap<(Round, Digest), Option<PublicKey>>>,
+    /// times (by every later window that holds a TC of its round). Only answers: "cannot tell"
+    /// holds until the missing block arrives, so it is worked out again.
+    memo: RefCell<HashMap<(Round, Digest), PublicKey>>,
 }
 
 impl LeaderElector {
@@ -173,11 +174,11 @@ impl LeaderElector {
 
     fn after_qc(&self, round: Round, anchor: &Digest) -> Option<PublicKey> {
         if let Some(known) = self.memo.borrow().get(&(round, *anchor)) {
-            return *known;
+            return Some(*known);
         }
-        let leader = self.by_reputation(round, anchor);
+        let leader = self.by_reputation(round, anchor)?;
         self.memo.borrow_mut().insert((round, *anchor), leader);
-        leader
+        Some(leader)
     }
 
     fn by_reputation(&self, round: Round, anchor: &Digest) -> Option<PublicKey> {
@@ -198,11 +199,12 @@ impl LeaderElector {
                 active.insert(link.author);
             }
             if let Some((timed_out, high_qc)) = link.timed_out {
-                // The round the TC ended was opened by that QC, as far as its signers knew.
-                if let Some(leader) = self.after_qc(timed_out, &high_qc) {
-                    if decided.insert(leader) {
-                        failed.insert(leader);
-                    }
+                // The round the TC ended was opened by that QC, as far as its signers knew. A
+                // node that cannot tell who failed there cannot tell this round's leader either:
+                // the nodes that can count that member as failed, and a guess would differ.
+                let leader = self.after_qc(timed_out, &high_qc)?;
+                if decided.insert(leader) {
+                    failed.insert(leader);
                 }
             }
             active.extend(link.parent_signers.iter().copied());

@@ -307,3 +307,44 @@ fn a_round_opened_by_a_timeout_is_led_by_a_signer_and_needs_no_history() {
         "{leaders:?}"
     );
 }
+
+#[test]
+fn a_node_missing_a_block_names_the_same_leader_or_none_and_tells_once_it_arrives() {
+    // Member 3 is down: its rounds time out, so the window holds TCs, whose failed leaders are
+    // read from the windows before them.
+    let mut chain = Chain::new(4);
+    chain.run(60, &[0, 1, 2], |_, _| vec![0, 1, 2]);
+    chain.push(0, &[0, 1, 2]);
+    let full = chain.elector();
+    let head = chain.head();
+    let rounds = 1_000..1_100;
+    let expected: Vec<_> = rounds
+        .clone()
+        .map(|round| full.leader(round, Opening::Qc(&head)))
+        .collect();
+    assert!(expected.iter().all(Option::is_some));
+    for missing in 0..chain.blocks.len() {
+        let mut partial =
+            LeaderElector::new(LeaderRule::Reputation, &committee(&chain.keys), WINDOW);
+        for (i, block) in chain.blocks.iter().enumerate() {
+            if i != missing {
+                partial.record(block);
+            }
+        }
+        for (round, leader) in rounds.clone().zip(&expected) {
+            let told = partial.leader(round, Opening::Qc(&head));
+            assert!(
+                told.is_none() || told == *leader,
+                "without block {missing}, round {round}: {told:?} against {leader:?}"
+            );
+        }
+        partial.record(&chain.blocks[missing]);
+        for (round, leader) in rounds.clone().zip(&expected) {
+            assert_eq!(
+                partial.leader(round, Opening::Qc(&head)),
+                *leader,
+                "block {missing} came"
+            );
+        }
+    }
+}
