@@ -91,6 +91,7 @@ def _fault_free(configuration: Configuration) -> bool:
     return (
         "faults" not in configuration.flags
         and not configuration.crash
+        and not configuration.partition
         and configuration.kill_leader_every is None
     )
 
