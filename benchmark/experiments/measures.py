@@ -121,6 +121,12 @@ def e2e_p99(summary: Summary) -> float | None:
     return summary.end_to_end.latency.p99_ms
 
 
+def held_back(summary: Summary) -> float | None:
+    """Share of the run the mempools held their clients back: their bytes sealed but not yet
+    committed were at the bound (`--max-uncommitted-bytes`)."""
+    return summary.rounds.backpressure_share if summary.rounds else None
+
+
 def consensus_p50(summary: Summary) -> float | None:
     return summary.consensus.latency.p50_ms if summary.consensus is not None else None
 

@@ -35,6 +35,7 @@ from .measures import (
     delivered,
     e2e_p50,
     fmt,
+    held_back,
     median_of,
     node_us_per_tx,
     rounds_per_second,
@@ -94,6 +95,8 @@ class Placement:
     batches_per_round: float | None
     node_us: float | None
     consensus_us: float | None
+    held_back: float | None
+    consensus_p50: float | None
 
     @classmethod
     def of(cls, runs: Sequence[Summary]) -> Placement:
@@ -108,6 +111,8 @@ class Placement:
             batches_per_round=m(batches_per_round),
             node_us=m(node_us_per_tx),
             consensus_us=m(stage_us_per_tx("consensus")),
+            held_back=m(held_back),
+            consensus_p50=m(consensus_p50),
         )
 
 
@@ -119,7 +124,8 @@ def verdict(one: Sequence[Summary], four: Sequence[Summary]) -> list[str]:
     """Whether four regions ran faster than one, and what the runs at the same load say why."""
     if not one or not four:
         return [f"- No run finished in {ONE if not one else FOUR}: nothing to compare."]
-    lines = [_claim(capacity(one), capacity(four), min(by_rate(four)))]
+    single, multi = capacity(one), capacity(four)
+    lines = [_claim(single, multi, min(by_rate(four)))]
     rate = common_rate(one, four)
     if rate is not None:
         load = "the highest rate both kept up"
@@ -139,8 +145,34 @@ def verdict(one: Sequence[Summary], four: Sequence[Summary]) -> list[str]:
         f" {_against(a.node_us, b.node_us, 2, ' µs')} of CPU per transaction (its consensus stage"
         f" {_against(a.consensus_us, b.consensus_us, 2, ' µs')})."
     )
-    lines.append(_why(a, b))
+    slower = (multi.rate if multi else 0) or 0
+    lines.append(
+        _why_not(a, b, _beyond(four, one, multi))
+        if slower < ((single.rate if single else 0) or 0)
+        else _why(a, b)
+    )
     return lines
+
+
+# The mempools held their clients back this share of a run or more: the bytes in flight, not the
+# CPU, set what the committee delivered.
+HELD_BACK = 0.25
+
+
+def _beyond(
+    four: Sequence[Summary], one: Sequence[Summary], multi: Capacity | None
+) -> tuple[int, Placement, Placement] | None:
+    """The lowest rate both placements were asked above four regions' capacity, with each
+    placement's medians there: what stopped four regions."""
+    above = sorted(
+        r
+        for r in set(by_rate(four)) & set(by_rate(one))
+        if multi is None or multi.rate is None or r > multi.rate
+    )
+    if not above:
+        return None
+    rate = above[0]
+    return rate, Placement.of(at_rate(four, rate)), Placement.of(at_rate(one, rate))
 
 
 AT_LEAST = " (at least: the sweep's highest rate)"
@@ -186,7 +218,14 @@ def _claim_without(single: Capacity | None, multi: Capacity | None, lowest: int)
     )
 
 
+COSTLIER = (
+    "- Why not: across four regions a transaction cost as much CPU or more, so the wait for the"
+    " far members is not paid back in cheaper rounds."
+)
+
+
 def _why(four: Placement, one: Placement) -> str:
+    """Why four regions kept up with as much as one or more."""
     if four.node_us is None or one.node_us is None:
         return "- The runs do not report the nodes' CPU: nothing to explain it with."
     cheaper = four.node_us < one.node_us
@@ -207,10 +246,39 @@ def _why(four: Placement, one: Placement) -> str:
             "- Why: a transaction cost less CPU across four regions although the rounds were"
             " not fewer; the rounds and batches above are what to look at."
         )
-    return (
-        "- Why not: across four regions a transaction cost as much CPU or more, so the wait"
-        " for the far members is not paid back in cheaper rounds."
-    )
+    return COSTLIER
+
+
+def _why_not(
+    four: Placement, one: Placement, beyond: tuple[int, Placement, Placement] | None
+) -> str:
+    """Why four regions kept up with less than one: the bytes a node may hold in flight over a
+    longer wait for commits, or the CPU."""
+    cheaper = four.node_us is not None and one.node_us is not None and four.node_us < one.node_us
+    if beyond is not None and (beyond[1].held_back or 0) >= HELD_BACK:
+        rate, far, near = beyond
+        cpu = (
+            f"not the CPU: a transaction cost {_against(four.node_us, one.node_us, 2, ' µs')}"
+            " at the same load"
+            if cheaper
+            else "a transaction also cost as much CPU or more"
+        )
+        return (
+            f"- Why not: across four regions the bound on bytes in flight set the limit ({cpu})."
+            f" At {fmt(rate)} tx/s asked, the lowest rate four regions did not keep up with,"
+            f" their mempools held the clients back {share(far.held_back)} of the run (one"
+            f" region: {share(near.held_back)}) and consensus took"
+            f" {_against(far.consensus_p50, near.consensus_p50, 0, ' ms')} (p50). A node holds"
+            " at most `--max-uncommitted-bytes` of batches sealed but not committed, so that"
+            " bound over the longer wait for a commit caps what four regions deliver"
+            f" ({fmt(far.delivered)} tx/s there; see [overload](../overload.md))."
+        )
+    if cheaper:
+        return (
+            "- Why not: not the CPU, which a transaction cost less of across four regions; the"
+            " rounds and batches above are what to look at."
+        )
+    return COSTLIER
 
 
 def detail_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
