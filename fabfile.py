@@ -436,6 +436,8 @@ def plot(
         "results": "directory of the saved results (one JSON per run)",
         "binaries": "directory holding node and client (default: target/release)",
         "base_port": "first port of node 0",
+        "rewrite": "write the page again from the logs of the last run here (recorded under"
+        " --logs), with this checkout's analysis; runs nothing",
     },
 )
 def experiment(
@@ -449,30 +451,37 @@ def experiment(
     work: str = ".bench",
     binaries: str = "",
     base_port: str | None = None,
+    rewrite: bool = False,
 ) -> None:
-    """Run a named experiment end to end and write its results page (docs/results/NAME.md)."""
+    """Run a named experiment end to end and write its results page (docs/results/NAME.md);
+    `--rewrite`: write the page again from the logs of its last run here, running nothing."""
 
     def action() -> None:
         from benchmark.experiments import EXPERIMENTS  # noqa: PLC0415
-        from benchmark.experiments.runner import run_experiment  # noqa: PLC0415
+        from benchmark.experiments.runner import (  # noqa: PLC0415
+            rewrite_experiment,
+            run_experiment,
+        )
 
         chosen = EXPERIMENTS.get(name)
         if chosen is None:
             raise FlagError(f"unknown experiment {name!r}; one of {', '.join(EXPERIMENTS)}")
         default = "results/experiments" if quick else "docs/results"
-        page = run_experiment(
-            chosen,
-            quick=quick,
-            repo_root=ROOT,
-            output=ROOT / (output or default),
-            logs_dir=ROOT / logs,
-            results_dir=ROOT / results,
-            work_dir=ROOT / work,
-            out=sys.stdout,
-            binaries=ROOT / binaries if binaries else None,
-            build=build,
-            base_port=positive_int(base_port, "base_port") if base_port else DEFAULT_BASE_PORT,
-        )
+        where = {"quick": quick, "repo_root": ROOT, "output": ROOT / (output or default)}
+        if rewrite:
+            page = rewrite_experiment(chosen, logs_dir=ROOT / logs, **where)
+        else:
+            page = run_experiment(
+                chosen,
+                logs_dir=ROOT / logs,
+                results_dir=ROOT / results,
+                work_dir=ROOT / work,
+                out=sys.stdout,
+                binaries=ROOT / binaries if binaries else None,
+                build=build,
+                base_port=positive_int(base_port, "base_port") if base_port else DEFAULT_BASE_PORT,
+                **where,
+            )
         print(f"wrote {page}")
 
     _guard(action)

@@ -3,17 +3,25 @@
 Every configuration is checked before the first run (a mistake in the last should cost seconds,
 not the hour before it), the binaries are built once, and a configuration that fails (a process
 died, an audit failed) is recorded on the page with why, and the others still run.
+
+Each run of an experiment is recorded under the logs (`logs/experiments/NAME.json`: the machine,
+the commit, and every run's configuration and log directory), so `--rewrite` can write the page
+again from those logs, with today's analysis, without running anything: an hour of runs is not
+lost to a better explanation of them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
 from ..errors import HarnessError
 from ..faults.schedule import FaultSchedule, schedule_from_flags
 from ..flags import sweep_from_flags
+from ..runners.finish import summary_from_logs
 from ..runners.local import DEFAULT_BASE_PORT, LocalBench
 from ..runners.local import build as cargo_build
 from .experiment import Configuration, Experiment, Outcome
@@ -66,8 +74,89 @@ def run_experiment(
             outcome.error = str(error).splitlines()[0]
             out.write(f"{configuration.label} stopped: {outcome.error}\n")
         outcomes.append(outcome)
+    commit = commit_of(repo_root)
+    _record(record_path(logs_dir, experiment.name, quick), machine, commit, outcomes)
+    return _write_page(experiment, outcomes, machine, commit, quick=quick, output=output)
+
+
+def rewrite_experiment(
+    experiment: Experiment, *, quick: bool, repo_root: Path, output: Path, logs_dir: Path
+) -> Path:
+    """Writes `experiment`'s page again from the logs of its last run on this machine, with the
+    analysis of this checkout; returns the page's path."""
+    path = record_path(logs_dir, experiment.name, quick)
+    try:
+        record = json.loads(path.read_text())
+        machine = Machine(**{**record["machine"], "load": tuple(record["machine"]["load"])})
+        recorded = {c["label"]: c for c in record["configurations"]}
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise HarnessError(
+            f"no usable record of a run of {experiment.name} at {path} ({error}); run"
+            f" `fab experiment --name={experiment.name}{' --quick' if quick else ''}` first"
+        ) from error
+    outcomes = []
+    for configuration in experiment.configurations(quick):
+        outcome = Outcome(configuration)
+        entry = recorded.get(configuration.label)
+        if entry is None:
+            outcome.error = "not in the recorded run"
+        else:
+            outcome.error = entry["error"]
+            try:
+                outcome.summaries = [
+                    summary_from_logs(Path(run["logs"]), run) for run in entry["runs"]
+                ]
+            except (OSError, ValueError, KeyError) as error:
+                raise HarnessError(
+                    f"{configuration.label}: a run's logs cannot be read again ({error})"
+                ) from error
+        outcomes.append(outcome)
+    return _write_page(
+        experiment,
+        outcomes,
+        machine,
+        record["commit"],
+        quick=quick,
+        output=output,
+        rewritten=commit_of(repo_root),
+    )
+
+
+def record_path(logs_dir: Path, name: str, quick: bool) -> Path:
+    """Where the last run of experiment `name` on this machine is recorded."""
+    return logs_dir / "experiments" / f"{name}{'-quick' if quick else ''}.json"
+
+
+def _record(path: Path, machine: Machine, commit: str, outcomes: Sequence[Outcome]) -> None:
+    record = {
+        "machine": asdict(machine),
+        "commit": commit,
+        "configurations": [
+            {
+                "label": o.configuration.label,
+                "error": o.error,
+                "runs": [s.config for s in o.summaries],
+            }
+            for o in outcomes
+        ],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, default=str))
+
+
+def _write_page(
+    experiment: Experiment,
+    outcomes: Sequence[Outcome],
+    machine: Machine,
+    commit: str,
+    *,
+    quick: bool,
+    output: Path,
+    rewritten: str | None = None,
+) -> Path:
     page = Page(name=experiment.name, title=experiment.title, directory=output)
-    _header(page, experiment, configurations, machine, commit_of(repo_root), quick=quick)
+    configurations = [o.configuration for o in outcomes]
+    _header(page, experiment, configurations, machine, commit, quick=quick, rewritten=rewritten)
     experiment.write(outcomes, page)
     failed = [o for o in outcomes if o.error is not None]
     if failed:
@@ -106,6 +195,7 @@ def _header(
     commit: str,
     *,
     quick: bool,
+    rewritten: str | None = None,
 ) -> None:
     page.add("", experiment.question)
     size = (
@@ -120,6 +210,15 @@ def _header(
         "",
         f"- Machine: {machine.describe()}.",
         f"- Commit: `{commit}`.",
+        *(
+            [
+                f"- Written again from these runs' logs by `fab experiment {experiment.name}"
+                f"{' --quick' if quick else ''} --rewrite`, with the analysis of commit"
+                f" `{rewritten}`."
+            ]
+            if rewritten
+            else []
+        ),
         "- Commands (each repeated `--runs` times, every rate of a list in turn):",
         *[f"  - {c.label}: `{c.command()}`" for c in configurations],
     )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..analysis import results
 from ..analysis.faults import analyse_faults, attach, enforce
-from ..analysis.metrics import load_run
+from ..analysis.metrics import RunMetrics, load_run
 from ..analysis.node_lives import mark_lives
 from ..analysis.options import AnalysisOptions
 from ..analysis.profiles import load_profiles
@@ -32,13 +33,11 @@ def finish_run(
     None); a failed audit raises once the result is saved (unless not `enforce_audit`).
     Without `bench` the configuration is unknown and the mode comes from the records. Profiles
     (`profile-*/profile.folded` under the logs, written by `--profile`) join the summary."""
-    # A restarted node's records are read per life (its counters start again from zero).
-    faults = FaultLog.load(log_dir)
-    run = mark_lives(load_run(log_dir), faults)
     known = bench.to_dict() if bench is not None else {}
     analysis = (options or AnalysisOptions()).to_config()
     config = {**known, **analysis, **(extra or {}), "logs": str(log_dir)}
-    summary = replace(summarize(run, config), profile=load_profiles(log_dir))
+    run, faults = _read(log_dir)
+    summary = _summary(run, config, log_dir)
     out.write(render_summary(summary))
     analysis_of_faults = analyse_faults(run, faults, config, summary.pipeline)
     out.write(analysis_of_faults.render())
@@ -50,3 +49,20 @@ def finish_run(
     if enforce_audit:
         enforce(analysis_of_faults)
     return summary, saved
+
+
+def summary_from_logs(log_dir: Path, config: Mapping[str, Any]) -> Summary:
+    """A finished run's summary worked out again from its logs, with the configuration it ran
+    with (as its saved result holds it): what the analysis of today makes of an earlier run."""
+    run, _ = _read(log_dir)
+    return _summary(run, dict(config), log_dir)
+
+
+def _read(log_dir: Path) -> tuple[RunMetrics, FaultLog]:
+    # A restarted node's records are read per life (its counters start again from zero).
+    faults = FaultLog.load(log_dir)
+    return mark_lives(load_run(log_dir), faults), faults
+
+
+def _summary(run: RunMetrics, config: dict[str, Any], log_dir: Path) -> Summary:
+    return replace(summarize(run, config), profile=load_profiles(log_dir))
