@@ -438,6 +438,9 @@ def plot(
         "base_port": "first port of node 0",
         "rewrite": "write the page again from the logs of the last run here (recorded under"
         " --logs), with this checkout's analysis; runs nothing",
+        "remote": "run on the hosts of `fab remote` (settings file: --settings); configurations"
+        " that run in one process (movevm) are left out",
+        "settings": "settings file (with --remote)",
     },
 )
 def experiment(
@@ -452,13 +455,17 @@ def experiment(
     binaries: str = "",
     base_port: str | None = None,
     rewrite: bool = False,
+    remote: bool = False,
+    settings: str = "settings.json",
 ) -> None:
     """Run a named experiment end to end and write its results page (docs/results/NAME.md);
-    `--rewrite`: write the page again from the logs of its last run here, running nothing."""
+    `--remote`: on the hosts of `fab remote`; `--rewrite`: write the page again from the logs
+    of its last run, running nothing."""
 
     def action() -> None:
         from benchmark.experiments import EXPERIMENTS  # noqa: PLC0415
         from benchmark.experiments.runner import (  # noqa: PLC0415
+            RemoteTestbed,
             rewrite_experiment,
             run_experiment,
         )
@@ -471,17 +478,22 @@ def experiment(
         if rewrite:
             page = rewrite_experiment(chosen, logs_dir=ROOT / logs, **where)
         else:
-            page = run_experiment(
-                chosen,
-                logs_dir=ROOT / logs,
-                results_dir=ROOT / results,
-                work_dir=ROOT / work,
-                out=sys.stdout,
-                binaries=ROOT / binaries if binaries else None,
-                build=build,
-                base_port=positive_int(base_port, "base_port") if base_port else DEFAULT_BASE_PORT,
-                **where,
-            )
+            local = {
+                "logs_dir": ROOT / logs,
+                "results_dir": ROOT / results,
+                "work_dir": ROOT / work,
+                "out": sys.stdout,
+                "binaries": ROOT / binaries if binaries else None,
+                "build": build,
+                "base_port": positive_int(base_port, "base_port")
+                if base_port
+                else DEFAULT_BASE_PORT,
+            }
+            if remote:
+                with _remote_bench(settings) as bench:
+                    page = run_experiment(chosen, testbed=RemoteTestbed(bench), **local, **where)
+            else:
+                page = run_experiment(chosen, **local, **where)
         print(f"wrote {page}")
 
     _guard(action)

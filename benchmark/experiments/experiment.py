@@ -20,8 +20,9 @@ class Configuration:
     partition: tuple[str, ...] = ()
     kill_leader_every: str | None = None
 
-    def command(self) -> str:
-        parts = ["fab", "local"]
+    def command(self, task: str = "local") -> str:
+        """The command as a user types it, of `fab local` (or `task`: `fab remote`)."""
+        parts = ["fab", task]
         for name, value in self.flags.items():
             flag = "--" + name.replace("_", "-")
             if value is True:

@@ -4,6 +4,10 @@ Every configuration is checked before the first run (a mistake in the last shoul
 not the hour before it), the binaries are built once, and a configuration that fails (a process
 died, an audit failed) is recorded on the page with why, and the others still run.
 
+The runs happen on a testbed: this machine (`LocalTestbed`, `fab local`'s runner) or the hosts of
+`fab remote` (`RemoteTestbed`, `fab experiment NAME --remote`), where a configuration that runs in
+one process (`movevm`) is left out, said so on the page.
+
 Each run of an experiment is recorded under the logs (`logs/experiments/NAME.json`: the machine,
 the commit, and every run's configuration and log directory), so `--rewrite` can write the page
 again from those logs, with today's analysis, without running anything: an hour of runs is not
@@ -14,21 +18,97 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
+from ..config import NODE_MODES, BenchParameters
 from ..errors import HarnessError
 from ..faults.schedule import FaultSchedule, schedule_from_flags
 from ..flags import sweep_from_flags
 from ..runners.finish import summary_from_logs
 from ..runners.local import DEFAULT_BASE_PORT, LocalBench
 from ..runners.local import build as cargo_build
+from ..runners.remote import RemoteBench
+from ..runners.sweep import PointRunner
 from .experiment import Configuration, Experiment, Outcome
 from .page import Machine, Page, commit_of
 
 # Flags whose value is a file.
 FILE_FLAGS = ("delay_matrix",)
+
+
+class Testbed(Protocol):
+    """Where an experiment's runs happen."""
+
+    # The `fab` task whose commands the page quotes.
+    task: str
+
+    def hosts(self) -> str | None:
+        """The hosts the runs used, as the page says it; None for this machine."""
+
+    def cannot_run(self, points: Sequence[BenchParameters]) -> str | None:
+        """Why a configuration's points cannot run here, or None."""
+
+    def runner(self, schedule: FaultSchedule) -> PointRunner:
+        """What runs a configuration's points, with its fault schedule."""
+
+
+@dataclass
+class LocalTestbed:
+    """This machine: a `fab local` runner per configuration."""
+
+    repo_root: Path
+    logs_dir: Path
+    results_dir: Path
+    out: TextIO
+    work_dir: Path | None = None
+    binaries: Path | None = None
+    base_port: int = DEFAULT_BASE_PORT
+    task: str = "local"
+
+    def hosts(self) -> str | None:
+        return None
+
+    def cannot_run(self, points: Sequence[BenchParameters]) -> str | None:
+        return None
+
+    def runner(self, schedule: FaultSchedule) -> PointRunner:
+        return LocalBench(
+            repo_root=self.repo_root,
+            base_port=self.base_port,
+            logs_dir=self.logs_dir,
+            results_dir=self.results_dir,
+            work_dir=self.work_dir,
+            binaries=self.binaries,
+            fault_schedule=schedule,
+            out=self.out,
+        )
+
+
+@dataclass
+class RemoteTestbed:
+    """The hosts of `fab remote`, through one open `RemoteBench`."""
+
+    bench: RemoteBench
+    task: str = "remote"
+
+    def hosts(self) -> str | None:
+        settings = self.bench.settings
+        return (
+            f"{len(self.bench.hosts)} hosts, {settings.instance_type} in"
+            f" {', '.join(settings.regions)} (`fab remote`)"
+        )
+
+    def cannot_run(self, points: Sequence[BenchParameters]) -> str | None:
+        single = sorted({p.mode for p in points if p.mode not in NODE_MODES})
+        if single:
+            return f"{', '.join(single)} runs in one process: not on the hosts (`fab local`)"
+        return None
+
+    def runner(self, schedule: FaultSchedule) -> PointRunner:
+        self.bench.fault_schedule = schedule
+        return self.bench
 
 
 def run_experiment(
@@ -44,9 +124,13 @@ def run_experiment(
     binaries: Path | None = None,
     build: bool = True,
     base_port: int = DEFAULT_BASE_PORT,
+    testbed: Testbed | None = None,
 ) -> Path:
-    """Runs every configuration of `experiment` and writes its page into `output`; returns the
-    page's path."""
+    """Runs every configuration of `experiment` on `testbed` (this machine unless given) and
+    writes its page into `output`; returns the page's path."""
+    where = testbed or LocalTestbed(
+        repo_root, logs_dir, results_dir, out, work_dir, binaries, base_port
+    )
     machine = Machine.this_one()
     configurations = experiment.configurations(quick)
     prepared = [prepare(c, repo_root) for c in configurations]
@@ -54,29 +138,36 @@ def run_experiment(
         cargo_build(repo_root, out)
     outcomes: list[Outcome] = []
     for configuration, points, schedule in prepared:
-        out.write(f"\n== {experiment.name}: {configuration.label}: {configuration.command()}\n")
-        out.flush()
-        runner = LocalBench(
-            repo_root=repo_root,
-            base_port=base_port,
-            logs_dir=logs_dir,
-            results_dir=results_dir,
-            work_dir=work_dir,
-            binaries=binaries,
-            fault_schedule=schedule,
-            out=out,
+        out.write(
+            f"\n== {experiment.name}: {configuration.label}: {configuration.command(where.task)}\n"
         )
+        out.flush()
         outcome = Outcome(configuration)
+        outcome.error = where.cannot_run(points)
         try:
-            for point in points:
-                outcome.summaries += runner.run(point)
+            if outcome.error is None:
+                runner = where.runner(schedule)
+                for point in points:
+                    outcome.summaries += runner.run(point)
         except HarnessError as error:
             outcome.error = str(error).splitlines()[0]
+        if outcome.error is not None:
             out.write(f"{configuration.label} stopped: {outcome.error}\n")
         outcomes.append(outcome)
     commit = commit_of(repo_root)
-    _record(record_path(logs_dir, experiment.name, quick), machine, commit, outcomes)
-    return _write_page(experiment, outcomes, machine, commit, quick=quick, output=output)
+    record = Record(machine, commit, where.task, where.hosts())
+    _record(record_path(logs_dir, experiment.name, quick), record, outcomes)
+    return _write_page(experiment, outcomes, record, quick=quick, output=output)
+
+
+@dataclass(frozen=True)
+class Record:
+    """What a page says of where and from what its runs came."""
+
+    machine: Machine
+    commit: str
+    task: str = "local"
+    hosts: str | None = None
 
 
 def rewrite_experiment(
@@ -86,9 +177,10 @@ def rewrite_experiment(
     analysis of this checkout; returns the page's path."""
     path = record_path(logs_dir, experiment.name, quick)
     try:
-        record = json.loads(path.read_text())
-        machine = Machine(**{**record["machine"], "load": tuple(record["machine"]["load"])})
-        recorded = {c["label"]: c for c in record["configurations"]}
+        saved = json.loads(path.read_text())
+        machine = Machine(**{**saved["machine"], "load": tuple(saved["machine"]["load"])})
+        record = Record(machine, saved["commit"], saved.get("task", "local"), saved.get("hosts"))
+        recorded = {c["label"]: c for c in saved["configurations"]}
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise HarnessError(
             f"no usable record of a run of {experiment.name} at {path} ({error}); run"
@@ -112,13 +204,7 @@ def rewrite_experiment(
                 ) from error
         outcomes.append(outcome)
     return _write_page(
-        experiment,
-        outcomes,
-        machine,
-        record["commit"],
-        quick=quick,
-        output=output,
-        rewritten=commit_of(repo_root),
+        experiment, outcomes, record, quick=quick, output=output, rewritten=commit_of(repo_root)
     )
 
 
@@ -127,10 +213,12 @@ def record_path(logs_dir: Path, name: str, quick: bool) -> Path:
     return logs_dir / "experiments" / f"{name}{'-quick' if quick else ''}.json"
 
 
-def _record(path: Path, machine: Machine, commit: str, outcomes: Sequence[Outcome]) -> None:
-    record = {
-        "machine": asdict(machine),
-        "commit": commit,
+def _record(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
+    saved = {
+        "machine": asdict(record.machine),
+        "commit": record.commit,
+        "task": record.task,
+        "hosts": record.hosts,
         "configurations": [
             {
                 "label": o.configuration.label,
@@ -141,22 +229,27 @@ def _record(path: Path, machine: Machine, commit: str, outcomes: Sequence[Outcom
         ],
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1, default=str))
+    path.write_text(json.dumps(saved, indent=1, default=str))
 
 
 def _write_page(
     experiment: Experiment,
     outcomes: Sequence[Outcome],
-    machine: Machine,
-    commit: str,
+    record: Record,
     *,
     quick: bool,
     output: Path,
     rewritten: str | None = None,
 ) -> Path:
     page = Page(name=experiment.name, title=experiment.title, directory=output)
-    configurations = [o.configuration for o in outcomes]
-    _header(page, experiment, configurations, machine, commit, quick=quick, rewritten=rewritten)
+    _header(
+        page,
+        experiment,
+        [o.configuration for o in outcomes],
+        record,
+        quick=quick,
+        rewritten=rewritten,
+    )
     experiment.write(outcomes, page)
     failed = [o for o in outcomes if o.error is not None]
     if failed:
@@ -169,7 +262,7 @@ def _write_page(
 
 def prepare(
     configuration: Configuration, repo_root: Path
-) -> tuple[Configuration, list, FaultSchedule]:
+) -> tuple[Configuration, list[BenchParameters], FaultSchedule]:
     """The points and fault schedule of a configuration, checked now (a bad flag is one error
     before anything runs). A file a flag names by a relative path (an experiment's
     `--delay-matrix`) is the repository's, wherever `fab` was started."""
@@ -191,11 +284,10 @@ def _header(
     page: Page,
     experiment: Experiment,
     configurations: Sequence[Configuration],
-    machine: Machine,
-    commit: str,
+    record: Record,
     *,
     quick: bool,
-    rewritten: str | None = None,
+    rewritten: str | None,
 ) -> None:
     page.add("", experiment.question)
     size = (
@@ -204,21 +296,25 @@ def _header(
         if quick
         else "the full experiment."
     )
+    remote = " --remote" if record.task == "remote" else ""
+    again = (
+        [
+            f"- Written again from these runs' logs by `fab experiment {experiment.name}"
+            f"{' --quick' if quick else ''}{remote} --rewrite`, with the analysis of commit"
+            f" `{rewritten}`."
+        ]
+        if rewritten
+        else []
+    )
     page.section(
         "How this page was made",
-        f"Written by `fab experiment {experiment.name}{' --quick' if quick else ''}`, {size}",
+        f"Written by `fab experiment {experiment.name}{' --quick' if quick else ''}{remote}`,"
+        f" {size}",
         "",
-        f"- Machine: {machine.describe()}.",
-        f"- Commit: `{commit}`.",
-        *(
-            [
-                f"- Written again from these runs' logs by `fab experiment {experiment.name}"
-                f"{' --quick' if quick else ''} --rewrite`, with the analysis of commit"
-                f" `{rewritten}`."
-            ]
-            if rewritten
-            else []
-        ),
+        f"- Machine: {record.machine.describe()}.",
+        *([f"- Hosts: {record.hosts}."] if record.hosts else []),
+        f"- Commit: `{record.commit}`.",
+        *again,
         "- Commands (each repeated `--runs` times, every rate of a list in turn):",
-        *[f"  - {c.label}: `{c.command()}`" for c in configurations],
+        *[f"  - {c.label}: `{c.command(record.task)}`" for c in configurations],
     )

@@ -21,7 +21,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from io import StringIO
 from pathlib import Path
 
@@ -31,6 +31,9 @@ from benchmark.analysis.faults import AuditFailedError
 from benchmark.analysis.metrics import load_run
 from benchmark.aws.settings import Settings
 from benchmark.config import BenchParameters, Ports
+from benchmark.experiments.experiment import Configuration, Experiment, Outcome
+from benchmark.experiments.page import Page
+from benchmark.experiments.runner import RemoteTestbed, run_experiment
 from benchmark.faults.events import FaultLog
 from benchmark.faults.schedule import schedule_from_flags
 from benchmark.flags import sweep_points
@@ -366,3 +369,44 @@ def test_remote_partition_and_delay(remote_bench: RemoteBench) -> None:
         [window] = emulation["partitions"]
         assert window["end_unix_ms"] - window["start_unix_ms"] == 1_500
         assert window["start_unix_ms"] == round(faults.start_ms + 1_000)
+
+
+def _runs_table(outcomes: Sequence[Outcome], page: Page) -> None:
+    page.table(
+        ["configuration", "runs"],
+        [[o.configuration.label, str(len(o.summaries))] for o in outcomes],
+    )
+
+
+def test_an_experiment_runs_on_the_hosts(remote_bench: RemoteBench, tmp_path: Path) -> None:
+    """`fab experiment NAME --remote`: the configurations run through `fab remote`'s runner, the
+    page quotes `fab remote` commands and names the hosts, and a configuration that runs in one
+    process is left out, said so."""
+    on_hosts = Experiment(
+        name="on-hosts",
+        title="On the hosts",
+        question="Do the stand-ins run on the hosts?",
+        configurations=lambda quick: [
+            Configuration(
+                "hotstuff", {"mode": "hotstuff", "nodes": "3", "rate": "1500", "duration": "3"}
+            ),
+            Configuration("movevm", {"mode": "movevm", "duration": "1"}),
+        ],
+        write=_runs_table,
+    )
+    page = run_experiment(
+        on_hosts,
+        quick=False,
+        repo_root=tmp_path,
+        output=tmp_path / "pages",
+        logs_dir=tmp_path / "logs",
+        results_dir=tmp_path / "results",
+        out=StringIO(),
+        build=False,
+        testbed=RemoteTestbed(remote_bench),
+    ).read_text()
+    assert "Written by `fab experiment on-hosts --remote`" in page
+    assert "- Hosts: 3 hosts, none in local (`fab remote`)." in page
+    assert "`fab remote --mode=hotstuff --nodes=3 --rate=1500 --duration=3`" in page
+    assert "| hotstuff | 1 |" in page
+    assert "- movevm: movevm runs in one process: not on the hosts (`fab local`)" in page
