@@ -17,8 +17,8 @@ lost to a better explanation of them.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO
 
@@ -155,7 +155,8 @@ def run_experiment(
             out.write(f"{configuration.label} stopped: {outcome.error}\n")
         outcomes.append(outcome)
     commit = commit_of(repo_root)
-    record = Record(machine, commit, where.task, where.hosts())
+    commands = {c.label: c.command(where.task) for c in configurations}
+    record = Record(machine, commit, where.task, where.hosts(), commands)
     _record(record_path(logs_dir, experiment.name, quick), record, outcomes)
     return _write_page(experiment, outcomes, record, quick=quick, output=output)
 
@@ -168,6 +169,9 @@ class Record:
     commit: str
     task: str = "local"
     hosts: str | None = None
+    # The command each configuration ran, by label: a page written again quotes what ran, even
+    # where the experiment's flags changed since.
+    commands: Mapping[str, str] = field(default_factory=dict)
 
 
 def rewrite_experiment(
@@ -179,8 +183,10 @@ def rewrite_experiment(
     try:
         saved = json.loads(path.read_text())
         machine = Machine(**{**saved["machine"], "load": tuple(saved["machine"]["load"])})
-        record = Record(machine, saved["commit"], saved.get("task", "local"), saved.get("hosts"))
         recorded = {c["label"]: c for c in saved["configurations"]}
+        commands = {label: c["command"] for label, c in recorded.items() if "command" in c}
+        task = saved.get("task", "local")
+        record = Record(machine, saved["commit"], task, saved.get("hosts"), commands)
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise HarnessError(
             f"no usable record of a run of {experiment.name} at {path} ({error}); run"
@@ -222,6 +228,7 @@ def _record(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
         "configurations": [
             {
                 "label": o.configuration.label,
+                "command": record.commands.get(o.configuration.label),
                 "error": o.error,
                 "runs": [s.config for s in o.summaries],
             }
@@ -316,5 +323,8 @@ def _header(
         f"- Commit: `{record.commit}`.",
         *again,
         "- Commands (each repeated `--runs` times, every rate of a list in turn):",
-        *[f"  - {c.label}: `{c.command(record.task)}`" for c in configurations],
+        *[
+            f"  - {c.label}: `{record.commands.get(c.label) or c.command(record.task)}`"
+            for c in configurations
+        ],
     )

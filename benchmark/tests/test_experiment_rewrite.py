@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import replace
 from io import StringIO
 from pathlib import Path
 
@@ -84,6 +85,19 @@ def test_a_page_written_again_from_the_logs_is_the_page_its_runs_wrote(
     assert written_again in again
     # Everything else, the machine before the runs and every figure, is the first page's.
     assert again.replace(written_again, "") == first
+
+    # The experiment's flags changed since: the page still quotes what ran.
+    longer = replace(
+        TWO_RATES,
+        configurations=lambda quick: [
+            replace(c, flags={**c.flags, "duration": "5"}) for c in TWO_RATES.configurations(quick)
+        ],
+    )
+    changed = runner.rewrite_experiment(
+        longer, quick=False, repo_root=tmp_path, output=tmp_path / "changed", logs_dir=logs
+    ).read_text()
+    assert "`fab local --mode=hotstuff --nodes=1 --rate=500 --duration=1`" in changed
+    assert "--duration=5" not in changed
 
 
 def test_rewriting_without_a_recorded_run_says_what_to_run(tmp_path: Path) -> None:
