@@ -12,9 +12,11 @@
 //!   silent one after a window, and both are still tried now and then; a block of theirs or
 //!   their votes in a certificate bring them back. The authors of the last f blocks sit out,
 //!   which spreads leadership as round-robin does.
-//! - A round opened by a TC is led by one of the TC's signers (1,000 against 1): members that
-//!   were there to time out a moment ago. This needs no history, so a node back from a crash or
-//!   an outage can tell who leads (and lead) before it has synced the chain.
+//! - A round opened by a TC reads the same window of the chain the TC's high QC certifies, and
+//!   the leader of the round the TC ended counts as failed. Nodes hold TCs of one round signed
+//!   by different quorums, but their high QCs nearly always name the same block (each node takes
+//!   up the high QC of every TC it sees), so they name the same leader. When several rounds in a
+//!   row time out, each one's leader is worked out from the same chain in turn.
 //!
 //! Agreement. Every input is in the certificate that opened the round and the chain it names, so
 //! nodes holding the same certificate and blocks elect the same leader. A voter checks a proposal
@@ -42,6 +44,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// member is still drawn, rarely.
 const ACTIVE_WEIGHT: u64 = 1_000;
 const INACTIVE_WEIGHT: u64 = 1;
+
+/// Rounds in a row that timed out whose leaders are worked out one from the other.
+const MAX_TIMED_OUT_CHAIN: Round = 1_000;
 
 /// What opened a round: the QC of the round before (naming the block it certifies), or the TC
 /// of the round before.
@@ -71,6 +76,7 @@ struct Link {
     /// The round a TC in the block says timed out, and the block that TC's high QC certifies
     /// (whose chain names the leader that failed).
     timed_out: Option<(Round, Digest)>,
+    round: Round,
 }
 
 pub struct LeaderElector {
@@ -86,10 +92,11 @@ pub struct LeaderElector {
     links: HashMap<Digest, Link>,
     /// Digests by round, to forget old links.
     by_round: BTreeMap<Round, Vec<Digest>>,
-    /// Leaders of rounds opened by a QC, by (round, certified block): each is asked for many
-    /// times (by every later window that holds a TC of its round). Only answers: "cannot tell"
-    /// holds until the missing block arrives, so it is worked out again.
-    memo: RefCell<HashMap<(Round, Digest), PublicKey>>,
+    /// Leaders by (round, the block the certificate that opened it names, whether that was a
+    /// TC): each is asked for many times (by every later window that holds a TC of its round,
+    /// and by the rounds after it that time out too). Only answers: "cannot tell" holds until
+    /// the missing block arrives, so it is worked out again.
+    memo: RefCell<HashMap<(Round, Digest, bool), PublicKey>>,
 }
 
 impl LeaderElector {
@@ -131,6 +138,7 @@ impl LeaderElector {
                 parent: *block.parent(),
                 parent_signers: block.qc.votes.iter().map(|(name, _)| *name).collect(),
                 timed_out: block.tc.as_ref().map(|tc| (tc.round, tc.high_qc.hash)),
+                round: block.round,
             },
         );
         self.by_round.entry(block.round).or_default().push(digest);
@@ -145,7 +153,7 @@ impl LeaderElector {
         {
             self.links.remove(&digest);
         }
-        self.memo.get_mut().retain(|(r, _), _| *r >= round);
+        self.memo.get_mut().retain(|(r, ..), _| *r >= round);
     }
 
     /// The leader of `round`, opened by `opening`; `None` if a block of the window is missing
@@ -157,36 +165,80 @@ impl LeaderElector {
                 Some(self.members[(round % count) as usize].0)
             }
             (LeaderRule::Reputation, Opening::Qc(anchor)) => self.after_qc(round, anchor),
-            (LeaderRule::Reputation, Opening::Tc(tc)) => {
-                let signers: HashSet<PublicKey> = tc.votes.iter().map(|(name, ..)| *name).collect();
-                let weighted = self.members.iter().map(|(name, stake)| {
-                    let weight = if signers.contains(name) {
-                        ACTIVE_WEIGHT
-                    } else {
-                        INACTIVE_WEIGHT
-                    };
-                    (*name, weight * u64::from(*stake))
-                });
-                draw(round, weighted)
-            }
+            (LeaderRule::Reputation, Opening::Tc(tc)) => self.after_tc(round, &tc.high_qc.hash),
         }
+    }
+
+    /// The leader of `round`, opened by a TC of the round before whose high QC certifies
+    /// `anchor`. Read from the round and the anchor alone (not the TC's own round, which a
+    /// block may give older), so the memo holds one answer per key on every node.
+    fn after_tc(&self, round: Round, anchor: &Digest) -> Option<PublicKey> {
+        let failed = self.timed_out(round.saturating_sub(1), anchor)?;
+        self.memoised((round, *anchor, true), || {
+            self.by_reputation(round, anchor, Some(failed))
+        })
     }
 
     fn after_qc(&self, round: Round, anchor: &Digest) -> Option<PublicKey> {
-        if let Some(known) = self.memo.borrow().get(&(round, *anchor)) {
-            return Some(*known);
+        self.memoised((round, *anchor, false), || {
+            self.by_reputation(round, anchor, None)
+        })
+    }
+
+    /// The member that failed `round`, which a TC with a high QC on `anchor` ended: the leader
+    /// elected for the round after `anchor` by the QC rule, then, for each round up to `round`,
+    /// by the TC rule with the one before it failed (no QC came in between, or the high QC would
+    /// be higher). When the votes broadcast at the timeout certified `round` itself, the member
+    /// that failed is the one elected after that QC, which never proposed.
+    fn timed_out(&self, round: Round, anchor: &Digest) -> Option<PublicKey> {
+        let certified = if *anchor == Digest::default() {
+            0
+        } else {
+            self.links.get(anchor)?.round
+        };
+        // After longer runs of timeouts than this (an outage), the member that failed is taken
+        // as the QC rule's: a bounded cost, and, as it depends on the round and the anchor
+        // alone, the same answer on every node whichever rounds it was asked for before.
+        if round > certified.saturating_add(MAX_TIMED_OUT_CHAIN) {
+            return self.after_qc(round, anchor);
         }
-        let leader = self.by_reputation(round, anchor)?;
-        self.memo.borrow_mut().insert((round, *anchor), leader);
+        let mut leader = self.after_qc(certified.saturating_add(1), anchor)?;
+        // `after_tc` of each later round, in a loop rather than by recursion.
+        for later in certified.saturating_add(2)..=round {
+            let failed = leader;
+            leader = self.memoised((later, *anchor, true), || {
+                self.by_reputation(later, anchor, Some(failed))
+            })?;
+        }
         Some(leader)
     }
 
-    fn by_reputation(&self, round: Round, anchor: &Digest) -> Option<PublicKey> {
+    fn memoised(
+        &self,
+        key: (Round, Digest, bool),
+        elect: impl FnOnce() -> Option<PublicKey>,
+    ) -> Option<PublicKey> {
+        if let Some(known) = self.memo.borrow().get(&key) {
+            return Some(*known);
+        }
+        let leader = elect()?;
+        self.memo.borrow_mut().insert(key, leader);
+        Some(leader)
+    }
+
+    /// The draw for `round` from the window of `anchor`'s chain, with `failed_before` (the
+    /// leader of the timed-out round just before, newer than the whole window) counted failed.
+    fn by_reputation(
+        &self,
+        round: Round,
+        anchor: &Digest,
+        failed_before: Option<PublicKey>,
+    ) -> Option<PublicKey> {
         let mut active = HashSet::new();
         // Members whose latest turn as leader in the window failed, and those whose latest
         // turn succeeded (a block of theirs), newest first: the first seen decides.
-        let mut failed = HashSet::new();
-        let mut decided = HashSet::new();
+        let mut failed: HashSet<PublicKey> = failed_before.into_iter().collect();
+        let mut decided = failed.clone();
         let mut recent = HashSet::new();
         let mut next = *anchor;
         for depth in 0..self.window {
@@ -202,7 +254,7 @@ impl LeaderElector {
                 // The round the TC ended was opened by that QC, as far as its signers knew. A
                 // node that cannot tell who failed there cannot tell this round's leader either:
                 // the nodes that can count that member as failed, and a guess would differ.
-                let leader = self.after_qc(timed_out, &high_qc)?;
+                let leader = self.timed_out(timed_out, &high_qc)?;
                 if decided.insert(leader) {
                     failed.insert(leader);
                 }
