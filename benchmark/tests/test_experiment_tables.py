@@ -94,6 +94,20 @@ def shaped(
 # -- capacity ------------------------------------------------------------------------------------
 
 
+def test_transactions_run_to_an_abort_count_towards_keeping_up(base: Summary) -> None:
+    # A tenth of the load aborts in the executor (SmallBank without the funds): executed all the
+    # same, the rate was kept up with.
+    run = shaped(base, rate=1000, delivered=900)
+    aborted = int(100 * run.window.seconds)
+    stages = tuple(
+        replace(row, failed=aborted) if row.name == "executor" else row for row in run.stages
+    )
+    assert capacity([run]) is None
+    found = capacity([replace(run, stages=stages)])
+    assert found is not None
+    assert found.rate == 1000
+
+
 def test_capacity_is_the_highest_rate_whose_median_kept_up(base: Summary) -> None:
     runs = [
         shaped(base, rate=100, delivered=d)
