@@ -251,8 +251,8 @@ impl LeaderElector {
                 active.insert(link.author);
             }
             if let Some((timed_out, high_qc)) = link.timed_out {
-                // The round the TC ended was opened by that QC, as far as its signers knew. A
-                // node that cannot tell who failed there cannot tell this round's leader either:
+                // Who failed the round the TC ended, worked out from its high QC. A node that
+                // cannot tell who failed there cannot tell this round's leader either:
                 // the nodes that can count that member as failed, and a guess would differ.
                 let leader = self.timed_out(timed_out, &high_qc)?;
                 if decided.insert(leader) {
