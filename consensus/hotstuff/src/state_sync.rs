@@ -80,6 +80,12 @@ impl StateSync {
         true
     }
 
+    /// Ends the outstanding request, if any, unanswered: the node caught up by replaying the
+    /// chain. Reports already counted are kept (a later request may complete one).
+    pub fn caught_up(&mut self) {
+        self.outstanding = false;
+    }
+
     /// Whether a reply from `author` is to be looked at: a member's first to the outstanding
     /// request. Called before anything costly; an admitted reply uses up the member's turn
     /// whether or not it then checks out.
@@ -214,6 +220,20 @@ mod tests {
         let adopted = offer(&mut sync, reply(&keys[2], &keys[0], 9, b"s")).expect("admitted");
         assert!(adopted.is_some());
         assert!(offer(&mut sync, reply(&keys[3], &keys[0], 9, b"s")).is_none());
+    }
+
+    /// A request the node no longer needs (it caught up by replay) admits nothing: a member
+    /// cannot keep pushing reports into a request of long ago.
+    #[test]
+    fn byzantine_replies_after_the_node_caught_up_are_not_looked_at() {
+        let keys = keys(4);
+        let mut sync = StateSync::new(committee(&keys), Duration::from_secs(1));
+        assert!(sync.should_request());
+        sync.caught_up();
+        for member in &keys[1..] {
+            assert!(offer(&mut sync, reply(member, &keys[0], 9, b"pushed")).is_none());
+        }
+        assert_eq!(sync.held(), 0);
     }
 
     /// One reply per member per request: a member flooding replies costs one proof check and

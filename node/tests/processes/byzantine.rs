@@ -203,7 +203,9 @@ fn byzantine_member_relaying_handshakes_and_forging_checkpoints_splits_no_honest
     }
     let messages = |i: usize| std::fs::read_to_string(committee.node_messages(i, 1)).expect("log");
     // The early nodes got the forged reports nobody asked for, and did not even look at them:
-    // none met the commit proof check.
+    // none met the commit proof check. An early node may itself fall gc_depth rounds behind on
+    // a loaded machine (rounds of the absent members time out) and ask; a request admits one
+    // reply per member, so it examines at most one forged report per request of its own.
     let ignored = format!("from {hostile_name}) was not asked for; ignored");
     let examined = |line: &str| {
         line.contains("rejected message")
@@ -215,9 +217,14 @@ fn byzantine_member_relaying_handshakes_and_forging_checkpoints_splits_no_honest
             messages.contains(&ignored),
             "node {i} logged no forged report it ignored"
         );
+        let asked = messages
+            .lines()
+            .filter(|line| line.contains("asking peers for a checkpoint"))
+            .count();
+        let looked_at = messages.lines().filter(|line| examined(line)).count();
         assert!(
-            !messages.lines().any(examined),
-            "node {i} examined a forged report nobody asked for"
+            looked_at <= asked,
+            "node {i} examined {looked_at} forged reports and asked for a checkpoint {asked} times"
         );
     }
     // The hostile member's answer to the late node's request was looked at, and refused on its

@@ -59,16 +59,22 @@ impl Core {
     /// the blocks) between, so replaying the chain may never end. Having the blocks is not
     /// enough (a node restarted on its `--store` has them, but its own GC deleted batches that
     /// its peers then freed too). Replay goes on meanwhile; whichever gets there first wins.
+    ///
+    /// A request ends when replay won: once no certified round we know of is more than
+    /// `gc_depth` past our last commit, replies to it are no longer looked at (a request left
+    /// open would let a member push one report per member long after we caught up).
     pub(super) async fn sync_state_if_far_behind(
         &mut self,
         block: &Block,
     ) -> Result<(), ConsensusError> {
-        let far = block.qc.round
-            > self
-                .committed
-                .last_round
-                .saturating_add(self.parameters.gc_depth);
-        if !far || !self.adoption.state_sync.should_request() {
+        let reach = self
+            .committed
+            .last_round
+            .saturating_add(self.parameters.gc_depth);
+        if self.voting.high_qc.round.max(block.qc.round) <= reach {
+            self.adoption.state_sync.caught_up();
+        }
+        if block.qc.round <= reach || !self.adoption.state_sync.should_request() {
             return Ok(());
         }
         info!(

@@ -1039,6 +1039,31 @@ async fn byzantine_checkpoint_replies_nobody_asked_for_are_ignored() {
     );
 }
 
+/// A node that asked for a checkpoint and then caught up by replaying the chain no longer
+/// looks at replies: reports pushed after it caught up, however many agree, are not adopted
+/// (the application would get a state in the middle of its own replay). Before, the request
+/// stayed open until some checkpoint was adopted.
+#[tokio::test]
+async fn byzantine_reports_pushed_after_replay_caught_up_are_ignored() {
+    let mut h = harness(short_gc_window());
+    let chain = h.chain(None, 1, 70);
+    assert!(h.core.adoption.state_sync.should_request(), "a request");
+    for block in &chain[..62] {
+        h.core.handle_proposal(block.clone()).await.expect("valid");
+    }
+    assert_eq!(h.core.committed.last_round, 60, "replay caught up");
+    for member in 1..4 {
+        let pushed = report(&h.keys, member, &chain, 64, b"pushed state");
+        h.core.handle_checkpoint(pushed).await.expect("ignored");
+    }
+    assert!(
+        h.rx_restore.try_recv().is_err(),
+        "adopted reports pushed after the node caught up"
+    );
+    assert_eq!(h.core.committed.last_round, 60);
+    assert_eq!(h.core.adoption.state_sync.held(), 0);
+}
+
 /// Reports of a block the chain never committed (certified, but its child is two rounds
 /// later), or of a block with a forged certificate, are refused however many members send
 /// them: the block would become the node's root. Before, the block's structure was all that
