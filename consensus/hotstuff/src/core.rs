@@ -290,6 +290,9 @@ impl Core {
                     e => warn!("{e}"),
                 }
             }
+            // A block just handled may have completed the window that names this round's
+            // leader (a no-op unless this node could not tell it).
+            self.lead_once_known().await;
             while let Some(block) = self.proposals.own_blocks.pop_front() {
                 match self.process_block(&block).await {
                     Ok(()) => {}

@@ -10,7 +10,7 @@ use crate::messages::{Timeout, QC, TC};
 use crate::timer::Timer;
 use crate::wire::ConsensusMessage;
 use config::{Committee, Parameters, Round, Stake};
-use crypto::PublicKey;
+use crypto::{Digest, PublicKey};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -28,6 +28,9 @@ pub(super) struct Pacemaker {
     pub(super) elector: LeaderElector,
     /// The leader of the current round, if this node can tell: whom its timeout blames.
     pub(super) round_leader: Option<PublicKey>,
+    /// The certificate that opened the current round: while this node cannot tell its leader,
+    /// each block that arrives may complete the window (see `Core::lead_once_known`).
+    pub(super) opened_by: Option<OpenedBy>,
     /// Who signed which certified rounds: tells the committer when every peer holds a batch.
     pub(super) peer_rounds: PeerRounds,
     /// Our latest timeout: sent again to a member found behind us (see `help_a_member_behind`).
@@ -37,6 +40,29 @@ pub(super) struct Pacemaker {
     /// The node resumed a stored safety state: it times out of its round as it starts (see
     /// `Core::start_round`).
     pub(super) restarted: bool,
+}
+
+/// What opened a round, kept (`Opening` borrows).
+#[derive(Clone)]
+pub(super) enum OpenedBy {
+    Qc(Digest),
+    Tc(TC),
+}
+
+impl OpenedBy {
+    fn of(opening: Opening<'_>) -> Self {
+        match opening {
+            Opening::Qc(digest) => OpenedBy::Qc(*digest),
+            Opening::Tc(tc) => OpenedBy::Tc(tc.clone()),
+        }
+    }
+
+    fn opening(&self) -> Opening<'_> {
+        match self {
+            OpenedBy::Qc(digest) => Opening::Qc(digest),
+            OpenedBy::Tc(tc) => Opening::Tc(tc),
+        }
+    }
 }
 
 impl Pacemaker {
@@ -52,6 +78,7 @@ impl Pacemaker {
             timeout_rounds: HashMap::new(),
             elector: LeaderElector::new(parameters.leader, committee, parameters.leader_window),
             round_leader: None,
+            opened_by: None,
             peer_rounds,
             last_timeout: None,
             helped: HashMap::new(),
@@ -203,6 +230,34 @@ impl Core {
     pub(super) fn enter_round_opened_by(&mut self, opening: Opening<'_>) {
         self.pacemaker.round_leader = self.leader(self.pacemaker.round, opening);
         self.metrics.set_leader(self.pacemaker.round_leader);
+        // Kept only while it may still be needed (a TC is a few kilobytes at n = 48).
+        self.pacemaker.opened_by = self
+            .pacemaker
+            .round_leader
+            .is_none()
+            .then(|| OpenedBy::of(opening));
+    }
+
+    /// Under leader reputation a node may enter a round before it holds the window that names
+    /// the round's leader: the votes for a block (small, from many) can reach the next leader
+    /// before the block itself, and the QC they make opens a round whose draw reads that block.
+    /// Once the missing block arrives the node can tell, and if it is the leader it proposes
+    /// now: nobody else will, and the round would time out.
+    pub(super) async fn lead_once_known(&mut self) {
+        if self.pacemaker.round_leader.is_some() {
+            return;
+        }
+        let Some(opened_by) = self.pacemaker.opened_by.take() else {
+            return;
+        };
+        self.enter_round_opened_by(opened_by.opening());
+        if self.pacemaker.round_leader == Some(self.name) {
+            let tc = match opened_by {
+                OpenedBy::Tc(tc) => Some(tc),
+                OpenedBy::Qc(_) => None,
+            };
+            self.try_propose(tc).await;
+        }
     }
 
     pub(super) async fn handle_timeout(&mut self, timeout: Timeout) -> Result<(), ConsensusError> {

@@ -1396,3 +1396,66 @@ async fn recovery_blocks_below_an_adopted_checkpoint_release_their_batches() {
     let skipped = h.skipped();
     assert_eq!(skipped, vec![1, 2, 3]);
 }
+
+/// Under leader reputation the leader of round r + 1 is drawn from the chain ending in the
+/// block of round r, and the votes for that block (small, from many members) can reach that
+/// leader before the block itself does. Their QC opens the round while the leader cannot yet
+/// tell it leads; once the block arrives it must propose, as the core's loop has it do after
+/// every message. Before, it never did: the round timed out, on fault-free committees too.
+#[tokio::test]
+async fn a_reputation_leader_that_got_the_votes_before_the_block_proposes_once_it_arrives() {
+    let parameters = Parameters {
+        leader: config::LeaderRule::Reputation,
+        ..Parameters::default()
+    };
+    let mut h = harness(parameters.clone());
+    // The committee's chain, each block by the leader its parent elects, up to a block after
+    // which this core leads.
+    let mut elector = LeaderElector::new(
+        config::LeaderRule::Reputation,
+        &h.core.committee,
+        parameters.leader_window,
+    );
+    let mut chain: Vec<Block> = Vec::new();
+    let us = h.keys[0].name;
+    loop {
+        let round = chain.len() as Round + 1;
+        let (parent, parent_qc) = match chain.last() {
+            None => (Digest::default(), QC::genesis()),
+            Some(p) => (p.digest(), qc(p.digest(), p.round, &h.keys[..3])),
+        };
+        let author = elector.leader(round, Opening::Qc(&parent)).expect("window");
+        let author = h.keys.iter().find(|k| k.name == author).expect("member");
+        let block = signed_block(parent_qc, None, round, vec![], author);
+        elector.record(&block);
+        let digest = block.digest();
+        chain.push(block);
+        if round >= 3 && elector.leader(round + 1, Opening::Qc(&digest)) == Some(us) {
+            break;
+        }
+        assert!(round < 100, "this core is never elected");
+    }
+    let (last, before) = chain.split_last().expect("a chain");
+    for block in before {
+        h.core.handle_proposal(block.clone()).await.expect("valid");
+    }
+    // The votes for the last block arrive first: they open the round after it.
+    for voter in &h.keys[1..] {
+        let vote = vote(last.digest(), last.round, voter);
+        h.core.handle_vote(vote).await.expect("valid");
+    }
+    assert_eq!(h.core.pacemaker.round, last.round + 1);
+    assert_eq!(h.core.pacemaker.round_leader, None, "cannot tell yet");
+    assert!(h.core.proposals.own_blocks.is_empty());
+    h.core.proposals.buffer.push(Digest::of(b"a batch of ours"));
+
+    h.core.handle_proposal(last.clone()).await.expect("valid");
+    h.core.lead_once_known().await;
+    assert_eq!(h.core.pacemaker.round_leader, Some(us));
+    let proposed = h.core.proposals.own_blocks.pop_front().expect("proposed");
+    assert_eq!(proposed.round, last.round + 1);
+    assert_eq!(proposed.qc.hash, last.digest());
+    // Once: more messages do not make it propose again.
+    h.core.lead_once_known().await;
+    assert!(h.core.proposals.own_blocks.is_empty());
+}
