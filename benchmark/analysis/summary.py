@@ -95,6 +95,16 @@ class Summary:
     def stage(self, name: str) -> StageRow | None:
         return next((row for row in self.stages if row.name == name), None)
 
+    def projected(self, cores: int) -> Projection | None:
+        """The capacity projection of this run's costs for a node of `cores` cores (the run's
+        own projection is for `--project-cores`)."""
+        return project(
+            {r.name: r.us_per_tx for r in self.stages if r.us_per_tx is not None},
+            cores,
+            _verifier_threads(self.config),
+            _executor_threads(self.config),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["window"]["seconds"] = self.window.seconds

@@ -1,6 +1,7 @@
 """Named experiments: `fab experiment NAME` runs one end to end and writes its results page,
 `docs/results/NAME.md`, with its plots beside it (`runner.py`, `page.py`). Each experiment
-(a module here) says which `fab local` configurations it runs, full and `--quick`, and how their
+(a module here) says which `fab local` configurations (or criterion benches) it runs, full and
+`--quick`, and how their
 summaries become tables and plots; every number of a page comes from the runs it made."""
 
 from __future__ import annotations
@@ -11,11 +12,22 @@ from .leaders import LEADERS
 from .modes import MODES
 from .multi_region import MULTI_REGION
 from .overload import OVERLOAD
+from .parallel import PARALLEL
 from .store import STORE
 from .workloads import WORKLOADS_EXPERIMENT
 
 EXPERIMENTS: dict[str, Experiment] = {
-    e.name: e for e in (MODES, MULTI_REGION, FAULTS, WORKLOADS_EXPERIMENT, STORE, OVERLOAD, LEADERS)
+    e.name: e
+    for e in (
+        MODES,
+        MULTI_REGION,
+        FAULTS,
+        WORKLOADS_EXPERIMENT,
+        STORE,
+        OVERLOAD,
+        LEADERS,
+        PARALLEL,
+    )
 }
 
 __all__ = ["EXPERIMENTS", "Configuration", "Experiment", "Outcome"]

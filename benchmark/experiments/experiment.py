@@ -10,18 +10,42 @@ from .page import Page
 
 
 @dataclass(frozen=True)
+class CriterionBench:
+    """A criterion bench of a crate, run on this machine: a component measured alone (the
+    parallel executor on pre-generated blocks). The bench writes its table as JSON to the file
+    `HOTMOVE_BENCH_TABLE` names; `quick` sets `HOTMOVE_BENCH_QUICK=1` (short measurements)."""
+
+    package: str
+    bench: str
+    # Criterion's filter: only the benchmarks whose names contain it.
+    filter: str | None = None
+    quick: bool = False
+
+    def command(self) -> str:
+        parts = ["HOTMOVE_BENCH_QUICK=1"] if self.quick else []
+        parts += ["cargo", "bench", "-p", self.package, "--bench", self.bench]
+        if self.filter:
+            parts += ["--", self.filter]
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
 class Configuration:
     """One `fab local` command of an experiment: its flags as a user types them (a flag without
-    a value is a switch, `--store`), repeatable fault flags apart."""
+    a value is a switch, `--store`), repeatable fault flags apart; or, with `bench`, a
+    criterion bench instead (no flags)."""
 
     label: str
     flags: Mapping[str, str | bool]
     crash: tuple[str, ...] = ()
     partition: tuple[str, ...] = ()
     kill_leader_every: str | None = None
+    bench: CriterionBench | None = None
 
     def command(self, task: str = "local") -> str:
         """The command as a user types it, of `fab local` (or `task`: `fab remote`)."""
+        if self.bench is not None:
+            return self.bench.command()
         parts = ["fab", task]
         for name, value in self.flags.items():
             flag = "--" + name.replace("_", "-")
@@ -51,6 +75,8 @@ class Outcome:
     configuration: Configuration
     summaries: list[Summary] = field(default_factory=list)
     error: str | None = None
+    # A bench's table (`CriterionBench`): one row per benchmark, as the bench wrote it.
+    table: list[dict[str, object]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

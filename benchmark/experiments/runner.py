@@ -31,6 +31,7 @@ from ..runners.local import DEFAULT_BASE_PORT, LocalBench
 from ..runners.local import build as cargo_build
 from ..runners.remote import RemoteBench
 from ..runners.sweep import PointRunner
+from .bench import read_table, run_bench
 from .experiment import Configuration, Experiment, Outcome
 from .page import Machine, Page, commit_of
 
@@ -145,7 +146,13 @@ def run_experiment(
         outcome = Outcome(configuration)
         outcome.error = where.cannot_run(points)
         try:
-            if outcome.error is None:
+            if configuration.bench is not None:
+                if where.task != "local":
+                    outcome.error = "a criterion bench runs on this machine only (`fab experiment`)"
+                else:
+                    table = table_path(logs_dir, experiment.name, quick, configuration.label)
+                    outcome.table = run_bench(configuration.bench, repo_root, table, out)
+            elif outcome.error is None:
                 runner = where.runner(schedule)
                 for point in points:
                     outcome.summaries += runner.run(point)
@@ -204,6 +211,8 @@ def rewrite_experiment(
                 outcome.summaries = [
                     summary_from_logs(Path(run["logs"]), run) for run in entry["runs"]
                 ]
+                if entry.get("table") and outcome.error is None:
+                    outcome.table = read_table(Path(entry["table"]))
             except (OSError, ValueError, KeyError) as error:
                 raise HarnessError(
                     f"{configuration.label}: a run's logs cannot be read again ({error})"
@@ -219,6 +228,17 @@ def record_path(logs_dir: Path, name: str, quick: bool) -> Path:
     return logs_dir / "experiments" / f"{name}{'-quick' if quick else ''}.json"
 
 
+def table_path(logs_dir: Path, name: str, quick: bool, label: str) -> Path:
+    """Where the bench of configuration `label` of experiment `name` writes its table (beside
+    the record, for `--rewrite`)."""
+    record = record_path(logs_dir, name, quick)
+    return record.with_name(f"{record.stem}-{_slug(label)}.json")
+
+
+def _slug(label: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in label)
+
+
 def _record(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
     saved = {
         "machine": asdict(record.machine),
@@ -231,6 +251,11 @@ def _record(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
                 "command": record.commands.get(o.configuration.label),
                 "error": o.error,
                 "runs": [s.config for s in o.summaries],
+                "table": (
+                    str(path.with_name(f"{path.stem}-{_slug(o.configuration.label)}.json"))
+                    if o.configuration.bench is not None
+                    else None
+                ),
             }
             for o in outcomes
         ],
@@ -272,7 +297,9 @@ def prepare(
 ) -> tuple[Configuration, list[BenchParameters], FaultSchedule]:
     """The points and fault schedule of a configuration, checked now (a bad flag is one error
     before anything runs). A file a flag names by a relative path (an experiment's
-    `--delay-matrix`) is the repository's, wherever `fab` was started."""
+    `--delay-matrix`) is the repository's, wherever `fab` was started. A bench has neither."""
+    if configuration.bench is not None:
+        return configuration, [], schedule_from_flags([], None, [])
     flags = configuration.flag_values()
     for name in FILE_FLAGS:
         given = flags.get(name)
@@ -322,7 +349,9 @@ def _header(
         *([f"- Hosts: {record.hosts}."] if record.hosts else []),
         f"- Commit: `{record.commit}`.",
         *again,
-        "- Commands (each repeated `--runs` times, every rate of a list in turn):",
+        "- Commands (each"
+        + (" `fab` command" if any(c.bench for c in configurations) else "")
+        + " repeated `--runs` times, every rate of a list in turn):",
         *[
             f"  - {c.label}: `{record.commands.get(c.label) or c.command(record.task)}`"
             for c in configurations

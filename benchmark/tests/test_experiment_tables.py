@@ -23,6 +23,7 @@ from benchmark.experiments import (
     faults,
     modes,
     multi_region,
+    parallel,
     store,
     workloads,
 )
@@ -446,3 +447,71 @@ def test_the_store_table_takes_medians_of_alternated_pairs(base: Summary) -> Non
     # ratios (0.9, 0.5, 1.0 -> 0.9): not the ratio of the medians.
     assert rows["delivered tx/s"] == ["1,000", "800", "0.90 (3)"]
     assert store.pair_rows(pairs)[1] == ["2", "1,000", "500", "0.50", "1.00"]
+
+
+# -- parallel ------------------------------------------------------------------------------------
+
+
+def bench_rows(tps: dict[tuple[str, str], float]) -> list[dict]:
+    return [
+        {"group": group, "configuration": column, "block": 1000, "tps": value}
+        for (group, column), value in tps.items()
+    ]
+
+
+def test_the_speedup_table_sets_each_scheme_against_sequential_execution() -> None:
+    rows = bench_rows(
+        {
+            ("transfer/uniform/1000", "blockstm-2"): 160.0,
+            ("transfer/uniform/1000", "sequential"): 100.0,
+            ("transfer/uniform/1000", "waves-1"): 90.0,
+            ("transfer/ring/1000", "sequential"): 100.0,
+            ("transfer/ring/1000", "blockstm-2"): 98.0,
+        }
+    )
+    columns, table = parallel.speedup_table(rows)
+    assert columns == ["workload / dest / block", "sequential", "waves-1", "blockstm-2"]
+    assert table == [
+        ["transfer/ring/1000", "100", "-", "98 (0.98x)"],
+        ["transfer/uniform/1000", "100", "90 (0.90x)", "160 (1.60x)"],
+    ]
+    best = parallel.best_rows(rows)
+    assert best == [
+        ["transfer", "ring", "-", "0.98x", "0.49"],
+        ["transfer", "uniform", "-", "1.60x", "0.80"],
+    ]
+
+
+def test_the_projection_table_projects_each_run_to_more_cores(base: Summary) -> None:
+    def run(scheme: str) -> Summary:
+        return shaped(base, rate=1000, delivered=1000.0, executor_us=1000.0, exec=scheme)
+
+    outcomes = [
+        Outcome(c, summaries=[] if c.bench else [run(str(c.flags["exec"]))])
+        for c in parallel.PARALLEL.configurations(True)
+    ]
+    rows = parallel.projection_rows(outcomes)
+    assert [r[0] for r in rows] == [
+        f"{e}, {c}" for e in ("sequential", "blockstm") for c in (4, 8, 16)
+    ]
+    assert all(r[4] == "1,000.0" for r in rows)  # the executor's µs/tx
+    projected = [float(r[-2].replace(",", "")) for r in rows]
+    # Sequential execution is held by the executor's one thread (1,000 tx/s at 1,000 µs/tx) once
+    # the cores are enough; Block-STM gives the executor a thread per core and grows with them.
+    assert projected[2] == 1_000
+    assert rows[2][-1] == "executor (1 thread)"
+    assert projected[3] < projected[4] < projected[5]
+    assert projected[5] > 2 * projected[2]
+
+
+def test_a_bench_table_that_is_missing_or_empty_is_one_clear_error(tmp_path: Path) -> None:
+    from benchmark.experiments.bench import BenchRunError, read_table  # noqa: PLC0415
+
+    table = tmp_path / "table.json"
+    with pytest.raises(BenchRunError, match="no readable table"):
+        read_table(table)
+    table.write_text("[]")
+    with pytest.raises(BenchRunError, match="did the filter match"):
+        read_table(table)
+    table.write_text('[{"group": "transfer/uniform/1000", "configuration": "sequential"}]')
+    assert read_table(table)[0]["configuration"] == "sequential"

@@ -8,6 +8,10 @@
 //! Criterion measures each; at the end a table gives transactions per second (the median block)
 //! and the speedup over sequential execution of the same blocks. A filter narrows the run:
 //! `cargo bench -p executor --bench parallel -- transfer/uniform`.
+//!
+//! For `fab experiment parallel`: with `HOTMOVE_BENCH_TABLE=FILE` the table is also written to
+//! FILE as JSON (one object per group and configuration), and `HOTMOVE_BENCH_QUICK=1` measures
+//! each configuration for a fraction of a second (a check of the machinery, not a measurement).
 
 use crypto::KeyPair;
 use executor::{
@@ -105,11 +109,16 @@ fn bench_blocks(c: &mut Criterion) {
             for (size_name, size) in sizes {
                 let group_name = format!("parallel/{workload}/{dest}/{size_name}");
                 let mut group = c.benchmark_group(&group_name);
+                let (warm_up, measurement) = if quick() {
+                    (Duration::from_millis(50), Duration::from_millis(200))
+                } else {
+                    (Duration::from_millis(500), Duration::from_secs(2))
+                };
                 group
                     .throughput(Throughput::Elements(size as u64))
                     .sample_size(10)
-                    .warm_up_time(Duration::from_millis(500))
-                    .measurement_time(Duration::from_secs(2));
+                    .warm_up_time(warm_up)
+                    .measurement_time(measurement);
                 let generated = blocks(&genesis, &keys, workload, dest, size);
                 for configuration in configurations() {
                     let config = ExecConfig {
@@ -155,6 +164,11 @@ fn bench_blocks(c: &mut Criterion) {
     }
 }
 
+/// Whether `HOTMOVE_BENCH_QUICK` asks for short measurements.
+fn quick() -> bool {
+    std::env::var("HOTMOVE_BENCH_QUICK").is_ok_and(|v| v == "1")
+}
+
 /// The median block's transactions per second.
 fn rate(entry: Option<&mut (usize, Vec<Duration>)>) -> Option<f64> {
     let (size, times) = entry?;
@@ -174,6 +188,27 @@ fn print_table() {
     groups.dedup();
     if groups.is_empty() {
         return;
+    }
+    if let Ok(path) = std::env::var("HOTMOVE_BENCH_TABLE") {
+        let rows: Vec<serde_json::Value> = times
+            .iter_mut()
+            .map(|((group, id), entry)| {
+                serde_json::json!({
+                    "group": group.trim_start_matches("parallel/"),
+                    "configuration": id,
+                    "block": entry.0,
+                    "blocks_timed": entry.1.len(),
+                    "tps": rate(Some(entry)),
+                })
+            })
+            .collect();
+        let written = serde_json::to_vec_pretty(&rows)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| std::fs::write(&path, bytes));
+        if let Err(e) = written {
+            eprintln!("cannot write the table to {path}: {e}");
+            std::process::exit(1);
+        }
     }
     println!();
     println!("| workload / dest / block | {} |", names.join(" | "));
