@@ -136,6 +136,16 @@ def _findings(rows: Sequence[dict]) -> list[str]:
         f" {best[1]}), {at_most[best] / most:.2f} of the ideal per thread; the least is"
         f" {at_most[worst]:.2f}x ({worst[0]}, {worst[1]}).",
     ]
+    above = [k for k, v in found.items() if v > threads_of(k[1]) * 1.05]
+    if above:
+        lines.append(
+            f"- {len(above)} of {len(found)} cells run faster than their thread count allows"
+            " (over 1.05 of the ideal per thread), which no scheme can: the machine ran those"
+            " configurations faster than the sequential one they are set against (other tenants,"
+            " clock changes). Each cell is one criterion run of a few seconds, a few seconds"
+            " after or before its sequential baseline: single cells are this noisy here, and"
+            " only differences well beyond it say something."
+        )
     if one:
         low, high = min(one.values()), max(one.values())
         cost = (

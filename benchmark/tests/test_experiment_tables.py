@@ -515,3 +515,20 @@ def test_a_bench_table_that_is_missing_or_empty_is_one_clear_error(tmp_path: Pat
         read_table(table)
     table.write_text('[{"group": "transfer/uniform/1000", "configuration": "sequential"}]')
     assert read_table(table)[0]["configuration"] == "sequential"
+
+
+def test_a_speedup_beyond_the_thread_count_is_called_noise() -> None:
+    rows = bench_rows(
+        {
+            ("kvstore/uniform/1000", "sequential"): 100.0,
+            ("kvstore/uniform/1000", "blockstm-2"): 256.0,
+            ("kvstore/ring/1000", "sequential"): 100.0,
+            ("kvstore/ring/1000", "blockstm-2"): 180.0,
+        }
+    )
+    findings = "\n".join(parallel._findings(rows))
+    assert "1 of 2 cells run faster than their thread count allows" in findings
+    calm = bench_rows(
+        {("kvstore/ring/1000", "sequential"): 100.0, ("kvstore/ring/1000", "blockstm-2"): 180.0}
+    )
+    assert "thread count allows" not in "\n".join(parallel._findings(calm))
