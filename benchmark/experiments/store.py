@@ -36,7 +36,7 @@ WITH = "--store"
 def _runs(quick: bool) -> tuple[dict[str, str], int, dict[str, str]]:
     """Rates by mode, pairs, and the flags of every run."""
     if quick:
-        return {"hotstuff": "20000", "hotcrypto": "2000"}, 2, {"runs": "1", "duration": "3"}
+        return {"hotstuff": "20000", "hotcrypto": "2000"}, 1, {"runs": "1", "duration": "3"}
     return {"hotstuff": "400000", "hotcrypto": "32000"}, 8, {"runs": "1", "duration": "20"}
 
 
