@@ -35,15 +35,23 @@ def label_of(scheme: str) -> str:
     return f"hotmove --exec={scheme}"
 
 
+# What a quick run of the bench would be: one filter, short measurements. `--quick` leaves the
+# bench out: `cargo bench -p executor` compiles the Move crates again under its own feature set
+# (minutes on two cores, more than CI's budget has), while the projection runs reuse the
+# release binaries. Run it by hand: `HOTMOVE_BENCH_QUICK=1 cargo bench -p executor --bench
+# parallel -- transfer/uniform/1000`.
+QUICK_BENCH = CriterionBench("executor", "parallel", filter="transfer/uniform/1000", quick=True)
+
+
 def _configurations(quick: bool) -> Sequence[Configuration]:
     if quick:
-        bench = CriterionBench("executor", "parallel", filter="transfer/uniform/1000", quick=True)
         runs = {"rate": "1000", "runs": "1", "duration": "5"}
+        bench = []
     else:
-        bench = CriterionBench("executor", "parallel")
         runs = {"rate": "16000", "runs": "3", "duration": "20"}
+        bench = [Configuration(SPEEDUPS, {}, bench=CriterionBench("executor", "parallel"))]
     return [
-        Configuration(SPEEDUPS, {}, bench=bench),
+        *bench,
         *[Configuration(label_of(e), {**HOTMOVE, "exec": e, **runs}) for e in EXECS],
     ]
 

@@ -223,18 +223,12 @@ def _store(page: str) -> None:
 
 
 def _parallel(page: str) -> None:
-    (speedups,) = table_with(page, "workload / dest / block")
-    assert [r["workload / dest / block"] for r in speedups] == ["transfer/uniform/1000"]
-    numbers_in(speedups, *speedups[0])
-    assert re.search(r"\(\d+\.\d\dx\)", speedups[0]["blockstm-1"])
-    (best,) = table_with(page, "dest")
-    numbers_in(best, "best per thread")
+    # The quick run leaves the bench out (see `parallel.QUICK_BENCH`).
     (projected,) = table_with(page, "`--exec`, cores per node")
     assert [r["`--exec`, cores per node"] for r in projected] == [
         f"{e}, {c}" for e in ("sequential", "blockstm") for c in (4, 8, 16)
     ]
     numbers_in(projected, "delivered tx/s", "executor µs/tx", "projected tx/s")
-    assert re.search(r"^- At \d+ threads the best speedup is \d+\.\d\dx", page, re.MULTILINE)
 
 
 PAGE_CHECKS = {

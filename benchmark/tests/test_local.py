@@ -118,8 +118,14 @@ def test_a_crashing_node_fails_the_run_and_stops_the_rest(tmp_path: Path, standi
 
 def test_ctrl_c_leaves_no_process(tmp_path: Path, standins: Path) -> None:
     base_port = free_port(COMMITTEE_PORTS)
+    # Ctrl-C as a terminal delivers it: whatever the disposition pytest inherited (a job started
+    # in the background by a non-interactive shell ignores SIGINT, and so would the harness), the
+    # harness turns SIGINT into KeyboardInterrupt. On SIGUSR1 it prints its threads' stacks, so
+    # a harness that does not stop says where it is.
     script = (
-        "import sys\n"
+        "import faulthandler, signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
         "from pathlib import Path\n"
         "from benchmark.config import BenchParameters\n"
         "from benchmark.runners.local import LocalBench\n"
@@ -143,7 +149,14 @@ def test_ctrl_c_leaves_no_process(tmp_path: Path, standins: Path) -> None:
             children = psutil.Process(harness.pid).children()
             time.sleep(0.05)
         harness.send_signal(signal.SIGINT)
-        harness.wait(timeout=20)
+        try:
+            harness.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            harness.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            harness.kill()
+            output = harness.communicate()[0].decode(errors="replace")
+            pytest.fail(f"the harness did not stop 20 s after SIGINT:\n{output[-6000:]}")
     finally:
         if harness.poll() is None:
             harness.kill()
