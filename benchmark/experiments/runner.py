@@ -231,12 +231,13 @@ def record_path(logs_dir: Path, name: str, quick: bool) -> Path:
 def table_path(logs_dir: Path, name: str, quick: bool, label: str) -> Path:
     """Where the bench of configuration `label` of experiment `name` writes its table (beside
     the record, for `--rewrite`)."""
-    record = record_path(logs_dir, name, quick)
-    return record.with_name(f"{record.stem}-{_slug(label)}.json")
+    return _beside(record_path(logs_dir, name, quick), label)
 
 
-def _slug(label: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in label)
+def _beside(record: Path, label: str) -> Path:
+    """The file beside `record` that holds what configuration `label` wrote."""
+    slug = "".join(c if c.isalnum() else "-" for c in label)
+    return record.with_name(f"{record.stem}-{slug}.json")
 
 
 def _record(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
@@ -252,7 +253,7 @@ def _record(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
                 "error": o.error,
                 "runs": [s.config for s in o.summaries],
                 "table": (
-                    str(path.with_name(f"{path.stem}-{_slug(o.configuration.label)}.json"))
+                    str(_beside(path, o.configuration.label))
                     if o.configuration.bench is not None
                     else None
                 ),
