@@ -98,12 +98,7 @@ class Summary:
     def projected(self, cores: int) -> Projection | None:
         """The capacity projection of this run's costs for a node of `cores` cores (the run's
         own projection is for `--project-cores`)."""
-        return project(
-            {r.name: r.us_per_tx for r in self.stages if r.us_per_tx is not None},
-            cores,
-            _verifier_threads(self.config),
-            _executor_threads(self.config),
-        )
+        return _project(self.stages, self.config, cores)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -166,12 +161,7 @@ def summarize(
         hops=hop_latencies(run.clients, run.nodes, window, pipeline.done) if run.nodes else (),
         resources=used,
         projection=_with_caveat(
-            project(
-                {r.name: r.us_per_tx for r in stages if r.us_per_tx is not None},
-                project_cores,
-                _verifier_threads(config),
-                _executor_threads(config),
-            ),
+            _project(stages, config, project_cores),
             config,
             len(run.nodes),
         ),
@@ -191,6 +181,17 @@ def _local_cores(config: dict[str, Any]) -> int | None:
     """The cores of the machine a local run used (the runner reads them: `os.cpu_count()`)."""
     cores = config.get("cores")
     return int(cores) if isinstance(cores, int | float) and cores > 0 else None
+
+
+def _project(stages: tuple[StageRow, ...], config: dict[str, Any], cores: int) -> Projection | None:
+    """The stages' measured costs projected to a node of `cores` cores, with the verifier and
+    executor threads the run's configuration gave them."""
+    return project(
+        {r.name: r.us_per_tx for r in stages if r.us_per_tx is not None},
+        cores,
+        _verifier_threads(config),
+        _executor_threads(config),
+    )
 
 
 def _with_caveat(

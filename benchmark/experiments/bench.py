@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 from pathlib import Path
 from typing import TextIO
@@ -27,14 +26,10 @@ def run_bench(bench: CriterionBench, repo_root: Path, table: Path, out: TextIO) 
     """Runs `bench`, its output passed on to `out`; returns the rows it wrote to `table`."""
     table.parent.mkdir(parents=True, exist_ok=True)
     table.unlink(missing_ok=True)
-    env = {**os.environ, "HOTMOVE_BENCH_TABLE": str(table)}
-    if bench.quick:
-        env["HOTMOVE_BENCH_QUICK"] = "1"
-    argv = shlex.split(bench.command())
-    argv = argv[argv.index("cargo") :]
+    env = {**os.environ, **bench.env(), "HOTMOVE_BENCH_TABLE": str(table)}
     try:
         process = subprocess.Popen(
-            argv,
+            bench.argv(),
             cwd=repo_root,
             env=env,
             stdout=subprocess.PIPE,

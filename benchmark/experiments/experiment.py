@@ -21,12 +21,17 @@ class CriterionBench:
     filter: str | None = None
     quick: bool = False
 
+    def argv(self) -> list[str]:
+        filtered = ["--", self.filter] if self.filter else []
+        return ["cargo", "bench", "-p", self.package, "--bench", self.bench, *filtered]
+
+    def env(self) -> dict[str, str]:
+        """What the bench reads from its environment, besides the table's file."""
+        return {"HOTMOVE_BENCH_QUICK": "1"} if self.quick else {}
+
     def command(self) -> str:
-        parts = ["HOTMOVE_BENCH_QUICK=1"] if self.quick else []
-        parts += ["cargo", "bench", "-p", self.package, "--bench", self.bench]
-        if self.filter:
-            parts += ["--", self.filter]
-        return " ".join(parts)
+        """The command as a user types it."""
+        return " ".join([*(f"{k}={v}" for k, v in self.env().items()), *self.argv()])
 
 
 @dataclass(frozen=True)
