@@ -119,7 +119,7 @@ impl Committer {
                     reason,
                 };
                 let read = match self.store.read(batch) {
-                    Ok(Some(bytes)) => Batch::parse_with_digest(bytes, *batch)
+                    Ok(Some(bytes)) => Batch::stored(bytes, *batch)
                         .map_err(|e| lost(format!("its stored copy is malformed: {e}"))),
                     Ok(None) => Err(lost("it is not in the store".into())),
                     Err(e) => Err(lost(format!("it cannot be read: {e}"))),
