@@ -89,6 +89,28 @@ def test_the_overload_verdict_finds_the_capacity_and_the_holes(run_summary: Summ
     )
     assert above[1] == "- Every run at every rate below it kept up."
     assert "worst run delivered 100 tx/s, 67% of the best run (150 tx/s" in above[2]
+    # The synthetic nodes use 0.7 cores each in every run: the same CPU, different costs.
+    assert above[3] == (
+        "- Those runs' nodes used 1.40-1.40 cores between them, at 4666.67-7000.00 µs of a"
+        " node's CPU per transaction: each got the same CPU, so they differ in what a"
+        " transaction cost, not in the CPU they got."
+    )
+
+
+def test_the_overload_verdict_says_when_saturated_runs_got_different_cpu(
+    run_summary: Summary,
+) -> None:
+    starved = replace(
+        run_summary,
+        resources=replace(
+            run_summary.resources,
+            nodes=replace(run_summary.resources.nodes, cpu_cores=0.35),
+        ),
+    )
+    runs = [_at(run_summary, 100, 100), _at(run_summary, 200, 150), _at(starved, 200, 100)]
+    line = verdict(runs)[3]
+    assert line.startswith("- Those runs' nodes used 0.70-1.40 cores between them, at 3500.00-")
+    assert line.endswith("per transaction.")
 
 
 NUMBER = re.compile(r"\d[\d,]*")
