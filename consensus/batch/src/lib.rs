@@ -141,14 +141,7 @@ impl Batch {
     /// The same for bytes whose digest is already known (read back from the store under it), so
     /// a batch is hashed once per node.
     pub fn parse_with_digest(bytes: Bytes, digest: Digest) -> Result<Self, BatchError> {
-        if bytes.len() < HEADER_LEN {
-            return Err(BatchError::TooShort(bytes.len()));
-        }
-        if bytes[0] != VERSION {
-            return Err(BatchError::Version(bytes[0]));
-        }
-        let sealed_at_ms = u64::from_le_bytes(array(&bytes[1..9]));
-        let tx_count = u32::from_le_bytes(array(&bytes[9..13]));
+        let (sealed_at_ms, tx_count) = header(&bytes)?;
         let mut offset = HEADER_LEN;
         for index in 0..tx_count {
             let end = offset + TX_PREFIX_LEN;
@@ -177,14 +170,7 @@ impl Batch {
     /// `parse`d on receipt), and walking the body again costs a cache miss per transaction at
     /// commit, when the batch has long left the cache.
     pub fn stored(bytes: Bytes, digest: Digest) -> Result<Self, BatchError> {
-        if bytes.len() < HEADER_LEN {
-            return Err(BatchError::TooShort(bytes.len()));
-        }
-        if bytes[0] != VERSION {
-            return Err(BatchError::Version(bytes[0]));
-        }
-        let sealed_at_ms = u64::from_le_bytes(array(&bytes[1..9]));
-        let tx_count = u32::from_le_bytes(array(&bytes[9..13]));
+        let (sealed_at_ms, tx_count) = header(&bytes)?;
         // Every transaction takes at least its length prefix.
         let room = (bytes.len() - HEADER_LEN) / TX_PREFIX_LEN;
         if tx_count as usize > room {
@@ -252,6 +238,20 @@ impl<'a> Iterator for TxSlices<'a> {
         self.offset = end;
         self.bytes.get(start..end)
     }
+}
+
+/// The header's `(sealed_at_ms, tx_count)`, once its length and version are checked.
+fn header(bytes: &[u8]) -> Result<(u64, u32), BatchError> {
+    if bytes.len() < HEADER_LEN {
+        return Err(BatchError::TooShort(bytes.len()));
+    }
+    if bytes[0] != VERSION {
+        return Err(BatchError::Version(bytes[0]));
+    }
+    Ok((
+        u64::from_le_bytes(array(&bytes[1..9])),
+        u32::from_le_bytes(array(&bytes[9..13])),
+    ))
 }
 
 fn array<const N: usize>(slice: &[u8]) -> [u8; N] {
