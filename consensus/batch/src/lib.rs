@@ -134,13 +134,6 @@ impl Batch {
     /// Validates the layout of bytes received from the network, and hashes them. Rejecting here
     /// means no later stage ever walks a malformed batch.
     pub fn parse(bytes: Bytes) -> Result<Self, BatchError> {
-        let digest = Digest::of(&bytes);
-        Self::parse_with_digest(bytes, digest)
-    }
-
-    /// The same for bytes whose digest is already known (read back from the store under it), so
-    /// a batch is hashed once per node.
-    pub fn parse_with_digest(bytes: Bytes, digest: Digest) -> Result<Self, BatchError> {
         let (sealed_at_ms, tx_count) = header(&bytes)?;
         let mut offset = HEADER_LEN;
         for index in 0..tx_count {
@@ -158,7 +151,7 @@ impl Batch {
             return Err(BatchError::Trailing(bytes.len() - offset));
         }
         Ok(Batch {
-            digest,
+            digest: Digest::of(&bytes),
             bytes,
             sealed_at_ms,
             tx_count,
