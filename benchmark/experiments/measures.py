@@ -37,6 +37,15 @@ def fmt(value: float | None, digits: int = 0, suffix: str = "") -> str:
     return "-" if value is None else f"{value:,.{digits}f}{suffix}"
 
 
+def spread(values: Sequence[float | None], digits: int = 0) -> str:
+    """`median (min-max)` of the figures the runs gave; `-` when none gave one."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return "-"
+    low, mid, high = (fmt(v, digits) for v in (min(present), median(present), max(present)))
+    return f"{mid} ({low}-{high})"
+
+
 def share(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 

@@ -27,6 +27,7 @@ from .measures import (
     median_of,
     projection_cores,
     projection_tps,
+    spread,
 )
 from .page import Page
 from .report_figures import (
@@ -162,13 +163,12 @@ def sweep_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
     for outcome in outcomes:
         for rate, runs in by_rate(outcome.summaries).items():
             is_movevm = not outcome.summaries[0].pipeline.consensus
-            tps = [delivered(s) for s in runs]
             rows.append(
                 [
                     outcome.configuration.label,
                     "as fast as it can" if is_movevm else fmt(rate),
                     str(len(runs)),
-                    f"{fmt(median_of(tps))} ({fmt(min(tps))}-{fmt(max(tps))})",
+                    spread([delivered(s) for s in runs]),
                     fmt(median_of([projection_tps(s) for s in runs])),
                 ]
             )

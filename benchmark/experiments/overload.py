@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 
 from ..analysis.summary import Summary
 from .experiment import Configuration, Experiment, Outcome
-from .measures import KEEPS_UP, by_rate, fmt, median_of, node_us_per_tx, share
+from .measures import KEEPS_UP, by_rate, fmt, median_of, node_us_per_tx, share, spread
 from .page import Page
 
 # Runs above capacity should deliver at least this share of the best run.
@@ -106,14 +106,13 @@ def _cpu_of(runs: Sequence[Summary]) -> list[str]:
 def _rows(summaries: Sequence[Summary]) -> list[list[str]]:
     rows = []
     for rate, runs in by_rate(summaries).items():
-        delivered = [s.end_to_end.tps for s in runs]
         rows.append(
             [
                 f"{rate:,}",
                 f"{sum(kept_up(s) for s in runs)} of {len(runs)}",
-                f"{fmt(median(delivered))} ({fmt(min(delivered))}-{fmt(max(delivered))})",
+                spread([s.end_to_end.tps for s in runs]),
                 fmt(median_of([s.end_to_end.latency.p50_ms for s in runs])),
-                _spread([node_us_per_tx(s) for s in runs]),
+                spread([node_us_per_tx(s) for s in runs], 2),
                 share(median_of([s.rounds.backpressure_share if s.rounds else None for s in runs])),
                 fmt(median_of([s.rounds.rounds_per_second if s.rounds else None for s in runs])),
                 fmt(
@@ -127,14 +126,6 @@ def _rows(summaries: Sequence[Summary]) -> list[list[str]]:
             ]
         )
     return rows
-
-
-def _spread(values: Sequence[float | None]) -> str:
-    """Median (min-max) with two decimals; `-` when no run gave the figure."""
-    present = [v for v in values if v is not None]
-    if not present:
-        return "-"
-    return f"{median(present):.2f} ({min(present):.2f}-{max(present):.2f})"
 
 
 def _write(outcomes: Sequence[Outcome], page: Page) -> None:
