@@ -151,19 +151,22 @@ impl DirectCommits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::messages::tests::{committee, keys, qc, signed_block};
+    use crate::messages::tests::{committee, keys, qc, signed_block, tc};
     use crypto::KeyPair;
     use std::collections::HashMap;
 
     /// Blocks of `rounds`, each extending the one before (the first extends genesis), signed by
-    /// the first key, certified by the first three.
+    /// the first key, certified by the first three; after a gap a block carries the TC of the
+    /// round before it.
     fn chain(keys: &[KeyPair], rounds: &[Round]) -> Vec<Block> {
         let mut blocks: Vec<Block> = Vec::new();
         for &round in rounds {
             let parent_qc = blocks
                 .last()
                 .map_or(QC::genesis(), |p| qc(p.digest(), p.round, &keys[..3]));
-            blocks.push(signed_block(parent_qc, None, round, vec![], &keys[0]));
+            let timed_out =
+                (parent_qc.round + 1 < round).then(|| tc(round - 1, &parent_qc, &keys[..3]));
+            blocks.push(signed_block(parent_qc, timed_out, round, vec![], &keys[0]));
         }
         blocks
     }

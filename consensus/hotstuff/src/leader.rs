@@ -18,20 +18,27 @@
 //!   up the high QC of every TC it sees), so they name the same leader. When several rounds in a
 //!   row time out, each one's leader is worked out from the same chain in turn.
 //!
-//! Agreement. Every input is in the certificate that opened the round and the chain it names, so
-//! nodes holding the same certificate and blocks elect the same leader. A voter checks a proposal
+//! Agreement. Every input is in the certificate that opened the round and the chain it names, and
+//! the rule reads only what block digests bind: a block's author, round, parent, the TC it
+//! carries and the signers of its QC (`Block::digest` covers them, so one digest cannot stand for
+//! copies with different signer sets). Nodes holding the same certificate and blocks therefore
+//! elect the same leader. Only the certificate of round r - 1 opens round r
+//! (`Block::check_structure`): a block of round r carries that QC, or a TC of round r - 1, never
+//! an older one, so a proposer cannot pick the history the draw reads. A voter checks a proposal
 //! against the certificate the proposal itself carries, so it agrees with the proposer. A node
 //! that lacks a block of the window cannot tell (`None`); it still votes for the first valid
 //! proposal of the round (whoever proposes cannot change the safety rules), and learns the chain
-//! as it syncs it.
+//! as it syncs it. A round entered by joining timeouts has no certificate of the round before
+//! here: its leader is not known until one arrives.
 //!
 //! What a Byzantine member can do. It cannot raise its own weight above an honest member's, nor
 //! pick the seed. As the aggregator of a round's votes it can leave an honest member out of that
 //! QC, but honest aggregators include every vote that arrives in time, and the member's own
 //! certified blocks count too; a member left out everywhere keeps weight 1 and is back after its
-//! next certified block. After a timeout, whoever proposes may carry any valid TC, and with it
-//! pick among a few signer sets: a Byzantine member can thereby lead more of the rounds that
-//! follow timeouts than its share, but it cannot keep an honest member out of them.
+//! next certified block. After a timeout of round r - 1, whoever proposes may carry any valid TC
+//! of that round, and with it pick among the few high QCs its possible signer sets report: a
+//! Byzantine member can thereby lead more of the rounds that follow timeouts than its share, but
+//! it cannot keep an honest member out of them.
 
 use super::messages::{Block, TC};
 use config::{Committee, LeaderRule, Round, Stake};
@@ -154,6 +161,15 @@ impl LeaderElector {
             self.links.remove(&digest);
         }
         self.memo.get_mut().retain(|(r, ..), _| *r >= round);
+    }
+
+    /// The leader of `round` when no certificate of the round before is known here (a round
+    /// entered by joining timeouts): known only to a rule that reads the round alone.
+    pub fn leader_of_round(&self, round: Round) -> Option<PublicKey> {
+        match self.rule {
+            LeaderRule::RoundRobin => self.leader(round, Opening::Qc(&Digest::default())),
+            LeaderRule::Reputation => None,
+        }
     }
 
     /// The leader of `round`, opened by `opening`; `None` if a block of the window is missing

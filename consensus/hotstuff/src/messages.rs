@@ -248,15 +248,21 @@ impl Block {
                 self.round, self.qc.round
             )));
         }
-        if let Some(tc) = &self.tc {
-            if tc.round >= self.round {
-                return Err(MessageError::Malformed(format!(
-                    "block of round {} carries a TC of round {}",
-                    self.round, tc.round
-                )));
-            }
+        // Only the certificate of the round before opens a round (the QC check above makes
+        // `round - 1` safe): its QC when the block carries no TC, else the TC. An older TC
+        // would let the proposer pick the history the leader rule reads (see `leader.rs`).
+        let before = self.round - 1;
+        match &self.tc {
+            Some(tc) if tc.round != before => Err(MessageError::Malformed(format!(
+                "block of round {} carries a TC of round {}, not of round {before}",
+                self.round, tc.round
+            ))),
+            None if self.qc.round != before => Err(MessageError::Malformed(format!(
+                "block of round {} carries a QC of round {} and no TC of round {before}",
+                self.round, self.qc.round
+            ))),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// The author's signature alone; the certificates inside are checked on their own (the core
@@ -276,9 +282,19 @@ impl Hash for Block {
             None => vec![0u8],
             Some(tc) => std::iter::once(1u8).chain(tc.digest().0).collect(),
         };
-        let parts = [self.author.0.as_ref(), &round, self.qc.hash.as_ref(), &tc]
-            .into_iter()
-            .chain(self.payload.iter().map(|d| d.as_ref()));
+        // Who signed the QC is bound too, in its order: the leader rule reads the signers, so
+        // one digest must not stand for copies of the block with different signer sets.
+        let signers = (self.qc.votes.len() as u64).to_le_bytes();
+        let parts = [
+            self.author.0.as_ref(),
+            &round,
+            self.qc.hash.as_ref(),
+            &signers,
+        ]
+        .into_iter()
+        .chain(self.qc.votes.iter().map(|(name, _)| name.0.as_ref()))
+        .chain([tc.as_slice()])
+        .chain(self.payload.iter().map(|d| d.as_ref()));
         Digest::of_parts(std::iter::once(&b"hotmove/block"[..]).chain(parts))
     }
 }
@@ -451,6 +467,21 @@ pub(crate) mod tests {
             votes: signers
                 .iter()
                 .map(|k| (k.name, vote(block_hash, round, k).signature))
+                .collect(),
+        }
+    }
+
+    /// A TC of `round` whose signers all report `high_qc`.
+    pub fn tc(round: Round, high_qc: &QC, signers: &[KeyPair]) -> TC {
+        TC {
+            round,
+            high_qc: high_qc.clone(),
+            votes: signers
+                .iter()
+                .map(|k| {
+                    let t = timeout(round, high_qc.clone(), k);
+                    (k.name, t.signature, high_qc.round)
+                })
                 .collect(),
         }
     }
@@ -690,16 +721,77 @@ pub(crate) mod tests {
         let block = signed_block(QC::genesis(), Some(tc_of(0)), 4, vec![], leader);
         assert_eq!(block.verify(&committee), Ok(()));
 
+        // Stripped, it is malformed (a round after a QC of round 0 with no TC between).
         let mut stripped = block.clone();
         stripped.tc = None;
-        assert_eq!(
-            stripped.verify(&committee),
-            Err(MessageError::InvalidSignature)
-        );
+        assert!(stripped.verify(&committee).is_err());
 
         let mut swapped = block.clone();
         swapped.tc = Some(tc_of(2));
         assert!(swapped.verify(&committee).is_err());
+    }
+
+    /// A block of round r is opened by the certificate of round r - 1 alone: its QC when it
+    /// carries no TC, its TC otherwise. A member holding QC(r - 1) could otherwise attach an old
+    /// TC, whose election (under reputation) names a leader of its choosing, or blames a member
+    /// it picks for a round it never led. Before, any TC of an earlier round passed.
+    #[test]
+    fn byzantine_a_block_carries_only_the_certificate_of_the_round_before() {
+        let keys = keys(4);
+        let committee = committee(&keys);
+        let tc_of = |round: Round| TC {
+            round,
+            high_qc: QC::genesis(),
+            votes: keys[..3]
+                .iter()
+                .map(|k| (k.name, timeout(round, QC::genesis(), k).signature, 0))
+                .collect(),
+        };
+        let parent = qc(Digest::of(b"b5"), 5, &keys[..3]);
+        let block = |qc: QC, tc: Option<TC>, round| signed_block(qc, tc, round, vec![], &keys[0]);
+        // The two honest shapes: QC(r - 1), or TC(r - 1) with an older QC.
+        assert_eq!(block(parent.clone(), None, 6).verify(&committee), Ok(()));
+        assert_eq!(
+            block(QC::genesis(), Some(tc_of(5)), 6).verify(&committee),
+            Ok(())
+        );
+        // QC(r - 1) with an old TC, and an old TC alone.
+        for (qc, tc) in [(parent.clone(), tc_of(3)), (QC::genesis(), tc_of(3))] {
+            assert!(matches!(
+                block(qc, Some(tc), 6).check_structure(&committee),
+                Err(MessageError::Malformed(_))
+            ));
+        }
+        // A QC of an older round with no TC to account for the rounds between.
+        assert!(matches!(
+            block(parent, None, 8).check_structure(&committee),
+            Err(MessageError::Malformed(_))
+        ));
+    }
+
+    /// The leader rule reads who signed a block's QC, so the block's digest must bind them: a
+    /// proposer, a relay or a sync responder could otherwise hand out one block (one digest)
+    /// with different valid signer sets, and nodes recording different copies would weigh a
+    /// member differently and elect different leaders. Before, the digest covered the certified
+    /// block's hash alone.
+    #[test]
+    fn byzantine_one_block_cannot_carry_two_signer_sets() {
+        let keys = keys(4);
+        let committee = committee(&keys);
+        let parent = Digest::of(b"b1");
+        let block = signed_block(qc(parent, 1, &keys[..3]), None, 2, vec![], &keys[0]);
+        let mut other_signers = block.clone();
+        other_signers.qc = qc(parent, 1, &keys[1..]);
+        assert_eq!(other_signers.qc.verify(&committee), Ok(()));
+        assert_ne!(block.digest(), other_signers.digest());
+        assert_eq!(
+            other_signers.verify(&committee),
+            Err(MessageError::InvalidSignature)
+        );
+        // The same signers in another order are another copy too.
+        let mut reordered = block.clone();
+        reordered.qc.votes.reverse();
+        assert_ne!(block.digest(), reordered.digest());
     }
 
     #[test]

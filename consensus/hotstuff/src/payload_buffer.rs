@@ -10,7 +10,7 @@
 
 use config::Round;
 use crypto::Digest;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 
 #[derive(Default)]
 pub struct PayloadBuffer {
@@ -42,11 +42,31 @@ impl PayloadBuffer {
         self.in_flight.remove(&round);
     }
 
+    /// Another member's block that committed named these digests: whichever of them are ours
+    /// are done too, queued or in flight (a leader may propose batches of others that a quorum
+    /// acknowledged). Proposed again, they would be refused as committed, and commit twice once
+    /// peers forget them.
+    pub fn committed_elsewhere(&mut self, digests: &[Digest]) {
+        if digests.is_empty() || (self.queue.is_empty() && self.in_flight.is_empty()) {
+            return;
+        }
+        let done: HashSet<&Digest> = digests.iter().collect();
+        self.queue.retain(|digest| !done.contains(digest));
+        self.in_flight.retain(|_, payload| {
+            payload.retain(|digest| !done.contains(digest));
+            !payload.is_empty()
+        });
+    }
+
     /// Our blocks at or below `round` are of a stretch of the chain this node cannot tell the
     /// commits of (it adopted a checkpoint above them): their digests are dropped, not proposed
-    /// again.
-    pub fn forget_up_to(&mut self, round: Round) {
-        self.in_flight = self.in_flight.split_off(&(round + 1));
+    /// again, and returned (whoever counts them as waiting for a commit must stop).
+    pub fn forget_up_to(&mut self, round: Round) -> Vec<Digest> {
+        let kept = self.in_flight.split_off(&(round + 1));
+        std::mem::replace(&mut self.in_flight, kept)
+            .into_values()
+            .flatten()
+            .collect()
     }
 
     /// Everything up to `round` is final: our blocks at or below it that did not commit never
@@ -99,8 +119,24 @@ mod tests {
         }
         buffer.take(3, 1);
         buffer.take(5, 1);
-        buffer.forget_up_to(4);
+        assert_eq!(buffer.forget_up_to(4), vec![d(0)]);
         buffer.finalize_up_to(6);
         assert_eq!(buffer.take(7, 10), vec![d(1), d(2)]);
+    }
+
+    #[test]
+    fn digests_committed_by_another_block_leave_the_queue_and_the_blocks_in_flight() {
+        let mut buffer = PayloadBuffer::default();
+        for i in 0..4 {
+            buffer.push(d(i));
+        }
+        assert_eq!(buffer.take(3, 2), vec![d(0), d(1)]);
+        buffer.committed_elsewhere(&[d(1), d(2), d(9)]);
+        // Round 3 was passed over: only what is still ours comes back.
+        buffer.finalize_up_to(5);
+        assert_eq!(buffer.take(6, 10), vec![d(0), d(3)]);
+        buffer.committed_elsewhere(&[d(0), d(3)]);
+        buffer.finalize_up_to(7);
+        assert!(buffer.is_empty());
     }
 }

@@ -71,6 +71,10 @@ pub enum ConsensusMempoolMessage {
     Cleanup(Round),
     /// A committed block's batches: they no longer count against their senders' quotas.
     Committed(Vec<Digest>),
+    /// This node's batches that will not be proposed again and whose fate it cannot tell (its
+    /// blocks in a stretch of the chain it skipped by adopting a checkpoint): they leave the
+    /// backlog of batches waiting for a commit.
+    Abandoned(Vec<Digest>),
 }
 
 /// Latency samples among client transactions. The transaction format belongs to the

@@ -123,6 +123,9 @@ impl Synchronizer {
                         self.quota.committed(&digests, self.round);
                         self.backlog.settled(&digests);
                     }
+                    Some(ConsensusMempoolMessage::Abandoned(digests)) => {
+                        self.backlog.settled(&digests);
+                    }
                     None => return,
                 },
                 Some((digest, arrived)) = waiting.next(), if !waiting.is_empty() => {
@@ -501,5 +504,39 @@ mod tests {
             let (_, digests, _) = next_request(&mut peers).await;
             assert_eq!(digests, vec![still_missing]);
         }
+    }
+
+    /// Our batches whose blocks we skipped by adopting a checkpoint are abandoned by the core
+    /// (never proposed again, fate unknown): they must leave the backlog, or a full backlog
+    /// pauses the batch maker, and our clients, for good.
+    #[tokio::test]
+    async fn abandoned_batches_leave_the_backlog() {
+        let peers = peers(4).await;
+        let store = store::Store::new().batches();
+        let backlog = Backlog::new(1_000, Default::default());
+        let (tx, rx) = mpsc::channel(8);
+        Synchronizer::spawn(
+            peers.names[0],
+            peers.committee.clone(),
+            store,
+            GC_DEPTH,
+            RETRY,
+            3,
+            rx,
+            SimpleSender::new(),
+            1_024,
+            AuthorQuota::new(1_000, 50),
+            backlog.clone(),
+        );
+        let ours = Digest::of(b"ours");
+        backlog.sealed(ours, 1_000);
+        assert!(backlog.is_full());
+        tx.send(ConsensusMempoolMessage::Abandoned(vec![ours]))
+            .await
+            .expect("send");
+        tokio::time::timeout(DEADLINE, backlog.room())
+            .await
+            .expect("room once the abandoned batch is settled");
+        assert_eq!(backlog.bytes(), 0);
     }
 }

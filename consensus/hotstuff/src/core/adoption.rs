@@ -30,6 +30,11 @@ pub(super) struct Adoption {
     /// `settle_skipped`): the core is built outside the runtime, so a root taken there is
     /// announced once it runs.
     pub(super) skipped: Vec<Block>,
+    /// Our batches of blocks below a root we took whose fate we cannot tell (`take_root`):
+    /// never proposed again, so our mempool must stop counting them as waiting for a commit
+    /// (its backlog would stay full, and its batch maker paused, for good). Announced with
+    /// `skipped`.
+    pub(super) abandoned: Vec<crypto::Digest>,
 }
 
 impl Adoption {
@@ -49,6 +54,7 @@ impl Adoption {
             tx_restore,
             checkpoints,
             skipped: Vec::new(),
+            abandoned: Vec::new(),
         }
     }
 }
@@ -173,12 +179,11 @@ impl Core {
         self.committed.last = digest;
         self.pruning.committed(round);
         for skipped in &skipped {
-            if skipped.author == self.name {
-                self.proposals.buffer.committed(skipped.round);
-            }
+            self.proposals.settle(skipped, &self.name);
             self.payload.committed(skipped);
         }
-        self.proposals.buffer.forget_up_to(unknown_up_to);
+        let forgotten = self.proposals.buffer.forget_up_to(unknown_up_to);
+        self.adoption.abandoned.extend(forgotten);
         self.proposals.buffer.finalize_up_to(round);
         self.payload.cleanup(round);
         self.adoption.skipped.extend(skipped);
@@ -212,8 +217,16 @@ impl Core {
     }
 
     /// Tells the mempool (quotas, backlog) and the committer (which collects their batches) of
-    /// the blocks that committed below a root we took (see `take_root`).
+    /// the blocks that committed below a root we took, and the mempool of our batches whose
+    /// fate we cannot tell (see `take_root`).
     pub(super) async fn settle_skipped(&mut self) -> Result<(), ConsensusError> {
+        let abandoned = std::mem::take(&mut self.adoption.abandoned);
+        if !abandoned.is_empty() {
+            let _ = self
+                .tx_mempool
+                .send(ConsensusMempoolMessage::Abandoned(abandoned))
+                .await;
+        }
         for block in std::mem::take(&mut self.adoption.skipped) {
             let _ = self
                 .tx_mempool

@@ -68,9 +68,7 @@ impl Core {
         self.committed.last = last.digest();
         self.pruning.committed(last.round);
         for block in chain {
-            if block.author == self.name {
-                self.proposals.buffer.committed(block.round);
-            }
+            self.proposals.settle(&block, &self.name);
             self.payload.committed(&block);
             info!("committed {:?}", block);
             // Released from their senders' mempool quotas. Best effort: a

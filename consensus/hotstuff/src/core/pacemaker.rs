@@ -191,6 +191,12 @@ impl Core {
             .round
             .store(self.pacemaker.round, Ordering::Relaxed);
         debug!("moved to round {}", self.pacemaker.round);
+        // Nothing of the old round's opening carries over: callers that hold the certificate
+        // of the round before (`enter_round_opened_by`) say who leads; timeout joining holds
+        // none, and then only a rule that reads the round alone can tell.
+        self.pacemaker.opened_by = None;
+        self.pacemaker.round_leader = self.pacemaker.elector.leader_of_round(round + 1);
+        self.metrics.set_leader(self.pacemaker.round_leader);
         self.aggregator.cleanup(round);
         let current = self.pacemaker.round;
         self.pacemaker.timeout_rounds.retain(|_, r| *r > current);

@@ -42,6 +42,18 @@ impl Proposals {
     }
 }
 
+impl Proposals {
+    /// `block` committed (`name` is ours): its batches are done wherever they wait in our
+    /// buffer, whoever proposed them.
+    pub(super) fn settle(&mut self, block: &Block, name: &crypto::PublicKey) {
+        if block.author == *name {
+            self.buffer.committed(block.round);
+        } else {
+            self.buffer.committed_elsewhere(&block.payload);
+        }
+    }
+}
+
 impl Core {
     /// Whether our application is too far behind for our blocks to carry batches.
     pub(super) fn application_behind(&self) -> bool {
@@ -105,6 +117,21 @@ impl Core {
         if !self.is_leader(self.pacemaker.round, opening)
             || self.pacemaker.round <= self.voting.last_proposed_round
         {
+            return Ok(());
+        }
+        // Only the certificate of the round before opens ours (`Block::check_structure`):
+        // without it (a round entered by joining timeouts, or resumed after a restart) no
+        // block of ours would be voted for.
+        let before = self.pacemaker.round - 1;
+        let opened = match &tc {
+            Some(tc) => tc.round == before,
+            None => self.voting.high_qc.round == before,
+        };
+        if !opened {
+            debug!(
+                "not proposing in round {}: the certificate of round {before} is not here",
+                self.pacemaker.round
+            );
             return Ok(());
         }
         self.voting.last_proposed_round = self.pacemaker.round;

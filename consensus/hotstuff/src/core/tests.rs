@@ -2,7 +2,7 @@ use super::*;
 use crate::aggregator::AggregatorError;
 use crate::commit_proof::CommitProof;
 use crate::leader::{LeaderElector, Opening};
-use crate::messages::tests::{committee, keys, qc, signed_block, timeout, vote};
+use crate::messages::tests::{committee, keys, qc, signed_block, tc, timeout, vote};
 use crate::messages::{MessageError, QC, TC};
 use crate::state_sync::StateSync;
 use crate::wire::CheckpointReply;
@@ -127,6 +127,25 @@ impl Harness {
         signed_block(parent_qc, None, round, payload, self.leader(round))
     }
 
+    /// Puts the core in `round`, opened by a QC of the round before (of a block it need not
+    /// hold), as a leader is when it proposes.
+    fn enter_round(&mut self, round: Round) {
+        self.core.pacemaker.round = round;
+        let parent = Digest::of(&(round - 1).to_le_bytes());
+        self.core.voting.high_qc = qc(parent, round - 1, &self.keys[..3]);
+    }
+
+    /// A block of `round` after a timed-out round: it extends `parent` (genesis if `None`) and
+    /// carries a TC of the round before whose highest QC is that of `parent`.
+    fn block_after_timeout(&self, parent: Option<&Block>, round: Round) -> Block {
+        let parent_qc = match parent {
+            None => QC::genesis(),
+            Some(p) => qc(p.digest(), p.round, &self.keys[..3]),
+        };
+        let tc = tc(round - 1, &parent_qc, &self.keys[..3]);
+        signed_block(parent_qc, Some(tc), round, vec![], self.leader(round))
+    }
+
     /// A chain of consecutive rounds `from..=to`, the first extending `parent`.
     fn chain(&self, parent: Option<&Block>, from: Round, to: Round) -> Vec<Block> {
         let mut blocks: Vec<Block> = Vec::new();
@@ -161,13 +180,21 @@ impl Harness {
 
     /// Batches the mempool was told committed (released from their authors' quotas).
     fn released(&mut self) -> Vec<Digest> {
-        let mut released = Vec::new();
+        self.settled().0
+    }
+
+    /// Batches the mempool was told committed, and ours it was told were abandoned (their fate
+    /// unknown here: they leave our backlog).
+    fn settled(&mut self) -> (Vec<Digest>, Vec<Digest>) {
+        let (mut released, mut abandoned) = (Vec::new(), Vec::new());
         while let Ok(message) = self.rx_mempool.try_recv() {
-            if let ConsensusMempoolMessage::Committed(digests) = message {
-                released.extend(digests);
+            match message {
+                ConsensusMempoolMessage::Committed(digests) => released.extend(digests),
+                ConsensusMempoolMessage::Abandoned(digests) => abandoned.extend(digests),
+                _ => {}
             }
         }
-        released
+        (released, abandoned)
     }
 
     /// The first round at or after `from` that this core leads.
@@ -220,7 +247,7 @@ async fn a_leader_whose_application_is_behind_proposes_no_batches() {
     h.core.proposals.buffer.push(batch);
     h.progress
         .delivered(h.core.parameters.max_unexecuted_bytes + 1);
-    h.core.pacemaker.round = ours[0];
+    h.enter_round(ours[0]);
     h.core.propose(None).await.expect("propose");
     let withheld = h.core.proposals.own_blocks.pop_front().expect("a block");
     assert!(withheld.payload.is_empty());
@@ -228,7 +255,7 @@ async fn a_leader_whose_application_is_behind_proposes_no_batches() {
     // The application catches up: the queued batch goes into the next block we lead.
     h.progress
         .applied(h.core.parameters.max_unexecuted_bytes + 1);
-    h.core.pacemaker.round = ours[1];
+    h.enter_round(ours[1]);
     h.core.propose(None).await.expect("propose");
     let block = h.core.proposals.own_blocks.pop_front().expect("a block");
     assert_eq!(block.payload, vec![batch]);
@@ -485,10 +512,14 @@ async fn byzantine_quorum_fork_halts_the_node() {
         h.core.handle_proposal(block).await.expect("valid");
     }
     assert_eq!(h.committed(), vec![1]);
-    // Rounds 4..=6 restart from genesis: round 6 certifies 5, which certifies 4, so 4
-    // "commits" although it does not extend the committed block of round 1.
+    // Rounds 4..=6 restart from genesis (after a TC of round 3 that reports no QC, which only
+    // a Byzantine quorum can sign): round 6 certifies 5, which certifies 4, so 4 "commits"
+    // although it does not extend the committed block of round 1.
+    let fork_start = h.block_after_timeout(None, 4);
+    let mut fork = vec![fork_start.clone()];
+    fork.extend(h.chain(Some(&fork_start), 5, 6));
     let mut outcome = Ok(());
-    for block in h.chain(None, 4, 6) {
+    for block in fork.clone() {
         outcome = outcome.and(h.core.handle_proposal(block).await);
     }
     assert_eq!(h.committed(), Vec::<Round>::new(), "the fork was committed");
@@ -497,8 +528,7 @@ async fn byzantine_quorum_fork_halts_the_node() {
         Err(ConsensusError::Fatal(FatalError::Fork { round: 4, .. }))
     ));
     // The run loop stops on it and publishes it for the node binary to exit on.
-    let chain = h.chain(None, 4, 6);
-    let fork = h.block(Some(&chain[2]), 7, vec![]);
+    let fork = h.block(Some(&fork[2]), 7, vec![]);
     let tx_message = h.tx_message.clone();
     let mut fatal = h.rx_fatal.clone();
     let core = tokio::spawn(h.core.run());
@@ -632,20 +662,27 @@ async fn timeout_beyond_the_window_moves_the_node_by_its_qc() {
     assert_eq!(h.core.voting.high_qc, high);
 }
 
-/// Rejoin rule 1 for blocks: a block beyond the window after its certificates moved us is
-/// rejected before its own signature is checked, but its (valid) QC still counts: a QC
-/// proves itself whoever relays it.
+/// Rejoin rule 1 for blocks: a block's certificates move us before its own signature is
+/// checked: a certificate proves itself whoever relays it. (A block's round is the round after
+/// its certificate's, so once they moved us the block is never beyond the window.)
 #[tokio::test]
-async fn block_beyond_the_window_moves_the_node_before_its_signature_is_checked() {
+async fn a_blocks_certificates_move_the_node_before_its_signature_is_checked() {
     let mut h = harness(Parameters::default());
     let high = qc(Digest::of(b"b299"), 299, &h.keys[..3]);
-    let mut block = signed_block(high.clone(), None, 1_000, vec![], h.leader(1_000));
+    let timed_out = tc(999, &high, &h.keys[..3]);
+    let mut block = signed_block(
+        high.clone(),
+        Some(timed_out),
+        1_000,
+        vec![],
+        h.leader(1_000),
+    );
     block.signature = h.block(None, 1, vec![]).signature;
     assert!(matches!(
         h.core.handle_proposal(block).await,
-        Err(ConsensusError::TooFarAhead { .. })
+        Err(ConsensusError::Message(MessageError::InvalidSignature))
     ));
-    assert_eq!(h.core.pacemaker.round, 300);
+    assert_eq!(h.core.pacemaker.round, 1_000);
     assert_eq!(h.core.voting.high_qc, high);
 }
 
@@ -813,12 +850,12 @@ async fn a_restarted_leader_does_not_propose_twice() {
             h.core.handle_proposal(block).await.expect("valid");
         }
     }
-    h.core.pacemaker.round = own;
+    h.enter_round(own);
     h.core.propose(None).await.expect("proposed");
     assert_eq!(h.core.proposals.own_blocks.len(), 1);
     drop(h);
     let mut restarted = harness_on(store, Parameters::default());
-    restarted.core.pacemaker.round = own;
+    restarted.enter_round(own);
     assert_proposes_nothing(&mut restarted, own).await;
 }
 
@@ -1356,8 +1393,16 @@ async fn recovery_a_checkpoint_above_our_own_block_does_not_make_us_propose_it_a
         h.core.proposals.buffer.is_empty(),
         "the committed batch is queued to be proposed again"
     );
-    let released = h.released();
-    assert!(released.is_empty(), "our block is not stored: not known");
+    let (released, abandoned) = h.settled();
+    assert!(
+        released.is_empty(),
+        "our block is not stored: not known committed"
+    );
+    assert_eq!(
+        abandoned,
+        vec![batch],
+        "our batch leaves our mempool's backlog all the same, or the backlog fills for good"
+    );
     let skipped = h.skipped();
     assert_eq!(
         skipped,
@@ -1458,4 +1503,118 @@ async fn a_reputation_leader_that_got_the_votes_before_the_block_proposes_once_i
     // Once: more messages do not make it propose again.
     h.core.lead_once_known().await;
     assert!(h.core.proposals.own_blocks.is_empty());
+}
+
+/// Timeout joining moves us to a round that no certificate we hold opened: we must not keep
+/// the old round's leader nor its opening. Before, `join_timeouts` left both in place: the
+/// timeout of the joined round blamed the old round's leader in the metrics, and under
+/// reputation `lead_once_known` could propose in the new round from the old opening. Under
+/// round-robin the joined round's leader is known from the round alone; under reputation it
+/// is not known until a certificate of the round before arrives.
+#[tokio::test]
+async fn byzantine_joining_timeouts_keeps_no_stale_opening() {
+    for rule in [
+        config::LeaderRule::RoundRobin,
+        config::LeaderRule::Reputation,
+    ] {
+        let mut h = harness(Parameters {
+            leader: rule,
+            ..Parameters::default()
+        });
+        h.core
+            .enter_round_opened_by(Opening::Qc(&QC::genesis().hash));
+        let old_leader = h
+            .core
+            .pacemaker
+            .round_leader
+            .expect("genesis names a leader");
+        // A round whose round-robin leader is another member.
+        let join = (10..)
+            .find(|r| h.core.committee.leader(*r) != old_leader)
+            .expect("a round");
+        for member in [1, 2] {
+            let timeout = timeout(join, QC::genesis(), &h.keys[member]);
+            h.core.handle_timeout(timeout).await.expect("valid");
+        }
+        // f + 1 timeouts of `join` moved us there; our own completed the TC of `join`.
+        assert_eq!(h.core.pacemaker.round, join + 1, "{rule:?}");
+        let blamed: Vec<(String, u64)> = h
+            .core
+            .metrics
+            .snapshot()
+            .timed_out_leaders
+            .into_iter()
+            .collect();
+        let expected = match rule {
+            config::LeaderRule::RoundRobin => h.core.committee.leader(join).to_string(),
+            config::LeaderRule::Reputation => "?".to_string(),
+        };
+        assert_eq!(
+            blamed,
+            vec![(expected, 1)],
+            "{rule:?}: whom the timeout blames"
+        );
+    }
+}
+
+/// Batch theft: a leader puts our acknowledged digests into its own block, which commits.
+/// They must leave our queue, and our in-flight blocks too, or we propose them again: peers
+/// refuse such a block as naming a committed batch (every round we lead times out), and once
+/// they forget the commit the batch commits a second time. Before, only our own committed
+/// blocks cleared our buffer.
+#[tokio::test]
+async fn byzantine_a_batch_committed_by_another_leader_is_not_proposed_again() {
+    let mut h = harness(Parameters::default());
+    let (queued, in_flight, ours) = (
+        Digest::of(b"queued"),
+        Digest::of(b"in flight"),
+        Digest::of(b"ours alone"),
+    );
+    for digest in [queued, in_flight, ours] {
+        h.core
+            .store
+            .batches()
+            .write(digest, bytes::Bytes::from_static(b"batch"))
+            .await
+            .expect("write");
+    }
+    // Our block of round `mine` carries `in_flight` and `ours`, and is never certified.
+    let mine = h.first_round_led_from(2);
+    h.core.proposals.buffer.push(in_flight);
+    h.core.proposals.buffer.push(ours);
+    h.enter_round(mine);
+    h.core.propose(None).await.expect("proposes");
+    let orphan = h.core.proposals.own_blocks.pop_front().expect("proposed");
+    assert_eq!(orphan.payload, vec![in_flight, ours]);
+    h.core.proposals.buffer.push(queued);
+    // Another leader's block, after a timeout of our round, steals `queued` and `in_flight`;
+    // it and its two successors commit it.
+    let thief_round = mine + 1;
+    let thief = h.leader(thief_round).clone();
+    assert_ne!(thief.name, h.keys[0].name);
+    let timed_out = tc(mine, &QC::genesis(), &h.keys[..3]);
+    let stolen = signed_block(
+        QC::genesis(),
+        Some(timed_out),
+        thief_round,
+        vec![queued, in_flight],
+        &thief,
+    );
+    let mut chain = vec![stolen.clone()];
+    chain.extend(h.chain(Some(&stolen), thief_round + 1, thief_round + 2));
+    for block in &chain {
+        h.core.handle_proposal(block.clone()).await.expect("valid");
+    }
+    assert_eq!(h.committed(), vec![thief_round]);
+    // Our next proposal carries what is still ours alone, once.
+    let next = h.first_round_led_from(thief_round + 3);
+    h.enter_round(next);
+    h.core.propose(None).await.expect("proposes");
+    let block = h.core.proposals.own_blocks.pop_front().expect("proposed");
+    assert_eq!(
+        block.payload,
+        vec![ours],
+        "a committed batch proposed again"
+    );
+    assert!(h.core.proposals.buffer.is_empty());
 }
