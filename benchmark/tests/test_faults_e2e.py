@@ -7,6 +7,7 @@ The binaries come from the `release_binaries` fixture (conftest.py).
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -281,6 +282,51 @@ def test_a_partitioned_node_catches_up_after_the_heal(
     assert catch_up["caught_up_after"] is not None, catch_up
     end = max(p["t"] for p in points(result, 0))
     assert blocks_at(result, 3, end) > blocks_at(result, 3, 13.0)
+    check_agreement(result)
+
+
+def node_counts(tmp_path: Path, node: int, start_ms: float, path: tuple[str, ...]) -> list[tuple[float, float]]:
+    """(seconds from the clients' start, counter at `path`) of every METRICS line of `node`."""
+    [log] = (tmp_path / "logs").glob(f"*/node-{node}.log")
+    counts = []
+    for line in log.read_text().splitlines():
+        if not line.startswith("METRICS "):
+            continue
+        record = json.loads(line[len("METRICS ") :])
+        value: Any = record
+        for key in path:
+            value = value.get(key, {}) if isinstance(value, dict) else {}
+        if isinstance(value, int | float):
+            counts.append(((record["time_ms"] - start_ms) / 1000.0, float(value)))
+    return counts
+
+
+def test_a_node_that_adopts_a_checkpoint_after_a_partition_serves_its_clients_again(
+    release_binaries: Path, tmp_path: Path
+) -> None:
+    """Under load, node 3 is cut off for far longer than `gc_depth` rounds take, so once healed
+    it adopts a checkpoint: its own blocks of the stretch it skipped are forgotten, whether they
+    committed or not. Their batches must leave its mempool's backlog (the bound on a node's own
+    sealed, uncommitted bytes; small here, so a few batches fill it), or its batch maker stays
+    paused and its clients are never served again. Before, nothing took them out."""
+    result, output = fab_local(
+        release_binaries, tmp_path, "--mode=hotcrypto", "--rate=2000", "--duration=26",
+        "--partition=3@4-12", "--batch-size=20000", "--max-uncommitted-bytes=40000",
+    )  # fmt: skip
+    print(output[output.find(" + FAULTS") :])
+    assert "node-3 (life 1) restored from a checkpoint" in output
+    start_ms = result["commits_timeline"]["start_ms"]
+    received = node_counts(tmp_path, 3, start_ms, ("consensus", "received_txs"))
+    sealed = node_counts(tmp_path, 3, start_ms, ("consensus", "sealed_txs"))
+
+    def at(counts: list[tuple[float, float]], t: float) -> float:
+        return max((v for when, v in counts if when <= t), default=0.0)
+
+    end = max(t for t, _ in received)
+    # Its clients' transactions are read and sealed again within seconds of the adoption, and
+    # to the end.
+    for counts in (received, sealed):
+        assert at(counts, end) > at(counts, end - 5.0) > at(counts, 17.0), counts
     check_agreement(result)
 
 

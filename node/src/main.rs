@@ -1,4 +1,4 @@
-//! The HotMove replica: `node keys`, `node genesis`, `node run`, `node describe`.
+//! The HotMove replica: `node keys`, `node genesis`, `node run`, `node recover`, `node describe`.
 //!
 //! The replica is the one place that knows both halves: `run` starts the mempool and HotStuff
 //! and wires their committed batches to the stages of the `stages` crate (with the state-sync
@@ -49,6 +49,14 @@ enum Command {
     },
     /// Run a replica.
     Run(RunArgs),
+    /// Delete a durable store's blocks, batches and checkpoints, keeping its safety state (the
+    /// node's vote record): after a machine crash took batches the node needs and its peers no
+    /// longer hold. Started again on the same path, the node rejoins from its peers, voting
+    /// only where its record lets it (docs/store.md).
+    Recover {
+        #[arg(long)]
+        store: PathBuf,
+    },
     /// Print a mode's pipeline as JSON (stages, when a transaction is done, its counters).
     Describe {
         #[arg(long, value_enum)]
@@ -97,6 +105,19 @@ fn run_cli() -> Result<()> {
             Ok(())
         }
         Command::Run(args) => run::run(NodeConfig::load(args)?),
+        Command::Recover { store } => {
+            let recovered = store::disk::recover(&store)
+                .with_context(|| format!("recovering {}", store.display()))?;
+            for part in &recovered.deleted {
+                println!("deleted {}", part.display());
+            }
+            println!(
+                "kept {}: start the node on {} to rejoin from its peers",
+                recovered.kept.display(),
+                store.display()
+            );
+            Ok(())
+        }
         Command::Describe { mode } => {
             println!("{}", serde_json::to_string_pretty(&mode.describe())?);
             Ok(())

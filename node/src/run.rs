@@ -4,6 +4,7 @@
 
 use crate::consensus_source::ConsensusSource;
 use anyhow::{Context, Result};
+use batch::CommittedBatch;
 use checkpoint::StateSyncLink;
 use clap::Args;
 use config::read_json;
@@ -236,7 +237,12 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     )
     .await
     .context("starting the mempool")?;
-    let (tx_output, rx_output, output_metrics) = metered::channel(capacity);
+    // Committed batches vary from a few bytes to `batch_size`: bounded in bytes too.
+    let (tx_output, rx_output, output_metrics) = metered::channel_within(
+        capacity,
+        parameters.pipeline_budget_bytes(),
+        |committed: &CommittedBatch| committed.batch.bytes().len(),
+    );
     // State sync: the last stage checkpoints and restores, consensus serves and adopts.
     let (state_sync, rx_restore) = StateSyncLink::new(&store);
     let checkpointing = Checkpointing::new(&state_sync, rx_restore, parameters.checkpoint_rounds);
@@ -249,6 +255,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         MempoolLink {
             rx_digests,
             tx_mempool,
+            quota: mempool_handle.quota.clone(),
         },
         tx_output,
         state_sync,
@@ -276,6 +283,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 genesis,
                 verifier_threads: args.verifier_threads.unwrap_or(0),
                 channel_capacity: capacity,
+                channel_budget_bytes: parameters.pipeline_budget_bytes(),
                 max_backlog_per_sender: parameters.max_backlog_per_sender,
                 samples: Some(samples),
                 hops: instrumented,

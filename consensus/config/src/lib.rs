@@ -193,7 +193,9 @@ pub struct Parameters {
     /// Blocks of history the reputation rule reads. Below `gc_depth`, so the blocks it reads
     /// are still stored.
     pub leader_window: usize,
-    /// ms before a missing block or batch is requested again.
+    /// The longest wait, in ms, before a missing block or batch is requested again: the first
+    /// retry comes after a tenth of it (at most a second), each later one after twice the wait
+    /// before.
     pub sync_retry_delay: u64,
     /// How many peers a retried batch request goes to.
     pub sync_retry_nodes: usize,
@@ -254,7 +256,8 @@ pub struct Parameters {
     pub idle_timeout_ms: u64,
     /// Most blocks parked while their missing ancestors are fetched; more are dropped (a later
     /// block brings them back). Every parked block is a signed proposal, but a Byzantine leader
-    /// can sign any number of them for its rounds.
+    /// can sign any number of them for its rounds. At least `gc_depth`: a node behind by up to
+    /// that many rounds parks the blocks it fetches until the oldest one's parent is in.
     pub max_pending_sync_blocks: usize,
     /// The application checkpoints its state after the first committed block of every this many
     /// rounds; a node more than `gc_depth` rounds behind adopts a checkpoint that f+1 members
@@ -349,6 +352,15 @@ impl Parameters {
                 self.checkpoint_rounds, self.gc_depth
             ));
         }
+        // A node that fell up to `gc_depth` rounds behind catches up by fetching the blocks it
+        // missed, each parked until its parent is stored: it must be able to park them all.
+        if (self.max_pending_sync_blocks as Round) < self.gc_depth {
+            return Err(format!(
+                "max_pending_sync_blocks ({}) must be at least gc_depth ({}): a node behind by \
+                 up to gc_depth rounds parks the blocks it fetches until their parents are in",
+                self.max_pending_sync_blocks, self.gc_depth
+            ));
+        }
         // A node must be able to ask for every batch of one block in one request.
         if self.max_request_digests < self.max_block_digests {
             return Err(format!(
@@ -377,6 +389,20 @@ impl Parameters {
     /// blocks of a few KB: thousands of them fit.
     pub fn queue_budget_bytes(&self) -> usize {
         self.max_frame_size.saturating_mul(2)
+    }
+
+    /// The bound in bytes of each channel between consensus and the stages behind it
+    /// (committed batches, then verified ones), besides `channel_capacity` messages: sixteen
+    /// times `max_unexecuted_bytes` (64 MiB by default), and at least two of the largest
+    /// frames. Leaders stop proposing batches once their application is `max_unexecuted_bytes`
+    /// behind, so this bound is met only by a node whose stages lag its peers': its committer
+    /// then waits, then its core, rather than memory growing by up to `channel_capacity`
+    /// batches.
+    pub fn pipeline_budget_bytes(&self) -> usize {
+        let bytes = usize::try_from(self.max_unexecuted_bytes).unwrap_or(usize::MAX);
+        bytes
+            .saturating_mul(16)
+            .max(self.max_frame_size.saturating_mul(2))
     }
 }
 
@@ -412,6 +438,26 @@ mod tests {
         let c = committee(10);
         assert_eq!(c.quorum_threshold(), 7);
         assert_eq!(c.validity_threshold(), 4);
+    }
+
+    /// A node behind by up to `gc_depth` rounds parks every block it fetches until the oldest
+    /// one's parent is in: fewer parking places than that, and it drops blocks it needs while
+    /// new ones keep coming (the Twins generator's nodes that never caught up).
+    #[test]
+    fn parking_places_cover_the_gc_window() {
+        let short = Parameters {
+            gc_depth: 1_000,
+            max_pending_sync_blocks: 999,
+            ..Parameters::default()
+        };
+        let error = short.validate().expect_err("too few");
+        assert!(error.contains("max_pending_sync_blocks"), "{error}");
+        let enough = Parameters {
+            max_pending_sync_blocks: 1_000,
+            ..short
+        };
+        assert_eq!(enough.validate(), Ok(()));
+        assert_eq!(Parameters::default().validate(), Ok(()));
     }
 
     #[test]

@@ -25,6 +25,7 @@ fuzz_target!(|data: &[u8]| {
             ConsensusMessage::Timeout(timeout) => timeout.verify(committee),
             ConsensusMessage::TC(tc) => tc.verify(committee),
             ConsensusMessage::Checkpoint(reply) => reply.verify(committee),
+            ConsensusMessage::Chain(blocks) => blocks.iter().try_for_each(|b| b.verify(committee)),
             ConsensusMessage::SyncRequest(..) | ConsensusMessage::CheckpointRequest(..) => Ok(()),
         };
     }

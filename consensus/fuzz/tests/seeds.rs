@@ -101,7 +101,7 @@ async fn write_seeds() {
         ("tc", ConsensusMessage::TC(tc)),
         (
             "sync-request",
-            ConsensusMessage::SyncRequest(consensus_hash(&b1), keys()[0].name),
+            ConsensusMessage::SyncRequest(consensus_hash(&b1), keys()[0].name, 0),
         ),
     ];
     for (name, message) in &messages {

@@ -5,14 +5,18 @@ use super::gc::{GcWindow, RecentlyCommitted, Recorded};
 use super::messages::Block;
 use super::metrics::ConsensusMetrics;
 use batch::{Batch, CommittedBatch};
+use bytes::Bytes;
 use checkpoint::CheckpointSlot;
 use checkpoint::PipelineProgress;
 use config::Round;
+use crypto::Digest;
 use crypto::Hash;
+use mempool::ConsensusMempoolMessage;
 use plumbing::metered::MeteredSender;
 use plumbing::now_ms;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 use store::{BatchStore, Store};
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
@@ -45,6 +49,10 @@ pub struct Committer {
     checkpoints: Option<CheckpointSlot>,
     /// Where a batch the committer cannot read stops the node (see `FatalError::LostBatch`).
     tx_fatal: watch::Sender<Option<FatalError>>,
+    /// Where a batch missing from the store is asked for (see `fetch`).
+    tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
+    /// How long a missing batch is waited for before the node stops.
+    patience: Duration,
 }
 
 /// What the committer needs besides its channels.
@@ -53,6 +61,10 @@ pub struct CommitterLinks {
     pub progress: Arc<PipelineProgress>,
     pub checkpoints: Option<CheckpointSlot>,
     pub tx_fatal: watch::Sender<Option<FatalError>>,
+    /// The mempool, which fetches a batch of a committed block missing here from peers.
+    pub tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
+    /// How long such a batch is waited for before the node stops (`FatalError::LostBatch`).
+    pub patience: Duration,
 }
 
 impl Committer {
@@ -74,6 +86,8 @@ impl Committer {
             progress: links.progress,
             checkpoints: links.checkpoints,
             tx_fatal: links.tx_fatal,
+            tx_mempool: links.tx_mempool,
+            patience: links.patience,
         };
         tokio::spawn(committer.run());
     }
@@ -106,24 +120,29 @@ impl Committer {
                     );
                     continue;
                 }
-                // Never `notify_read`: the core stores a block only once its batches are
-                // stored, and batches are deleted only after they were delivered and the
-                // application checkpointed past them. A batch missing here was lost (a machine
-                // crash loses batch records not yet written back). Skipping it would make this
-                // node's state differ from its peers' for good, and waiting would hang: the node
-                // stops, saying why.
+                // The core stores a block only once its batches are stored, and committed
+                // batches are deleted only after they were delivered and the application
+                // checkpointed past them. A batch missing here was lost (a machine crash loses
+                // batch records not yet written back) or drained by the mempool while its block
+                // was on its way to commit (see `fetch`): it is fetched from peers. Skipping it
+                // would make this node's state differ from its peers' for good, and waiting
+                // without end would hang: if no peer sends it in time, the node stops, saying
+                // why.
                 let lost = |reason: String| FatalError::LostBatch {
                     batch: *batch,
                     block: digest,
                     round: block.round,
                     reason,
                 };
-                let read = match self.store.read(batch) {
-                    Ok(Some(bytes)) => Batch::stored(bytes, *batch)
-                        .map_err(|e| lost(format!("its stored copy is malformed: {e}"))),
-                    Ok(None) => Err(lost("it is not in the store".into())),
-                    Err(e) => Err(lost(format!("it cannot be read: {e}"))),
+                let bytes = match self.store.read(batch) {
+                    Ok(Some(bytes)) => Ok(bytes),
+                    Ok(None) => self.fetch(batch, &block).await,
+                    Err(e) => Err(format!("it cannot be read: {e}")),
                 };
+                let read = bytes.map_err(&lost).and_then(|bytes| {
+                    Batch::stored(bytes, *batch)
+                        .map_err(|e| lost(format!("its stored copy is malformed: {e}")))
+                });
                 let batch = match read {
                     Ok(batch) => batch,
                     Err(fatal) => {
@@ -173,6 +192,34 @@ impl Committer {
             }
             self.delivered.close_block(digest, block.round, block_bytes);
             self.garbage_collect(block.round);
+        }
+    }
+
+    /// A batch of committed `block` that is not in the store, asked of peers (the block's author
+    /// first) through the mempool and awaited for `patience`. The peers that voted for the
+    /// block stored it before voting, and keep it for the GC window. Two ways it goes missing
+    /// here: a machine crash lost its record, or the mempool drained it as a batch no stored
+    /// block named (`mempool::AuthorQuota`) just as the core stored this block, the two being
+    /// separate tasks.
+    async fn fetch(&self, batch: &Digest, block: &Block) -> Result<Bytes, String> {
+        warn!(
+            "batch {batch} of committed {:?} is not in the store; asking peers",
+            block
+        );
+        let request = ConsensusMempoolMessage::Synchronize(vec![*batch], block.author, block.round);
+        if self.tx_mempool.send(request).await.is_err() {
+            return Err("it is not in the store, and no mempool runs to fetch it".into());
+        }
+        match tokio::time::timeout(self.patience, self.store.notify_read(*batch)).await {
+            Ok(Ok(bytes)) => {
+                info!("batch {batch} arrived from a peer");
+                Ok(bytes)
+            }
+            Ok(Err(e)) => Err(format!("it cannot be read: {e}")),
+            Err(_) => Err(format!(
+                "it is not in the store, and no peer sent it within {} ms",
+                self.patience.as_millis()
+            )),
         }
     }
 

@@ -36,7 +36,7 @@ use checkpoint::{Checkpoint, CheckpointSlot};
 use commit::Committed;
 use config::{Committee, Parameters, Round};
 use crypto::{Digest, Hash, PublicKey, SignatureService};
-use mempool::ConsensusMempoolMessage;
+use mempool::{AuthorQuota, ConsensusMempoolMessage};
 use network::handshake::Credentials;
 use network::{
     CancelHandler, ReliableSender, SimpleSender, DEFAULT_RELIABLE_CAPACITY,
@@ -73,6 +73,8 @@ pub struct Core {
     inputs: Inputs,
     tx_commit: mpsc::Sender<ToCommitter>,
     tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
+    /// Members' uncommitted batches stored here (see `drain_uncommitted_batches`).
+    quota: AuthorQuota,
     tx_fatal: watch::Sender<Option<FatalError>>,
     network: Broadcaster,
 
@@ -101,13 +103,9 @@ struct Broadcaster {
 }
 
 impl Broadcaster {
-    fn new(credentials: Credentials, max_frame_size: usize) -> Self {
+    fn new(sender: ReliableSender) -> Self {
         Broadcaster {
-            sender: ReliableSender::authenticated(
-                DEFAULT_RELIABLE_CAPACITY,
-                max_frame_size,
-                credentials,
-            ),
+            sender,
             cancel_handlers: BTreeMap::new(),
         }
     }
@@ -135,10 +133,12 @@ pub struct CoreChannels {
     pub rx_digests: mpsc::Receiver<Digest>,
     pub tx_commit: mpsc::Sender<ToCommitter>,
     pub tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
+    /// The mempool's count of members' uncommitted batches, which commits drain.
+    pub quota: AuthorQuota,
     /// Where the core reports the error that stopped it (see `FatalError`).
     pub tx_fatal: watch::Sender<Option<FatalError>>,
-    /// What the core's senders prove to peers, whose consensus ports admit members only.
-    pub credentials: Credentials,
+    /// How the core reaches its peers.
+    pub senders: CoreSenders,
     /// Where a checkpoint adopted from peers goes to the application.
     pub tx_restore: std::sync::mpsc::Sender<Arc<Checkpoint>>,
     /// Where the application publishes its checkpoints.
@@ -149,6 +149,45 @@ pub struct CoreChannels {
     pub direct_commits: DirectCommits,
     /// How far the application is behind (see `checkpoint::PipelineProgress`).
     pub progress: Arc<PipelineProgress>,
+}
+
+/// The core's two ways to its peers' consensus ports: its own messages (proposals, votes,
+/// timeouts) through a reliable sender, the block sync's requests through a best-effort one.
+pub struct CoreSenders {
+    pub broadcast: ReliableSender,
+    pub sync: SimpleSender,
+}
+
+impl CoreSenders {
+    /// Senders that prove `credentials` to peers, whose consensus ports admit members only.
+    pub fn authenticated(credentials: Credentials, parameters: &Parameters) -> Self {
+        CoreSenders {
+            broadcast: ReliableSender::authenticated(
+                DEFAULT_RELIABLE_CAPACITY,
+                parameters.max_frame_size,
+                credentials.clone(),
+            ),
+            sync: SimpleSender::authenticated(
+                DEFAULT_SIMPLE_QUEUE_CAPACITY,
+                parameters.max_frame_size,
+                credentials,
+            )
+            .with_max_bytes(parameters.queue_budget_bytes()),
+        }
+    }
+}
+
+/// One thing for the core to handle (see `Core::next_input`).
+pub enum Input {
+    Message(ConsensusMessage),
+    /// A block whose batches or ancestors arrived.
+    Loopback(Block),
+    /// A digest of a batch our mempool got a quorum to hold.
+    Digest(Digest),
+    /// The round's timer fired.
+    Timeout,
+    /// A proposal held back on an idle chain is due.
+    ProposalDue,
 }
 
 impl Core {
@@ -181,12 +220,7 @@ impl Core {
             Duration::from_millis(parameters.sync_retry_delay),
             parameters.max_pending_sync_blocks,
             channels.tx_loopback.clone(),
-            SimpleSender::authenticated(
-                DEFAULT_SIMPLE_QUEUE_CAPACITY,
-                parameters.max_frame_size,
-                channels.credentials.clone(),
-            )
-            .with_max_bytes(parameters.queue_budget_bytes()),
+            channels.senders.sync,
         );
         let payload = PayloadWaiter::new(
             store.clone(),
@@ -204,7 +238,7 @@ impl Core {
                 channels.tx_restore,
                 channels.checkpoints,
             ),
-            network: Broadcaster::new(channels.credentials, parameters.max_frame_size),
+            network: Broadcaster::new(channels.senders.broadcast),
             committee,
             parameters,
             store,
@@ -219,6 +253,7 @@ impl Core {
             },
             tx_commit: channels.tx_commit,
             tx_mempool: channels.tx_mempool,
+            quota: channels.quota,
             tx_fatal: channels.tx_fatal,
             voting,
             proposals: Proposals::new(channels.progress),
@@ -236,6 +271,20 @@ impl Core {
     }
 
     async fn run(mut self) {
+        if self.start().await.is_break() {
+            return;
+        }
+        while let Some(input) = self.next_input().await {
+            if self.handle(input).await.is_break() {
+                return;
+            }
+        }
+        info!("consensus core stopped");
+    }
+
+    /// What the core does before its first input: settles what a root taken while it was built
+    /// skipped, and enters its first round.
+    pub async fn start(&mut self) -> std::ops::ControlFlow<()> {
         if let Err(e) = self.settle_skipped().await {
             warn!("cannot settle the blocks below our checkpoint: {e}");
         }
@@ -244,64 +293,119 @@ impl Core {
             .store(self.pacemaker.round, Ordering::Relaxed);
         match self.start_round().await {
             Ok(()) => {}
-            Err(ConsensusError::Fatal(e)) => return self.stop(e),
+            Err(ConsensusError::Fatal(e)) => {
+                self.stop(e);
+                return std::ops::ControlFlow::Break(());
+            }
             Err(e) => warn!("starting our first round: {e}"),
         }
-        loop {
-            let result = tokio::select! {
-                Some(message) = self.inputs.rx_message.recv() => match message {
-                    ConsensusMessage::Propose(block) => self.handle_proposal(block).await,
-                    ConsensusMessage::Vote(vote) => self.handle_vote(vote).await,
-                    ConsensusMessage::Timeout(timeout) => self.handle_timeout(timeout).await,
-                    ConsensusMessage::TC(tc) => self.handle_tc(tc).await,
-                    ConsensusMessage::Checkpoint(reply) => self.handle_checkpoint(reply).await,
-                    // Routed to the helper by the network handler; nothing to do here.
-                    ConsensusMessage::SyncRequest(..) | ConsensusMessage::CheckpointRequest(..) => Ok(()),
-                },
-                Some(block) = self.inputs.rx_loopback.recv() => {
-                    self.payload.resolved(&block.digest());
-                    self.process_block(&block).await
-                },
-                Some(digest) = self.inputs.rx_digests.recv() => {
-                    self.proposals.buffer.push(digest);
-                    let ready = self.has_payload();
-                    match self.proposals.pending.take_if(|_| ready) {
-                        Some(tc) => self.propose(tc).await,
-                        None => Ok(()),
-                    }
-                },
-                () = &mut self.pacemaker.timer => self.local_timeout_round().await,
-                () = &mut self.proposals.deadline, if self.proposals.pending.is_some() => {
-                    let tc = self.proposals.pending.take().flatten();
-                    self.propose(tc).await
-                },
-                else => break,
-            };
-            if let Err(e) = result {
-                match e {
-                    ConsensusError::ChannelClosed => break,
-                    ConsensusError::Fatal(e) => {
-                        error!("{e}");
-                        // Nobody listening is no reason to go on: the core stops either way.
-                        let _ = self.tx_fatal.send(Some(e));
-                        break;
-                    }
-                    ConsensusError::Message(e) => warn!("rejected message: {e}"),
-                    e => warn!("{e}"),
+        std::ops::ControlFlow::Continue(())
+    }
+
+    /// The next input, `None` once every input is closed. The timers come first, then our own
+    /// blocks' data and our mempool's digests, then peers' messages: a flood of messages must
+    /// not hold back a timeout, and the internal inputs are bounded by what the messages made.
+    /// (An order, rather than a random pick among ready inputs, also makes a run replayable:
+    /// `twins`.)
+    pub async fn next_input(&mut self) -> Option<Input> {
+        let has_pending = self.proposals.pending.is_some();
+        tokio::select! {
+            biased;
+            () = &mut self.pacemaker.timer => Some(Input::Timeout),
+            () = &mut self.proposals.deadline, if has_pending => Some(Input::ProposalDue),
+            Some(block) = self.inputs.rx_loopback.recv() => Some(Input::Loopback(block)),
+            Some(digest) = self.inputs.rx_digests.recv() => Some(Input::Digest(digest)),
+            Some(message) = self.inputs.rx_message.recv() => Some(Input::Message(message)),
+            else => None,
+        }
+    }
+
+    /// Handles `input`, then what it may have made possible (a proposal once this node can tell
+    /// it leads, our own blocks). `Break` once the core must stop (its fatal error published).
+    pub async fn handle(&mut self, input: Input) -> std::ops::ControlFlow<()> {
+        let result = match input {
+            Input::Message(message) => match message {
+                ConsensusMessage::Propose(block) => self.handle_proposal(block).await,
+                ConsensusMessage::Vote(vote) => self.handle_vote(vote).await,
+                ConsensusMessage::Timeout(timeout) => self.handle_timeout(timeout).await,
+                ConsensusMessage::TC(tc) => self.handle_tc(tc).await,
+                ConsensusMessage::Checkpoint(reply) => self.handle_checkpoint(reply).await,
+                ConsensusMessage::Chain(blocks) => self.handle_chain(blocks).await,
+                // Routed to the helper by the network handler; nothing to do here.
+                ConsensusMessage::SyncRequest(..) | ConsensusMessage::CheckpointRequest(..) => {
+                    Ok(())
+                }
+            },
+            Input::Loopback(block) => {
+                self.payload.resolved(&block.digest());
+                self.process_block(&block).await
+            }
+            Input::Digest(digest) => {
+                self.proposals.buffer.push(digest);
+                let ready = self.has_payload();
+                match self.proposals.pending.take_if(|_| ready) {
+                    Some(tc) => self.propose(tc).await,
+                    None => Ok(()),
                 }
             }
-            // A block just handled may have completed the window that names this round's
-            // leader (a no-op unless this node could not tell it).
-            self.lead_once_known().await;
-            while let Some(block) = self.proposals.own_blocks.pop_front() {
-                match self.process_block(&block).await {
-                    Ok(()) => {}
-                    Err(ConsensusError::Fatal(e)) => return self.stop(e),
-                    Err(e) => warn!("own block {:?}: {e}", block),
+            Input::Timeout => self.local_timeout_round().await,
+            Input::ProposalDue => {
+                let tc = self.proposals.pending.take().flatten();
+                self.propose(tc).await
+            }
+        };
+        if let Err(e) = result {
+            match e {
+                ConsensusError::ChannelClosed => return std::ops::ControlFlow::Break(()),
+                ConsensusError::Fatal(e) => {
+                    self.stop(e);
+                    return std::ops::ControlFlow::Break(());
                 }
+                ConsensusError::Message(e) => warn!("rejected message: {e}"),
+                e => warn!("{e}"),
             }
         }
-        info!("consensus core stopped");
+        // A block just handled may have completed the window that names this round's
+        // leader (a no-op unless this node could not tell it).
+        self.lead_once_known().await;
+        while let Some(block) = self.proposals.own_blocks.pop_front() {
+            match self.process_block(&block).await {
+                Ok(()) => {}
+                Err(ConsensusError::Fatal(e)) => {
+                    self.stop(e);
+                    return std::ops::ControlFlow::Break(());
+                }
+                Err(e) => warn!("own block {:?}: {e}", block),
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+
+    /// Where this core stands, for a report of a failed scenario.
+    #[cfg(test)]
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "round {}, high QC {}, last voted {}, committed {}, leader here {:?}, parked {}",
+            self.pacemaker.round,
+            self.voting.high_qc.round,
+            self.voting.rules.last_voted_round(),
+            self.committed.last_round,
+            self.pacemaker.round_leader,
+            self.synchronizer
+                .counters
+                .parked
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// The leader this core names for `round` opened by `opening` (`None`: it cannot tell).
+    #[cfg(test)]
+    pub(crate) fn leader_for(
+        &self,
+        round: Round,
+        opening: crate::leader::Opening<'_>,
+    ) -> Option<PublicKey> {
+        self.leader(round, opening)
     }
 
     /// Stops the core on `error`, telling whoever watches for it (nobody listening is no reason

@@ -41,12 +41,14 @@ pub enum ConsensusError {
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum FatalError {
     /// A batch of a committed block is neither in the store nor readable there (a machine crash
-    /// lost it): executing the block without it would leave this node with a state its peers
-    /// do not have. Started on a new store, the node rejoins from its peers' checkpoints.
+    /// lost it), and no peer sent it in time: executing the block without it would leave this
+    /// node with a state its peers do not have. `node recover` on the store keeps the vote
+    /// record and drops the rest; started again, the node rejoins from its peers.
     #[error(
         "STORE: batch {batch} of committed block {block} (round {round}) is lost: {reason}; \
          executing the block without it would make this node's state differ from its peers'. \
-         Start the node on a new store to rejoin from its peers"
+         Run `node recover --store PATH` on this node's store (it keeps the vote record) and \
+         start the node again to rejoin from its peers"
     )]
     LostBatch {
         batch: Digest,

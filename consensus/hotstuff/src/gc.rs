@@ -153,6 +153,14 @@ impl RecentlyCommitted {
         self.by_batch.get(batch).map(|by| by.block)
     }
 
+    /// Whether `record` would call `batch` of `block`, of `round`, a repeat (it would not be
+    /// delivered again), without recording anything.
+    pub fn is_repeat(&self, batch: &Digest, block: &Digest, round: Round) -> bool {
+        self.by_batch.get(batch).is_some_and(|earlier| {
+            earlier.block == *block || earlier.round >= self.window.lowest_round_kept(round)
+        })
+    }
+
     /// Records the batches of a committed block (only those not already recorded: a batch
     /// belongs to the first block that committed it).
     pub fn insert(&mut self, block: &Block) {

@@ -53,12 +53,19 @@ impl MessageHandler for ConsensusHandler {
         // Acknowledge first: the reliable sender needs one reply per message, in order.
         writer.send(Bytes::from_static(b"Ack")).await?;
         let delivered = match message {
-            ConsensusMessage::SyncRequest(digest, origin) => {
+            ConsensusMessage::SyncRequest(digest, origin, floor) => {
                 self.check_peer(&origin, "sync request")?;
                 self.tx_helper
-                    .send(HelperRequest::Block(digest, origin))
+                    .send(HelperRequest::Chain(digest, origin, floor))
                     .await
                     .is_ok()
+            }
+            ConsensusMessage::Chain(blocks) if blocks.len() > wire::MAX_CHAIN_BLOCKS => {
+                return Err(HandlerError::Malformed(format!(
+                    "a chain of {} blocks, more than {}",
+                    blocks.len(),
+                    wire::MAX_CHAIN_BLOCKS
+                )))
             }
             ConsensusMessage::CheckpointRequest(origin) => {
                 self.check_peer(&origin, "checkpoint request")?;

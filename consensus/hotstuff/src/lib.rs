@@ -27,6 +27,8 @@ mod safety_state;
 mod state_sync;
 mod synchronizer;
 mod timer;
+#[cfg(test)]
+mod twins;
 pub mod wire;
 
 #[cfg(test)]
@@ -42,7 +44,7 @@ use batch::CommittedBatch;
 use checkpoint::StateSyncLink;
 use config::{Committee, Parameters};
 use crypto::{Digest, PublicKey, SecretKey, SignatureService};
-use mempool::ConsensusMempoolMessage;
+use mempool::{AuthorQuota, ConsensusMempoolMessage};
 use network::handshake::{Credentials, Gate, Purpose};
 use network::{
     listen_address, NetEmulation, Receiver, ReceiverConfig, SimpleSender,
@@ -76,6 +78,8 @@ pub struct MempoolLink {
     pub rx_digests: mpsc::Receiver<Digest>,
     /// Sync and cleanup requests to the mempool.
     pub tx_mempool: mpsc::Sender<ConsensusMempoolMessage>,
+    /// The mempool's count of members' uncommitted batches, which commits drain.
+    pub quota: AuthorQuota,
 }
 
 pub struct Consensus;
@@ -113,6 +117,7 @@ impl Consensus {
         let MempoolLink {
             rx_digests,
             tx_mempool,
+            quota,
         } = mempool;
         let (tx_fatal, rx_fatal) = watch::channel(None);
         let metrics = Arc::new(ConsensusMetrics::default());
@@ -169,8 +174,12 @@ impl Consensus {
                 progress: state_sync.progress.clone(),
                 checkpoints: Some(state_sync.checkpoints.clone()),
                 tx_fatal: tx_fatal.clone(),
+                tx_mempool: tx_mempool.clone(),
+                // By then the mempool has asked the block's author and every peer.
+                patience: Duration::from_millis(parameters.sync_retry_delay),
             },
         );
+        let senders = core::CoreSenders::authenticated(credentials, &parameters);
         core::Core::new(
             name,
             committee,
@@ -184,8 +193,9 @@ impl Consensus {
                 rx_digests,
                 tx_commit,
                 tx_mempool,
+                quota,
                 tx_fatal,
-                credentials,
+                senders,
                 tx_restore: state_sync.restore,
                 checkpoints: state_sync.checkpoints,
                 progress: state_sync.progress,

@@ -1,9 +1,17 @@
-//! Holds back blocks whose batches this node has not received yet, and rejects blocks whose
-//! payload repeats a batch (within the block, or one committed within the GC window).
+//! Holds back blocks whose batches this node has not received yet, and tells which blocks name
+//! a batch again (twice in the block, or one committed within the GC window): the core does not
+//! vote for those.
 //!
 //! A replica votes for a block only once every batch it references is in the local store, so a
 //! committed block can always be resolved to its transactions. Missing batches are requested from
 //! the mempool's synchronizer; when they land, the block is looped back into the core.
+//!
+//! A repeated batch only costs the block this node's vote, never its place in the chain:
+//! whether a batch committed before is this node's view (an honest node that had not committed
+//! the earlier block yet votes for it), so the block may be certified all the same, and every
+//! honest node must then store and commit it, or it stalls behind it for good. The committer
+//! skips a batch committed again within the round window (`RecentlyCommitted::record`), on every
+//! node alike, so its bytes are not needed either: it is not waited for.
 //!
 //! Waiting costs a task, a store waiter per missing batch and a batch request, so a leader that
 //! equivocates (signs many blocks for its round, each naming batches nobody has) could make us
@@ -18,7 +26,7 @@ use config::Round;
 use crypto::{Digest, Hash, PublicKey};
 use futures::future::join_all;
 use mempool::ConsensusMempoolMessage;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use store::{BatchStore, Store};
 use thiserror::Error;
 use tokio::sync::mpsc;
@@ -65,6 +73,9 @@ pub struct PayloadWaiter {
     /// twice, and once collected no one could serve it: the committer (before it stopped
     /// waiting on missing batches) and then the core would hang on it.
     committed: RecentlyCommitted,
+    /// Batches named by blocks this node stored that may still commit, with the latest such
+    /// block's round: they must stay in the store (see `needs`).
+    named: HashMap<Digest, Round>,
 }
 
 /// A block whose batches we wait for.
@@ -90,13 +101,14 @@ impl PayloadWaiter {
             waiters: BTreeMap::new(),
             certified: BTreeMap::new(),
             committed: RecentlyCommitted::new(window),
+            named: HashMap::new(),
         }
     }
 
-    /// Rejects a payload that names a batch twice, or names a batch committed (by another
-    /// block) within the GC window: honest leaders propose each of their batches until it
-    /// commits, never after.
-    fn check(&self, block: &Block) -> Result<(), PayloadError> {
+    /// Whether this node votes for `block`'s payload: not if it names a batch twice, or names a
+    /// batch committed (by another block) within the GC window: honest leaders propose each of
+    /// their batches until it commits, never after.
+    pub fn check(&self, block: &Block) -> Result<(), PayloadError> {
         let digest = block.digest();
         let mut seen = HashSet::with_capacity(block.payload.len());
         for batch in &block.payload {
@@ -122,19 +134,22 @@ impl PayloadWaiter {
         Ok(())
     }
 
-    /// True if every batch of `block` is stored. Otherwise starts fetching the missing ones
-    /// (once per block) and returns false; the block comes back through the loopback channel.
-    /// An error means the block must be rejected (see `check`).
+    /// True if every batch of `block` that it would deliver is stored. Otherwise starts fetching
+    /// the missing ones (once per block) and returns false; the block comes back through the
+    /// loopback channel. An error means the block is not waited for (see `TooManyWaiting`).
     pub async fn available(&mut self, block: &Block) -> Result<bool, PayloadError> {
-        self.check(block)?;
         // Its QC certifies its parent, which may be one we refused to wait on.
         self.certified
             .entry(block.qc.round)
             .or_default()
             .insert(block.qc.hash);
+        let digest = block.digest();
+        let mut seen = HashSet::with_capacity(block.payload.len());
         let missing: Vec<Digest> = block
             .payload
             .iter()
+            // Batches its commit would not deliver (repeats) need no bytes.
+            .filter(|d| seen.insert(**d) && !self.committed.is_repeat(d, &digest, block.round))
             // A failed read counts as missing: the batch is then fetched again.
             .filter(|d| !self.store.contains(d).unwrap_or(false))
             .copied()
@@ -142,7 +157,6 @@ impl PayloadWaiter {
         if missing.is_empty() {
             return Ok(true);
         }
-        let digest = block.digest();
         if self.pending.contains(&digest) {
             return Ok(false);
         }
@@ -189,6 +203,21 @@ impl PayloadWaiter {
         Ok(false)
     }
 
+    /// `block`, stored, may still commit: its batches must stay.
+    pub fn named(&mut self, block: &Block) {
+        for batch in &block.payload {
+            let latest = self.named.entry(*batch).or_insert(block.round);
+            *latest = (*latest).max(block.round);
+        }
+    }
+
+    /// Whether a block this node stored that may still commit names `batch`: such a batch is
+    /// not drained from its sender's quota (see `mempool::AuthorQuota`), or the block's commit
+    /// would find it gone.
+    pub fn needs(&self, batch: &Digest) -> bool {
+        self.named.contains_key(batch)
+    }
+
     /// `block` commits: its batches may not be proposed again within the GC window.
     pub fn committed(&mut self, block: &Block) {
         self.committed.insert(block);
@@ -212,6 +241,11 @@ impl PayloadWaiter {
         }
         self.certified = self.certified.split_off(&round);
     }
+
+    /// Round `round` committed: blocks at or below it have committed, or never will.
+    pub fn settled_up_to(&mut self, round: Round) {
+        self.named.retain(|_, named| *named > round);
+    }
 }
 
 #[cfg(test)]
@@ -222,8 +256,11 @@ mod tests {
     use bytes::Bytes;
     use std::time::Duration;
 
+    /// A payload naming a batch twice, or one committed within the window, gets no vote; the
+    /// block is still taken (it may be certified), and a repeated batch needs no bytes: its
+    /// commit will not deliver it again.
     #[tokio::test]
-    async fn rejects_repeated_and_already_committed_batches() {
+    async fn repeated_and_already_committed_batches_get_no_vote_and_need_no_bytes() {
         let keys = keys(4);
         let store = Store::new();
         let (a, b) = (Digest::of(b"a"), Digest::of(b"b"));
@@ -248,18 +285,29 @@ mod tests {
 
         let first = block(1, vec![a], 1);
         assert_eq!(waiter.available(&first).await, Ok(true));
+        assert_eq!(waiter.check(&first), Ok(()));
         waiter.committed(&first);
         // The committing block itself may come back (a retransmission, a sync reply).
         assert_eq!(waiter.available(&first).await, Ok(true));
+        assert_eq!(waiter.check(&first), Ok(()));
+        let again = block(2, vec![b, a], 2);
         assert!(matches!(
-            waiter.available(&block(2, vec![b, a], 2)).await,
+            waiter.check(&again),
             Err(PayloadError::AlreadyCommitted { batch, .. }) if batch == a
         ));
+        assert_eq!(waiter.available(&again).await, Ok(true));
+        let twice = block(3, vec![b, b], 3);
         assert!(matches!(
-            waiter.available(&block(3, vec![b, b], 3)).await,
+            waiter.check(&twice),
             Err(PayloadError::Repeated { batch, .. }) if batch == b
         ));
-        assert_eq!(waiter.available(&block(4, vec![b], 0)).await, Ok(true));
+        assert_eq!(waiter.available(&twice).await, Ok(true));
+        assert_eq!(waiter.check(&block(4, vec![b], 0)), Ok(()));
+        // Collected since its commit, `a` is not waited for (nor fetched) in a block of the
+        // window: it will not be delivered again.
+        waiter.store.remove(&[a]).await.expect("remove");
+        assert_eq!(waiter.available(&block(5, vec![a], 2)).await, Ok(true));
+        assert!(waiter.pending.is_empty());
     }
 
     /// A leader that signs a thousand blocks for its round, each naming a batch nobody has,

@@ -8,12 +8,16 @@ use super::commit_proof::CommitProof;
 use super::messages::{Block, MessageError, Timeout, Vote, TC};
 use bincode::Options;
 use bytes::Bytes;
-use config::Committee;
+use config::{Committee, Round};
 use crypto::{Digest, Hash, PublicKey};
 use serde::{Deserialize, Serialize};
 
 /// Upper bound on a decoded consensus message; blocks carry digests, not batches.
 pub const MAX_MESSAGE_SIZE: u64 = 4 * 1024 * 1024;
+
+/// The most blocks one `Chain` carries: a node far behind fetches its missing blocks that many
+/// per round trip instead of one (more than `gc_depth` behind, it adopts a checkpoint instead).
+pub const MAX_CHAIN_BLOCKS: usize = 32;
 
 /// The encoding every consensus value uses, on the wire and in the store.
 pub(crate) fn options() -> impl Options {
@@ -30,8 +34,12 @@ pub enum ConsensusMessage {
     Vote(Vote),
     Timeout(Timeout),
     TC(TC),
-    /// Asks for the block with this digest, to be sent back to the given authority.
-    SyncRequest(Digest, PublicKey),
+    /// Asks for the block with this digest and its ancestors above the round (the requester's
+    /// last commit), to be sent back to the given authority (see [`ConsensusMessage::Chain`]).
+    SyncRequest(Digest, PublicKey, Round),
+    /// The answer to a `SyncRequest`: the block asked for and its stored ancestors down to the
+    /// round asked, at most [`MAX_CHAIN_BLOCKS`], the block asked for first.
+    Chain(#[serde(deserialize_with = "plumbing::bounded::vec")] Vec<Block>),
     /// Asks for the latest checkpoint, to be sent back to the given authority (state sync: see
     /// the `checkpoint` crate).
     CheckpointRequest(PublicKey),
@@ -95,7 +103,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_garbage() {
-        let message = ConsensusMessage::SyncRequest(Digest::of(b"x"), Default::default());
+        let message = ConsensusMessage::SyncRequest(Digest::of(b"x"), Default::default(), 3);
         let bytes = encode(&message).expect("encode");
         assert!(matches!(
             decode(&bytes).expect("decode"),

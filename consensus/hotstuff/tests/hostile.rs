@@ -78,6 +78,7 @@ fn byzantine_stranger_is_refused_on_the_mempool_and_consensus_ports() {
     let request = wire::encode(&ConsensusMessage::SyncRequest(
         Digest::of(b"anything"),
         keys[1].name,
+        0,
     ))
     .expect("encode");
     let received = stranger_sends(

@@ -34,6 +34,7 @@ static ALLOCATOR: plumbing::test_alloc::Counting = plumbing::test_alloc::Countin
 
 pub use message::{MempoolMessage, MessageError};
 pub use metrics::MempoolMetrics;
+pub use quota::{Admission, AuthorQuota};
 pub use tx_receiver::MAX_TRANSACTION_SIZE;
 
 use backlog::Backlog;
@@ -51,7 +52,6 @@ use peer_handler::PeerHandler;
 use plumbing::budgeted;
 use plumbing::metered::NamedChannel;
 use quorum_waiter::QuorumWaiter;
-use quota::AuthorQuota;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,7 +69,7 @@ pub enum ConsensusMempoolMessage {
     Synchronize(Vec<Digest>, PublicKey, Round),
     /// Round `r` committed: forget sync requests for rounds older than r - gc_depth.
     Cleanup(Round),
-    /// A committed block's batches: they no longer count against their senders' quotas.
+    /// A committed block's batches: this node's own ones leave its backlog.
     Committed(Vec<Digest>),
     /// This node's batches that will not be proposed again and whose fate it cannot tell (its
     /// blocks in a stretch of the chain it skipped by adopting a checkpoint): they leave the
@@ -105,6 +105,9 @@ pub struct Mempool;
 /// waiting for the helper, bounded in bytes).
 pub struct MempoolHandle {
     pub queues: Vec<NamedChannel>,
+    /// The batches each member has stored here uncommitted: the consensus core drains it as it
+    /// commits (see `AuthorQuota`).
+    pub quota: AuthorQuota,
 }
 
 impl Mempool {
@@ -237,11 +240,11 @@ impl Mempool {
             rx_consensus,
             network,
             parameters.max_request_digests,
-            quota,
             backlog,
         );
         Ok(MempoolHandle {
             queues: vec![NamedChannel::new("batch_requests", helper_queue)],
+            quota,
         })
     }
 }

@@ -1,5 +1,6 @@
-//! How many uncommitted batches each committee member has stored on this node, and which
-//! batches committed recently (a batch that arrives again after it committed is not stored).
+//! How many uncommitted batches each committee member has stored on this node, which batches
+//! committed recently (a batch that arrives again after it committed is not stored), and when a
+//! batch that never commits stops counting.
 
 use config::Round;
 use crypto::{Digest, PublicKey};
@@ -10,14 +11,30 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 /// more than `limit` (`Parameters::max_uncommitted_batches_per_author`). "Author" is the member
 /// whose authenticated connection delivered the batch: batches carry no author, and whoever
 /// sends us a batch is the one making us hold it. A batch leaves the count when a block that
-/// names it commits. Shared by every connection of the mempool port and by the synchronizer,
-/// which hears of commits.
+/// names it commits.
 ///
 /// A batch that committed and was collected may arrive again (a retransmission, a sync reply
 /// that crossed the commit): stored again, it would never commit again, so it would stay in the
 /// store and count against its sender for good. Committed batches are therefore remembered for
 /// `keep_rounds` rounds (the GC depth), and one of them that arrives again is acknowledged
 /// without being stored or counted ([`Admission::Committed`]).
+///
+/// That memory holds only the commits this node saw, and not across a restart: batches that
+/// committed in a stretch of the chain it skipped (state sync after a partition, whose healing
+/// makes the senders resend up to a buffer of unacknowledged batches) look new, and so do
+/// batches that never commit at all (a Byzantine sender's, or ones nobody proposes). So the
+/// count also drains by rounds: a batch that has waited `keep_rounds` rounds of commits since it
+/// arrived leaves its sender's count, and is handed back by [`AuthorQuota::cleanup`] for the
+/// store to delete, unless the caller still needs it (a block it stored that may still commit
+/// names it): then it waits another `keep_rounds`. Honest batches are proposed within a few
+/// rounds of arriving, so the drain takes only what would otherwise stay for good; what a member
+/// can make a node hold is `limit` batches per `keep_rounds` rounds of commits.
+///
+/// Shared by every connection of the mempool port, by the synchronizer, which hears of commits,
+/// and by the consensus core, which drains it as it commits: whether a block that may still
+/// commit names a batch is the core's to tell, and deciding in the task that checks blocks'
+/// batches leaves no moment in which a batch is deleted between that check and the block's
+/// commit.
 #[derive(Clone)]
 pub struct AuthorQuota {
     limit: usize,
@@ -29,9 +46,31 @@ pub struct AuthorQuota {
 struct State {
     by_author: HashMap<PublicKey, HashSet<Digest>>,
     author_of: HashMap<Digest, PublicKey>,
+    /// Counted batches by the round (latest commit heard of) they arrived in, or were last
+    /// looked at by `cleanup`: what the drain walks, oldest first. Entries of batches that
+    /// committed since are skipped there.
+    arrivals: BTreeMap<Round, Vec<Digest>>,
     /// Batches committed recently, by the round they were heard of as committed.
     committed: HashSet<Digest>,
     committed_at: BTreeMap<Round, Vec<Digest>>,
+    /// The latest round announced by `cleanup`.
+    round: Round,
+}
+
+impl State {
+    /// Stops counting `digest` against whoever sent it; false if it was not counted.
+    fn uncount(&mut self, digest: &Digest) -> bool {
+        let Some(author) = self.author_of.remove(digest) else {
+            return false;
+        };
+        if let Some(held) = self.by_author.get_mut(&author) {
+            held.remove(digest);
+            if held.is_empty() {
+                self.by_author.remove(&author);
+            }
+        }
+        true
+    }
 }
 
 /// What to do with a batch a member sends.
@@ -46,8 +85,8 @@ pub enum Admission {
 }
 
 impl AuthorQuota {
-    /// At most `limit` uncommitted batches per member; committed ones remembered for
-    /// `keep_rounds` rounds.
+    /// At most `limit` uncommitted batches per member; committed ones remembered, and
+    /// uncommitted ones counted, for `keep_rounds` rounds.
     pub fn new(limit: usize, keep_rounds: Round) -> Self {
         AuthorQuota {
             limit,
@@ -77,6 +116,8 @@ impl AuthorQuota {
         }
         held.insert(digest);
         state.author_of.insert(digest, author);
+        let round = state.round;
+        state.arrivals.entry(round).or_default().push(digest);
         Admission::Store
     }
 
@@ -97,26 +138,38 @@ impl AuthorQuota {
         state.committed.extend(fresh.iter().copied());
         state.committed_at.entry(round).or_default().extend(fresh);
         for digest in digests {
-            if let Some(author) = state.author_of.remove(digest) {
-                if let Some(held) = state.by_author.get_mut(&author) {
-                    held.remove(digest);
-                    if held.is_empty() {
-                        state.by_author.remove(&author);
-                    }
-                }
-            }
+            state.uncount(digest);
         }
     }
 
-    /// Forgets the batches committed more than `keep_rounds` rounds before `round`.
-    pub fn cleanup(&self, round: Round) {
+    /// Round `round` committed. Forgets the batches committed more than `keep_rounds` rounds
+    /// before it, and drains those that arrived more than `keep_rounds` rounds before it and
+    /// never committed, unless `needed` says they are still (they then wait again): the drained
+    /// ones are returned, for the store to delete.
+    pub fn cleanup(&self, round: Round, needed: impl Fn(&Digest) -> bool) -> Vec<Digest> {
         let mut state = self.lock();
+        state.round = state.round.max(round);
+        let round = state.round;
         let floor = round.saturating_sub(self.keep_rounds);
         let keep = state.committed_at.split_off(&floor);
         let old = std::mem::replace(&mut state.committed_at, keep);
         for digest in old.into_values().flatten() {
             state.committed.remove(&digest);
         }
+        let waiting = state.arrivals.split_off(&floor);
+        let due = std::mem::replace(&mut state.arrivals, waiting);
+        let mut drained = Vec::new();
+        for digest in due.into_values().flatten() {
+            if !state.author_of.contains_key(&digest) {
+                continue;
+            }
+            if needed(&digest) {
+                state.arrivals.entry(round).or_default().push(digest);
+            } else if state.uncount(&digest) {
+                drained.push(digest);
+            }
+        }
+        drained
     }
 
     /// Uncommitted batches `author` has stored here.
@@ -165,9 +218,47 @@ mod tests {
         assert_eq!(quota.uncommitted(&a), 0);
         assert_eq!(quota.admit(a, new), Admission::Store);
         // Remembered for `keep_rounds` rounds only.
-        quota.cleanup(15);
+        quota.cleanup(15, |_| false);
         assert!(quota.is_committed(&old));
-        quota.cleanup(16);
+        quota.cleanup(16, |_| false);
         assert!(!quota.is_committed(&old));
+    }
+
+    /// Batches that arrive after they committed in a stretch of the chain this node skipped (a
+    /// partition healed and the sender's reliable sender resent them; a restart) were charged
+    /// to their sender for good: nothing told the quota they committed, and nothing ever would,
+    /// so the sender's count only grew. A counted batch that no block stored here names leaves
+    /// the count (and is returned, for the store) once it has waited `keep_rounds` rounds; one
+    /// that a block still to commit names stays until that block's round is settled.
+    #[test]
+    fn byzantine_batches_committed_out_of_sight_drain_from_the_quota() {
+        let quota = AuthorQuota::new(2, 10);
+        let a = KeyPair::from_seed(1).name;
+        let d = |i: u8| Digest::of(&[i]);
+        let none = |_: &Digest| false;
+        assert!(quota.cleanup(5, none).is_empty());
+        assert_eq!(quota.admit(a, d(1)), Admission::Store);
+        assert_eq!(quota.admit(a, d(2)), Admission::Store);
+        assert_eq!(quota.admit(a, d(3)), Admission::Refuse);
+        // A block that may still commit names d(2).
+        let named = std::cell::Cell::new(true);
+        let needed = |digest: &Digest| named.get() && *digest == d(2);
+        assert!(quota.cleanup(15, needed).is_empty(), "10 rounds: not yet");
+        assert_eq!(quota.cleanup(16, needed), vec![d(1)]);
+        assert_eq!(quota.uncommitted(&a), 1);
+        // Arrived at round 16, d(3) goes 10 rounds later; d(2) is still needed then.
+        assert_eq!(quota.admit(a, d(3)), Admission::Store);
+        assert!(quota.cleanup(26, needed).is_empty());
+        assert_eq!(quota.cleanup(27, needed), vec![d(3)]);
+        // Its block passed over, d(2) waits its rounds once more, then goes.
+        named.set(false);
+        assert!(quota.cleanup(30, needed).is_empty());
+        assert!(quota.cleanup(37, needed).is_empty());
+        assert_eq!(quota.cleanup(38, needed), vec![d(2)]);
+        assert_eq!(quota.uncommitted(&a), 0);
+        // A batch that commits is not drained later.
+        assert_eq!(quota.admit(a, d(4)), Admission::Store);
+        quota.committed(&[d(4)], 41);
+        assert!(quota.cleanup(60, none).is_empty());
     }
 }

@@ -12,7 +12,6 @@
 
 use super::backlog::Backlog;
 use super::message::MempoolMessage;
-use super::quota::AuthorQuota;
 use super::ConsensusMempoolMessage;
 use config::{Committee, Round};
 use crypto::{Digest, PublicKey};
@@ -59,9 +58,7 @@ pub struct Synchronizer {
     /// Most digests in one request: peers refuse longer ones (`Parameters::max_request_digests`),
     /// and it keeps a long list of missing batches from making a frame too large.
     max_request_digests: usize,
-    /// Told of commits, so committed batches stop counting against their senders...
-    quota: AuthorQuota,
-    /// ...and our own against our backlog.
+    /// Told of commits, so our own committed batches stop counting against our backlog.
     backlog: Backlog,
     rx_consensus: mpsc::Receiver<ConsensusMempoolMessage>,
     network: SimpleSender,
@@ -82,7 +79,6 @@ impl Synchronizer {
         rx_consensus: mpsc::Receiver<ConsensusMempoolMessage>,
         network: SimpleSender,
         max_request_digests: usize,
-        quota: AuthorQuota,
         backlog: Backlog,
     ) -> JoinHandle<()> {
         let synchronizer = Synchronizer {
@@ -93,7 +89,6 @@ impl Synchronizer {
             sync_retry_delay,
             sync_retry_nodes,
             max_request_digests: max_request_digests.max(1),
-            quota,
             backlog,
             rx_consensus,
             network,
@@ -120,12 +115,12 @@ impl Synchronizer {
                     }
                     Some(ConsensusMempoolMessage::Cleanup(round)) => self.cleanup(round),
                     Some(ConsensusMempoolMessage::Committed(digests)) => {
-                        self.quota.committed(&digests, self.round);
                         self.backlog.settled(&digests);
                     }
                     Some(ConsensusMempoolMessage::Abandoned(digests)) => {
                         self.backlog.settled(&digests);
                     }
+
                     None => return,
                 },
                 Some((digest, arrived)) = waiting.next(), if !waiting.is_empty() => {
@@ -250,7 +245,6 @@ impl Synchronizer {
         // the store's waiter lists can go.
         self.store.prune_waiters();
         self.round = self.round.max(round);
-        self.quota.cleanup(self.round);
         let (latest, gc_depth) = (self.round, self.gc_depth);
         self.pending
             .retain(|_, request| request.round.saturating_add(gc_depth) >= latest);
@@ -368,7 +362,6 @@ mod tests {
             rx,
             SimpleSender::new(),
             1_024,
-            AuthorQuota::new(1_000, 50),
             Backlog::new(u64::MAX, Default::default()),
         );
         tx
@@ -398,7 +391,6 @@ mod tests {
             rx,
             SimpleSender::new(),
             1_024,
-            AuthorQuota::new(1_000, 50),
             Backlog::new(u64::MAX, Default::default()),
         );
         let missing = Digest::of(b"withheld");
@@ -525,7 +517,6 @@ mod tests {
             rx,
             SimpleSender::new(),
             1_024,
-            AuthorQuota::new(1_000, 50),
             backlog.clone(),
         );
         let ours = Digest::of(b"ours");

@@ -34,6 +34,7 @@ struct Node {
     metrics: Arc<MempoolMetrics>,
     tx_consensus_messages: mpsc::Sender<ConsensusMempoolMessage>,
     digests: mpsc::Receiver<Digest>,
+    quota: AuthorQuota,
 }
 
 async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<Node>) {
@@ -61,7 +62,7 @@ async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<N
         let metrics = Arc::new(MempoolMetrics::default());
         let (tx_consensus_messages, rx_consensus) = mpsc::channel(16);
         let (tx_digests, digests) = mpsc::channel(1_000);
-        Mempool::spawn(
+        let handle = Mempool::spawn(
             name,
             pair.secret,
             committee.clone(),
@@ -81,6 +82,7 @@ async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<N
             metrics,
             tx_consensus_messages,
             digests,
+            quota: handle.quota,
         });
     }
     (committee, nodes)
@@ -248,14 +250,10 @@ async fn byzantine_member_over_its_uncommitted_quota_is_refused() {
     assert!(nodes[0].store.contains(&sent[2].0).expect("read"));
     assert!(!nodes[0].store.contains(&sent[3].0).expect("read"));
 
-    // Two of the stored batches commit: room for two more, once the mempool has heard (it hears
-    // asynchronously, so retry with fresh batches until one is taken).
+    // Two of the stored batches commit (the consensus core tells the quota): room for two
+    // more.
     let committed = vec![sent[0].0, sent[1].0];
-    nodes[0]
-        .tx_consensus_messages
-        .send(ConsensusMempoolMessage::Committed(committed))
-        .await
-        .expect("mempool alive");
+    nodes[0].quota.committed(&committed, 1);
     timeout(DEADLINE, async { while !send(&mut network).await.1 {} })
         .await
         .expect("a batch is taken again after commits");

@@ -44,6 +44,8 @@ pub use receiver::{
 pub use reliable_sender::{CancelHandler, ReliableSender, DEFAULT_RELIABLE_CAPACITY};
 pub use simple_sender::{SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY};
 pub use slots::{SlotLimits, CONNECTIONS_PER_MEMBER, HANDSHAKES_PER_MEMBER};
+#[cfg(any(test, feature = "testing"))]
+pub use testing::Tap;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

@@ -64,6 +64,9 @@ struct Inner {
     shutdown: CancellationToken,
     /// Proven on every connection when set (the committee's ports require it).
     credentials: Option<Arc<Credentials>>,
+    /// Where messages go instead of a socket, in a simulation (see [`crate::testing::Tap`]).
+    #[cfg(any(test, feature = "testing"))]
+    tap: Option<crate::testing::Tap>,
 }
 
 impl Drop for Inner {
@@ -115,8 +118,21 @@ impl ReliableSender {
                 },
                 shutdown: CancellationToken::new(),
                 credentials,
+                #[cfg(any(test, feature = "testing"))]
+                tap: None,
             }),
         }
+    }
+
+    /// A sender that hands every message to `tap` instead of a connection (a simulated
+    /// network: the message is never acknowledged, and never sent again).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn tapped(tap: crate::testing::Tap) -> Self {
+        let mut sender = Self::new();
+        if let Some(inner) = Arc::get_mut(&mut sender.inner) {
+            inner.tap = Some(tap);
+        }
+        sender
     }
 
     /// Keeps at most `max_bytes` of unacknowledged messages per peer (besides the count). Set
@@ -149,6 +165,11 @@ impl ReliableSender {
                 max = self.inner.limits.max_frame_size,
                 "dropping message larger than the maximum frame size"
             );
+            return handler;
+        }
+        #[cfg(any(test, feature = "testing"))]
+        if let Some(tap) = &self.inner.tap {
+            tap(address, data);
             return handler;
         }
         self.peer(address).push(data, reply);

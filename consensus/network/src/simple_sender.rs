@@ -48,6 +48,9 @@ struct Inner {
     dropped: Arc<AtomicU64>,
     /// Proven on every connection when set (the committee's ports require it).
     credentials: Option<Arc<Credentials>>,
+    /// Where messages go instead of a socket, in a simulation (see [`crate::testing::Tap`]).
+    #[cfg(any(test, feature = "testing"))]
+    tap: Option<crate::testing::Tap>,
 }
 
 /// A queued message; `sent` is stamped only under emulation (its delay counts from it).
@@ -112,8 +115,21 @@ impl SimpleSender {
                 max_frame_size,
                 dropped: Arc::new(AtomicU64::new(0)),
                 credentials,
+                #[cfg(any(test, feature = "testing"))]
+                tap: None,
             }),
         }
+    }
+
+    /// A sender that hands every message to `tap` instead of a connection (a simulated
+    /// network).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn tapped(tap: crate::testing::Tap) -> Self {
+        let mut sender = Self::new();
+        if let Some(inner) = Arc::get_mut(&mut sender.inner) {
+            inner.tap = Some(tap);
+        }
+        sender
     }
 
     /// Queues at most `max_bytes` per peer (never less than one maximum frame), besides the
@@ -150,6 +166,11 @@ impl SimpleSender {
                 "dropping message larger than the maximum frame size"
             );
             self.inner.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        #[cfg(any(test, feature = "testing"))]
+        if let Some(tap) = &self.inner.tap {
+            tap(address, data);
             return;
         }
         let bytes = data.len();

@@ -1,11 +1,18 @@
-//! What tests of other crates need to play a hostile member at the handshake (the `testing`
-//! feature): the relay that [`handshake::dial`](super::handshake::dial) must defeat.
+//! What tests of other crates need (the `testing` feature): the relay that
+//! [`handshake::dial`](super::handshake::dial) must defeat, to play a hostile member at the
+//! handshake, and the [`Tap`] that turns a sender into one end of a simulated network.
 
 use super::handshake::{ACCEPTED, ANSWER_LEN, HANDSHAKE_TIMEOUT, HELLO_LEN, KEY_LEN};
+use bytes::Bytes;
 use crypto::PublicKey;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// Where a tapped sender ([`crate::ReliableSender::tapped`], [`crate::SimpleSender::tapped`])
+/// hands each message, with the address it was sent to.
+pub type Tap = Arc<dyn Fn(SocketAddr, Bytes) + Send + Sync>;
 
 /// How a relayed handshake ended.
 #[derive(Debug)]

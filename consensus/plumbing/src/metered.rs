@@ -8,8 +8,8 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::sync::mpsc;
-pub use tokio::sync::mpsc::error::SendError;
+pub use tokio::sync::mpsc::error::{SendError, TryRecvError};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 #[derive(Debug)]
 pub struct ChannelMetrics {
@@ -169,9 +169,25 @@ impl NamedChannel {
     }
 }
 
+/// The sending side. A channel made by [`channel_within`] is bounded in bytes as well: each
+/// message takes room for its size before it is queued, and gives it back once received.
 pub struct MeteredSender<T> {
-    inner: mpsc::Sender<T>,
+    inner: mpsc::Sender<Entry<T>>,
     metrics: Arc<ChannelMetrics>,
+    budget: Option<Arc<Budget<T>>>,
+}
+
+/// A channel's bound in bytes, and how a message's size is read.
+struct Budget<T> {
+    room: Arc<Semaphore>,
+    bytes: usize,
+    weigh: fn(&T) -> usize,
+}
+
+/// A queued message, with the room it takes in a channel bounded in bytes.
+struct Entry<T> {
+    item: T,
+    _room: Option<OwnedSemaphorePermit>,
 }
 
 impl<T> Clone for MeteredSender<T> {
@@ -179,12 +195,42 @@ impl<T> Clone for MeteredSender<T> {
         MeteredSender {
             inner: self.inner.clone(),
             metrics: self.metrics.clone(),
+            budget: self.budget.clone(),
         }
     }
 }
 
-pub type MeteredReceiver<T> = mpsc::Receiver<T>;
+/// The receiving side: `tokio::sync::mpsc::Receiver`'s methods that the stages use. Receiving
+/// a message gives its room back.
+pub struct MeteredReceiver<T> {
+    inner: mpsc::Receiver<Entry<T>>,
+}
 
+impl<T> MeteredReceiver<T> {
+    pub async fn recv(&mut self) -> Option<T> {
+        self.inner.recv().await.map(|entry| entry.item)
+    }
+
+    pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
+        self.inner.try_recv().map(|entry| entry.item)
+    }
+
+    /// For stages that run on their own OS thread rather than in the runtime.
+    pub fn blocking_recv(&mut self) -> Option<T> {
+        self.inner.blocking_recv().map(|entry| entry.item)
+    }
+
+    /// Messages queued now.
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+}
+
+/// A channel of at most `capacity` messages.
 pub fn channel<T>(capacity: usize) -> (MeteredSender<T>, MeteredReceiver<T>, Arc<ChannelMetrics>) {
     let (tx, rx) = mpsc::channel(capacity);
     let metrics = Arc::new(ChannelMetrics::new(capacity, 0));
@@ -192,10 +238,33 @@ pub fn channel<T>(capacity: usize) -> (MeteredSender<T>, MeteredReceiver<T>, Arc
         MeteredSender {
             inner: tx,
             metrics: metrics.clone(),
+            budget: None,
         },
-        rx,
+        MeteredReceiver { inner: rx },
         metrics,
     )
+}
+
+/// A channel of at most `capacity` messages and `budget` bytes (at most
+/// [`crate::budgeted::MAX_BUDGET`]), a message weighing `weigh(message)` bytes: for messages
+/// whose size varies, such as batches, where a bound in messages alone bounds memory only by
+/// the count times the largest. A message larger than the whole budget takes all of it (it
+/// waits for an empty queue) rather than being refused: the stages' batches must go through.
+pub fn channel_within<T>(
+    capacity: usize,
+    budget: usize,
+    weigh: fn(&T) -> usize,
+) -> (MeteredSender<T>, MeteredReceiver<T>, Arc<ChannelMetrics>) {
+    let bytes = budget.clamp(1, crate::budgeted::MAX_BUDGET);
+    let (mut tx, rx, _) = channel(capacity);
+    let metrics = Arc::new(ChannelMetrics::new(capacity, bytes));
+    tx.metrics = metrics.clone();
+    tx.budget = Some(Arc::new(Budget {
+        room: Arc::new(Semaphore::new(bytes)),
+        bytes,
+        weigh,
+    }));
+    (tx, rx, metrics)
 }
 
 impl<T> MeteredSender<T> {
@@ -203,20 +272,47 @@ impl<T> MeteredSender<T> {
         (self.inner.max_capacity() - self.inner.capacity()) as u64
     }
 
+    fn queued_bytes(&self) -> u64 {
+        self.budget.as_ref().map_or(0, |budget| {
+            budget.bytes.saturating_sub(budget.room.available_permits()) as u64
+        })
+    }
+
+    /// The room `item` takes, if this channel is bounded in bytes.
+    fn need(&self, item: &T) -> Option<(Arc<Semaphore>, u32)> {
+        let budget = self.budget.as_ref()?;
+        let bytes = (budget.weigh)(item).min(budget.bytes);
+        Some((
+            budget.room.clone(),
+            u32::try_from(bytes).unwrap_or(u32::MAX),
+        ))
+    }
+
     /// The non-blocking part shared by both send paths: records the queue length and tries to
-    /// send. `Ok(None)`: sent. `Ok(Some(item))`: the channel was full (counted); the caller
-    /// waits with its own kind of blocking and reports the wait to `finish_blocked`.
-    fn try_fast(&self, item: T) -> Result<Option<T>, SendError<T>> {
-        self.metrics.record_queued(self.len(), 0);
-        match self.inner.try_send(item) {
+    /// take room and send. `Ok(None)`: sent. `Ok(Some(..))`: the channel was full in messages
+    /// or in bytes (counted); the caller waits with its own kind of blocking, for room first,
+    /// and reports the wait to `finish_blocked`.
+    fn try_fast(&self, item: T) -> Result<Option<Blocked<T>>, SendError<T>> {
+        self.metrics.record_queued(self.len(), self.queued_bytes());
+        let room = match self.need(&item) {
+            None => None,
+            Some((room, need)) => match room.clone().try_acquire_many_owned(need) {
+                Ok(permit) => Some(permit),
+                Err(_) => {
+                    self.metrics.count_full();
+                    return Ok(Some(Blocked::NoRoom(item, room, need)));
+                }
+            },
+        };
+        match self.inner.try_send(Entry { item, _room: room }) {
             Ok(()) => {
                 self.metrics.count_sent();
                 Ok(None)
             }
-            Err(mpsc::error::TrySendError::Closed(item)) => Err(SendError(item)),
-            Err(mpsc::error::TrySendError::Full(item)) => {
+            Err(mpsc::error::TrySendError::Closed(entry)) => Err(SendError(entry.item)),
+            Err(mpsc::error::TrySendError::Full(entry)) => {
                 self.metrics.count_full();
-                Ok(Some(item))
+                Ok(Some(Blocked::Full(entry)))
             }
         }
     }
@@ -224,38 +320,71 @@ impl<T> MeteredSender<T> {
     fn finish_blocked(
         &self,
         start: Instant,
-        result: Result<(), SendError<T>>,
+        result: Result<(), mpsc::error::SendError<Entry<T>>>,
     ) -> Result<(), SendError<T>> {
         self.metrics.add_blocked(start);
-        if result.is_ok() {
-            self.metrics.count_sent();
+        match result {
+            Ok(()) => {
+                self.metrics.count_sent();
+                Ok(())
+            }
+            Err(e) => Err(SendError(e.0.item)),
         }
-        result
     }
 
     /// Sends, waiting while the channel is full; the wait is what `blocked_ms` adds up.
     pub async fn send(&self, item: T) -> Result<(), SendError<T>> {
-        let Some(item) = self.try_fast(item)? else {
+        let Some(blocked) = self.try_fast(item)? else {
             return Ok(());
         };
         let start = Instant::now();
-        let result = self.inner.send(item).await;
+        let entry = match blocked {
+            Blocked::Full(entry) => entry,
+            Blocked::NoRoom(item, room, need) => match room.acquire_many_owned(need).await {
+                Ok(permit) => Entry {
+                    item,
+                    _room: Some(permit),
+                },
+                // The semaphore is never closed.
+                Err(_) => return Err(SendError(item)),
+            },
+        };
+        let result = self.inner.send(entry).await;
         self.finish_blocked(start, result)
     }
 
     /// The same, for stages that run on their own OS thread rather than in the runtime.
     pub fn blocking_send(&self, item: T) -> Result<(), SendError<T>> {
-        let Some(item) = self.try_fast(item)? else {
+        let Some(blocked) = self.try_fast(item)? else {
             return Ok(());
         };
         let start = Instant::now();
-        let result = self.inner.blocking_send(item);
+        let entry = match blocked {
+            Blocked::Full(entry) => entry,
+            Blocked::NoRoom(item, room, need) => {
+                match futures::executor::block_on(room.acquire_many_owned(need)) {
+                    Ok(permit) => Entry {
+                        item,
+                        _room: Some(permit),
+                    },
+                    Err(_) => return Err(SendError(item)),
+                }
+            }
+        };
+        let result = self.inner.blocking_send(entry);
         self.finish_blocked(start, result)
     }
 
     pub fn metrics(&self) -> &Arc<ChannelMetrics> {
         &self.metrics
     }
+}
+
+/// Why a fast send did not go through: the queue was full in messages (the entry, with its
+/// room, waits for a place), or there was no room in bytes (the item waits for room first).
+enum Blocked<T> {
+    Full(Entry<T>),
+    NoRoom(T, Arc<Semaphore>, u32),
 }
 
 #[cfg(test)]
@@ -302,5 +431,44 @@ mod tests {
         assert_eq!(after.max_len, 1);
         assert!((after.mean_len - 1.0).abs() < 1e-9, "{after:?}");
         assert_eq!(metrics.snapshot().sent, 4);
+    }
+
+    /// A channel of batches bounded in messages alone holds up to its capacity times the
+    /// largest batch. Bounded in bytes too, a sender waits once the bytes queued reach the
+    /// budget, however few messages that is, and a message larger than the budget still goes
+    /// through once the queue is empty.
+    #[tokio::test]
+    async fn a_channel_within_a_budget_waits_for_room_in_bytes() {
+        let (tx, mut rx, metrics) = channel_within::<Vec<u8>>(100, 1_000, Vec::len);
+        tx.send(vec![0; 600]).await.expect("send");
+        tx.send(vec![0; 400]).await.expect("send");
+        let blocked = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.send(vec![0; 10]).await }
+        });
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while metrics.full() == 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the third send found no room");
+        assert!(!blocked.is_finished());
+        assert_eq!(rx.recv().await.map(|b| b.len()), Some(600));
+        blocked.await.expect("task").expect("send");
+        assert_eq!(rx.recv().await.map(|b| b.len()), Some(400));
+        assert_eq!(rx.recv().await.map(|b| b.len()), Some(10));
+        // Larger than the whole budget: it waits for an empty queue, then goes.
+        tx.send(vec![0; 5_000]).await.expect("send");
+        assert_eq!(rx.try_recv().map(|b| b.len()), Ok(5_000));
+        // From a thread of its own, as the stages send.
+        let sender = std::thread::spawn(move || {
+            tx.blocking_send(vec![0; 900]).expect("send");
+            tx.blocking_send(vec![0; 900]).expect("send");
+        });
+        assert_eq!(rx.recv().await.map(|b| b.len()), Some(900));
+        assert_eq!(rx.recv().await.map(|b| b.len()), Some(900));
+        sender.join().expect("sender");
+        assert_eq!(metrics.snapshot().budget_bytes, 1_000);
     }
 }

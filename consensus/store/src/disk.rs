@@ -80,8 +80,8 @@ impl DiskBackend {
         if let (Some(part), false) = (&existing, safety_path.exists()) {
             return Err(open_failed(&format!(
                 "{} exists but the safety state {} does not: the node would forget its votes \
-                 and could vote twice in a round. Restore that file, or start the node on a new \
-                 store path (it then rejoins from its peers)",
+                 and could vote twice in a round. Restore that file; a store without it (a new \
+                 store path included) must not run under this member's key (docs/store.md)",
                 part.display(),
                 safety_path.display()
             )));
@@ -125,6 +125,61 @@ impl DiskBackend {
         }
         tx.commit().map_err(|e| fail(&e))
     }
+}
+
+/// What [`recover`] did to a store.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// The parts it deleted (checkpoints, batches, blocks), as they were found.
+    pub deleted: Vec<PathBuf>,
+    /// The safety state it kept.
+    pub kept: PathBuf,
+}
+
+/// Deletes everything of the store at `path` but its safety state (`node recover`): the
+/// checkpoints, the batch log and the block log. A node started on what is left votes only
+/// where its recorded state lets it (never again in a round it voted in) and rejoins from its
+/// peers: it replays the chain they still hold, or adopts a checkpoint f+1 of them report.
+///
+/// For a store whose batches or blocks a crash of the machine took (they are written without
+/// an fsync), so that the node stops on a batch no peer holds any longer (`STORE: batch ... is
+/// lost`) at every restart. Starting it on a new store path instead would discard its vote
+/// record with the rest. Refused when the safety state is missing or unreadable: there is then
+/// nothing to keep, and no safe way back under this key.
+pub fn recover(path: &Path) -> Result<Recovered, StoreError> {
+    let safety = beside(path, "safety");
+    if !safety.exists() {
+        return Err(StoreError::open(
+            path,
+            format!(
+                "its safety state {} does not exist: there is no vote record to keep. Restore \
+                 it; without it this member must not run under its key again (docs/store.md)",
+                safety.display()
+            ),
+        ));
+    }
+    // Refused if no record in it is valid (`DurableCell::open`).
+    DurableCell::open(&safety, Column::Safety)?;
+    let mut deleted = Vec::new();
+    for part in [
+        path.to_path_buf(),
+        beside(path, "batches"),
+        beside(path, "blocks"),
+    ] {
+        let removed = if part.is_dir() {
+            std::fs::remove_dir_all(&part)
+        } else if part.exists() {
+            std::fs::remove_file(&part)
+        } else {
+            continue;
+        };
+        removed.map_err(|e| StoreError::open(&part, format!("cannot delete it: {e}")))?;
+        deleted.push(part);
+    }
+    Ok(Recovered {
+        deleted,
+        kept: safety,
+    })
 }
 
 impl Backend for DiskBackend {
@@ -293,5 +348,48 @@ mod tests {
         assert!(error
             .to_string()
             .contains(&dir.path().display().to_string()));
+    }
+
+    /// `node recover`: what a machine crash may have damaged goes, the vote record stays, and
+    /// the store opens again as one that has voted (the safety state reads back) but holds no
+    /// block, batch or checkpoint.
+    #[tokio::test]
+    async fn recovery_keeps_the_safety_state_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("store.redb");
+        let key = Digest::of(b"k");
+        {
+            let store = Store::open(&path).expect("a new store");
+            store
+                .safety()
+                .write(key, Bytes::from_static(b"voted in round 7"))
+                .await
+                .expect("write");
+            let x = || (Digest::of(b"x"), Bytes::from_static(b"x"));
+            store.batches().write(x().0, x().1).await.expect("write");
+            store.blocks().write(x().0, x().1).await.expect("write");
+            store
+                .meta()
+                .write(Digest::of(b"checkpoint"), Bytes::from_static(b"state"))
+                .await
+                .expect("write");
+        }
+        let recovered = recover(&path).expect("recovered");
+        assert_eq!(recovered.kept, beside(&path, "safety"));
+        assert_eq!(recovered.deleted.len(), 3, "{recovered:?}");
+        let store = Store::open(&path).expect("reopens");
+        assert_eq!(
+            store.safety().read(&key).expect("read"),
+            Some(Bytes::from_static(b"voted in round 7"))
+        );
+        assert!(store.batches().is_empty() && store.blocks().is_empty());
+        assert!(store.meta().is_empty());
+        drop(store);
+
+        // Without a safety state there is nothing to keep: refused, nothing deleted.
+        std::fs::remove_file(beside(&path, "safety")).expect("remove");
+        let error = recover(&path).expect_err("refused").to_string();
+        assert!(error.contains("no vote record to keep"), "{error}");
+        assert!(path.exists());
     }
 }

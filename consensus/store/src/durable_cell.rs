@@ -113,6 +113,16 @@ impl DurableCell {
             .chunks_exact(SLOT_BYTES)
             .filter_map(parse_slot)
             .max_by_key(|(sequence, _)| *sequence);
+        // A cell is created all zeros, and every write is of a valid record: a cell written to
+        // that holds none was damaged (by the medium, or by hand), not torn by a crash (which
+        // leaves the other slot's record). Read as empty it would be a fresh cell, and the
+        // record it held (a node's last vote) forgotten.
+        if newest.is_none() && slots.iter().any(|byte| *byte != 0) {
+            return Err(open_failed(
+                &"it was written to but no slot holds a valid record: the record it held is \
+                  lost",
+            ));
+        }
         let (sequence, entry) = match newest {
             Some((sequence, [])) => (sequence, None),
             Some((sequence, payload)) => {
@@ -290,5 +300,35 @@ mod tests {
             .err()
             .expect("refused");
         assert!(error.to_string().contains("slots"), "{error}");
+    }
+
+    /// A cell that was written to and holds no valid record (both slots damaged) is an error,
+    /// not an empty cell: the safety state it held would be forgotten, and the node could vote
+    /// a second time in rounds it voted in. Before, it opened as a fresh cell. One never
+    /// written to (all zeros) is still empty.
+    #[test]
+    fn recovery_a_cell_with_no_valid_record_left_is_an_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("cell");
+        {
+            let cell = open(&path);
+            cell.put(b"k", Bytes::from_static(b"round 7")).expect("put");
+            cell.put(b"k", Bytes::from_static(b"round 8")).expect("put");
+        }
+        let file = OpenOptions::new().write(true).open(&path).expect("file");
+        for slot in 0..2u64 {
+            file.write_all_at(b"damaged", slot * SLOT_BYTES as u64 + 12)
+                .expect("damage");
+        }
+        let error = DurableCell::open(&path, Column::Safety)
+            .err()
+            .expect("refused");
+        assert!(
+            error.to_string().contains("no slot holds a valid record"),
+            "{error}"
+        );
+        let fresh = dir.path().join("fresh");
+        assert!(open(&fresh).is_empty());
+        assert!(open(&fresh).is_empty(), "reopened before any write");
     }
 }

@@ -231,6 +231,8 @@ pub struct StageSettings {
     /// Verifier pool size (0: all cores).
     pub verifier_threads: usize,
     pub channel_capacity: usize,
+    /// The bound in bytes of the channel between the stages (`Parameters::pipeline_budget_bytes`).
+    pub channel_budget_bytes: usize,
     pub max_backlog_per_sender: usize,
     /// Where sample transactions are reported (a node's METRICS line).
     pub samples: Option<Arc<SampleLog>>,
@@ -295,7 +297,11 @@ impl Pipeline {
         } else {
             (Signatures::Skip, "decoder")
         };
-        let (tx_checked, rx_checked, checked_metrics) = metered::channel(settings.channel_capacity);
+        let (tx_checked, rx_checked, checked_metrics) = metered::channel_within(
+            settings.channel_capacity,
+            settings.channel_budget_bytes,
+            |verified: &VerifiedBatch| verified.position.bytes as usize,
+        );
         let executor_metrics = Arc::new(StageMetrics::new("executor"));
         let samples = settings.samples;
         let workload = settings.workload;

@@ -71,7 +71,12 @@ struct Running {
     rx_output: metered::MeteredReceiver<CommittedBatch>,
     tx_held: watch::Sender<Round>,
     rx_fatal: watch::Receiver<Option<FatalError>>,
+    /// What the committer asks the mempool for.
+    rx_mempool: mpsc::Receiver<ConsensusMempoolMessage>,
 }
+
+/// How long these committers wait for a batch missing from their store.
+const PATIENCE: Duration = Duration::from_millis(300);
 
 /// Starts a committer with `window` over a store that holds `batches`.
 async fn committer_over(batches: &[&Batch], window: GcWindow) -> Running {
@@ -96,6 +101,7 @@ async fn committer_with(
     let (tx_output, rx_output, _) = metered::channel(8);
     let (tx_held, rx_held) = watch::channel(0);
     let (tx_fatal, rx_fatal) = watch::channel(None);
+    let (tx_mempool, rx_mempool) = mpsc::channel(8);
     Committer::spawn(
         store.clone(),
         window,
@@ -107,6 +113,8 @@ async fn committer_with(
             progress: Arc::default(),
             checkpoints,
             tx_fatal,
+            tx_mempool,
+            patience: PATIENCE,
         },
     );
     Running {
@@ -115,6 +123,7 @@ async fn committer_with(
         rx_output,
         tx_held,
         rx_fatal,
+        rx_mempool,
     }
 }
 
@@ -221,8 +230,9 @@ async fn byzantine_a_batch_delivered_again_lives_by_its_last_commit() {
 }
 
 /// A batch of a committed block that the store lost (a machine crash loses batch records
-/// not yet written back) stops the node with an error naming it. Before, the committer
-/// skipped it ("was collected; skipped") and the node's state silently left its peers'.
+/// not yet written back) and that no peer sends in time stops the node with an error naming
+/// it. Before, the committer skipped it ("was collected; skipped") and the node's state
+/// silently left its peers'.
 #[tokio::test]
 async fn recovery_a_lost_batch_of_a_committed_block_stops_the_node() {
     let keys = keys(4);
@@ -230,6 +240,17 @@ async fn recovery_a_lost_batch_of_a_committed_block_stops_the_node() {
     let mut running = committer_over(&[&kept], lasting_window()).await;
     let block = block(&keys, 3, vec![kept.digest(), lost.digest()]);
     send_commits(&running.tx_commit, &[&block]).await;
+    let request = tokio::time::timeout(Duration::from_secs(5), running.rx_mempool.recv())
+        .await
+        .expect("asked in time");
+    assert_eq!(
+        request,
+        Some(ConsensusMempoolMessage::Synchronize(
+            vec![lost.digest()],
+            block.author,
+            block.round
+        ))
+    );
     tokio::time::timeout(Duration::from_secs(5), running.rx_fatal.changed())
         .await
         .expect("stopped in time")
@@ -447,4 +468,37 @@ async fn the_last_delivered_batch_of_a_block_says_so() {
             (c.digest(), second.digest(), true),
         ]
     );
+}
+
+/// A batch of a committed block missing from the store is fetched from peers, and the block is
+/// delivered whole once it arrives. It goes missing when a machine crash lost its record, or
+/// when the mempool drained it (a batch no stored block named) just as the core stored its
+/// block. Before, the node stopped at once.
+#[tokio::test]
+async fn recovery_a_batch_of_a_committed_block_missing_here_is_fetched_from_peers() {
+    let keys = keys(4);
+    let (kept, missing) = (batch(b"kept"), batch(b"missing"));
+    let mut running = committer_over(&[&kept], lasting_window()).await;
+    let block = block(&keys, 3, vec![kept.digest(), missing.digest()]);
+    send_commits(&running.tx_commit, &[&block]).await;
+    let request = tokio::time::timeout(Duration::from_secs(5), running.rx_mempool.recv())
+        .await
+        .expect("asked in time");
+    assert!(matches!(
+        request,
+        Some(ConsensusMempoolMessage::Synchronize(ref digests, author, 3))
+            if *digests == vec![missing.digest()] && author == block.author
+    ));
+    // A peer's reply lands in the store, as the mempool's peer handler writes it.
+    running
+        .store
+        .batches()
+        .write(missing.digest(), missing.bytes().clone())
+        .await
+        .expect("write");
+    assert_eq!(
+        delivered_rounds(&mut running.rx_output, 2).await,
+        vec![(3, Some(kept.digest())), (3, Some(missing.digest()))]
+    );
+    assert!(running.rx_fatal.borrow().is_none());
 }

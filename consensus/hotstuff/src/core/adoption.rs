@@ -148,6 +148,7 @@ impl Core {
             .tx_mempool
             .send(ConsensusMempoolMessage::Cleanup(self.committed.last_round))
             .await;
+        self.drain_uncommitted_batches().await;
         Ok(())
     }
 
@@ -175,6 +176,7 @@ impl Core {
         skipped.push(block.clone());
         let digest = block.digest();
         self.synchronizer.set_root(&block);
+        self.synchronizer.committed(round);
         self.committed.last_round = round;
         self.committed.last = digest;
         self.pruning.committed(round);
@@ -228,6 +230,7 @@ impl Core {
                 .await;
         }
         for block in std::mem::take(&mut self.adoption.skipped) {
+            self.quota.committed(&block.payload, block.round);
             let _ = self
                 .tx_mempool
                 .send(ConsensusMempoolMessage::Committed(block.payload.clone()))

@@ -65,14 +65,16 @@ impl Core {
             return Ok(());
         };
         self.committed.last_round = last.round;
+        self.synchronizer.committed(last.round);
         self.committed.last = last.digest();
         self.pruning.committed(last.round);
         for block in chain {
             self.proposals.settle(&block, &self.name);
             self.payload.committed(&block);
+            self.quota.committed(&block.payload, block.round);
             info!("committed {:?}", block);
-            // Released from their senders' mempool quotas. Best effort: a
-            // mempool that is gone has no quota to release.
+            // Our own leave our mempool's backlog. Best effort: a mempool that is gone has
+            // no backlog.
             let _ = self
                 .tx_mempool
                 .send(ConsensusMempoolMessage::Committed(block.payload.clone()))
@@ -95,6 +97,7 @@ impl Core {
             .tx_mempool
             .send(ConsensusMempoolMessage::Cleanup(self.committed.last_round))
             .await;
+        self.drain_uncommitted_batches().await;
         Ok(())
     }
 }

@@ -12,7 +12,7 @@ use crypto::{Digest, Hash};
 use std::collections::{BTreeMap, VecDeque};
 use store::{Store, StoreError};
 use tokio::time::Instant;
-use tracing::warn;
+use tracing::{debug, warn};
 
 pub(super) struct BlockPruning {
     /// Digests of the blocks this core stored, by round, so they can be deleted once they leave
@@ -126,5 +126,24 @@ impl Core {
             .write(digest, wire::encode_block(block)?)
             .await?;
         Ok(())
+    }
+
+    /// Deletes other members' batches that waited out their quota's rounds without committing
+    /// and that no block we stored may still commit (see `mempool::AuthorQuota`): batches that
+    /// committed in a stretch we skipped and were resent, batches nobody proposes. Decided here,
+    /// in the task that checks blocks' batches, and awaited: a batch deleted by this is missing
+    /// to every later check, and one a stored block names is never deleted.
+    pub(super) async fn drain_uncommitted_batches(&mut self) {
+        let round = self.committed.last_round;
+        self.payload.settled_up_to(round);
+        let payload = &self.payload;
+        let drained = self.quota.cleanup(round, |batch| payload.needs(batch));
+        if drained.is_empty() {
+            return;
+        }
+        debug!("deleting {} batches that never committed", drained.len());
+        if let Err(e) = self.store.batches().remove(&drained).await {
+            warn!("cannot delete batches that never committed: {e}");
+        }
     }
 }

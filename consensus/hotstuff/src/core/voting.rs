@@ -157,6 +157,21 @@ impl Core {
         self.process_block(&block).await
     }
 
+    /// A peer's answer to our request for missing blocks: the block asked for and its
+    /// ancestors, newest first. Handled oldest first, so each finds its parent stored (or asks
+    /// for the next chain) and none waits parked for the next. A block that fails its checks is
+    /// dropped and the rest still looked at: each proves itself.
+    pub(super) async fn handle_chain(&mut self, blocks: Vec<Block>) -> Result<(), ConsensusError> {
+        for block in blocks.into_iter().rev() {
+            match self.handle_proposal(block).await {
+                Ok(()) => {}
+                Err(ConsensusError::Fatal(e)) => return Err(e.into()),
+                Err(e) => debug!("a block of a chain: {e}"),
+            }
+        }
+        Ok(())
+    }
+
     /// Stores a verified block once its payload and ancestors are here, applies the commit rule
     /// and votes. Blocks waiting for data come back here through the loopback channel.
     pub(super) async fn process_block(&mut self, block: &Block) -> Result<(), ConsensusError> {
@@ -172,6 +187,10 @@ impl Core {
             return Ok(());
         };
         self.store_block(block).await?;
+        // Its batches stay while it may commit, whatever their senders' quotas say.
+        if block.round > self.committed.last_round {
+            self.payload.named(block);
+        }
 
         // b0 <- b1 <- block: block certifies b1, b1 certifies b0.
         if safety::commits(&b0, &b1) && b0.round > self.committed.last_round {
@@ -194,6 +213,12 @@ impl Core {
                 );
                 return Ok(());
             }
+        }
+        // A block naming a batch again gets no vote of ours (see `payload.rs`); it may still be
+        // certified, and is stored and committed like any other.
+        if let Err(e) = self.payload.check(block) {
+            debug!("not voting for {:?}: {e}", block);
+            return Ok(());
         }
         if let Some(vote) = self.make_vote(block).await {
             self.voting.last_vote = Some(vote.clone());

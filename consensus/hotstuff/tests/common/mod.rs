@@ -220,7 +220,7 @@ impl TestNode {
                         state_sync: state_sync.clone(),
                         policy: CheckpointPolicy::new(parameters.checkpoint_rounds),
                     };
-                    Mempool::spawn(
+                    let mempool_handle = Mempool::spawn(
                         keys.name,
                         keys.secret.clone(),
                         committee.clone(),
@@ -234,6 +234,7 @@ impl TestNode {
                     )
                     .await
                     .expect("mempool starts");
+                    let quota = mempool_handle.quota.clone();
                     let handle = Consensus::spawn(
                         keys.name,
                         keys.secret,
@@ -243,6 +244,7 @@ impl TestNode {
                         MempoolLink {
                             rx_digests,
                             tx_mempool,
+                            quota,
                         },
                         tx,
                         state_sync,
