@@ -34,7 +34,7 @@ static ALLOCATOR: plumbing::test_alloc::Counting = plumbing::test_alloc::Countin
 
 pub use message::{MempoolMessage, MessageError};
 pub use metrics::MempoolMetrics;
-pub use tx_receiver::MAX_TRANSACTION_SIZE;
+pub use tx_receiver::{TxReceiverHandle, MAX_TRANSACTION_SIZE};
 
 use backlog::Backlog;
 use batch::{HEADER_LEN, TX_PREFIX_LEN};
@@ -98,9 +98,10 @@ impl std::fmt::Debug for SampleHooks {
 pub struct Mempool;
 
 /// What a running mempool exposes: its queues' metrics (`batch_requests`: peers' batch requests
-/// waiting for the helper, bounded in bytes).
+/// waiting for the helper, bounded in bytes), and its clients' port, to drain at the node's stop.
 pub struct MempoolHandle {
     pub queues: Vec<NamedChannel>,
+    pub clients: TxReceiverHandle,
 }
 
 impl Mempool {
@@ -238,6 +239,7 @@ impl Mempool {
         );
         Ok(MempoolHandle {
             queues: vec![NamedChannel::new("batch_requests", helper_queue)],
+            clients: tx_receiver,
         })
     }
 }
