@@ -23,7 +23,8 @@ starts again from genesis). The checks, each a line of the result:
   node's mempool).
 - accounting: per node, valid transactions sent (clients' `sent` - `invalid_sent`) minus those
   executed (`executed` + `failed`; `hotstuff`: sent minus committed) must be explained by counted
-  reasons: executor drops (`dropped_by_reason`), the executor's `backlog`, verifier rejections
+  reasons: executor drops (`dropped`, or `dropped_by_reason` if larger: the reasons are published
+  every 500 ms, `dropped` after every batch), the executor's `backlog`, verifier rejections
   beyond the forged transactions sent (`invalid_by_reason`), transactions committed but still in
   the pipeline's channels (committed - verifier items - ...), transactions sealed into batches by
   some node (`sealed_txs`, summed over nodes and lives) but not committed by this one when the run
@@ -484,11 +485,15 @@ def _reasons(record: Record, clients: ClientTotals, mempools: MempoolTotals) -> 
     verified = number(record, ("stages", "verifier", "items")) or 0.0
     invalid = number(record, ("stages", "verifier", "invalid")) or 0.0
     into_executor = number(record, ("stages", "executor", "items")) or 0.0
+    # `dropped` is exact after every batch; its reasons are published on the executor's timer
+    # (every 500 ms), so the final line may show fewer of them. Both are cumulative counts of
+    # the same drops: the larger is the later.
     by_reason = lookup(record, ("stages", "executor", "dropped_by_reason"))
-    dropped = (
+    dropped = max(
         sum(float(v) for v in by_reason.values() if isinstance(v, int | float))
-        if isinstance(by_reason, dict) and by_reason
-        else number(record, ("stages", "executor", "dropped")) or 0.0
+        if isinstance(by_reason, dict)
+        else 0.0,
+        number(record, ("stages", "executor", "dropped")) or 0.0,
     )
     return {
         **_queue_reasons(committed, mempools, clients),

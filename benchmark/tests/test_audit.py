@@ -172,6 +172,18 @@ def test_counted_drops_and_backlog_explain_a_gap() -> None:
     assert failed_names(run) == []
 
 
+def test_drops_counted_after_the_last_by_reason_update_are_explained() -> None:
+    """The executor counts `dropped` after every batch but publishes its reasons on a timer: the
+    final line can hold drops its `dropped_by_reason` does not show yet."""
+    run = healthy_run()
+    last = run.nodes[1].records[-1]["stages"]["executor"]
+    last["executed"] -= 300
+    last["state_executed"] = None
+    last["dropped"] = 300
+    assert last["dropped_by_reason"] == {"stale_nonce": 0}
+    assert failed_names(run) == []
+
+
 def lost_with_a_node(run: RunMetrics, lost: int) -> None:
     """`lost` transactions never reached a batch (they went down with a node): no node sealed,
     committed or executed them."""
