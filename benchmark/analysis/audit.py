@@ -16,26 +16,32 @@ starts again from genesis). The checks, each a line of the result:
 - samples: within one life a node executes (`hotstuff`: commits) a sample at most once; a node
   that ran to the end without a crash executes every sample the clients sent, except samples that
   may still have been queued when the run stopped (sent in the last `QUEUE_WINDOW_S` seconds, or
-  missing on a node that still had transactions on the way: in a mempool, sealed but not
-  committed, or committed but not executed; each node proposes its own batches, so which ones
-  wait is not first-in first-out over the clients) and samples sent to a node that crashed and
-  that no node running to the end executed (they went down with that node's mempool).
+  missing on a node that still had transactions on the way: unread in a client connection, in a
+  mempool, sealed but not committed, or committed but not executed; each node proposes its own
+  batches, so which ones wait is not first-in first-out over the clients) and samples sent to a
+  node that crashed and that no node running to the end executed (they went down with that
+  node's mempool).
 - accounting: per node, valid transactions sent (clients' `sent` - `invalid_sent`) minus those
   executed (`executed` + `failed`; `hotstuff`: sent minus committed) must be explained by counted
-  reasons: executor drops (`dropped_by_reason`), the executor's `backlog`, verifier rejections
+  reasons: executor drops (`dropped`, or `dropped_by_reason` if larger: the reasons are published
+  every 500 ms, `dropped` after every batch), the executor's `backlog`, verifier rejections
   beyond the forged transactions sent (`invalid_by_reason`), transactions committed but still in
   the pipeline's channels (committed - verifier items - ...), transactions sealed into batches by
   some node (`sealed_txs`, summed over nodes and lives) but not committed by this one when the run
   stopped (queued behind consensus, or held by a node that crashed), transactions read by a
   mempool (`received_txs`, likewise) but not sealed (queued there, however far behind the nodes
-  fell, or lost with a mempool that crashed), transactions sent but not received (in flight: at
-  most what the clients sent in their last `QUEUE_WINDOW_S` seconds, or before their node's
-  crash; nodes from before `received_txs` get only this for sent but not sealed), for a crashed
-  node what the nodes that ran to the end executed beyond it (it was down), and for a node cut
-  off by a partition what those nodes executed beyond it (it was still catching up when the run
-  stopped). Whatever is left is unexplained and fails; so does
-  executing more than was sent. A partitioned node is otherwise held to everything a node that
-  ran to the end is: it was up all along, and must end with every sample executed once.
+  fell, or lost with a mempool that crashed), transactions sent and still in a client connection
+  when a node stopped (`unread_txs`: on SIGTERM a node reads each client connection to its end,
+  or for at most 1.5 s, and counts what it never handed to its batch maker), transactions sent
+  but neither received nor unread (in flight: at most what the clients sent before their node's
+  crash or around a failover, what a dead client did not report, and, for nodes from before
+  `unread_txs`, what the clients sent in their last `QUEUE_WINDOW_S` seconds; nodes from before
+  `received_txs` get only this for sent but not sealed), for a crashed node what the nodes that
+  ran to the end executed beyond it (it was down), and for a node cut off by a partition what
+  those nodes executed beyond it (it was still catching up when the run stopped). Whatever is
+  left is unexplained and fails; so does executing more than was sent. A partitioned node is
+  otherwise held to everything a node that ran to the end is: it was up all along, and must end
+  with every sample executed once.
 
 A node that came back after its peers deleted what it would need to replay the chain adopts a
 checkpoint (state sync: `consensus.checkpoints_adopted`, `checkpoint_round`; the executor's
@@ -109,6 +115,9 @@ class ClientTotals:
     invalid_sent: float
     unreported: float  # sends a dead client may not have reported (one interval)
     queue_allowance: float  # sent in the last QUEUE_WINDOW_S seconds (or of the crash)
+    # Of `queue_allowance`: sent in the last QUEUE_WINDOW_S seconds of clients whose node did not
+    # crash under them, which nodes that count `unread_txs` account for exactly.
+    end_window: float
     samples: dict[str, float]  # sample id -> send time (ms)
     late_samples: set[str]  # sent in the last window of their client (or before its crash)
     crashed_origin: set[str]  # sent to a node that crashed during the run
@@ -152,7 +161,7 @@ def client_totals(clients: list[ProcessMetrics], faults: FaultLog) -> ClientTota
     for event in faults.events:
         if event.kind == "crash":
             crash_ms.setdefault(event.node, event.time_ms)
-    sent = invalid = unreported = allowance = 0.0
+    sent = invalid = unreported = allowance = end_window = 0.0
     samples: dict[str, float] = {}
     late: set[str] = set()
     crashed_origin: set[str] = set()
@@ -173,6 +182,8 @@ def client_totals(clients: list[ProcessMetrics], faults: FaultLog) -> ClientTota
             # Its node crashed and it never moved (a client that dies with its connection):
             # everything from shortly before the crash on.
             window_from = min(window_from, crash_ms[index] - QUEUE_WINDOW_S * 1000.0)
+        else:
+            end_window += total - _sent_at(records, window_from)
         allowance += total - _sent_at(records, window_from)
         allowance += sum(_sent_at(records, to) - _sent_at(records, frm) for frm, to in lost)
         for record in records:
@@ -190,6 +201,7 @@ def client_totals(clients: list[ProcessMetrics], faults: FaultLog) -> ClientTota
         invalid,
         unreported,
         allowance + unreported,
+        end_window,
         samples,
         late,
         crashed_origin,
@@ -293,11 +305,15 @@ def _check_invariants(report: AuditReport, nodes: list[NodeLives]) -> None:
 
 
 def _queued_at_stop(record: Record, mempools: MempoolTotals, event: str) -> float:
-    """Transactions the node still had on the way when it stopped: in a mempool, sealed by some
-    node but not committed, and (when it executes) committed but not yet through the verifier
-    and executor."""
+    """Transactions the node still had on the way when it stopped: unread in a client
+    connection, in a mempool, sealed by some node but not committed, and (when it executes)
+    committed but not yet through the verifier and executor."""
     committed = number(record, ("consensus", "committed_txs")) or 0.0
-    queued = max(0.0, mempools.received - mempools.sealed) + max(0.0, mempools.sealed - committed)
+    queued = (
+        (mempools.unread or 0.0)
+        + max(0.0, mempools.received - mempools.sealed)
+        + max(0.0, mempools.sealed - committed)
+    )
     if event == "execute":
         handled = sum(
             number(record, ("stages", *path)) or 0.0
@@ -383,22 +399,37 @@ class MempoolTotals:
     # Transactions read from clients (`consensus.received_txs`; 0 in logs from before it).
     received: float
     sealed: float
+    # Transactions the nodes found in their client connections when they stopped and never
+    # handed to a batch maker (`consensus.unread_txs`); None in logs from before the count.
+    unread: float | None = None
+
+
+def _reports(records: list[Record], path: tuple[str, ...]) -> bool:
+    return any(number(record, path) is not None for record in records)
 
 
 def mempool_totals(nodes: list[NodeLives]) -> MempoolTotals:
     lives = [life for n in nodes for life in n.lives if life]
+    unread = ("consensus", "unread_txs")
     return MempoolTotals(
         received=sum(_last(life, ("consensus", "received_txs")) for life in lives),
         sealed=sum(_last(life, ("consensus", "sealed_txs")) for life in lives),
+        unread=(
+            sum(_last(life, unread) for life in lives)
+            if any(_reports(life, unread) for life in lives)
+            else None
+        ),
     )
 
 
 def _queue_reasons(
     committed: float, mempools: MempoolTotals, clients: ClientTotals
 ) -> dict[str, float]:
-    """Valid transactions sent that consensus had not committed at the stop: still on their way
-    to a node (at most what was sent in the last seconds), in a mempool (received, not sealed:
-    counted by the nodes, however far behind they fell), or sealed and not yet committed."""
+    """Valid transactions sent that consensus had not committed at the stop: unread in a node's
+    client connection (counted by the nodes as they stopped), otherwise still on their way to a
+    node (at most what was sent around a crash or failover, or, for nodes that do not count the
+    unread, in the last seconds), in a mempool (received, not sealed: counted by the nodes,
+    however far behind they fell), or sealed and not yet committed."""
     sealed = mempools.sealed
     not_committed = {
         "sealed, not committed by the stop (queued, or on a crashed node)": max(
@@ -413,9 +444,24 @@ def _queue_reasons(
             ),
             **not_committed,
         }
+    # A stopping node reads each client connection to its end and counts what it finds there
+    # (`unread_txs`): with that count the last seconds' sends are no longer in flight, and only
+    # crashes, failovers and dead clients (connections no node drained) keep their window.
+    # `unread` is not capped: no loss can hide behind it. It counts frames a node read after it
+    # was told to stop, and each frame once: a frame is either handed to the batch maker (and
+    # counted in `received_txs`) or counted here, never both. Transactions a node lost before
+    # the stop are counted in neither, and the window no longer covers them; transactions lost
+    # after the mempool took them were counted as received, and the reasons after this one
+    # treat them as before. (Unread beyond the gap: a client took its last burst back after
+    # part of it was written; the excess explains nothing, a reason only covers the gap.)
+    unread = mempools.unread or 0.0
+    allowance = clients.queue_allowance
+    if mempools.unread is not None:
+        allowance -= clients.end_window
     return {
+        "sent, unread in a node's connection at the stop": unread,
         "sent, not received by a node by the stop (in flight)": min(
-            max(0.0, clients.sent - mempools.received), clients.queue_allowance
+            max(0.0, clients.sent - mempools.received - unread), allowance
         ),
         "received, not sealed by the stop (in a mempool, or lost with a crashed one)": max(
             0.0, mempools.received - sealed
@@ -439,11 +485,15 @@ def _reasons(record: Record, clients: ClientTotals, mempools: MempoolTotals) -> 
     verified = number(record, ("stages", "verifier", "items")) or 0.0
     invalid = number(record, ("stages", "verifier", "invalid")) or 0.0
     into_executor = number(record, ("stages", "executor", "items")) or 0.0
+    # `dropped` is exact after every batch; its reasons are published on the executor's timer
+    # (every 500 ms), so the final line may show fewer of them. Both are cumulative counts of
+    # the same drops: the larger is the later.
     by_reason = lookup(record, ("stages", "executor", "dropped_by_reason"))
-    dropped = (
+    dropped = max(
         sum(float(v) for v in by_reason.values() if isinstance(v, int | float))
-        if isinstance(by_reason, dict) and by_reason
-        else number(record, ("stages", "executor", "dropped")) or 0.0
+        if isinstance(by_reason, dict)
+        else 0.0,
+        number(record, ("stages", "executor", "dropped")) or 0.0,
     )
     return {
         **_queue_reasons(committed, mempools, clients),

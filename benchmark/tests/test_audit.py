@@ -172,6 +172,18 @@ def test_counted_drops_and_backlog_explain_a_gap() -> None:
     assert failed_names(run) == []
 
 
+def test_drops_counted_after_the_last_by_reason_update_are_explained() -> None:
+    """The executor counts `dropped` after every batch but publishes its reasons on a timer: the
+    final line can hold drops its `dropped_by_reason` does not show yet."""
+    run = healthy_run()
+    last = run.nodes[1].records[-1]["stages"]["executor"]
+    last["executed"] -= 300
+    last["state_executed"] = None
+    last["dropped"] = 300
+    assert last["dropped_by_reason"] == {"stale_nonce": 0}
+    assert failed_names(run) == []
+
+
 def lost_with_a_node(run: RunMetrics, lost: int) -> None:
     """`lost` transactions never reached a batch (they went down with a node): no node sealed,
     committed or executed them."""
@@ -348,6 +360,42 @@ def test_a_mempool_backlog_counted_by_the_nodes_explains_a_run_that_fell_behind(
         behind_hotstuff_run(received=False), FaultLog(start_ms=T0), described("hotstuff"), None
     )
     assert "1,000 unexplained" in report.failures[0].detail
+
+
+def unread_hotstuff_run(unread: float | None) -> RunMetrics:
+    """A hotstuff run that fell behind the load: the clients sent 10,000, 2,000 of them in their
+    last 2 s; the nodes read 6,000 and committed them all. The rest waited in the clients'
+    connections when the nodes stopped: the nodes report `unread` of them (None: logs from
+    before the count)."""
+    run = healthy_hotstuff_run()
+    for client in run.clients:
+        # 4,000 by 3 s, 1,000 in the last 2 s.
+        client.records[3]["sent"] = 4_000
+        client.records[4]["sent"] = 4_500
+    for node in run.nodes:
+        last = node.records[-1]["consensus"]
+        last["committed_txs"] = 6_000
+        last["sealed_txs"] = 3_000
+        last["received_txs"] = 3_000
+        if unread is not None:
+            last["unread_txs"] = unread / 2
+    return run
+
+
+def test_what_the_nodes_left_unread_in_the_connections_explains_a_run_that_fell_behind() -> None:
+    # Without the count only the last 2 s of sends can be on the way.
+    report = audit(unread_hotstuff_run(None), FaultLog(start_ms=T0), described("hotstuff"), None)
+    assert [c.name for c in report.failures] == ["node-0 accounting", "node-1 accounting"]
+    assert report.failures[0].detail.endswith("; 2,000 unexplained"), render_audit(report)
+    report = audit(unread_hotstuff_run(4_000), FaultLog(start_ms=T0), described("hotstuff"), None)
+    assert report.ok, render_audit(report)
+    accounting = next(c for c in report.checks if c.name == "node-0 accounting")
+    assert "4,000 sent, unread in a node's connection at the stop" in accounting.detail
+    # The nodes read to the end of every connection: what they did not count is missing, and
+    # the last seconds' sends no longer cover it.
+    report = audit(unread_hotstuff_run(3_000), FaultLog(start_ms=T0), described("hotstuff"), None)
+    assert [c.name for c in report.failures] == ["node-0 accounting", "node-1 accounting"]
+    assert report.failures[0].detail.endswith("; 1,000 unexplained"), render_audit(report)
 
 
 def failed_names_hotstuff(run: RunMetrics) -> list[str]:

@@ -32,6 +32,7 @@ impl Source for ConsensusSource {
             .counter("checkpoints_adopted", state.checkpoints_adopted as f64)
             .gauge("checkpoint_round", state.checkpoint_round as f64)
             .counter("received_txs", load(&mempool.received_txs))
+            .counter("unread_txs", load(&mempool.unread_txs))
             .counter("sealed_batches", load(&mempool.sealed_batches))
             .counter("sealed_txs", load(&mempool.sealed_txs))
             .counter("sealed_bytes", load(&mempool.sealed_bytes))

@@ -34,6 +34,12 @@ use tracing::info;
 /// The exit code of a node that stopped on a safety violation.
 pub const SAFETY_EXIT: i32 = 3;
 
+/// At the stop, how long the clients' connections may take to deliver what their clients wrote
+/// and never saw read (a client whose node applied back-pressure). The harness stops the
+/// clients first, so their data and end of stream are on the way, and gives a node its grace
+/// (5 s) to print its final line.
+const CLIENT_DRAIN: Duration = Duration::from_millis(1_500);
+
 /// The arguments of `node run`.
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
@@ -270,6 +276,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         consensus: consensus.metrics,
         mempool,
     });
+    let clients = mempool_handle.clients;
     for queue in consensus.queues.into_iter().chain(mempool_handle.queues) {
         registry.add(QueueSource(queue));
     }
@@ -335,6 +342,14 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 }
             }
         }
+    }
+    // What the clients wrote and this node never took, counted (`unread_txs`) before the final
+    // line so the audit can tell it from a loss.
+    if !clients.drain(CLIENT_DRAIN).await {
+        tracing::warn!(
+            "client connections still open {CLIENT_DRAIN:?} after the stop: what they still held \
+             is not counted"
+        );
     }
     // The profile before the final line: a harness may stop waiting once it has the line.
     if let Some(profiler) = profiler {

@@ -35,7 +35,7 @@ static ALLOCATOR: plumbing::test_alloc::Counting = plumbing::test_alloc::Countin
 pub use message::{MempoolMessage, MessageError};
 pub use metrics::MempoolMetrics;
 pub use quota::{Admission, AuthorQuota};
-pub use tx_receiver::MAX_TRANSACTION_SIZE;
+pub use tx_receiver::{TxReceiverHandle, MAX_TRANSACTION_SIZE};
 
 use backlog::Backlog;
 use batch::{HEADER_LEN, TX_PREFIX_LEN};
@@ -102,12 +102,13 @@ impl std::fmt::Debug for SampleHooks {
 pub struct Mempool;
 
 /// What a running mempool exposes: its queues' metrics (`batch_requests`: peers' batch requests
-/// waiting for the helper, bounded in bytes).
+/// waiting for the helper, bounded in bytes), and its clients' port, to drain at the node's stop.
 pub struct MempoolHandle {
     pub queues: Vec<NamedChannel>,
     /// The batches each member has stored here uncommitted: the consensus core drains it as it
     /// commits (see `AuthorQuota`).
     pub quota: AuthorQuota,
+    pub clients: TxReceiverHandle,
 }
 
 impl Mempool {
@@ -245,6 +246,7 @@ impl Mempool {
         Ok(MempoolHandle {
             queues: vec![NamedChannel::new("batch_requests", helper_queue)],
             quota,
+            clients: tx_receiver,
         })
     }
 }

@@ -8,6 +8,12 @@ pub struct MempoolMetrics {
     /// maker: received minus sealed is what the mempool holds (the audit counts on it when a
     /// node falls behind).
     pub received_txs: AtomicU64,
+    /// Transactions that were in a client connection when the node stopped (the frame it held
+    /// while waiting for room in the queue, its read buffer, what the client had written and
+    /// the node read to the end of the stream) and were never handed to the batch maker. Zero
+    /// until the node stops; then what clients sent beyond received and unread never reached
+    /// this node.
+    pub unread_txs: AtomicU64,
     /// Batches this node sealed.
     pub sealed_batches: AtomicU64,
     /// Transactions in the batches this node sealed.

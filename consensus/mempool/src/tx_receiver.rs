@@ -9,6 +9,11 @@
 //! gives the room back once the batch maker has taken it. When the batch maker stops taking
 //! transactions (this node's backlog is full), the room runs out, connections stop reading, and
 //! the clients' writes block: back-pressure reaches the load generator instead of memory.
+//!
+//! So when the node stops, its clients may have written transactions it never read: in the
+//! frame a connection holds while it waits for room, in its read buffer, in the kernel's socket
+//! buffers. [`TxReceiverHandle::drain`] counts them (`unread_txs`) instead of leaving them
+//! unaccounted for: every connection stops forwarding and reads on to the end of its stream.
 
 use super::metrics::MempoolMetrics;
 use bytes::Bytes;
@@ -22,7 +27,8 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
-use tokio_util::codec::FramedRead;
+use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 /// Largest transaction accepted; a larger frame closes the connection.
@@ -56,15 +62,54 @@ pub struct TxChunk {
 
 pub struct TxReceiver {
     listener: TcpListener,
-    max_tx_size: usize,
     /// The port is open to anyone: connections beyond this are closed as they are accepted.
     max_connections: usize,
+    port: Port,
+}
+
+/// What every connection of the port shares.
+#[derive(Clone)]
+struct Port {
+    max_tx_size: usize,
     /// A client silent this long is disconnected, freeing its slot.
     idle_timeout: Duration,
     tx_batch_maker: mpsc::Sender<TxChunk>,
     metrics: Arc<MempoolMetrics>,
     /// Room, in bytes, for chunks on their way to the batch maker.
     queue: Arc<Semaphore>,
+    /// Cancelled when the node stops: connections then count what is left instead of
+    /// forwarding it.
+    drain: CancellationToken,
+}
+
+/// The running port.
+pub struct TxReceiverHandle {
+    task: JoinHandle<()>,
+    drain: CancellationToken,
+}
+
+impl TxReceiverHandle {
+    /// Closes the port and every connection at once.
+    pub fn abort(&self) {
+        self.task.abort();
+    }
+
+    /// For the node's stop: no more connections are accepted, nothing more goes to the batch
+    /// maker, and every connection counts in `unread_txs` the transactions it holds, has
+    /// buffered and can still read until its client's end of stream. Returns whether every
+    /// connection got there within `deadline`; past it the port is closed and what was not
+    /// read by then is not counted.
+    pub async fn drain(self, deadline: Duration) -> bool {
+        self.drain.cancel();
+        let mut task = self.task;
+        match tokio::time::timeout(deadline, &mut task).await {
+            Ok(_) => true,
+            Err(_) => {
+                task.abort();
+                false
+            }
+        }
+    }
 }
 
 impl TxReceiver {
@@ -76,19 +121,24 @@ impl TxReceiver {
         idle_timeout: Duration,
         tx_batch_maker: mpsc::Sender<TxChunk>,
         metrics: Arc<MempoolMetrics>,
-    ) -> io::Result<(SocketAddr, JoinHandle<()>)> {
+    ) -> io::Result<(SocketAddr, TxReceiverHandle)> {
         let listener = TcpListener::bind(address).await?;
         let local = listener.local_addr()?;
+        let drain = CancellationToken::new();
         let receiver = TxReceiver {
             listener,
-            max_tx_size,
             max_connections,
-            idle_timeout,
-            tx_batch_maker,
-            metrics,
-            queue: Arc::new(Semaphore::new(MAX_QUEUED_BYTES)),
+            port: Port {
+                max_tx_size,
+                idle_timeout,
+                tx_batch_maker,
+                metrics,
+                queue: Arc::new(Semaphore::new(MAX_QUEUED_BYTES)),
+                drain: drain.clone(),
+            },
         };
-        Ok((local, tokio::spawn(receiver.run())))
+        let task = tokio::spawn(receiver.run());
+        Ok((local, TxReceiverHandle { task, drain }))
     }
 
     async fn run(self) {
@@ -97,6 +147,7 @@ impl TxReceiver {
         let mut refused: u64 = 0;
         loop {
             tokio::select! {
+                () = self.port.drain.cancelled() => break,
                 accepted = self.listener.accept() => match accepted {
                     Ok((socket, peer)) => {
                         if connections.len() >= self.max_connections {
@@ -107,15 +158,7 @@ impl TxReceiver {
                             continue;
                         }
                         debug!("transactions connection from {peer}");
-                        connections.spawn(serve(
-                            socket,
-                            peer,
-                            self.max_tx_size,
-                            self.idle_timeout,
-                            self.tx_batch_maker.clone(),
-                            self.metrics.clone(),
-                            self.queue.clone(),
-                        ));
+                        connections.spawn(serve(socket, peer, self.port.clone()));
                     }
                     Err(e) => {
                         warn!("failed to accept a transactions connection: {e}");
@@ -124,45 +167,74 @@ impl TxReceiver {
                 },
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
-            if self.tx_batch_maker.is_closed() {
+            if self.port.tx_batch_maker.is_closed() {
                 return;
             }
         }
+        // Draining: no new connection; each one counts what is left on it and ends.
+        while connections.join_next().await.is_some() {}
     }
 }
 
-/// Reads one client's transactions until it disconnects, sends an oversized or broken frame,
-/// or the batch maker is gone.
-async fn serve(
-    socket: TcpStream,
-    peer: SocketAddr,
-    max_tx_size: usize,
-    idle_timeout: Duration,
-    tx_batch_maker: mpsc::Sender<TxChunk>,
-    metrics: Arc<MempoolMetrics>,
-    queue: Arc<Semaphore>,
-) {
+type Frames = FramedRead<TcpStream, LengthDelimitedCodec>;
+
+/// Why a connection stopped forwarding.
+enum Stop {
+    /// Nothing more to read: the client left, was idle, sent an oversized or broken frame, or
+    /// the batch maker is gone.
+    Closed,
+    /// The node is stopping: the rest of the stream is to be counted, not forwarded.
+    Drain,
+}
+
+/// Serves one client's connection: forwards its transactions, and when the node stops, counts
+/// the rest.
+async fn serve(socket: TcpStream, peer: SocketAddr, port: Port) {
+    let mut frames = FramedRead::with_capacity(socket, codec(port.max_tx_size), READ_BUFFER);
+    if let Stop::Drain = forward(&mut frames, peer, &port).await {
+        count_unread(&mut frames, peer, &port.metrics).await;
+    }
+}
+
+/// Reads one client's transactions and forwards them to the batch maker, until it disconnects,
+/// sends an oversized or broken frame, the batch maker is gone, or the node stops. Transactions
+/// read and not forwarded when the node stops are counted in `unread_txs`.
+async fn forward(frames: &mut Frames, peer: SocketAddr, port: &Port) -> Stop {
     // The most one chunk can hold: it stops gathering past MAX_CHUNK_BYTES, by one transaction
     // at most.
-    let reserve = (MAX_CHUNK_BYTES + max_tx_size).min(MAX_QUEUED_BYTES) as u32;
-    let mut frames = FramedRead::with_capacity(socket, codec(max_tx_size), READ_BUFFER);
+    let reserve = (MAX_CHUNK_BYTES + port.max_tx_size).min(MAX_QUEUED_BYTES) as u32;
+    let metrics = &port.metrics;
+    // Biased towards the stop: once it is signalled, nothing more is forwarded.
     loop {
-        let Ok(next) = tokio::time::timeout(idle_timeout, frames.next()).await else {
+        let next = tokio::select! {
+            biased;
+            () = port.drain.cancelled() => return Stop::Drain,
+            next = tokio::time::timeout(port.idle_timeout, frames.next()) => next,
+        };
+        let Ok(next) = next else {
             debug!("closing idle transactions connection from {peer}");
-            return;
+            return Stop::Closed;
         };
         let first = match next {
             Some(Ok(frame)) => frame.freeze(),
             Some(Err(e)) => {
                 warn!("closing transactions connection from {peer}: {e}");
-                return;
+                return Stop::Closed;
             }
-            None => return,
+            None => return Stop::Closed,
         };
         // Room first, so nothing more is read from this client while the queue is full: its
         // writes then block. Waiting connections are served in turn (the semaphore is fair).
-        let Ok(mut room) = queue.clone().acquire_many_owned(reserve).await else {
-            return;
+        let room = tokio::select! {
+            biased;
+            () = port.drain.cancelled() => {
+                MempoolMetrics::add(&metrics.unread_txs, 1);
+                return Stop::Drain;
+            }
+            room = port.queue.clone().acquire_many_owned(reserve) => room,
+        };
+        let Ok(mut room) = room else {
+            return Stop::Closed;
         };
         let received_ms = now_ms();
         let mut bytes = first.len();
@@ -190,25 +262,56 @@ async fn serve(
         }
         // Forward what was read even if the connection then failed: those transactions were
         // complete frames.
-        MempoolMetrics::add(&metrics.received_txs, chunk.len() as u64);
+        let count = chunk.len() as u64;
         // Keep room for what was read; the rest goes back at once.
         let used = room.split(bytes.min(reserve as usize));
         drop(room);
-        let chunk = TxChunk {
-            received_ms,
-            txs: chunk,
-            room: used,
+        // Counted as received once the batch maker's channel has taken the chunk, as unread if
+        // the node stops first: never both.
+        let draining = tokio::select! {
+            biased;
+            () = port.drain.cancelled() => {
+                MempoolMetrics::add(&metrics.unread_txs, count);
+                true
+            }
+            slot = port.tx_batch_maker.reserve() => {
+                let Ok(slot) = slot else {
+                    return Stop::Closed;
+                };
+                MempoolMetrics::add(&metrics.received_txs, count);
+                slot.send(TxChunk {
+                    received_ms,
+                    txs: chunk,
+                    room: used,
+                });
+                false
+            }
         };
-        if tx_batch_maker.send(chunk).await.is_err() {
-            return;
-        }
         match end {
             Some(Some(e)) => {
                 warn!("closing transactions connection from {peer}: {e}");
+                return Stop::Closed;
+            }
+            Some(None) => return Stop::Closed,
+            None if draining => return Stop::Drain,
+            None => {}
+        }
+    }
+}
+
+/// The node is stopping: counts in `unread_txs`, without forwarding them, the frames left in
+/// the read buffer and every frame the client still delivers, until its end of stream (its
+/// client has exited by then, so its data and then its end of stream are on the way; the
+/// caller's deadline ends this otherwise). A broken frame ends the connection, as it does while
+/// forwarding.
+async fn count_unread(frames: &mut Frames, peer: SocketAddr, metrics: &MempoolMetrics) {
+    while let Some(frame) = frames.next().await {
+        match frame {
+            Ok(_) => MempoolMetrics::add(&metrics.unread_txs, 1),
+            Err(e) => {
+                warn!("closing transactions connection from {peer} while stopping: {e}");
                 return;
             }
-            Some(None) => return,
-            None => {}
         }
     }
 }
@@ -411,5 +514,77 @@ mod tests {
         .await
         .expect("every transaction arrives once the queue drains");
         client.await.expect("client");
+    }
+
+    /// The node stops while its batch maker takes nothing: the client wrote several times what
+    /// the port queues and left. Draining reads every connection to its end: what the batch
+    /// maker got (received) and what was left in the connection (unread) are every transaction
+    /// written, each once. Whether the connection waits for room in the queue (bytes) or in the
+    /// channel (chunks).
+    #[tokio::test]
+    async fn a_drain_at_the_stop_counts_what_the_batch_maker_never_got() {
+        for channel in [100_000, 1] {
+            drain_counts_every_transaction(channel).await;
+        }
+    }
+
+    async fn drain_counts_every_transaction(channel: usize) {
+        let (tx, mut rx) = mpsc::channel(channel);
+        let tx_size = 1_000;
+        let metrics = Arc::new(MempoolMetrics::default());
+        let (address, handle) = TxReceiver::spawn(
+            "127.0.0.1:0".parse().expect("addr"),
+            tx_size,
+            16,
+            Duration::from_secs(60),
+            tx,
+            metrics.clone(),
+        )
+        .await
+        .expect("bind");
+        let count = 4 * MAX_QUEUED_BYTES / tx_size;
+        let client = tokio::spawn(async move {
+            let socket = TcpStream::connect(address).await.expect("connect");
+            let mut client = FramedWrite::new(socket, codec(2 * tx_size));
+            for _ in 0..count {
+                client
+                    .feed(Bytes::from(vec![7u8; tx_size]))
+                    .await
+                    .expect("feed");
+            }
+            // Flushed and closed: the rest of what it wrote waits in the socket buffers.
+            SinkExt::<Bytes>::close(&mut client).await.expect("close");
+        });
+        // The queue fills and the client's writes block: no more is read.
+        tokio::time::timeout(Duration::from_secs(20), async {
+            let mut last = 0;
+            loop {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let now = rx.len();
+                if now > 0 && now == last {
+                    break;
+                }
+                last = now;
+            }
+        })
+        .await
+        .expect("the queue fills");
+        assert!(!client.is_finished(), "the client's writes never blocked");
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        // The node stops: the drain unblocks the client by reading on, and counts the rest.
+        assert!(
+            handle.drain(Duration::from_secs(20)).await,
+            "drained in time"
+        );
+        let (received, unread) = (load(&metrics.received_txs), load(&metrics.unread_txs));
+        assert_eq!(received + unread, count as u64, "{received} + {unread}");
+        assert!(unread > 0);
+        client.await.expect("the client wrote everything");
+        // Nothing was forwarded past the stop: what the batch maker holds is what was received.
+        let mut forwarded = 0;
+        while let Ok(chunk) = rx.try_recv() {
+            forwarded += chunk.txs.len() as u64;
+        }
+        assert_eq!(forwarded, received);
     }
 }

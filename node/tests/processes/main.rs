@@ -591,6 +591,52 @@ fn no_instrumentation_leaves_out_stage_cpu_and_hops() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Nodes that fell behind their clients (each seals one batch and waits for it to commit) stop
+/// reading them, and when they are stopped their clients have written transactions no node read
+/// yet. At the stop each node reads its clients' connections to the end: what its batch maker
+/// got (`received_txs`) and what it found left there (`unread_txs`) are what the clients sent.
+#[test]
+fn stopped_nodes_count_what_their_clients_wrote_and_they_never_read() {
+    let dir = temp_dir("unread");
+    let committee = write_committee_with(
+        &dir,
+        4,
+        serde_json::json!({ "max_uncommitted_bytes": 50_000 }),
+    );
+    let mut nodes = spawn_nodes(&committee, "hotstuff", &[]);
+    let all = [0, 1, 2, 3];
+    let mut clients = spawn_clients_on(
+        &committee,
+        &all,
+        2,
+        "hotstuff",
+        &["--rate", "200000", "--size", "200"],
+    );
+    wait_for_clients(&mut clients);
+    // As the harness does: the clients have exited, then the nodes stop.
+    for node in &mut nodes.0 {
+        assert!(terminate(node), "a node did not exit cleanly on SIGTERM");
+    }
+    let sent = clients_sent(&dir, &all);
+    let (mut received, mut unread) = (0, 0);
+    for i in all {
+        let last = last_metrics(&committee.node_log(i, 1)).expect("node metrics");
+        assert_eq!(last["final"], true, "node {i} printed no final line");
+        received += number(&last, &["consensus", "received_txs"]);
+        unread += number(&last, &["consensus", "unread_txs"]);
+    }
+    assert!(
+        unread > 0,
+        "no node fell behind: {received} received of {sent}"
+    );
+    assert_eq!(
+        received + unread,
+        sent,
+        "{received} received + {unread} unread"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A node whose mempool is full stops reading its clients' connections. Its clients' writes
 /// then block, and a client must still report once a second and stop on SIGTERM meanwhile (or
 /// the harness would see neither its counters nor its end).
