@@ -69,6 +69,8 @@ BENCH_FLAGS = {
     "channel_capacity": "capacity of every channel between actors and stages",
     "max_uncommitted_bytes": "back-pressure bound: a node's own sealed, uncommitted bytes past"
     " which its mempool stops reading client transactions",
+    "gc_retention_ms": "ms committed blocks and batches are kept for peers that fell behind (with"
+    " gc_depth rounds); past both, such a peer adopts a checkpoint",
     "executor_delay_us": "TEST ONLY: the executor busy-spins N µs per transaction (a bottleneck)",
     "no_instrumentation": "TEST ONLY: nodes skip CPU per stage and sample hops (their overhead)",
     "accounts": "genesis accounts (movevm: accounts of the run)",

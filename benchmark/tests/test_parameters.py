@@ -86,6 +86,7 @@ NODE_PARAMETER_FLAGS = {
     "--leader": "leader",
     "--channel-capacity": "channel_capacity",
     "--max-uncommitted-bytes": "max_uncommitted_bytes",
+    "--gc-retention-ms": "gc_retention_ms",
 }
 
 
