@@ -112,7 +112,7 @@ impl BatchBuilder {
         let frame = buffer.freeze();
         let bytes = frame.slice(start..);
         let batch = Batch {
-            digest: Digest::of(&bytes),
+            digest: Digest::of_batch(&bytes),
             bytes,
             sealed_at_ms,
             tx_count,
@@ -151,7 +151,7 @@ impl Batch {
             return Err(BatchError::Trailing(bytes.len() - offset));
         }
         Ok(Batch {
-            digest: Digest::of(&bytes),
+            digest: Digest::of_batch(&bytes),
             bytes,
             sealed_at_ms,
             tx_count,
