@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 import subprocess
+from io import StringIO
 from pathlib import Path
 
 import psutil
 import pytest
 
+from benchmark.aws.settings import Settings
+from benchmark.config import BenchParameters, ConfigError, Ports
+from benchmark.errors import HarnessError
+from benchmark.flags import bench_from_flags
 from benchmark.runners.cgroups import (
     CgroupError,
     CgroupFs,
@@ -23,6 +29,10 @@ from benchmark.runners.cgroups import (
     find_cpu_hierarchy,
     in_group,
 )
+from benchmark.runners.local import BenchError
+from benchmark.runners.remote import Host, RemoteBench, RemoteError
+
+from .conftest import standin_bench, standins_with
 
 THROTTLED = "nr_periods 50\nnr_throttled 20\nthrottled_time 900000000\n"
 
@@ -229,6 +239,8 @@ def test_a_quota_below_the_kernels_smallest_is_refused(tmp_path: Path) -> None:
     cgroups = fake_tree(tmp_path, 1)
     with pytest.raises(CgroupError, match="the kernel's smallest is 1000 µs"):
         cgroups.check(0.005)
+    with pytest.raises(ConfigError, match=r"node_cpus must be at least 0\.01 cores"):
+        BenchParameters(mode="hotstuff", node_cpus=0.005)
 
 
 def test_the_groups_go_when_the_run_fails_or_is_interrupted(tmp_path: Path) -> None:
@@ -340,3 +352,113 @@ def test_a_group_that_refuses_the_pid_stops_the_command(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     assert "ran" not in done.stdout
+
+
+def test_a_local_run_puts_every_node_in_its_group_and_the_clients_in_theirs(
+    tmp_path: Path,
+) -> None:
+    # Each stand-in node prints its pid first (then the stand-in takes its place, same pid).
+    binaries = standins_with(tmp_path, "node", 'echo "PID $$" >&2\n')
+    cgroups = fake_tree(tmp_path, 1)
+    local = standin_bench(tmp_path, binaries, cgroups=cgroups)
+    [summary] = local.run(
+        BenchParameters(
+            mode="hotcrypto", nodes=4, faults=1, rate=3_000, duration=2, accounts=40, node_cpus=0.25
+        )
+    )
+    fs = cgroups.fs
+    assert isinstance(fs, FakeCgroupFs)
+    held = fs.run_groups()
+    logs = Path(summary.config["logs"])
+    for node in range(3):
+        [pid_line] = [
+            line for line in (logs / f"node-{node}.log").read_text().splitlines() if "PID" in line
+        ]
+        assert held[f"node-{node}"] == [int(pid_line.split()[1])]
+    # The node left down (faults=1) gets no group; the three clients share theirs.
+    assert sorted(held) == ["clients", "node-0", "node-1", "node-2"]
+    assert len(held["clients"]) == 3
+    assert [p for p in (tmp_path / "cgroup").iterdir() if p.is_dir()] == []
+    stats = json.loads((logs / "cpu-budget.json").read_text())
+    assert stats["quota_us"] == 25_000
+    output = local.out.getvalue()  # type: ignore[attr-defined]
+    assert "Nodes capped at 0.25 cores each (CFS quota 25000 µs per 100000 µs)" in output
+    assert "RESOURCES (--node-cpus: every node capped at 0.25 cores" in output
+    [saved] = (tmp_path / "results").glob("*.json")
+    assert json.loads(saved.read_text())["config"]["node_cpus"] == 0.25
+
+
+def test_a_failed_run_leaves_no_group(tmp_path: Path) -> None:
+    binaries = standins_with(tmp_path, "node", 'case "$1" in run) exit 3;; esac\n')
+    cgroups = fake_tree(tmp_path, 2)
+    local = standin_bench(tmp_path, binaries, cgroups=cgroups)
+    with pytest.raises(BenchError, match="node-0 exited with code 3"):
+        local.run(BenchParameters(mode="hotstuff", rate=1_000, duration=2, node_cpus=0.25))
+    assert [p for p in (tmp_path / "cgroup").iterdir() if p.is_dir()] == []
+
+
+# -- what a run may ask ---------------------------------------------------------------------------
+
+
+def test_a_budget_the_machine_cannot_give_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    local = standin_bench(tmp_path, cgroups=fake_tree(tmp_path, 1))
+    local.check(BenchParameters(mode="hotstuff", nodes=4, node_cpus=0.5))
+    # Nodes left down take nothing from the machine.
+    local.check(BenchParameters(mode="hotstuff", nodes=4, faults=1, node_cpus=0.6))
+    with pytest.raises(BenchError) as error:
+        local.check(BenchParameters(mode="hotstuff", nodes=4, node_cpus=0.75))
+    assert str(error.value) == (
+        "--node-cpus=0.75 for 4 nodes is 3 cores, more than this machine's 2:"
+        " lower --node-cpus or --nodes"
+    )
+
+
+def test_a_machine_without_the_controller_fails_the_check(tmp_path: Path) -> None:
+    mountinfo = _mountinfo(tmp_path, "22 1 0:21 / /proc rw - proc proc rw")
+    local = standin_bench(tmp_path, cgroups=Cgroups(mountinfo=mountinfo))
+    with pytest.raises(CgroupError, match="needs a writable cgroup cpu controller"):
+        local.check(BenchParameters(mode="hotstuff", node_cpus=0.25))
+    local.check(BenchParameters(mode="hotstuff"))  # no budget asked: no cgroup needed
+
+
+def test_the_flag_is_a_number_above_zero_for_nodes() -> None:
+    assert bench_from_flags({"mode": "hotstuff", "node_cpus": "0.25"}).node_cpus == 0.25
+    assert BenchParameters().node_cpus is None
+    assert BenchParameters(mode="hotstuff", node_cpus=2).to_dict()["node_cpus"] == 2
+    for value, message in (
+        ("0", "node_cpus must be at least 0.01 cores"),
+        ("-1", "node_cpus must be at least 0.01 cores"),
+        ("nan", "node_cpus must be at least 0.01 cores"),
+        ("half", "--node-cpus must be float, got 'half'"),
+    ):
+        with pytest.raises(HarnessError, match=re.escape(message)):
+            bench_from_flags({"mode": "hotstuff", "node_cpus": value})
+    with pytest.raises(ConfigError, match="runs its generator and stages in one process"):
+        BenchParameters(mode="movevm", node_cpus=1.0)
+
+
+def test_remote_runs_refuse_a_budget(tmp_path: Path, standins: Path) -> None:
+    settings = Settings(
+        key_name="unused",
+        key_path=tmp_path / "key",
+        regions=("local",),
+        instance_type="none",
+        ports=Ports.consecutive(4000),
+        repo_name="hotmove",
+        repo_url="unused",
+        branch="main",
+    )
+    bench = RemoteBench(
+        settings,
+        [Host(f"10.0.0.{i}", "u") for i in range(4)],
+        local_node_binary=standins / "node",
+        work_dir=tmp_path,
+        logs_dir=tmp_path,
+        results_dir=None,
+        out=StringIO(),
+    )
+    with pytest.raises(RemoteError, match="a remote node has its host's cores"):
+        bench.check(BenchParameters(mode="hotstuff", node_cpus=1.0))
