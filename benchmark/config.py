@@ -41,6 +41,9 @@ FEE_CREDITS: tuple[str, ...] = ("block", "per-tx")
 # The node refuses larger link latencies as unit mistakes (network::emulation).
 MAX_DELAY_MS = 60_000
 
+# The smallest `node_cpus`: the kernel accepts no CFS quota under 1 ms, and the period is 100 ms.
+MIN_NODE_CPUS = 0.01
+
 # Ports used by one node: consensus, mempool, transactions. Co-located nodes shift by this stride.
 PORTS_PER_NODE = 3
 
@@ -103,6 +106,10 @@ class BenchParameters:
     # link (ms), or a CSV file of per-link latencies. None: real links, no emulation at all.
     delay_ms: int | None = None
     delay_matrix: str | None = None
+    # `fab local` only: every node runs in a cgroup whose CFS quota is this many cores (may be a
+    # fraction), the clients in another without one (runners/cgroups.py). None: no budget, the
+    # nodes share whatever the machine has.
+    node_cpus: float | None = None
     node: NodeParameters = field(default_factory=NodeParameters)
 
     def __post_init__(self) -> None:
@@ -127,6 +134,7 @@ class BenchParameters:
             if self.mode not in CRYPTO_MODES:
                 raise ConfigError(f"executor_delay_us needs an executor: mode {self.mode} has none")
         self._check_links()
+        self._check_node_cpus()
         self._check_vm()
         self._check_dest()
         self._check_exec()
@@ -154,6 +162,20 @@ class BenchParameters:
             raise ConfigError("give --delay or --delay-matrix, not both")
         if self.emulated_links and self.mode not in NODE_MODES:
             raise ConfigError(f"--delay and --delay-matrix need nodes; {self.mode} runs none")
+
+    def _check_node_cpus(self) -> None:
+        if self.node_cpus is None:
+            return
+        if not self.node_cpus >= MIN_NODE_CPUS:
+            raise ConfigError(
+                f"node_cpus must be at least {MIN_NODE_CPUS} cores (a quota of 1 ms per 100 ms"
+                f" period, the kernel's smallest), got {self.node_cpus:g}"
+            )
+        if self.mode not in NODE_MODES:
+            # Its load generator is a thread of the same process: a quota would cap both.
+            raise ConfigError(
+                f"node_cpus caps nodes; {self.mode} runs its generator and stages in one process"
+            )
 
     @property
     def emulated_links(self) -> bool:

@@ -30,9 +30,11 @@ Assumptions, and which way each one errs:
   when the measurement shared its cores with other nodes (`fab local`: 4 nodes on 2 cores):
   there a stage's threads also pay for context switches, caches another node's threads
   evicted, and pool threads spinning while their partner waits for a core, all counted as the
-  stage's CPU. Errs low too when the projected rate is higher than the measured one: batches
-  get larger (up to the batch size limit) and a batch of signatures verifies cheaper per
-  signature. Errs high if a larger node pays for more coordination than it measured.
+  stage's CPU. A CPU budget per node (`--node-cpus`) caps each node's CPU time but removes
+  none of these costs: a quota gives a node no core of its own. Errs low too when the projected
+  rate is higher than the measured one: batches get larger (up to the batch size limit) and a
+  batch of signatures verifies cheaper per signature. Errs high if a larger node pays for more
+  coordination than it measured.
 * CPU outside the stages (the main thread, the METRICS line, Prometheus) is left out: under 1 %
   of a hotcrypto node's CPU in the runs measured (`resources` shows the whole process).
 * A parallel executor's cost per transaction is what it measured with its threads, re-executions
@@ -88,6 +90,9 @@ class Projection:
     stages: tuple[StageCapacity, ...]
     # How the run measured the costs, when that makes the projection err (see the assumptions).
     caveat: str | None = None
+    # The CPU budget of each node the costs were measured under (`fab local --node-cpus`); None:
+    # the nodes shared what the machine had.
+    measured_cores: float | None = None
 
     @property
     def cpu_bound(self) -> bool:

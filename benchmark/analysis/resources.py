@@ -8,7 +8,9 @@ threads, its resident memory and the CPUs available to it. From them:
 * per machine, the CPU all its processes used against the cores it has. A local run is one
   machine whose cores the harness read itself (`os.cpu_count()`, passed in as `cores`); remote
   host i runs node i and client i (logs `node-i.log`, `client-i.log`), and its cores are the
-  `process.cores` its processes report.
+  `process.cores` its processes report;
+* with a CPU budget per node (`fab local --node-cpus=X`), each node is also a machine of X cores
+  of its own (`budget`): its CPU against its quota, which is what the CPU-bound verdict judges.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class Machine:
     name: str
     cores: float | None
     cpu_used: float | None
+    # The cores are a node's CPU budget (its cgroup's quota), not a machine's.
+    budget: bool = False
 
     @property
     def share(self) -> float | None:
@@ -57,6 +61,8 @@ class Resources:
     machines: tuple[Machine, ...]
     # What `nodes` are: the nodes, or the one movevm process.
     node_role: str = "node"
+    # The cores each node was capped at (`--node-cpus`); None: no budget.
+    node_cpus: float | None = None
     # Per process (log name): t_s (seconds since the load started), cpu_cores, rss_mib.
     series: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
@@ -112,14 +118,28 @@ def _host_of(process: ProcessMetrics) -> str:
     return process_label(process).rpartition("-")[2]
 
 
+def budgets(run: RunMetrics, window: Window, node_cpus: float) -> tuple[Machine, ...]:
+    """Every node against its budget of `node_cpus` cores (a restarted node's lives are one
+    process: the same group)."""
+    return tuple(
+        Machine(process_label(p), node_cpus, cpu_cores(p, window), budget=True) for p in run.nodes
+    )
+
+
 def machines(
-    run: RunMetrics, window: Window, local_cores: int | None, hosts: Sequence[str] = ()
+    run: RunMetrics,
+    window: Window,
+    local_cores: int | None,
+    hosts: Sequence[str] = (),
+    node_cpus: float | None = None,
 ) -> tuple[Machine, ...]:
-    """A local run (`local_cores` known) is one machine; otherwise one machine per host."""
+    """A local run (`local_cores` known) is one machine, and with `node_cpus` every node one more
+    (its budget); otherwise one machine per host."""
     processes = run.all_processes
     if local_cores is not None:
         used = _sum_or_none([cpu_cores(p, window) for p in processes])
-        return (Machine("this machine", float(local_cores), used),)
+        machine = Machine("this machine", float(local_cores), used)
+        return (machine, *(budgets(run, window, node_cpus) if node_cpus is not None else ()))
     groups: dict[str, list[ProcessMetrics]] = {}
     for process in processes:
         groups.setdefault(_host_of(process), []).append(process)
@@ -132,13 +152,18 @@ def machines(
 
 
 def resources(
-    run: RunMetrics, window: Window, local_cores: int | None, hosts: Sequence[str] = ()
+    run: RunMetrics,
+    window: Window,
+    local_cores: int | None,
+    hosts: Sequence[str] = (),
+    node_cpus: float | None = None,
 ) -> Resources:
     nodes = run.nodes or run.movevm
     return Resources(
         node_role="node" if run.nodes else "movevm",
         nodes=role_usage(nodes, window),
         clients=role_usage(run.clients, window),
-        machines=machines(run, window, local_cores, hosts),
+        machines=machines(run, window, local_cores, hosts, node_cpus),
+        node_cpus=node_cpus,
         series={process_label(p): per_second(p, window.load_start_ms) for p in run.all_processes},
     )

@@ -46,6 +46,8 @@ SETTING_DEFAULTS: dict[str, Any] = {
         "fees",
         "delay_ms",
         "delay_matrix",
+        # The CPU budget of every node (`fab local --node-cpus`): the cores axis on one machine.
+        "node_cpus",
     )
 } | dict.fromkeys(NodeParameters.names())
 

@@ -22,8 +22,11 @@ Everything is computed from METRICS records (see `metrics.py`):
   busy share; the machine-aware verdict (`cpu_bound.py`) reads them with the CPU of every process
   (`resources.py`).
 * Also per run: per-hop latency of samples (`hops.py`), a capacity projection for a node of
-  `project_cores` cores (`projection.py`), the cost per transaction at `instance_price` USD per
-  hour per node (`cost.py`) and per-second series per stage (`timeline.py`).
+  `project_cores` cores (`projection.py`; with `node_cpus`, it says the costs were measured at
+  that budget per node), the cost per transaction at `instance_price` USD per hour per node
+  (`cost.py`) and per-second series per stage (`timeline.py`).
+* With `node_cpus` (`fab local --node-cpus`), every node is judged against its CPU budget too
+  (`resources.py`, `cpu_bound.py`).
 
 Node-level numbers are averaged over nodes (every honest node processes the same transactions);
 queue maxima and invalid/failed/dropped counts take the worst node.
@@ -141,7 +144,7 @@ def summarize(
         if run.clients:
             clients_stats = client_stats(run.clients, window, len(latencies), sent)
     stages = stage_table(processes, window, pipeline.stages)
-    used = resources(run, window, _local_cores(config), _hosts(config))
+    used = resources(run, window, _local_cores(config), _hosts(config), node_cpus(config))
     rounds = rounds_of(run.nodes, counted, window) if consensus is not None else None
     project_cores = int(config.get("project_cores") or DEFAULT_PROJECT_CORES)
     price = config.get("instance_price")
@@ -194,12 +197,33 @@ def _project(stages: tuple[StageRow, ...], config: dict[str, Any], cores: int) -
     )
 
 
+def node_cpus(config: dict[str, Any]) -> float | None:
+    """The CPU budget of every node of a local run (`--node-cpus`), None without one."""
+    cores = config.get("node_cpus")
+    if isinstance(cores, bool) or not isinstance(cores, int | float) or cores <= 0:
+        return None
+    return float(cores)
+
+
 def _with_caveat(
     projection: Projection | None, config: dict[str, Any], nodes: int
 ) -> Projection | None:
-    """Says so when the costs were measured with several nodes on one machine's cores."""
+    """Says so when the costs were measured with several nodes on one machine's cores, and at
+    which budget per node when they had one."""
     cores = _local_cores(config)
-    if projection is None or config.get("where") != "local" or nodes < 2 or cores is None:
+    if projection is None or config.get("where") != "local" or cores is None:
+        return projection
+    budget = node_cpus(config)
+    if budget is not None:
+        # Each node had its own share of CPU time, but not cores of its own.
+        caveat = (
+            f"µs/tx measured at {budget:g} cores per node (--node-cpus: a CFS quota each,"
+            f" {nodes} node{'s' if nodes > 1 else ''} and the clients on {cores} shared cores):"
+            " a quota caps CPU time without giving a node cores of its own, so caches and SMT"
+            " siblings were still shared and the projection may err low"
+        )
+        return replace(projection, caveat=caveat, measured_cores=budget)
+    if nodes < 2:
         return projection
     caveat = (
         f"µs/tx measured with {nodes} nodes sharing {cores} cores include the cost of sharing"

@@ -31,9 +31,10 @@ def hops_section(hops: tuple[Hop, ...], remote: bool) -> list[str]:
     return lines
 
 
-def _role(label: str, usage: RoleUsage, per: str) -> str:
+def _role(label: str, usage: RoleUsage, per: str, budget: float | None = None) -> str:
+    of = "" if budget is None else f" of at most {budget:g}"
     return (
-        f"   {label}: cpu {number(usage.cpu_cores, 2)} cores, rss {number(usage.rss_mib)} MiB"
+        f"   {label}: cpu {number(usage.cpu_cores, 2)} cores{of}, rss {number(usage.rss_mib)} MiB"
         f" (mean per {per})"
     )
 
@@ -42,13 +43,22 @@ def resources_section(used: Resources | None) -> list[str]:
     if used is None:
         return []
     node = used.node_role
-    lines = [" + RESOURCES:", _role("nodes" if node == "node" else node, used.nodes, node)]
+    budget = used.node_cpus
+    head = " + RESOURCES:"
+    if budget is not None:
+        head = (
+            f" + RESOURCES (--node-cpus: every node capped at {budget:g} cores, a CFS quota;"
+            " the clients outside it):"
+        )
+    lines = [head, _role("nodes" if node == "node" else node, used.nodes, node, budget)]
     if used.clients.processes:
         lines.append(_role("clients", used.clients, "client"))
     for machine in used.machines:
-        cores = number(machine.cores)
+        cores = f"{machine.cores:g}" if machine.budget and machine.cores else number(machine.cores)
         lines.append(
-            f"   {machine.name}: {number(machine.cpu_used, 2)} of {cores} cores used"
+            f"   {machine.name}: {number(machine.cpu_used, 2)} of"
+            + (f" at most {cores}" if machine.budget else f" {cores}")
+            + " cores used"
             + ("" if machine.share is None else f" ({machine.share:.0%})")
         )
     return lines
@@ -57,7 +67,9 @@ def resources_section(used: Resources | None) -> list[str]:
 def projection_section(projection: Projection | None) -> list[str]:
     if projection is None:
         return [" + CAPACITY PROJECTION: - (no stage reported its CPU per transaction)"]
-    head = f" + CAPACITY PROJECTION ({projection.cores} cores per node):"
+    measured = projection.measured_cores
+    at = "" if measured is None else f", from costs measured at {measured:g} cores per node"
+    head = f" + CAPACITY PROJECTION ({projection.cores} cores per node{at}):"
     head += f" {projection.tps:,.0f} tx/s"
     if projection.cpu_bound:
         head += f", CPU-bound: {projection.cores} cores / {projection.us_per_tx_total:.1f} µs/tx"

@@ -6,10 +6,13 @@ Node i listens on base+3i (consensus), base+3i+1 (mempool) and base+3i+2 (transa
 `prometheus_port` also serves `GET /metrics` (addresses in `prometheus.py`). With `profile`, node i
 (or the movevm process) writes its flame graph and folded stacks to `<logs>/<run>/profile-node-i/`
 when it stops. The summary knows this machine's cores (`os.cpu_count()`) for its CPU verdict.
+With `node_cpus` (`--node-cpus`), each node runs in a cgroup of its own capped at that many cores
+and the clients in another (`cgroups.py`); the groups last as long as the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -35,6 +38,7 @@ from ..faults.net_emulation import (
     write_node_file_if_emulating,
 )
 from ..faults.schedule import FaultSchedule
+from .cgroups import Cgroups, CpuBudget, in_group
 from .commands import client_command, movevm_command, node_command
 from .finish import finish_run
 from .local_control import LocalNodeControl
@@ -128,6 +132,11 @@ class ExitDeadline:
             raise _failure(late, f"still running {EXIT_MARGIN:.0f} s after its duration")
 
 
+def _placed(command: list[str], group: Path | None) -> list[str]:
+    """`command` as it starts inside `group` (a restart reruns it, so it goes back in there)."""
+    return command if group is None else in_group(command, group)
+
+
 def remove_stores(log_dir: Path, out: TextIO) -> None:
     """Deletes the nodes' durable stores (`store-node-i.redb` and the files and directories
     beside it) from a run's log directory, once its nodes have stopped: a run at speed leaves
@@ -173,6 +182,8 @@ class LocalBench:
     # Keep the nodes' durable stores (`--store`) in the log directory after the run; by default
     # they go once the run is summarised (a sweep would otherwise fill the disk).
     keep_stores: bool = False
+    # Where the nodes' CPU budgets (`--node-cpus`) are made: this machine's cgroup cpu controller.
+    cgroups: Cgroups = field(default_factory=Cgroups)
 
     @property
     def binaries_dir(self) -> Path:
@@ -214,6 +225,22 @@ class LocalBench:
             check_ports(endpoints, ports, self.prometheus_port)
         self.fault_schedule.check(bench)
         check_links(bench)
+        if bench.node_cpus is not None:
+            self.check_budget(bench.node_cpus, bench.live_nodes)
+
+    def check_budget(self, cores: float, nodes: int) -> None:
+        """The nodes' budgets fit in this machine's cores, and its cgroups can hold them."""
+        machine = os.cpu_count() or 1
+        # A budget the machine cannot give is not a budget: the quotas would only say how the
+        # nodes were meant to share it, and the summary would judge them against cores they never
+        # had. (Within the machine's cores a quota is still a cap, not a reservation: the summary
+        # also judges the machine, so a node starved below its budget shows.)
+        if nodes * cores > machine + 1e-9:
+            raise BenchError(
+                f"--node-cpus={cores:g} for {nodes} nodes is {nodes * cores:g} cores, more than"
+                f" this machine's {machine}: lower --node-cpus or --nodes"
+            )
+        self.cgroups.check(cores)
 
     def run(self, bench: BenchParameters) -> list[Summary]:
         """Run `bench.runs` times; each run prints and saves its summary."""
@@ -242,11 +269,21 @@ class LocalBench:
         # What the mode runs, asked of the node and kept beside the logs for their analysis.
         pipeline = pipelines.describe(self.node_binary, bench.mode)
         pipelines.save(pipeline, log_dir)
-        with ProcessSet(grace) as processes:
-            if pipeline.consensus:
-                self._run_nodes(bench, processes, config_dir, log_dir)
-            else:
-                self._run_movevm(bench, processes, log_dir)
+        budget = self._budget(bench, run_id)
+        try:
+            # The budget's groups go once every process has stopped (ProcessSet exits first).
+            with budget or contextlib.nullcontext(), ProcessSet(grace) as processes:
+                if pipeline.consensus:
+                    self._run_nodes(bench, processes, config_dir, log_dir, budget)
+                else:
+                    self._run_movevm(bench, processes, log_dir)
+                if budget is not None:
+                    # What the groups counted (throttled periods) is read before they go.
+                    processes.stop_all()
+                    budget.save_stats(log_dir)
+        finally:
+            for warning in budget.warnings if budget is not None else ():
+                self.out.write(f"Warning: {warning}\n")
         if not self.keep_stores:
             remove_stores(log_dir, self.out)
         summary, _ = finish_run(
@@ -265,8 +302,20 @@ class LocalBench:
         )
         return summary
 
+    def _budget(self, bench: BenchParameters, run_id: str) -> CpuBudget | None:
+        if bench.node_cpus is None:
+            return None
+        budget = self.cgroups.budget(run_id, bench.node_cpus, bench.live_nodes)
+        self.out.write(budget.describe() + "\n")
+        return budget
+
     def _run_nodes(
-        self, bench: BenchParameters, processes: ProcessSet, config_dir: Path, log_dir: Path
+        self,
+        bench: BenchParameters,
+        processes: ProcessSet,
+        config_dir: Path,
+        log_dir: Path,
+        budget: CpuBudget | None = None,
     ) -> None:
         files = write_run_files(
             bench,
@@ -285,7 +334,10 @@ class LocalBench:
         nodes = [
             processes.start(
                 f"node-{i}",
-                self._node_command(bench, files, i, log_dir, emulation),
+                _placed(
+                    self._node_command(bench, files, i, log_dir, emulation),
+                    budget.node_group(i) if budget is not None else None,
+                ),
                 log_dir / f"node-{i}.log",
             )
             for i in range(live)
@@ -297,14 +349,17 @@ class LocalBench:
         clients = [
             processes.start(
                 f"client-{i}",
-                client_command(
-                    str(self.client_binary),
-                    bench=bench,
-                    target=addresses[i],
-                    nodes=addresses,
-                    index=i,
-                    genesis=genesis,
-                    prometheus=endpoints.clients[i].listen if endpoints else None,
+                _placed(
+                    client_command(
+                        str(self.client_binary),
+                        bench=bench,
+                        target=addresses[i],
+                        nodes=addresses,
+                        index=i,
+                        genesis=genesis,
+                        prometheus=endpoints.clients[i].listen if endpoints else None,
+                    ),
+                    budget.clients_group if budget is not None else None,
                 ),
                 log_dir / f"client-{i}.log",
             )

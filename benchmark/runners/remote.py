@@ -577,6 +577,12 @@ class RemoteBench:
 
     def check(self, bench: BenchParameters) -> None:
         """Host i runs node i: a committee needs as many hosts; metrics ports are not node ports."""
+        if bench.node_cpus is not None:
+            # A remote node has its host's cores: the instance type is its budget.
+            raise RemoteError(
+                "--node-cpus caps nodes that share this machine (fab local); a remote node has its"
+                " host's cores (choose the instance type)"
+            )
         if bench.nodes > len(self.hosts):
             raise RemoteError(
                 f"{bench.nodes} nodes need {bench.nodes} hosts, have {len(self.hosts)}"

@@ -165,3 +165,71 @@ def test_the_busiest_of_several_machines_decides() -> None:
     verdict = cpu_bound({"executor": 5.0}, machines)
     assert verdict is not None
     assert "3.80 of 4 cores on b" in verdict.explanation
+
+
+# -- a CPU budget per node (--node-cpus) ---------------------------------------------------------
+
+
+def test_a_node_at_its_budget_is_cpu_bound_on_its_budget(tmp_path: Path) -> None:
+    """Nodes use 0.7 cores each: 93 % of a 0.75-core budget, judged before the machine (95 % of
+    its 2 cores, which the note names)."""
+    summary = _summary(tmp_path, where="local", node_cpus=0.75)
+    assert summary.resources is not None
+    assert summary.resources.node_cpus == 0.75
+    budgets = [m for m in summary.resources.machines if m.budget]
+    assert [(m.name, m.cores) for m in budgets] == [("node-0", 0.75), ("node-1", 0.75)]
+    assert budgets[0].cpu_used == pytest.approx(0.7)
+    verdict = summary.bottleneck
+    assert (verdict.stage, verdict.rule) == ("verifier", "CPU-bound")
+    assert verdict.explanation.startswith(
+        "CPU-bound: 0.70 of 0.75 cores on node-0 (its --node-cpus budget)."
+    )
+    assert verdict.evidence["cpu_cores"] == 0.75
+    assert verdict.notes == (
+        "this machine was full too (95% of 2 cores): a node may at times have had less than its"
+        " budget.",
+    )
+    text = render_summary(summary)
+    assert (
+        " + RESOURCES (--node-cpus: every node capped at 0.75 cores, a CFS quota; the clients"
+        " outside it):"
+    ) in text
+    assert "nodes: cpu 0.70 cores of at most 0.75, rss 100 MiB (mean per node)" in text
+    assert "clients: cpu 0.25 cores, rss 20 MiB (mean per client)" in text
+    assert "this machine: 1.90 of 2 cores used (95%)" in text
+    assert "node-1: 0.70 of at most 0.75 cores used (93%)" in text
+
+
+def test_a_budget_with_room_left_is_not_cpu_bound(tmp_path: Path) -> None:
+    """The same run at 1 core per node on a machine of 16: neither the nodes (70 %) nor the
+    machine is full, so the queue rules decide, as they do without a budget."""
+    summary = _summary(tmp_path, cores=16, where="local", node_cpus=1.0)
+    assert summary.bottleneck.rule == "back-pressure"
+
+
+def test_a_full_machine_under_the_budgets_says_the_nodes_had_less(tmp_path: Path) -> None:
+    """Budgets of 1 core each on 2 cores, with the clients beside them: the machine is full (95 %)
+    before any node reaches its budget (70 %)."""
+    summary = _summary(tmp_path, where="local", node_cpus=1.0)
+    verdict = summary.bottleneck
+    assert verdict.explanation.startswith("CPU-bound: 1.90 of 2 cores on this machine.")
+    assert verdict.notes == (
+        "no node reached its budget of 1 cores: this machine's cores, shared by every node and"
+        " client, ran out first, so the nodes had less than their budget.",
+    )
+
+
+def test_a_budget_is_judged_before_a_fuller_machine() -> None:
+    machines = [
+        Machine("this machine", 2, 1.98),
+        Machine("node-0", 0.25, 0.24, budget=True),
+        Machine("node-1", 0.25, 0.1, budget=True),
+    ]
+    verdict = cpu_bound({"consensus": 50.0}, machines)
+    assert verdict is not None
+    assert "0.24 of 0.25 cores on node-0 (its --node-cpus budget)" in verdict.explanation
+    assert verdict.notes[-1].startswith("this machine was full too (99% of 2 cores)")
+    # Fractions show as given.
+    verdict = cpu_bound({"consensus": 50.0}, [Machine("node-0", 0.125, 0.12, budget=True)])
+    assert verdict is not None
+    assert verdict.explanation.startswith("CPU-bound: 0.12 of 0.125 cores on node-0")

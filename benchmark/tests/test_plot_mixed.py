@@ -41,6 +41,7 @@ VARIANTS: dict[str, dict[str, object]] = {
     "one node": {"nodes": "1"},
     "seven nodes, two faulty": {"nodes": "7", "faults": "2"},
     "batch size and store": {"batch_size": "500000", "store": True},
+    "node cpus": {"node_cpus": "0.5"},
 }
 CRYPTO_VARIANTS: dict[str, dict[str, object]] = {
     "invalid share": {"invalid_share": "0.1"},
@@ -161,6 +162,7 @@ def test_runs_with_different_settings_are_different_points(mixed: tuple[str, Pat
         ("--batch-delay=50",),
         ("--store", "--batch-size=500000"),
         ("--delay=25",),
+        ("--node-cpus=0.5",),
         (f"--delay-matrix={folder.parent / 'regions.csv'}",),
         (f"--crash={CRASH}",),
         ("--batch-size=250000",),  # the old result: its missing settings are defaults

@@ -190,3 +190,35 @@ def test_a_local_run_of_several_nodes_says_its_costs_include_sharing_the_cores(
         projection = summarize(run, config).projection
         assert projection is not None
         assert projection.caveat is None
+
+
+def test_a_projection_from_a_budgeted_run_says_at_which_budget_it_measured(
+    tmp_path: Path,
+) -> None:
+    run = load_run(write_run(tmp_path / "logs"))
+    config = {"mode": "hotcrypto", "nodes": 2, "project_cores": 2, "where": "local", "cores": 2}
+    budgeted = summarize(run, {**config, "node_cpus": 0.75})
+    projection = budgeted.projection
+    assert projection is not None
+    assert projection.measured_cores == 0.75
+    # The budget changes how the costs were measured, not the model: the same projection.
+    plain = summarize(run, config).projection
+    assert plain is not None
+    assert plain.measured_cores is None
+    assert (projection.tps, projection.limiting_stage) == (plain.tps, plain.limiting_stage)
+    assert projection.caveat is not None
+    assert projection.caveat.startswith(
+        "µs/tx measured at 0.75 cores per node (--node-cpus: a CFS quota each, 2 nodes and the"
+        " clients on 2 shared cores): a quota caps CPU time without giving a node cores of its"
+        " own"
+    )
+    text = render_summary(budgeted)
+    assert (
+        " + CAPACITY PROJECTION (2 cores per node, from costs measured at 0.75 cores per node):"
+        " 3,077 tx/s"
+    ) in text
+    assert budgeted.to_dict()["projection"]["measured_cores"] == 0.75
+    # Even one node says it: its budget is what its costs were measured at.
+    single = summarize(run, {**config, "nodes": 1, "node_cpus": 1})
+    assert single.projection is not None
+    assert single.projection.measured_cores == 1.0
