@@ -285,7 +285,9 @@ def test_a_partitioned_node_catches_up_after_the_heal(
     check_agreement(result)
 
 
-def node_counts(tmp_path: Path, node: int, start_ms: float, path: tuple[str, ...]) -> list[tuple[float, float]]:
+def node_counts(
+    tmp_path: Path, node: int, start_ms: float, path: tuple[str, ...]
+) -> list[tuple[float, float]]:
     """(seconds from the clients' start, counter at `path`) of every METRICS line of `node`."""
     [log] = (tmp_path / "logs").glob(f"*/node-{node}.log")
     counts = []
@@ -306,10 +308,13 @@ def test_a_node_that_adopts_a_checkpoint_after_a_partition_serves_its_clients_ag
 ) -> None:
     """Under load, node 3 is cut off for far longer than `gc_depth` rounds (under reputation,
     the three others go on at full speed) and the time its peers keep what it misses
-    (`--gc-retention-ms`), so once healed it adopts a checkpoint: its own blocks of the stretch it skipped are forgotten, whether they
-    committed or not. Their batches must leave its mempool's backlog (the bound on a node's own
-    sealed, uncommitted bytes; small here, so a few batches fill it), or its batch maker stays
-    paused and its clients are never served again. Before, nothing took them out."""
+    (`--gc-retention-ms`), so once healed it adopts a checkpoint: its own blocks of the stretch
+    it skipped are forgotten, whether they committed or not. Their batches must leave its
+    mempool's backlog (the bound on a node's own sealed, uncommitted bytes; one batch here), or
+    its batch maker stays paused and its clients are never served again. Before, nothing took
+    them out (whether a batch of node 3 was in flight at the cut depends on the timing: the
+    core's `recovery_a_checkpoint_above_our_own_block_does_not_make_us_propose_it_again` makes
+    it so every time)."""
     result, output = fab_local(
         release_binaries, tmp_path, "--mode=hotstuff", "--tx-size=197", "--rate=40000",
         "--duration=26", "--leader=reputation", "--partition=3@4-12", "--gc-retention-ms=1000",
