@@ -248,24 +248,31 @@ impl Allowance {
 mod tests {
     use super::*;
     use crate::messages::tests::{committee, keys};
+    use crypto::KeyPair;
 
-    /// Amplification through checkpoints: a member that asks again and again gets one
-    /// reply per interval, and others are not held back by it.
-    #[tokio::test(start_paused = true)]
-    async fn byzantine_checkpoint_requests_are_answered_once_per_interval() {
-        let keys = keys(4);
+    /// The helper of `keys[0]` over `store`, driven by direct calls (no request channel, and
+    /// replies lead nowhere).
+    fn helper_over(keys: &[KeyPair], store: Store) -> Helper {
         let (_tx, rx) = mpsc::channel(1);
-        let mut helper = Helper {
+        Helper {
             name: keys[0].name,
-            committee: committee(&keys),
-            store: Store::new().blocks(),
+            committee: committee(keys),
+            store: store.blocks(),
             checkpoints: CheckpointSlot::default(),
             direct_commits: DirectCommits::default(),
             checkpoint_served: HashMap::new(),
             block_allowance: HashMap::new(),
             rx_requests: rx,
             network: SimpleSender::new(),
-        };
+        }
+    }
+
+    /// Amplification through checkpoints: a member that asks again and again gets one
+    /// reply per interval, and others are not held back by it.
+    #[tokio::test(start_paused = true)]
+    async fn byzantine_checkpoint_requests_are_answered_once_per_interval() {
+        let keys = keys(4);
+        let mut helper = helper_over(&keys, Store::new());
         let flooder = keys[1].name;
         let served = (0..1_000)
             .filter(|_| helper.may_serve_checkpoint(&flooder))
@@ -283,18 +290,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn byzantine_block_requests_are_paced_per_member() {
         let keys = keys(4);
-        let (_tx, rx) = mpsc::channel(1);
-        let mut helper = Helper {
-            name: keys[0].name,
-            committee: committee(&keys),
-            store: Store::new().blocks(),
-            checkpoints: CheckpointSlot::default(),
-            direct_commits: DirectCommits::default(),
-            checkpoint_served: HashMap::new(),
-            block_allowance: HashMap::new(),
-            rx_requests: rx,
-            network: SimpleSender::new(),
-        };
+        let mut helper = helper_over(&keys, Store::new());
         let flooder = keys[1].name;
         let served = |helper: &mut Helper, count: usize| {
             (0..count)
@@ -335,18 +331,7 @@ mod tests {
                 .expect("write");
             blocks.push(block);
         }
-        let (_tx, rx) = mpsc::channel(1);
-        let mut helper = Helper {
-            name: keys[0].name,
-            committee: committee(&keys),
-            store: store.blocks(),
-            checkpoints: CheckpointSlot::default(),
-            direct_commits: DirectCommits::default(),
-            checkpoint_served: HashMap::new(),
-            block_allowance: HashMap::new(),
-            rx_requests: rx,
-            network: SimpleSender::new(),
-        };
+        let mut helper = helper_over(&keys, store);
         let rounds = |reply: Option<ConsensusMessage>| match reply {
             Some(ConsensusMessage::Chain(chain)) => chain.iter().map(|b| b.round).collect(),
             _ => Vec::new(),

@@ -444,16 +444,13 @@ mod tests {
         assert!(store.blocks().waiting() <= 10);
     }
 
-    /// A request for a missing parent that is lost (a partition, a dropped message, a holder
-    /// that does not answer) is asked again of every authority long before `sync_retry_delay`
-    /// (10 s by default), then less and less often. Before, the first retry waited the whole
-    /// delay: the Twins generator found nodes that missed one block in a partition stall for
-    /// 10 to 20 s after it healed.
-    #[tokio::test]
-    async fn a_lost_parent_request_is_asked_of_everyone_again_soon() {
-        let keys = keys(4);
-        let mut committee = committee(&keys);
-        let (tx_requests, mut requests) = mpsc::unbounded_channel();
+    /// A committee of `keys` whose members other than the first listen on loopback and report
+    /// every sync request they receive, with the index of the member that got it.
+    async fn listening_peers(
+        keys: &[KeyPair],
+    ) -> (Committee, mpsc::UnboundedReceiver<(usize, Digest)>) {
+        let mut committee = committee(keys);
+        let (tx_requests, requests) = mpsc::unbounded_channel();
         for (i, k) in keys.iter().enumerate().skip(1) {
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
             if let Some(authority) = committee.authorities.get_mut(&k.name) {
@@ -476,6 +473,18 @@ mod tests {
                 }
             });
         }
+        (committee, requests)
+    }
+
+    /// A request for a missing parent that is lost (a partition, a dropped message, a holder
+    /// that does not answer) is asked again of every authority long before `sync_retry_delay`
+    /// (10 s by default), then less and less often. Before, the first retry waited the whole
+    /// delay: the Twins generator found nodes that missed one block in a partition stall for
+    /// 10 to 20 s after it healed.
+    #[tokio::test]
+    async fn a_lost_parent_request_is_asked_of_everyone_again_soon() {
+        let keys = keys(4);
+        let (committee, mut requests) = listening_peers(&keys).await;
         let (tx_loopback, _rx_loopback) = mpsc::channel(10);
         let mut synchronizer = Synchronizer::spawn(
             keys[0].name,
@@ -517,30 +526,7 @@ mod tests {
     #[tokio::test]
     async fn a_parent_parked_here_is_not_asked_for() {
         let keys = keys(4);
-        let mut committee = committee(&keys);
-        let (tx_requests, mut requests) = mpsc::unbounded_channel();
-        for k in keys.iter().skip(1) {
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            if let Some(authority) = committee.authorities.get_mut(&k.name) {
-                authority.consensus_address = listener.local_addr().expect("address");
-            }
-            let tx = tx_requests.clone();
-            tokio::spawn(async move {
-                while let Ok((stream, _)) = listener.accept().await {
-                    let tx = tx.clone();
-                    tokio::spawn(async move {
-                        let mut frames = Framed::new(stream, codec(1 << 20));
-                        while let Some(Ok(frame)) = frames.next().await {
-                            if let Ok(ConsensusMessage::SyncRequest(digest, _, _)) =
-                                wire::decode(&frame)
-                            {
-                                let _ = tx.send(digest);
-                            }
-                        }
-                    });
-                }
-            });
-        }
+        let (committee, mut requests) = listening_peers(&keys).await;
         let (tx_loopback, _rx_loopback) = mpsc::channel(10);
         let mut synchronizer = Synchronizer::spawn(
             keys[0].name,
@@ -574,7 +560,7 @@ mod tests {
         .expect("every block parked");
         // Round 1 is asked of its holders (keys 1 to 3), and nothing else is asked at all.
         let mut asked = Vec::new();
-        while let Ok(Some(digest)) =
+        while let Ok(Some((_, digest))) =
             tokio::time::timeout(Duration::from_millis(500), requests.recv()).await
         {
             asked.push(digest);

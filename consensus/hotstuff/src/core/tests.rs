@@ -155,6 +155,19 @@ impl Harness {
         signed_block(parent_qc, Some(tc), round, vec![], self.leader(round))
     }
 
+    /// Puts a batch under each of `digests` in the core's store, as the mempool would once a
+    /// quorum holds them.
+    async fn store_batches(&self, digests: &[Digest]) {
+        for digest in digests {
+            self.core
+                .store
+                .batches()
+                .write(*digest, bytes::Bytes::from_static(b"batch"))
+                .await
+                .expect("write");
+        }
+    }
+
     /// A chain of consecutive rounds `from..=to`, the first extending `parent`.
     fn chain(&self, parent: Option<&Block>, from: Round, to: Round) -> Vec<Block> {
         let mut blocks: Vec<Block> = Vec::new();
@@ -1579,14 +1592,7 @@ async fn byzantine_a_batch_committed_by_another_leader_is_not_proposed_again() {
         Digest::of(b"in flight"),
         Digest::of(b"ours alone"),
     );
-    for digest in [queued, in_flight, ours] {
-        h.core
-            .store
-            .batches()
-            .write(digest, bytes::Bytes::from_static(b"batch"))
-            .await
-            .expect("write");
-    }
+    h.store_batches(&[queued, in_flight, ours]).await;
     // Our block of round `mine` carries `in_flight` and `ours`, and is never certified.
     let mine = h.first_round_led_from(2);
     h.core.proposals.buffer.push(in_flight);
@@ -1639,14 +1645,7 @@ async fn byzantine_a_batch_committed_by_another_leader_is_not_proposed_again() {
 async fn byzantine_a_certified_block_naming_a_committed_batch_is_stored_and_committed() {
     let mut h = harness(Parameters::default());
     let (again, fresh) = (Digest::of(b"again"), Digest::of(b"fresh"));
-    for digest in [again, fresh] {
-        h.core
-            .store
-            .batches()
-            .write(digest, bytes::Bytes::from_static(b"batch"))
-            .await
-            .expect("write");
-    }
+    h.store_batches(&[again, fresh]).await;
     let first = h.block(None, 1, vec![]);
     let second = h.block(Some(&first), 2, vec![again]);
     let mut chain = vec![first, second.clone()];
