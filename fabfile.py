@@ -79,6 +79,8 @@ BENCH_FLAGS = {
     "store": "every node keeps blocks, batches and its safety state on disk (node run --store)",
     "delay": "one-way latency (ms) the nodes add to every committee link (WAN emulation)",
     "delay_matrix": "CSV file, N rows of N one-way latencies (ms): row i to column j",
+    "bandwidth": "rate (Mbit/s) of every committee link, each direction, emulated by the sending"
+    " node as a token bucket (unlimited unless given)",
     "vm": "bare | adapter: the Move VM alone or behind Diem's adapter (hotmove, movevm)",
     "payload": "script | entry: Move calls as a script or an entry function (hotmove, movevm)",
     "workload": "transfer | donothing | cpuheavy | kvstore | smallbank: what Move transactions"

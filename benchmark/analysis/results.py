@@ -46,6 +46,7 @@ SETTING_DEFAULTS: dict[str, Any] = {
         "fees",
         "delay_ms",
         "delay_matrix",
+        "bandwidth_mbit",
     )
 } | dict.fromkeys(NodeParameters.names())
 

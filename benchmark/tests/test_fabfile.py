@@ -187,6 +187,7 @@ def _bad_inputs(tmp_path: Path, standins: Path) -> list[tuple[str, dict[str, obj
         ("local", {"batch_size": "0", **local}, "batch_size must be at least 1, got 0"),
         ("local", {"invalid_share": "2", **local}, "invalid_share must be in [0, 1]"),
         ("local", {"delay": "soon", **local}, "--delay must be int, got 'soon'"),
+        ("local", {"bandwidth": "0", **local}, "--bandwidth must be a positive rate"),
         ("local", {"delay_matrix": str(missing), **local}, f"cannot read {missing}"),
         ("local", {"delay_matrix": str(matrix), "nodes": "2", **local}, "row 1"),
         ("local", {"crash": ["1@5:3"], **local}, "the restart (3 s) must come after 5 s"),
