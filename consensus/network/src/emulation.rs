@@ -1,9 +1,9 @@
 //! Network emulation on the committee's links (`node run --net-emulation FILE`): a one-way
-//! latency per ordered pair of nodes, a rate per link and partition windows, for WAN
-//! experiments on one machine
-//! (no netem here). It lives in the network layer: every committee sender and receiver of a node
-//! started with it applies the conditions of the peer's [`Link`]; client connections never do,
-//! and a node started without it has no link at all (nothing on its send path changes).
+//! latency per ordered pair of nodes, a rate per link and partition windows, for WAN experiments
+//! on one machine (no netem here). It lives in the network layer: every committee sender and
+//! receiver of a node started with it applies the conditions of the peer's [`Link`]; client
+//! connections never do, and a node started without it has no link at all (nothing on its send
+//! path changes).
 //!
 //! The file is JSON, the same for every node (each reads its own row):
 //! ```json
@@ -41,7 +41,7 @@ use tracing::info;
 pub const MAX_DELAY_MS: u64 = 60_000;
 
 /// Rates outside these bounds are taken for unit mistakes (bit/s or kbit/s given as Mbit/s):
-/// below 1 kbit/s a vote takes over a second, above 1 Tbit/s no NIC goes.
+/// below 1 kbit/s a vote takes over a second, and no NIC is faster than 1 Tbit/s.
 pub const MIN_BANDWIDTH_MBIT: f64 = 0.001;
 pub const MAX_BANDWIDTH_MBIT: f64 = 1_000_000.0;
 
