@@ -81,6 +81,8 @@ BENCH_FLAGS = {
     "delay_matrix": "CSV file, N rows of N one-way latencies (ms): row i to column j",
     "node_cpus": "fab local: every node in a cgroup with a CPU quota of X cores (a fraction"
     " too), the clients in another without one; nodes x X must fit in the machine's cores",
+    "bandwidth": "rate (Mbit/s) of every committee link, each direction, emulated by the sending"
+    " node as a token bucket (unlimited unless given)",
     "vm": "bare | adapter: the Move VM alone or behind Diem's adapter (hotmove, movevm)",
     "payload": "script | entry: Move calls as a script or an entry function (hotmove, movevm)",
     "workload": "transfer | donothing | cpuheavy | kvstore | smallbank: what Move transactions"

@@ -40,6 +40,9 @@ FEE_CREDITS: tuple[str, ...] = ("block", "per-tx")
 
 # The node refuses larger link latencies as unit mistakes (network::emulation).
 MAX_DELAY_MS = 60_000
+# And link rates (Mbit/s) outside these bounds.
+MIN_BANDWIDTH_MBIT = 0.001
+MAX_BANDWIDTH_MBIT = 1_000_000.0
 
 # The smallest `node_cpus`: the kernel accepts no CFS quota under 1 ms, and the period is 100 ms.
 MIN_NODE_CPUS = 0.01
@@ -103,13 +106,15 @@ class BenchParameters:
     fees: str = "block"
     runs: int = 1
     # Network emulation on the committee's links (faults/net_emulation.py): one-way latency of every
-    # link (ms), or a CSV file of per-link latencies. None: real links, no emulation at all.
+    # link (ms), or a CSV file of per-link latencies; the rate of every link, each direction
+    # (Mbit/s). None: real links, no emulation at all.
     delay_ms: int | None = None
     delay_matrix: str | None = None
     # `fab local` only: every node runs in a cgroup whose CFS quota is this many cores (may be a
     # fraction), the clients in another without one (runners/cgroups.py). None: no budget, the
     # nodes share whatever the machine has.
     node_cpus: float | None = None
+    bandwidth_mbit: float | None = None
     node: NodeParameters = field(default_factory=NodeParameters)
 
     def __post_init__(self) -> None:
@@ -160,8 +165,20 @@ class BenchParameters:
             raise ConfigError(f"delay must be within 0..{MAX_DELAY_MS} ms, got {self.delay_ms}")
         if self.delay_ms is not None and self.delay_matrix is not None:
             raise ConfigError("give --delay or --delay-matrix, not both")
+        if self.bandwidth_mbit is not None:
+            if self.bandwidth_mbit <= 0:
+                raise ConfigError(
+                    f"--bandwidth must be a positive rate in Mbit/s, got {self.bandwidth_mbit:g}"
+                )
+            if not MIN_BANDWIDTH_MBIT <= self.bandwidth_mbit <= MAX_BANDWIDTH_MBIT:
+                raise ConfigError(
+                    f"--bandwidth must be within {MIN_BANDWIDTH_MBIT:g}..{MAX_BANDWIDTH_MBIT:g}"
+                    f" Mbit/s, got {self.bandwidth_mbit:g} (a unit mistake?)"
+                )
         if self.emulated_links and self.mode not in NODE_MODES:
-            raise ConfigError(f"--delay and --delay-matrix need nodes; {self.mode} runs none")
+            raise ConfigError(
+                f"--delay, --delay-matrix and --bandwidth need nodes; {self.mode} runs none"
+            )
 
     def _check_node_cpus(self) -> None:
         if self.node_cpus is None:
@@ -179,8 +196,13 @@ class BenchParameters:
 
     @property
     def emulated_links(self) -> bool:
-        """Whether the nodes emulate link latencies (partitions are in the fault schedule)."""
-        return self.delay_ms is not None or self.delay_matrix is not None
+        """Whether the nodes emulate link latencies or rates (partitions are in the fault
+        schedule)."""
+        return (
+            self.delay_ms is not None
+            or self.delay_matrix is not None
+            or self.bandwidth_mbit is not None
+        )
 
     def _check_vm(self) -> None:
         # The settings of the Move VM: other than their default only in a mode that runs it.

@@ -20,9 +20,13 @@ from .errors import HarnessError
 from .parameters import NodeParameters
 
 # Flags named differently from the field they set.
-FIELD_OF_FLAG: Mapping[str, str] = {"batch_delay": "max_batch_delay", "delay": "delay_ms"}
+FIELD_OF_FLAG: Mapping[str, str] = {
+    "batch_delay": "max_batch_delay",
+    "delay": "delay_ms",
+    "bandwidth": "bandwidth_mbit",
+}
 # Bench fields whose None means "off" rather than "the node's default".
-OFF_UNLESS_GIVEN = ("delay_ms", "delay_matrix", "node_cpus")
+OFF_UNLESS_GIVEN = ("delay_ms", "delay_matrix", "node_cpus", "bandwidth_mbit")
 # Bench fields whose None means a default that depends on another setting.
 NONE_MEANS: Mapping[str, str] = {
     "workload_arg": "the workload's (cpuheavy 128, kvstore 4)",

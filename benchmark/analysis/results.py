@@ -48,6 +48,7 @@ SETTING_DEFAULTS: dict[str, Any] = {
         "delay_matrix",
         # The CPU budget of every node (`fab local --node-cpus`): the cores axis on one machine.
         "node_cpus",
+        "bandwidth_mbit",
     )
 } | dict.fromkeys(NodeParameters.names())
 

@@ -1,5 +1,6 @@
-"""Network emulation of a run: latency per link (`--delay=MS`, `--delay-matrix=FILE`) and
-partitions (`--partition=NODES@T1-T2`), carried out by the nodes themselves (`node run
+"""Network emulation of a run: latency per link (`--delay=MS`, `--delay-matrix=FILE`), the rate
+of every link (`--bandwidth=MBIT`) and partitions (`--partition=NODES@T1-T2`), carried out by
+the nodes themselves (`node run
 --net-emulation FILE`: this machine has no netem). The harness writes one JSON file that every
 node reads; each applies its row to its committee links (never to client connections).
 
@@ -141,10 +142,14 @@ def node_file(
     matrix: Sequence[Sequence[float]] | None,
     partitions: Sequence[Partition],
     start_ms: float | None,
+    bandwidth_mbit: float | None = None,
 ) -> dict[str, Any]:
     """The JSON of `node run --net-emulation`: node i is `names[i]`; partition times are
-    counted from `start_ms` (wall clock ms of the clients' start)."""
+    counted from `start_ms` (wall clock ms of the clients' start); no `bandwidth_mbit`:
+    unlimited links."""
     data: dict[str, Any] = {"default_delay_ms": round(delay_ms or 0)}
+    if bandwidth_mbit is not None:
+        data["bandwidth_mbit"] = bandwidth_mbit
     if matrix is not None:
         data["delays_ms"] = {
             names[i]: {names[j]: round(value) for j, value in enumerate(row) if j != i}
@@ -219,7 +224,12 @@ def write_node_file(
     if bench.delay_matrix is not None:
         matrix = read_delay_matrix(Path(bench.delay_matrix), bench.nodes)
     data = node_file(
-        names, delay_ms=bench.delay_ms, matrix=matrix, partitions=partitions, start_ms=start_ms
+        names,
+        delay_ms=bench.delay_ms,
+        matrix=matrix,
+        partitions=partitions,
+        start_ms=start_ms,
+        bandwidth_mbit=bench.bandwidth_mbit,
     )
     path = directory / FILE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)

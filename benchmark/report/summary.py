@@ -78,10 +78,15 @@ def _config(summary: Summary) -> list[str]:
         if pipeline.signatures:
             threads = config.get("verifier_threads")
             lines.append(f"   Verifier threads: {threads if threads else 'node default'}")
+        links = []
         if config.get("delay_ms") is not None:
-            lines.append(f"   Emulated links: {config['delay_ms']} ms one way")
+            links.append(f"{config['delay_ms']} ms one way")
         elif config.get("delay_matrix") is not None:
-            lines.append(f"   Emulated links: latencies of {config['delay_matrix']}")
+            links.append(f"latencies of {config['delay_matrix']}")
+        if config.get("bandwidth_mbit") is not None:
+            links.append(f"{config['bandwidth_mbit']:g} Mbit/s each way")
+        if links:
+            lines.append(f"   Emulated links: {', '.join(links)}")
     if pipeline.runs_move:
         arg = config.get("workload_arg")
         lines.append(

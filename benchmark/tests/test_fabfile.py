@@ -189,6 +189,7 @@ def _bad_inputs(tmp_path: Path, standins: Path) -> list[tuple[str, dict[str, obj
         ("local", {"delay": "soon", **local}, "--delay must be int, got 'soon'"),
         ("local", {"node_cpus": "0", **local}, "node_cpus must be at least 0.01 cores"),
         ("local", {"node_cpus": "2", "mode": "movevm", **local}, "node_cpus caps nodes"),
+        ("local", {"bandwidth": "0", **local}, "--bandwidth must be a positive rate"),
         ("local", {"delay_matrix": str(missing), **local}, f"cannot read {missing}"),
         ("local", {"delay_matrix": str(matrix), "nodes": "2", **local}, "row 1"),
         ("local", {"crash": ["1@5:3"], **local}, "the restart (3 s) must come after 5 s"),

@@ -1,4 +1,5 @@
-"""`--partition`, `--delay` and `--delay-matrix`: parsing, checks, and the file the nodes read."""
+"""`--partition`, `--delay`, `--delay-matrix` and `--bandwidth`: parsing, checks, and the file the
+nodes read."""
 
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ from benchmark.faults.net_emulation import (
     write_node_file_if_emulating,
 )
 from benchmark.faults.schedule import schedule_from_flags
-from benchmark.flags import bench_from_flags
+from benchmark.flags import FlagError, bench_from_flags
+from benchmark.report.summary import render_summary
 from benchmark.runners.commands import node_command
+
+from .conftest import standin_bench
 
 NAMES = ["aa", "bb", "cc", "dd"]
 
@@ -87,6 +91,67 @@ def test_delay_flags_set_bench_fields() -> None:
 def test_bad_delay_flags(flags: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         bench_from_flags(flags)
+
+
+def test_the_bandwidth_flag_sets_a_rate_in_mbit_s() -> None:
+    bench = bench_from_flags({"bandwidth": "100"})
+    assert bench.bandwidth_mbit == 100.0
+    assert bench.emulated_links
+    assert bench.to_dict()["bandwidth_mbit"] == 100.0
+    assert bench_from_flags({"bandwidth": "2.5", "delay": "20"}).bandwidth_mbit == 2.5
+
+
+@pytest.mark.parametrize(
+    ("flags", "match"),
+    [
+        ({"bandwidth": "0"}, r"--bandwidth must be a positive rate in Mbit/s, got 0"),
+        ({"bandwidth": "-10"}, r"--bandwidth must be a positive rate in Mbit/s, got -10"),
+        ({"bandwidth": "nan"}, r"within 0\.001\.\.1e\+06 Mbit/s, got nan"),
+        ({"bandwidth": "0.0001"}, "a unit mistake"),
+        ({"bandwidth": "1e9"}, "a unit mistake"),
+        ({"bandwidth": "100", "mode": "movevm"}, "need nodes"),
+    ],
+)
+def test_bad_bandwidths(flags: dict[str, object], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        bench_from_flags(flags)
+
+
+def test_a_bandwidth_that_is_no_number_names_the_flag() -> None:
+    with pytest.raises(FlagError, match="--bandwidth must be float, got 'fast'"):
+        bench_from_flags({"bandwidth": "fast"})
+
+
+def test_the_rate_goes_into_the_node_file_beside_the_latency(tmp_path: Path) -> None:
+    alone = BenchParameters(bandwidth_mbit=100.0)
+    assert emulates(alone, ())
+    path = write_node_file_if_emulating(tmp_path / "a", NAMES, alone, (), None)
+    assert path is not None
+    assert json.loads(path.read_text()) == {"default_delay_ms": 0, "bandwidth_mbit": 100.0}
+    both = BenchParameters(delay_ms=25, bandwidth_mbit=0.5)
+    path = write_node_file_if_emulating(tmp_path / "b", NAMES, both, (), None)
+    assert path is not None
+    assert json.loads(path.read_text()) == {"default_delay_ms": 25, "bandwidth_mbit": 0.5}
+    # Unlimited: no key, as the node reads it.
+    data = node_file(NAMES, delay_ms=25, matrix=None, partitions=(), start_ms=None)
+    assert "bandwidth_mbit" not in data
+
+
+def test_a_local_run_gives_its_nodes_the_rate_and_records_it(tmp_path: Path) -> None:
+    """The stand-in node prints the emulation file it was given."""
+    local = standin_bench(tmp_path)
+    bench = BenchParameters(
+        mode="hotcrypto", nodes=4, rate=1_000, duration=2, accounts=40, bandwidth_mbit=100.0
+    )
+    [summary] = local.run(bench)
+    assert summary.config["bandwidth_mbit"] == 100.0
+    log_dir = Path(summary.config["logs"])
+    for node in range(4):
+        log = (log_dir / f"node-{node}.log").read_text()
+        line = next(x for x in log.splitlines() if x.startswith("network emulation: "))
+        emulation = json.loads(line.removeprefix("network emulation: "))
+        assert emulation == {"default_delay_ms": 0, "bandwidth_mbit": 100.0}
+    assert "Emulated links: 100 Mbit/s each way" in render_summary(summary)
 
 
 def write_matrix(tmp_path: Path, text: str) -> Path:

@@ -37,6 +37,7 @@ VARIANTS: dict[str, dict[str, object]] = {
     "tx size": {"tx_size": "512"},
     "delay": {"delay": "25"},
     "delay matrix": {"delay_matrix": "MATRIX"},  # replaced by the file's path
+    "bandwidth": {"bandwidth": "100"},
     "store": {"store": True},
     "one node": {"nodes": "1"},
     "seven nodes, two faulty": {"nodes": "7", "faults": "2"},
@@ -110,7 +111,7 @@ def _mixed_folder(mode: str, tmp_path: Path, fixtures: Path) -> Path:
     # A result saved before the link and store settings existed: the keys are missing.
     old = _save_runs(mode, {"batch_size": "250000"}, logs, folder)[0]
     data = json.loads(old.read_text())
-    for key in ("delay_ms", "delay_matrix", "store", "faults"):
+    for key in ("delay_ms", "delay_matrix", "bandwidth_mbit", "store", "faults"):
         del data["config"][key]
     old.write_text(json.dumps(data))
     return folder
@@ -163,6 +164,7 @@ def test_runs_with_different_settings_are_different_points(mixed: tuple[str, Pat
         ("--store", "--batch-size=500000"),
         ("--delay=25",),
         ("--node-cpus=0.5",),
+        ("--bandwidth=100",),
         (f"--delay-matrix={folder.parent / 'regions.csv'}",),
         (f"--crash={CRASH}",),
         ("--batch-size=250000",),  # the old result: its missing settings are defaults

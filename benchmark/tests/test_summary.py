@@ -166,6 +166,9 @@ def test_summary_is_json_and_renders(fixtures: Path) -> None:
     assert "Batch size: node default, max batch delay: node default" in text
     set_delay = replace(summary, config={**summary.config, "max_batch_delay": 20})
     assert "Batch size: node default, max batch delay: 20 ms" in render_summary(set_delay)
+    assert "Emulated links" not in text
+    links = replace(summary, config={**summary.config, "delay_ms": 50, "bandwidth_mbit": 2.5})
+    assert "Emulated links: 50 ms one way, 2.5 Mbit/s each way" in render_summary(links)
 
 
 def _row(name: str, busy: float | None = None, input_blocked: float | None = None) -> StageRow:

@@ -1,21 +1,25 @@
 //! Network emulation on the committee's links (`node run --net-emulation FILE`): a one-way
-//! latency per ordered pair of nodes and partition windows, for WAN experiments on one machine
-//! (no netem here). It lives in the network layer: every committee sender and receiver of a node
-//! started with it applies the conditions of the peer's [`Link`]; client connections never do,
-//! and a node started without it has no link at all (nothing on its send path changes).
+//! latency per ordered pair of nodes, a rate per link and partition windows, for WAN experiments
+//! on one machine (no netem here). It lives in the network layer: every committee sender and
+//! receiver of a node started with it applies the conditions of the peer's [`Link`]; client
+//! connections never do, and a node started without it has no link at all (nothing on its send
+//! path changes).
 //!
 //! The file is JSON, the same for every node (each reads its own row):
 //! ```json
 //! {
 //!   "default_delay_ms": 50,
 //!   "delays_ms": { "<from key>": { "<to key>": 120 } },
+//!   "bandwidth_mbit": 100,
 //!   "partitions": [
 //!     { "nodes": ["<key>"], "start_unix_ms": 1700000005000, "end_unix_ms": 1700000025000 }
 //!   ]
 //! }
 //! ```
 //! Keys are the committee's (hex). `delays_ms[a][b]` is the one-way latency from a to b, and
-//! `default_delay_ms` (default 0) that of every pair not listed. A partition isolates `nodes`
+//! `default_delay_ms` (default 0) that of every pair not listed. `bandwidth_mbit` (megabits per
+//! second; default: unlimited) is the rate of every link in each direction, emulated by the
+//! sending node ([`Bandwidth`](super::link::Bandwidth)). A partition isolates `nodes`
 //! from the rest of the committee from `start_unix_ms` to `end_unix_ms` (wall clock, so every
 //! node cuts and heals at the same moment on synchronised clocks): a link is cut while any
 //! window separates its two ends.
@@ -36,6 +40,11 @@ use tracing::info;
 /// A latency above this is taken for a unit mistake (µs given as ms), not an experiment.
 pub const MAX_DELAY_MS: u64 = 60_000;
 
+/// Rates outside these bounds are taken for unit mistakes (bit/s or kbit/s given as Mbit/s):
+/// below 1 kbit/s a vote takes over a second, and no NIC is faster than 1 Tbit/s.
+pub const MIN_BANDWIDTH_MBIT: f64 = 0.001;
+pub const MAX_BANDWIDTH_MBIT: f64 = 1_000_000.0;
+
 #[derive(Debug, Error)]
 pub enum EmulationError {
     #[error(transparent)]
@@ -45,13 +54,16 @@ pub enum EmulationError {
 }
 
 /// The file's contents.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct EmulationSpec {
     #[serde(default)]
     pub default_delay_ms: u64,
     #[serde(default)]
     pub delays_ms: BTreeMap<PublicKey, BTreeMap<PublicKey, u64>>,
+    /// The rate of every link, each direction; `None`: unlimited.
+    #[serde(default)]
+    pub bandwidth_mbit: Option<f64>,
     #[serde(default)]
     pub partitions: Vec<PartitionSpec>,
 }
@@ -76,8 +88,8 @@ impl EmulationSpec {
         Ok(spec)
     }
 
-    /// Every key is a member, every latency plausible, every window non-empty; the message
-    /// says what is wrong.
+    /// Every key is a member, every latency and rate plausible, every window non-empty; the
+    /// message says what is wrong.
     pub fn validate(&self, committee: &Committee) -> Result<(), String> {
         let member = |key: &PublicKey, what: &str| {
             if committee.authority(key).is_some() {
@@ -94,6 +106,17 @@ impl EmulationSpec {
             }
         };
         plausible(self.default_delay_ms, "default_delay_ms".into())?;
+        if let Some(mbit) = self.bandwidth_mbit {
+            if mbit <= 0.0 {
+                return Err(format!("bandwidth_mbit must be positive, got {mbit}"));
+            }
+            if !(MIN_BANDWIDTH_MBIT..=MAX_BANDWIDTH_MBIT).contains(&mbit) {
+                return Err(format!(
+                    "bandwidth_mbit is {mbit} Mbit/s, not within \
+                     {MIN_BANDWIDTH_MBIT}..{MAX_BANDWIDTH_MBIT} (a unit mistake?)"
+                ));
+            }
+        }
         for (from, row) in &self.delays_ms {
             member(from, "delays_ms: node")?;
             for (to, ms) in row {
@@ -127,6 +150,11 @@ impl EmulationSpec {
             .unwrap_or(self.default_delay_ms);
         Duration::from_millis(ms)
     }
+
+    /// The rate of every link in bits per second, if limited (checked by `validate`).
+    fn bits_per_second(&self) -> Option<u64> {
+        self.bandwidth_mbit.map(|mbit| (mbit * 1e6).round() as u64)
+    }
 }
 
 /// The links of one node to every other member.
@@ -148,7 +176,7 @@ impl NetEmulation {
         emulation
     }
 
-    /// `me`'s open links, with the spec's latencies.
+    /// `me`'s open links, with the spec's latencies and rate.
     pub fn new(spec: &EmulationSpec, me: &PublicKey, committee: &Committee) -> Self {
         let mut by_name = HashMap::new();
         let mut by_address = HashMap::new();
@@ -156,7 +184,9 @@ impl NetEmulation {
             if peer == me {
                 continue;
             }
-            let link = Arc::new(Link::new(spec.delay(me, peer), spec.delay(peer, me)));
+            let link = Link::new(spec.delay(me, peer), spec.delay(peer, me))
+                .with_bandwidth(spec.bits_per_second());
+            let link = Arc::new(link);
             by_address.insert(authority.consensus_address, link.clone());
             by_address.insert(authority.mempool_address, link.clone());
             by_name.insert(*peer, link);
@@ -323,6 +353,39 @@ mod tests {
     }
 
     #[test]
+    fn one_rate_for_every_link_or_none() {
+        let keys = keys();
+        let committee = committee(&keys);
+        let (a, b) = (keys[0].name, keys[1].name);
+        let spec = parse(r#"{"default_delay_ms": 5, "bandwidth_mbit": 2.5}"#);
+        spec.validate(&committee).expect("valid");
+        for (me, peer) in [(a, b), (b, a)] {
+            let link = NetEmulation::new(&spec, &me, &committee)
+                .link_of(&peer)
+                .expect("a link");
+            let bandwidth = link.bandwidth.as_ref().expect("limited");
+            assert_eq!(bandwidth.bits_per_second(), 2_500_000);
+        }
+        // Both of a peer's ports lead to the one link, so to the one bucket.
+        let emulation = NetEmulation::new(&spec, &a, &committee);
+        let authority = committee.authority(&b).expect("member");
+        let rate = |address| emulation.link_to(address).and_then(|l| l.bandwidth.clone());
+        let (consensus, mempool) = (
+            rate(&authority.consensus_address).expect("limited"),
+            rate(&authority.mempool_address).expect("limited"),
+        );
+        assert!(Arc::ptr_eq(&consensus, &mempool));
+        // Another peer's link has a bucket of its own.
+        let other = emulation
+            .link_of(&keys[2].name)
+            .and_then(|l| l.bandwidth.clone());
+        assert!(!Arc::ptr_eq(&consensus, &other.expect("limited")));
+        // Without it, unlimited.
+        let unlimited = NetEmulation::new(&parse(r#"{"default_delay_ms": 5}"#), &a, &committee);
+        assert!(unlimited.link_of(&b).expect("a link").bandwidth.is_none());
+    }
+
+    #[test]
     fn bad_files_are_refused_with_a_reason() {
         let keys = keys();
         let committee = committee(&keys);
@@ -334,6 +397,19 @@ mod tests {
                 "not a committee member",
             ),
             (r#"{"default_delay_ms": 60001}"#.to_string(), "more than"),
+            (
+                r#"{"bandwidth_mbit": 0}"#.to_string(),
+                "bandwidth_mbit must be positive, got 0",
+            ),
+            (
+                r#"{"bandwidth_mbit": -100}"#.to_string(),
+                "bandwidth_mbit must be positive, got -100",
+            ),
+            (
+                r#"{"bandwidth_mbit": 0.0001}"#.to_string(),
+                "a unit mistake",
+            ),
+            (r#"{"bandwidth_mbit": 1e9}"#.to_string(), "a unit mistake"),
             (
                 r#"{"partitions": [{"nodes": [], "start_unix_ms": 1, "end_unix_ms": 2}]}"#
                     .to_string(),
@@ -353,6 +429,7 @@ mod tests {
         // Unknown fields and malformed keys do not parse.
         assert!(serde_json::from_str::<EmulationSpec>(r#"{"delay": 5}"#).is_err());
         assert!(serde_json::from_str::<EmulationSpec>(r#"{"delays_ms": {"zz": {}}}"#).is_err());
+        assert!(serde_json::from_str::<EmulationSpec>(r#"{"bandwidth_mbit": "fast"}"#).is_err());
     }
 
     #[test]

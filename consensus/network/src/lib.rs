@@ -11,8 +11,9 @@
 //! - [`ReliableSender`] keeps every message until the peer acknowledges it (one reply frame per
 //!   message) and retransmits across reconnections.
 //!
-//! Under emulation ([`emulation`]) every committee link gets a latency and may be cut: the
-//! senders hold frames in a delay queue per link, receivers stop reading from a peer cut off.
+//! Under emulation ([`emulation`]) every committee link gets a latency, may get a rate and may
+//! be cut: the senders hold frames in a delay queue per link (paced by the link's token bucket),
+//! receivers stop reading from a peer cut off.
 //!
 //! Payloads stay `Bytes` from the caller to the socket and from the socket to the handler:
 //! senders write frames straight from the caller's buffers, many per syscall.

@@ -4,6 +4,7 @@
 
 use super::emulation::{EmulationSpec, NetEmulation};
 use super::handshake::{Credentials, Gate, Purpose};
+use super::link::BURST_BYTES;
 use super::receiver::tests::{TestHandler, DEADLINE};
 use super::{Receiver, ReceiverConfig, ReliableSender, SimpleSender, DEFAULT_MAX_FRAME_SIZE};
 use bytes::Bytes;
@@ -14,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::time::timeout;
+use tokio::time::{timeout, Instant};
 
 /// Long enough for a frame to cross loopback many times over: what has not arrived by then was
 /// held back.
@@ -290,4 +291,60 @@ async fn best_effort_messages_within_the_queue_survive_a_cut_and_the_rest_are_dr
     // And the link works as before afterwards.
     sender.send(setup.address(0), message(1_000)).await;
     assert_eq!(setup.next(0).await, message(1_000));
+}
+
+/// Both senders on real sockets, where the clock is the machine's: a limited link is checked to
+/// take at least its serialization (a lower bound, which a loaded machine cannot break).
+#[tokio::test]
+async fn a_link_of_limited_rate_takes_at_least_its_serialization() {
+    let mut setup = Setup::new(2, None).await;
+    let spec = EmulationSpec {
+        bandwidth_mbit: Some(4.0),
+        ..EmulationSpec::default()
+    };
+    // 30 frames of 10 kB to receiver 0: at 4 Mbit/s (half a megabyte a second) all but the
+    // burst take 0.47 s.
+    let frame = |i: u8| Bytes::from(vec![i; 10_000]);
+    let least = Duration::from_secs_f64((300_000 - BURST_BYTES) as f64 * 8.0 / 4e6);
+    let (bulk, other) = (setup.address(0), setup.address(1));
+    for reliable in [true, false] {
+        // A new emulation each time: its links' buckets start full.
+        let credentials = setup.credentials(Some(setup.sender_emulation(&spec)));
+        let start = Instant::now();
+        // Senders stop with their last handle, and a dropped handler cancels its message: both
+        // are kept until the end.
+        let mut handlers = Vec::new();
+        let (mut reliable_sender, mut simple_sender) = (None, None);
+        if reliable {
+            let sender = reliable_sender.insert(ReliableSender::authenticated(
+                100,
+                DEFAULT_MAX_FRAME_SIZE,
+                credentials,
+            ));
+            for i in 0..30 {
+                handlers.push(sender.send(bulk, frame(i)).await);
+            }
+            handlers.push(sender.send(other, message(100)).await);
+        } else {
+            let sender = simple_sender.insert(SimpleSender::authenticated(
+                100,
+                DEFAULT_MAX_FRAME_SIZE,
+                credentials,
+            ));
+            for i in 0..30 {
+                sender.send(bulk, frame(i)).await;
+            }
+            sender.send(other, message(100)).await;
+        }
+        // Its own link, its own bucket: it does not wait for the bulk (not asserted against the
+        // clock: a stalled machine could deliver the bulk first).
+        assert_eq!(setup.next(1).await, message(100));
+        for i in 0..30 {
+            assert_eq!(setup.next(0).await, frame(i));
+        }
+        let took = start.elapsed();
+        assert!(took >= least, "30 frames in {took:?}, less than {least:?}");
+        assert_eq!(simple_sender.map_or(0, |sender| sender.dropped()), 0);
+        drop((reliable_sender, handlers));
+    }
 }

@@ -4,12 +4,13 @@
 //! append to it (never wait); the task writes what is new, matches the peer's reply frames to
 //! messages in FIFO order, and rewrites everything still unacknowledged after a reconnection.
 //! Under emulation a message is written only once its link's latency has passed since it was
-//! sent (and never while the link is cut), and acks are taken the link's return latency after
-//! they arrive; unacknowledged messages wait within the same bounded buffer.
+//! sent and the link's rate lets it through (and never while the link is cut), and acks are
+//! taken the link's return latency after they arrive; unacknowledged messages wait within the
+//! same bounded buffer.
 
 use super::codec::{codec, DEFAULT_MAX_FRAME_SIZE};
 use super::handshake::Credentials;
-use super::link::{sleep_until_due, DelayLine, Link, LinkState};
+use super::link::{sleep_until_due, Bandwidth, DelayLine, Link, LinkState};
 use super::presence::Presence;
 use super::transport::{connect, FrameWriter};
 use bytes::Bytes;
@@ -271,6 +272,10 @@ struct State {
     in_flight: VecDeque<u64>,
     /// Acks received on the current connection.
     acked: u64,
+    /// The message next to be written on an emulated link of limited rate and when the link's
+    /// bucket lets it leave, once it has taken its bytes (only the next one takes them, so the
+    /// messages keep their order).
+    leaves: Option<(u64, Instant)>,
     /// Messages dropped because the buffer was full.
     overflowed: u64,
 }
@@ -383,6 +388,7 @@ impl Peer {
         state.bytes = state.queue.iter().map(|pending| pending.data.len()).sum();
         state.cursor = 0;
         state.in_flight.clear();
+        state.leaves = None;
         std::mem::take(&mut state.acked) > 0
     }
 
@@ -432,6 +438,7 @@ impl Peer {
             let crossing = Crossing {
                 link: *state.borrow_and_update(),
                 delay: link.outgoing,
+                bandwidth: link.bandwidth.as_deref(),
                 now: Instant::now(),
             };
             let (batch, next_due) = self.take_unwritten(Some(crossing));
@@ -456,6 +463,7 @@ impl Peer {
             queue,
             cursor,
             in_flight,
+            leaves,
             ..
         } = &mut *state;
         let start = queue.partition_point(|pending| pending.seq < *cursor);
@@ -467,12 +475,9 @@ impl Peer {
             }
             if let (Some(crossing), Some(sent)) = (&crossing, pending.sent) {
                 // Due times never decrease along the queue: the first not due ends the batch.
-                match crossing.link.due(sent, crossing.delay) {
-                    Some(due) if due <= crossing.now => {}
-                    due => {
-                        next_due = due;
-                        break;
-                    }
+                if let Err(due) = crossing.clears(pending, sent, leaves) {
+                    next_due = due;
+                    break;
                 }
             }
             *cursor = pending.seq + 1;
@@ -502,14 +507,18 @@ impl Peer {
         reader: &mut FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
         link: &Link,
     ) -> io::Result<()> {
-        let mut acks = DelayLine::new(link.incoming);
+        // Not paced: the peer's rate is the peer's to emulate, and acks are a few bytes.
+        let mut acks = DelayLine::new(link.incoming, None);
         let mut state = link.watch();
         let mut due = Vec::new();
         loop {
             let next_due = acks.next_due(&state.borrow_and_update());
             tokio::select! {
                 frame = reader.next() => match frame {
-                    Some(frame) => acks.push(Instant::now(), frame?.freeze()),
+                    Some(frame) => {
+                        let frame = frame?.freeze();
+                        acks.push(Instant::now(), frame.len(), frame);
+                    }
                     None => return Ok(()),
                 },
                 () = sleep_until_due(next_due) => {}
@@ -564,11 +573,47 @@ impl State {
 }
 
 /// What decides whether a message may be written on an emulated link now.
-struct Crossing {
+struct Crossing<'a> {
     link: LinkState,
     /// The link's latency towards the peer.
     delay: Duration,
+    /// The link's rate towards the peer, if limited.
+    bandwidth: Option<&'a Bandwidth>,
     now: Instant,
+}
+
+impl Crossing<'_> {
+    /// Whether `pending`, sent at `sent`, may be written now; if not, when it may (`None`: not
+    /// while the link is cut). Once its latency has passed it takes its bytes from the link's
+    /// bucket, from when it was due, and `leaves` keeps when the bucket lets it go.
+    fn clears(
+        &self,
+        pending: &Pending,
+        sent: Instant,
+        leaves: &mut Option<(u64, Instant)>,
+    ) -> Result<(), Option<Instant>> {
+        let due = self.link.due(sent, self.delay).ok_or(None)?;
+        let took = leaves
+            .filter(|(seq, _)| *seq == pending.seq)
+            .map(|(_, at)| at);
+        let due = took.map_or(due, |at| at.max(due));
+        if due > self.now {
+            return Err(Some(due));
+        }
+        match (self.bandwidth, took) {
+            // A cancelled message is skipped, not written: it takes no bytes.
+            (Some(bandwidth), None) if !pending.cancelled() => {
+                let at = bandwidth.take(due, pending.data.len());
+                *leaves = Some((pending.seq, at));
+                if at > self.now {
+                    Err(Some(at))
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// What every peer of a sender is held to.

@@ -269,16 +269,17 @@ impl PeerConnection {
     }
 
     /// As `run`, over an emulated link: each message waits in the link's delay queue until it
-    /// may cross, still counted in the queue's budget (at most `capacity` wait there; beyond,
-    /// the queue fills and messages are dropped as when a real connection stalls). Other peers
-    /// have their own task: a slow or cut link holds no one else.
+    /// may cross (its latency, then the link's rate), still counted in the queue's budget (at
+    /// most `capacity` wait there; beyond, the queue fills and messages are dropped as when a
+    /// real connection stalls). Other peers have their own task: a slow or cut link holds no
+    /// one else.
     async fn run_emulated(
         mut self,
         mut messages: BudgetedReceiver<Outgoing>,
         link: Arc<Link>,
         capacity: usize,
     ) {
-        let mut line = DelayLine::new(link.outgoing);
+        let mut line = DelayLine::new(link.outgoing, link.bandwidth.clone());
         let mut state = link.watch();
         let mut burst = Vec::with_capacity(MAX_BURST);
         let mut due_now: Vec<Held<Outgoing>> = Vec::with_capacity(MAX_BURST);
@@ -292,7 +293,9 @@ impl PeerConnection {
                 {
                     open = received > 0;
                     for message in burst.drain(..) {
-                        line.push(message.get().sent.unwrap_or_else(Instant::now), message);
+                        let Outgoing { data, sent } = message.get();
+                        let sent = sent.unwrap_or_else(Instant::now);
+                        line.push(sent, data.len(), message);
                     }
                 }
                 () = sleep_until_due(due) => {}
