@@ -66,8 +66,9 @@ CPU_BOUND = "cpu"
 @dataclass(frozen=True)
 class StageCapacity:
     stage: str
-    # The cores the stage can use at once: 1 for a thread, the pool's threads for the pool.
-    max_cores: int
+    # The cores the stage can use at once: 1 for a thread, the pool's threads for the pool (never
+    # more than the node's cores).
+    max_cores: float
     us_per_tx: float
     # The stage's own ceiling: max_cores · 10⁶ / µs per transaction.
     tps: float
@@ -77,7 +78,7 @@ class StageCapacity:
 
 @dataclass(frozen=True)
 class Projection:
-    cores: int
+    cores: float
     tps: float
     # The stage to cut the cost of: the one at its own ceiling, or, when the K cores are full,
     # the one that costs the most CPU per transaction.
@@ -93,6 +94,13 @@ class Projection:
     # The CPU budget of each node the costs were measured under (`fab local --node-cpus`); None:
     # the nodes shared what the machine had.
     measured_cores: float | None = None
+    # The cores per node of the run the costs come from (its budget, else what a node used): how
+    # far the projection extrapolates is `cores / fitted_cores`.
+    fitted_cores: float | None = None
+
+    @property
+    def extrapolation(self) -> float | None:
+        return None if not self.fitted_cores else self.cores / self.fitted_cores
 
     @property
     def cpu_bound(self) -> bool:
@@ -101,16 +109,17 @@ class Projection:
 
 def project(
     us_per_tx: Mapping[str, float],
-    cores: int,
+    cores: float,
     pool_threads: int | None = None,
     executor_threads: int = 1,
 ) -> Projection | None:
     """`us_per_tx`: CPU per transaction of each stage of one node; `pool_threads`: the verifier
     pool's threads when the run fixed them (else one per core); `executor_threads`: the
     executor's threads, 1 when it runs sequentially, ONE_PER_CORE for a parallel scheme with a
-    thread per core. None without any cost."""
-    if cores < 1:
-        raise ValueError(f"a node needs at least one core, got {cores}")
+    thread per core. `cores` may be a fraction (a CPU budget, `--node-cpus`): no stage then gets
+    more than it. None without any cost."""
+    if cores <= 0:
+        raise ValueError(f"a node needs some CPU, got {cores} cores")
     if pool_threads is not None and pool_threads < 1:
         raise ValueError(f"a pool needs at least one thread, got {pool_threads}")
     if executor_threads < 0:
@@ -120,7 +129,10 @@ def project(
         return None
     pool = cores if pool_threads is None else min(cores, pool_threads)
     executor = cores if executor_threads == ONE_PER_CORE else min(cores, executor_threads)
-    ceilings = {s: pool if s in POOLED_STAGES else executor if s == EXECUTOR else 1 for s in costs}
+    ceilings = {
+        s: min(cores, pool if s in POOLED_STAGES else executor if s == EXECUTOR else 1)
+        for s in costs
+    }
     total = sum(costs.values())
     cpu_tps = cores * 1e6 / total
     own = {s: ceilings[s] * 1e6 / c for s, c in costs.items()}

@@ -21,6 +21,8 @@ Everything is computed from METRICS records (see `metrics.py`):
 * CPU per stage (`stage_cpu.py`): cores used and µs of CPU per transaction, beside the wall-clock
   busy share; the machine-aware verdict (`cpu_bound.py`) reads them with the CPU of every process
   (`resources.py`).
+* Committee traffic (`traffic.py`): bytes and frames each node sent and received, and the
+  signatures of consensus messages it checked, per second of the window.
 * Also per run: per-hop latency of samples (`hops.py`), a capacity projection for a node of
   `project_cores` cores (`projection.py`; with `node_cpus`, it says the costs were measured at
   that budget per node), the cost per transaction at `instance_price` USD per hour per node
@@ -64,6 +66,7 @@ from .throughput import (
     steady_window,
 )
 from .timeline import stage_timelines
+from .traffic import Traffic, traffic_of
 from .verdict import find_bottleneck
 
 
@@ -90,6 +93,8 @@ class Summary:
     profile: ProfileSummary | None = None
     # Rounds, timeouts and back-pressure over the window (see rounds.py); None without nodes.
     rounds: Rounds | None = None
+    # Committee traffic and consensus signature checks over the window (see traffic.py).
+    traffic: Traffic | None = None
 
     @property
     def mode(self) -> str:
@@ -98,7 +103,7 @@ class Summary:
     def stage(self, name: str) -> StageRow | None:
         return next((row for row in self.stages if row.name == name), None)
 
-    def projected(self, cores: int) -> Projection | None:
+    def projected(self, cores: float) -> Projection | None:
         """The capacity projection of this run's costs for a node of `cores` cores (the run's
         own projection is for `--project-cores`)."""
         return _project(self.stages, self.config, cores)
@@ -161,10 +166,11 @@ def summarize(
             stages, end_to_end, clients_stats, consensus, used.machines, rounds=rounds
         ),
         rounds=rounds,
+        traffic=traffic_of(counted, window) if consensus is not None else None,
         hops=hop_latencies(run.clients, run.nodes, window, pipeline.done) if run.nodes else (),
         resources=used,
         projection=_with_caveat(
-            _project(stages, config, project_cores),
+            _project(stages, config, project_cores, _fitted_cores(used, config)),
             config,
             len(run.nodes),
         ),
@@ -186,15 +192,28 @@ def _local_cores(config: dict[str, Any]) -> int | None:
     return int(cores) if isinstance(cores, int | float) and cores > 0 else None
 
 
-def _project(stages: tuple[StageRow, ...], config: dict[str, Any], cores: int) -> Projection | None:
+def _project(
+    stages: tuple[StageRow, ...],
+    config: dict[str, Any],
+    cores: float,
+    fitted_cores: float | None = None,
+) -> Projection | None:
     """The stages' measured costs projected to a node of `cores` cores, with the verifier and
-    executor threads the run's configuration gave them."""
-    return project(
+    executor threads the run's configuration gave them: the cost model (`model.py`) as one run
+    fits it, with the stages' costs as its cost per transaction and no fixed cost per second,
+    measured at `fitted_cores` per node."""
+    projection = project(
         {r.name: r.us_per_tx for r in stages if r.us_per_tx is not None},
         cores,
         _verifier_threads(config),
         _executor_threads(config),
     )
+    return None if projection is None else replace(projection, fitted_cores=fitted_cores)
+
+
+def _fitted_cores(used: Resources, config: dict[str, Any]) -> float | None:
+    """The cores per node the run's costs were measured at: its budget, else what a node used."""
+    return node_cpus(config) or used.nodes.cpu_cores
 
 
 def node_cpus(config: dict[str, Any]) -> float | None:

@@ -13,6 +13,7 @@ from .modes import MODES
 from .multi_region import MULTI_REGION
 from .overload import OVERLOAD
 from .parallel import PARALLEL
+from .scaling import SCALING
 from .store import STORE
 from .workloads import WORKLOADS_EXPERIMENT
 
@@ -27,6 +28,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         OVERLOAD,
         LEADERS,
         PARALLEL,
+        SCALING,
     )
 }
 

@@ -78,3 +78,28 @@ ADAPTER_OVER_BARE = ReportRatio(
     "adapter / bare (DiemVM / MoveVM)", "hotmove --vm=adapter", "movevm"
 )
 HOTCRYPTO_OVER_HOTSTUFF = ReportRatio("hotcrypto / hotstuff", "hotcrypto", "hotstuff")
+
+
+@dataclass(frozen=True)
+class ReportCurve:
+    """A curve of the report given by its two ends: `at_smallest` tx/s at `smallest` (nodes or
+    vCPUs) to `at_largest` at `largest`."""
+
+    smallest: int
+    largest: int
+    at_smallest: float
+    at_largest: float
+    meaning: str
+
+    @property
+    def factor(self) -> float:
+        """How throughput changed from the smallest to the largest."""
+        return self.at_largest / self.at_smallest
+
+
+# Fig 1.2: hotcrypto against committee size, nodes of 4 vCPUs.
+COMMITTEE_HOTCRYPTO = ReportCurve(
+    6, 48, 50_000, 20_000, "hotcrypto against committee size, nodes of 4 vCPUs"
+)
+# Fig 1.5: hotcrypto against vCPUs per node (4 vCPUs gave 40,000-50,000 tx/s: the middle).
+CORES_HOTCRYPTO = ReportCurve(4, 36, 45_000, 90_000, "hotcrypto against vCPUs per node")

@@ -69,10 +69,10 @@ def projection_section(projection: Projection | None) -> list[str]:
         return [" + CAPACITY PROJECTION: - (no stage reported its CPU per transaction)"]
     measured = projection.measured_cores
     at = "" if measured is None else f", from costs measured at {measured:g} cores per node"
-    head = f" + CAPACITY PROJECTION ({projection.cores} cores per node{at}):"
+    head = f" + CAPACITY PROJECTION ({projection.cores:g} cores per node{at}):"
     head += f" {projection.tps:,.0f} tx/s"
     if projection.cpu_bound:
-        head += f", CPU-bound: {projection.cores} cores / {projection.us_per_tx_total:.1f} µs/tx"
+        head += f", CPU-bound: {projection.cores:g} cores / {projection.us_per_tx_total:.1f} µs/tx"
         why = f"the cores limit; {projection.limiting_stage} costs the most CPU per transaction"
     else:
         why = f"limited by {projection.limiting_stage}: at its own ceiling, with cores to spare"
@@ -86,6 +86,13 @@ def projection_section(projection: Projection | None) -> list[str]:
         for s in projection.stages
     ]
     caveat = [] if projection.caveat is None else [f"   ({projection.caveat})"]
+    reach = projection.extrapolation
+    if reach is not None and projection.fitted_cores is not None:
+        caveat.append(
+            f"   (a model fitted on this run alone, at {projection.fitted_cores:.2g} cores per"
+            f" node: it extrapolates x{reach:.3g} in cores; `fab experiment scaling` prints its"
+            " error against runs it was not fitted on)"
+        )
     return [*lines, f"   {why}", *caveat]
 
 

@@ -24,6 +24,11 @@ its group.
 The clients get a group without a quota: their CPU is theirs, not charged to any node's budget,
 and they are not capped either (a load generator held back would measure itself, not the nodes).
 
+The budget holds while the clients send. Once they have stopped, the quotas are lifted (`lift`)
+before the nodes are: a node stopping drains what its connections still hold (the audit counts
+it), and at a budget sized for the load that drain would outlast the time a stop is given. It
+happens after the measured window, so no figure of the run sees it.
+
 The groups are removed when the run ends, however it ends: the runner stops every process first,
 then `CpuBudget.remove` takes the groups away (retrying while the kernel lets the last exits
 settle). Before that, each group's `cpu.stat` (periods, throttled periods, throttled time) is saved
@@ -70,6 +75,9 @@ class CpuHierarchy:
     def quota_text(self, quota_us: int, period_us: int) -> str:
         """What the quota file takes: v1 the quota alone (the period has its own file)."""
         return str(quota_us) if self.version == 1 else f"{quota_us} {period_us}"
+
+    def no_quota_text(self, period_us: int) -> str:
+        return "-1" if self.version == 1 else f"max {period_us}"
 
     @property
     def quota_file(self) -> str:
@@ -205,6 +213,8 @@ class CpuBudget:
     # outcome matters more than an empty directory left in /sys/fs/cgroup).
     warnings: list[str] = field(default_factory=list)
     _created: list[Path] = field(default_factory=list)
+    # The groups' `cpu.stat` when the quotas were lifted (`lift`): what the run itself counted.
+    _held: dict[str, Any] | None = None
 
     @property
     def parent(self) -> Path:
@@ -314,8 +324,23 @@ class CpuBudget:
             return []
         return [int(line) for line in text.split() if line.isdigit()]
 
+    def lift(self) -> None:
+        """Take every node's quota away, its group kept: the run's measured part is over (the
+        clients stopped), and a node stopping drains what its connections still hold, which a
+        budget sized for the load would stretch past the time a stop is given. The groups'
+        counters are kept as they were here, for `stats`."""
+        self._held = self.stats()
+        for index in range(self.nodes):
+            self._write(
+                self.node_group(index) / self.hierarchy.quota_file,
+                self.hierarchy.no_quota_text(self.period_us),
+            )
+
     def stats(self) -> dict[str, Any]:
-        """The budget and every group's `cpu.stat`, as `cpu-budget.json` holds them."""
+        """The budget and every group's `cpu.stat`, as `cpu-budget.json` holds them (as they were
+        when the quotas were lifted, if they were)."""
+        if self._held is not None:
+            return self._held
         return {
             "cgroup_version": self.hierarchy.version,
             "parent": str(self.parent),

@@ -372,7 +372,10 @@ class LocalBench:
         faults.start(at=start_at)
         try:
             self._wait(bench, clients, nodes, [p.log_path for p in nodes + clients], faults)
-            # Clients are done: stop the nodes so each prints its final METRICS line.
+            # Clients are done: stop the nodes so each prints its final METRICS line, without
+            # their budgets so that they drain their connections in the time a stop is given.
+            if budget is not None:
+                budget.lift()
             processes.stop(nodes)
         finally:
             faults.log.save(log_dir)

@@ -212,6 +212,23 @@ def test_v2_groups_hand_the_controller_down_and_write_cpu_max(tmp_path: Path) ->
     assert not budget.parent.exists()
 
 
+def test_lifting_the_budget_takes_every_quota_away_and_keeps_the_stats_of_the_run(
+    tmp_path: Path,
+) -> None:
+    for version, unlimited in ((1, "-1"), (2, "max 100000")):
+        (tmp_path / f"v{version}").mkdir()
+        cgroups = fake_tree(tmp_path / f"v{version}", version)
+        with cgroups.budget("run0", 0.25, 2) as budget:
+            held = budget.stats()
+            budget.lift()
+            for index in range(2):
+                group = budget.node_group(index)
+                assert (group / cgroups.hierarchy().quota_file).read_text() == unlimited
+            # What the groups count after the lift (the nodes' stop) is not the run's.
+            (budget.node_group(0) / "cpu.stat").write_text("nr_periods 99\n")
+            assert budget.stats() == held
+
+
 def test_v2_leaves_a_controller_already_handed_down_alone(tmp_path: Path) -> None:
     cgroups = fake_tree(tmp_path, 2)
     control = tmp_path / "cgroup" / "cgroup.subtree_control"

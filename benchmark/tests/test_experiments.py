@@ -253,6 +253,32 @@ def _parallel(page: str) -> None:
     numbers_in(projected, "delivered tx/s", "executor µs/tx", "projected tx/s")
 
 
+def _scaling(page: str) -> None:
+    committee = table_with(page, "signatures checked/round")
+    assert len(committee) == 2  # hotstuff, hotcrypto
+    for rows in committee:
+        assert [r["nodes"] for r in rows] == ["4", "7"]
+        numbers_in(
+            rows,
+            "delivered tx/s: median (min-max)",
+            "node CPU µs/tx",
+            "bytes sent/tx",
+            "bytes received/tx",
+            "frames/round",
+            "signatures checked/round",
+            "rounds/s",
+        )
+    (cores,) = table_with(page, "tx/s per core")
+    numbers_in(cores, "delivered tx/s: median (min-max)", "node CPU µs/tx")
+    (model,) = table_with(page, "nodes x cores")
+    predicted = [r for r in model if r["point"] == "predicted"]
+    assert len(predicted) >= 3
+    numbers_in(predicted, "model tx/s", "delivered tx/s", "error")
+    assert re.search(
+        rf"Prediction error on the {len(predicted)} points not fitted: median \d+%", page
+    )
+
+
 PAGE_CHECKS = {
     "overload": _first_columns,
     "leaders": _first_columns,
@@ -262,6 +288,7 @@ PAGE_CHECKS = {
     "workloads": _workloads,
     "store": _store,
     "parallel": _parallel,
+    "scaling": _scaling,
 }
 
 

@@ -127,7 +127,7 @@ def test_stages_without_cost_and_the_load_generator_are_left_out() -> None:
     assert [s.stage for s in movevm.stages] == ["executor"]
     # One thread: its ceiling binds long before 4 cores' worth of CPU.
     assert (movevm.tps, movevm.bound) == (pytest.approx(250_000), "executor")
-    with pytest.raises(ValueError, match="at least one core"):
+    with pytest.raises(ValueError, match="needs some CPU"):
         project(HOTCRYPTO, 0)
 
 

@@ -1,6 +1,7 @@
-//! The METRICS source of a replica's ordering half: HotStuff's and the mempool's counters, and
-//! the seal-to-commit latencies of the interval. It lives with the replica, not with the stages,
-//! so that the stages (and the client that runs them standalone) need neither crate.
+//! The METRICS source of a replica's ordering half: HotStuff's and the mempool's counters, the
+//! committee traffic of the process, and the seal-to-commit latencies of the interval. It lives
+//! with the replica, not with the stages, so that the stages (and the client that runs them
+//! standalone) need neither crate.
 
 use hotstuff::ConsensusMetrics;
 use mempool::MempoolMetrics;
@@ -42,6 +43,7 @@ impl Source for ConsensusSource {
             .counter("backpressure_pauses", load(&mempool.backpressure_pauses))
             .counter("backpressure_ms", load(&mempool.backpressure_ms))
             .gauge("uncommitted_bytes", load(&mempool.uncommitted_bytes))
+            .counter("signatures_checked", hotstuff::signatures_checked() as f64)
             .counts(
                 "timed_out_leaders",
                 "leader",
@@ -51,6 +53,13 @@ impl Source for ConsensusSource {
                     .map(|(leader, count)| (leader.clone(), *count as f64))
                     .collect(),
             );
+        let traffic = network::traffic();
+        snapshot
+            .section("network")
+            .counter("sent_frames", traffic.sent_frames as f64)
+            .counter("sent_bytes", traffic.sent_bytes as f64)
+            .counter("received_frames", traffic.received_frames as f64)
+            .counter("received_bytes", traffic.received_bytes as f64);
         if let Some(leader) = &state.leader {
             snapshot.section("consensus").text("leader", leader.clone());
         }

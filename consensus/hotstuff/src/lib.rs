@@ -36,7 +36,7 @@ pub mod wire;
 static ALLOCATOR: plumbing::test_alloc::Counting = plumbing::test_alloc::Counting;
 
 pub use error::FatalError;
-pub use messages::{Block, Timeout, Vote, QC, TC};
+pub use messages::{signatures_checked, Block, Timeout, Vote, QC, TC};
 pub use metrics::{ConsensusMetrics, ConsensusSnapshot};
 pub use wire::{CheckpointReply, ConsensusMessage};
 

@@ -6,6 +6,7 @@ use crypto::{Digest, Hash, PublicKey, Signature, SignatureService};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -39,6 +40,20 @@ fn timeout_digest(round: Round, high_qc_round: Round) -> Digest {
         b"hotmove/timeout",
         &[&round.to_le_bytes(), &high_qc_round.to_le_bytes()],
     )
+}
+
+/// Signatures this process has checked in consensus messages (votes, blocks, timeouts and the
+/// votes inside certificates), valid or not. Per process, like the network's traffic counters: a
+/// node is one process and reports it per round on its METRICS line.
+static SIGNATURES_CHECKED: AtomicU64 = AtomicU64::new(0);
+
+fn count_checks(signatures: usize) {
+    SIGNATURES_CHECKED.fetch_add(signatures as u64, Ordering::Relaxed);
+}
+
+/// The signatures of consensus messages checked since the process started.
+pub fn signatures_checked() -> u64 {
+    SIGNATURES_CHECKED.load(Ordering::Relaxed)
 }
 
 /// Rejects the one round no honest node ever reaches: `round + 1` must not overflow anywhere.
@@ -99,6 +114,7 @@ impl QC {
         }
         check_round(self.round)?;
         check_quorum(committee, self.votes.iter().map(|(name, _)| name))?;
+        count_checks(self.votes.len());
         Signature::verify_batch_same_digest(&vote_digest(&self.hash, self.round), &self.votes)
             .map_err(|_| MessageError::InvalidSignature)
     }
@@ -142,6 +158,7 @@ impl TC {
                 self.round
             )));
         }
+        count_checks(self.votes.len());
         for (name, signature, high_qc_round) in &self.votes {
             signature
                 .verify(&timeout_digest(self.round, *high_qc_round), name)
@@ -268,6 +285,7 @@ impl Block {
     /// The author's signature alone; the certificates inside are checked on their own (the core
     /// skips the ones it already holds).
     pub fn verify_signature(&self) -> Result<(), MessageError> {
+        count_checks(1);
         self.signature
             .verify(&self.digest(), &self.author)
             .map_err(|_| MessageError::InvalidSignature)
@@ -340,6 +358,7 @@ impl Vote {
         if committee.stake(&self.author) == 0 {
             return Err(MessageError::UnknownAuthority(self.author));
         }
+        count_checks(1);
         self.signature
             .verify(&vote_digest(&self.hash, self.round), &self.author)
             .map_err(|_| MessageError::InvalidSignature)
@@ -403,6 +422,7 @@ impl Timeout {
     /// The signer's signature alone; the high QC is checked on its own (the core skips it when
     /// it already holds that QC).
     pub fn verify_signature(&self) -> Result<(), MessageError> {
+        count_checks(1);
         self.signature
             .verify(
                 &timeout_digest(self.round, self.high_qc.round),
@@ -527,6 +547,19 @@ pub(crate) mod tests {
         let qc = qc(Digest::of(b"b"), 3, &keys[..3]);
         assert_eq!(qc.verify(&committee), Ok(()));
         assert_eq!(QC::genesis().verify(&committee), Ok(()));
+    }
+
+    #[test]
+    fn every_signature_a_certificate_holds_is_counted_as_checked() {
+        // Tests of this binary verify concurrently: the counter grows by at least this much.
+        let keys = keys(4);
+        let committee = committee(&keys);
+        let qc = qc(Digest::of(b"b"), 3, &keys[..3]);
+        let vote = vote(Digest::of(b"b"), 3, &keys[0]);
+        let before = signatures_checked();
+        assert_eq!(qc.verify(&committee), Ok(()));
+        assert_eq!(vote.verify(&committee), Ok(()));
+        assert!(signatures_checked() - before >= 4);
     }
 
     #[test]

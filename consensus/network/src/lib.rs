@@ -32,6 +32,7 @@ mod simple_sender;
 mod slots;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod traffic;
 mod transport;
 
 pub use codec::{codec, Writer, DEFAULT_MAX_FRAME_SIZE};
@@ -47,6 +48,7 @@ pub use simple_sender::{SimpleSender, DEFAULT_SIMPLE_QUEUE_CAPACITY};
 pub use slots::{SlotLimits, CONNECTIONS_PER_MEMBER, HANDSHAKES_PER_MEMBER};
 #[cfg(any(test, feature = "testing"))]
 pub use testing::Tap;
+pub use traffic::{traffic, Traffic};
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

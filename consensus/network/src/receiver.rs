@@ -1,10 +1,11 @@
 //! Accepts connections and hands every frame to a handler.
 
-use super::codec::{codec, Writer};
+use super::codec::{codec, Writer, LENGTH_PREFIX};
 use super::error::HandlerError;
 use super::handshake::{self, Gate};
 use super::link::Link;
 use super::slots::{HandshakeSlot, SlotLimits, Slots};
+use super::traffic;
 use bytes::Bytes;
 use crypto::PublicKey;
 use futures::{FutureExt, SinkExt, StreamExt};
@@ -240,6 +241,7 @@ async fn read_frames<H: MessageHandler>(
         };
         match next {
             Some(Ok(frame)) => {
+                traffic::received((frame.len() + LENGTH_PREFIX) as u64);
                 if let Some(link) = &link {
                     // Emulated partition: nothing is accepted across a cut. The frame waits for
                     // the heal and we read no further meanwhile, so the peer's writes stall as

@@ -2,6 +2,7 @@
 
 use super::codec::LENGTH_PREFIX;
 use super::handshake::{self, Credentials, HandshakeError};
+use super::traffic;
 use bytes::Bytes;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
@@ -123,7 +124,10 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
                 }
             }
         }
-        self.io.flush().await
+        self.io.flush().await?;
+        let bytes: usize = frames.iter().map(|frame| frame.len() + LENGTH_PREFIX).sum();
+        traffic::sent(frames.len() as u64, bytes as u64);
+        Ok(())
     }
 }
 
