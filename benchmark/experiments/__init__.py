@@ -9,6 +9,7 @@ from __future__ import annotations
 from .experiment import Configuration, Experiment, Outcome
 from .faults import FAULTS
 from .leaders import LEADERS
+from .links import LINKS
 from .modes import MODES
 from .multi_region import MULTI_REGION
 from .overload import OVERLOAD
@@ -29,6 +30,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         LEADERS,
         PARALLEL,
         SCALING,
+        LINKS,
     )
 }
 

@@ -8,6 +8,9 @@ them). The page compares the capacities, then, at the highest rate both placemen
 (the same load), what a round carried and cost: rounds per second, transactions per batch and how
 full a batch was (the runs set `--batch-size`, the node's default, so the fill is known), batches
 per round, and the CPU a node spent per transaction (all its threads, and its consensus stage).
+Across four regions each mode also runs at the bounds `BOUNDS` on a node's uncommitted bytes
+beside the default, at rates around four regions' capacity: whether the verdict rests on the
+default bound, which a longer wait for commits fills sooner.
 """
 
 from __future__ import annotations
@@ -51,6 +54,16 @@ FOUR = "four regions"
 MODES = ("hotcrypto", "hotstuff")
 # The node's default batch size, given explicitly so that the runs record it.
 BATCH_SIZE = "500000"
+# The uncommitted-bytes bounds swept across four regions beside the node's default (8 MiB),
+# at rates of the main sweep around four regions' capacity.
+BOUNDS = (2 * 1024 * 1024, 32 * 1024 * 1024)
+DEFAULT_BOUND = 8 * 1024 * 1024
+BOUND_RATES = {"hotcrypto": "8000,16000,24000,32000", "hotstuff": "50000,100000,200000,300000"}
+QUICK_BOUND_RATES = {"hotcrypto": "2000", "hotstuff": "20000"}
+
+
+def bound_label(mode: str, bound: int) -> str:
+    return f"{mode}: {FOUR}, --max-uncommitted-bytes={bound}"
 
 
 def _configurations(quick: bool) -> Sequence[Configuration]:
@@ -70,6 +83,18 @@ def _configurations(quick: bool) -> Sequence[Configuration]:
             Configuration(f"{mode}: {ONE}", base),
             Configuration(f"{mode}: {FOUR}", {**base, "delay_matrix": MATRIX}),
         ]
+    for mode in MODES:
+        rate = (QUICK_BOUND_RATES if quick else BOUND_RATES)[mode]
+        for bound in BOUNDS[:1] if quick else BOUNDS:
+            flags = {
+                "mode": mode,
+                "rate": rate,
+                "batch_size": BATCH_SIZE,
+                "delay_matrix": MATRIX,
+                "max_uncommitted_bytes": str(bound),
+                **runs,
+            }
+            configurations.append(Configuration(bound_label(mode, bound), flags))
     return configurations
 
 
@@ -338,12 +363,61 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
             f"`{mode}`",
             *verdict(by_label.get(f"{mode}: {ONE}", []), by_label.get(f"{mode}: {FOUR}", [])),
         )
+    for mode in MODES:
+        _bound_section(mode, by_label, page)
     page.section("Every rate of every sweep (medians of the runs)")
     page.table(
         ["placement", "rate asked (tx/s)", "delivered (tx/s)", "batch fill", *MEASURES],
         detail_rows(outcomes),
     )
     _plot(outcomes, page)
+
+
+def _bound_section(mode: str, by_label: dict[str, list[Summary]], page: Page) -> None:
+    """Four regions' capacity at each bound on a node's uncommitted bytes: whether the verdict
+    above rests on the default."""
+    sweeps = {DEFAULT_BOUND: by_label.get(f"{mode}: {FOUR}", [])}
+    sweeps |= {b: by_label.get(bound_label(mode, b), []) for b in BOUNDS}
+    rates = {r for b in BOUNDS for r in by_rate(sweeps[b])}
+    rows = []
+    for bound in sorted(sweeps):
+        runs = [s for s in sweeps[bound] if int(s.config.get("rate") or 0) in rates]
+        if not runs:
+            continue
+        found = capacity(runs)
+        top = at_rate(runs, max(by_rate(runs)))
+        rows.append(
+            [
+                f"{bound / 1024 / 1024:g} MiB" + (" (default)" if bound == DEFAULT_BOUND else ""),
+                "-" if found is None else found.describe(),
+                fmt(median(delivered(s) for s in top)),
+                share(median_of([held_back(s) for s in top])),
+                fmt(median_of([consensus_p50(s) for s in top])),
+                fmt(median_of([rounds_per_second(s) for s in top]), 1),
+                fmt(median_of([node_us_per_tx(s) for s in top]), 2),
+            ]
+        )
+    if not rows:
+        return
+    page.section(
+        f"`{mode}` across four regions: the bound on a node's uncommitted bytes",
+        "A node stops reading its clients while it holds `--max-uncommitted-bytes` of batches"
+        " sealed but not committed; across regions a commit takes longer, so the same bound"
+        " holds fewer transactions a second. The sweep's rates only"
+        f" ({', '.join(fmt(r) for r in sorted(rates))} tx/s); the last columns at the highest.",
+    )
+    page.table(
+        [
+            "bound",
+            "capacity (tx/s)",
+            "delivered at the highest rate",
+            "held back",
+            "consensus p50 ms",
+            "rounds/s",
+            "node CPU µs/tx",
+        ],
+        rows,
+    )
 
 
 MULTI_REGION = Experiment(

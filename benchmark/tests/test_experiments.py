@@ -183,7 +183,12 @@ def _modes(page: str) -> None:
 
 def _multi_region(page: str) -> None:
     (rows,) = table_with(page, "placement")
-    assert len(rows) == 8  # two placements, two modes, two rates
+    assert len(rows) == 10  # two placements, two modes, two rates; a bound per mode, one rate
+    bounds = table_with(page, "bound")
+    assert len(bounds) == 2  # a table per mode
+    for bound_rows in bounds:
+        assert [r["bound"] for r in bound_rows] == ["2 MiB", "8 MiB (default)"]
+        numbers_in(bound_rows, "delivered at the highest rate", "rounds/s")
     numbers_in(rows, *[h for h in rows[0] if h != "placement"])
     verdicts = re.findall(
         r"^- \*\*(The claim holds here|The claim does not hold here|Neither ran faster"
@@ -279,6 +284,17 @@ def _scaling(page: str) -> None:
     )
 
 
+def _links(page: str) -> None:
+    (links,) = table_with(page, "link Mbit/s")
+    assert [r["link Mbit/s"] for r in links] == ["no limit", "25"]
+    numbers_in(links, "delivered tx/s: median (min-max)", "bandwidth used Mbit/s")
+    assert re.search(r"^- `hotstuff`: \*\*(not )?slower with more bandwidth\*\*", page, re.M)
+    (batches,) = table_with(page, "batch size B")
+    assert [r["batch size B"] for r in batches] == ["50,000", "500,000"]
+    numbers_in(batches, "delivered tx/s: median (min-max)", "rounds/s")
+    assert "- The batch size that delivered most: 4 nodes: " in page
+
+
 PAGE_CHECKS = {
     "overload": _first_columns,
     "leaders": _first_columns,
@@ -289,6 +305,7 @@ PAGE_CHECKS = {
     "store": _store,
     "parallel": _parallel,
     "scaling": _scaling,
+    "links": _links,
 }
 
 

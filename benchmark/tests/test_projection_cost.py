@@ -218,6 +218,11 @@ def test_a_projection_from_a_budgeted_run_says_at_which_budget_it_measured(
         " 3,077 tx/s"
     ) in text
     assert budgeted.to_dict()["projection"]["measured_cores"] == 0.75
+    # How far it reaches from the run it was fitted on: 2 cores from 0.75.
+    assert projection.fitted_cores == 0.75
+    assert (
+        "fitted on this run alone, at 0.75 cores per node: it extrapolates x2.67 in cores" in text
+    )
     # Even one node says it: its budget is what its costs were measured at.
     single = summarize(run, {**config, "nodes": 1, "node_cpus": 1})
     assert single.projection is not None

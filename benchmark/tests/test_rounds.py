@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmark.analysis.metrics import load_run
 from benchmark.analysis.summary import Summary, summarize
 from benchmark.report.summary import render_summary
@@ -135,3 +137,37 @@ def test_logs_without_rounds_have_no_rounds_section(tmp_path: Path) -> None:
     summary = _summary(write_run(tmp_path))
     assert summary.rounds is None
     assert "ROUNDS" not in render_summary(summary)
+
+
+def test_traffic_is_read_per_second_and_per_round_from_the_nodes_counters(tmp_path: Path) -> None:
+    write_run(tmp_path)
+
+    def edit(index: int, second: int, record: dict[str, Any]) -> None:
+        _rounds()(index, second, record)
+        # Node 0 sends 1 MB and 100 frames a second, node 1 twice that; each receives the other's.
+        scale = 1 + index
+        record["network"] = {
+            "sent_bytes": 1_000_000 * scale * second,
+            "sent_frames": 100 * scale * second,
+            "received_bytes": 1_000_000 * (3 - scale) * second,
+            "received_frames": 100 * (3 - scale) * second,
+        }
+        record["consensus"]["signatures_checked"] = 30 * second
+
+    _edit(tmp_path, "node", edit)
+    summary = _summary(tmp_path)
+    traffic = summary.traffic
+    assert traffic is not None
+    # Means over the two nodes.
+    assert traffic.sent_bytes_per_s == pytest.approx(1_500_000)
+    assert traffic.received_frames_per_s == pytest.approx(150)
+    assert traffic.frames_per_s == pytest.approx(300)
+    assert traffic.signatures_per_s == pytest.approx(30)
+    assert traffic.megabits_per_s == pytest.approx(12.0)
+    assert summary.rounds is not None
+    assert traffic.signatures_per_s / summary.rounds.rounds_per_second == pytest.approx(3)
+
+
+def test_a_node_that_reports_no_traffic_leaves_it_out(tmp_path: Path) -> None:
+    write_run(tmp_path)
+    assert _summary(tmp_path).traffic is None

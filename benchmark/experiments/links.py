@@ -1,0 +1,264 @@
+"""`links`: two of the report's figures about what the network gives a committee, put to the test.
+
+* Link rate (the report's Fig 1.10: nodes talking over private addresses, with more bandwidth
+  than public ones, ran slower and more erratically). `hotstuff` and `hotcrypto`, 4 nodes with
+  1 ms links (a datacenter), at rates above their capacity, over links of `LINK_RATES` Mbit/s and
+  without a limit (`--bandwidth`: a token bucket per link, `docs/faults.md` says what it does
+  not model). Did more bandwidth deliver less, or vary more from run to run?
+* Batch size against committee size (the report's Fig 1.11). `hotstuff`, nodes of 0.05 cores
+  each (`--node-cpus`, as on the scaling page), n of `BATCH_COMMITTEES` and batches of
+  `BATCH_SIZES` bytes: the capacity at each, and the batch size that did best at each n.
+
+A point's capacity is the median of what its runs delivered at a rate above what it orders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import median
+
+import matplotlib.pyplot as plt
+
+from ..analysis.summary import Summary
+from .experiment import Configuration, Experiment, Outcome
+from .measures import delivered, e2e_p50, fmt, median_of, node_us_per_tx, spread
+from .page import Page
+from .scaling import COMMITTEE_BUDGET, rounds_per_second, sent_per_tx, txs_per_round
+
+LINK_MODES = {"hotstuff": "300000", "hotcrypto": "40000"}
+LINK_DELAY_MS = "1"
+# Mbit/s of every link; None: no limit (loopback).
+LINK_RATES: tuple[int | None, ...] = (None, 1000, 100, 25)
+BATCH_COMMITTEES = (4, 10, 22)
+BATCH_SIZES = (50_000, 200_000, 500_000, 1_000_000)
+# Asked of each committee of 0.05-core nodes: above what it orders (see the scaling page).
+BATCH_RATES = {4: "100000", 10: "60000", 22: "40000"}
+# A run's spread: (max - min) / median of what its runs delivered.
+UNLIMITED = "no limit"
+
+
+def _link_label(mode: str, rate: int | None) -> str:
+    return f"link: {mode}, {UNLIMITED if rate is None else f'{rate} Mbit/s'}"
+
+
+def _batch_label(nodes: int, size: int) -> str:
+    return f"batch: {nodes} nodes, {size:,} B"
+
+
+def _configurations(quick: bool) -> Sequence[Configuration]:
+    runs = {"runs": "1", "duration": "5"} if quick else {"runs": "3", "duration": "15"}
+    link_modes = {"hotstuff": "40000"} if quick else LINK_MODES
+    link_rates = (None, 25) if quick else LINK_RATES
+    configurations = []
+    for mode, asked in link_modes.items():
+        for rate in link_rates:
+            flags: dict[str, str | bool] = {"mode": mode, "delay": LINK_DELAY_MS}
+            if rate is not None:
+                flags["bandwidth"] = str(rate)
+            configurations.append(
+                Configuration(_link_label(mode, rate), {**flags, "rate": asked, **runs})
+            )
+    committees = (4,) if quick else BATCH_COMMITTEES
+    sizes = (50_000, 500_000) if quick else BATCH_SIZES
+    for nodes in committees:
+        for size in sizes:
+            flags = {
+                "mode": "hotstuff",
+                "nodes": str(nodes),
+                "node_cpus": f"{COMMITTEE_BUDGET:g}",
+                "batch_size": str(size),
+                # Room for two batches of this size in flight, and no less than the scaling
+                # page's bound.
+                "max_uncommitted_bytes": str(max(500_000, 2 * size)),
+                "rate": BATCH_RATES[nodes],
+                **runs,
+            }
+            configurations.append(Configuration(_batch_label(nodes, size), flags))
+    return configurations
+
+
+def erratic(runs: Sequence[Summary]) -> float | None:
+    """(max - min) / median of what the runs delivered: how far apart runs of one command fell."""
+    values = [delivered(s) for s in runs]
+    middle = median(values) if values else 0
+    return (max(values) - min(values)) / middle if middle > 0 else None
+
+
+def megabits(summary: Summary) -> float | None:
+    return summary.traffic.megabits_per_s if summary.traffic is not None else None
+
+
+def link_verdict(mode: str, by_rate: dict[int | None, list[Summary]]) -> list[str]:
+    """Whether more bandwidth delivered less, or less steadily: the fastest links against each
+    slower one."""
+    rates = [r for r in LINK_RATES if by_rate.get(r)]
+    if len(rates) < 2:
+        return [f"- `{mode}`: fewer than two link rates ran; nothing to compare."]
+    fastest, *slower = rates
+    top = by_rate[fastest]
+    lines = []
+    slower_won = [
+        r
+        for r in slower
+        if median(delivered(s) for s in by_rate[r]) > median(delivered(s) for s in top)
+    ]
+    steadier = [r for r in slower if (erratic(by_rate[r]) or 0) < (erratic(top) or 0)]
+    name = "without a limit" if fastest is None else f"at {fastest} Mbit/s"
+    if slower_won:
+        lines.append(
+            f"- `{mode}`: **slower with more bandwidth**: {name} delivered less than at"
+            f" {', '.join(f'{r} Mbit/s' for r in slower_won)}."
+        )
+    else:
+        lines.append(
+            f"- `{mode}`: **not slower with more bandwidth**: {name} delivered"
+            f" {fmt(median(delivered(s) for s in top))} tx/s, at least as much as every slower"
+            " link."
+        )
+    spread_top = erratic(top)
+    lines.append(
+        f"- `{mode}`: runs {name} fell {fmt(None if spread_top is None else spread_top * 100)} %"
+        " apart (max - min over the median); "
+        + (
+            f"slower links were steadier at {', '.join(f'{r} Mbit/s' for r in steadier)}."
+            if steadier
+            else "no slower link was steadier."
+        )
+    )
+    return lines
+
+
+def _link_section(outcomes: Sequence[Outcome], page: Page) -> None:
+    page.section(
+        "Link rate (the report's Fig 1.10)",
+        f"4 nodes, {LINK_DELAY_MS} ms one way on every link, a rate above capacity; each link"
+        " rate a token bucket per direction (`--bandwidth`). Bandwidth used: what a node's busier"
+        " direction carried.",
+    )
+    figure, axes = plt.subplots()
+    for mode in LINK_MODES:
+        by_rate: dict[int | None, list[Summary]] = {}
+        rows = []
+        for rate in LINK_RATES:
+            runs = _runs(outcomes, _link_label(mode, rate))
+            if not runs:
+                continue
+            by_rate[rate] = runs
+            rows.append(
+                [
+                    UNLIMITED if rate is None else f"{rate}",
+                    spread([delivered(s) for s in runs]),
+                    fmt(_times_100(erratic(runs)), 0, " %"),
+                    fmt(median_of([megabits(s) for s in runs]), 1),
+                    fmt(median_of([sent_per_tx(s) for s in runs])),
+                    fmt(median_of([e2e_p50(s) for s in runs])),
+                ]
+            )
+        if not rows:
+            continue
+        page.add("", f"**{mode}**")
+        page.table(
+            [
+                "link Mbit/s",
+                "delivered tx/s: median (min-max)",
+                "runs apart",
+                "bandwidth used Mbit/s",
+                "bytes sent/tx",
+                "end-to-end p50 ms",
+            ],
+            rows,
+        )
+        page.add("", *link_verdict(mode, by_rate))
+        limited = [(r, runs) for r, runs in by_rate.items() if r is not None]
+        if limited:
+            axes.plot(
+                [r for r, _ in limited],
+                [median(delivered(s) for s in runs) for _, runs in limited],
+                marker="o",
+                label=mode,
+            )
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("Link rate (Mbit/s)")
+    axes.set_ylabel("Delivered, median (tx/s)")
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    page.figure(figure, "links", "Delivered against the link rate")
+
+
+def _times_100(value: float | None) -> float | None:
+    return None if value is None else value * 100
+
+
+def _runs(outcomes: Sequence[Outcome], label: str) -> list[Summary]:
+    return next((o.summaries for o in outcomes if o.configuration.label == label), [])
+
+
+def _batch_section(outcomes: Sequence[Outcome], page: Page) -> None:
+    page.section(
+        "Batch size against committee size (the report's Fig 1.11)",
+        f"`hotstuff`, every node of {COMMITTEE_BUDGET:g} cores, asked more than it orders.",
+    )
+    rows, best = [], []
+    figure, axes = plt.subplots()
+    for nodes in BATCH_COMMITTEES:
+        points = []
+        for size in BATCH_SIZES:
+            runs = _runs(outcomes, _batch_label(nodes, size))
+            if not runs:
+                continue
+            capacity = median(delivered(s) for s in runs)
+            points.append((size, capacity))
+            rows.append(
+                [
+                    str(nodes),
+                    f"{size:,}",
+                    spread([delivered(s) for s in runs]),
+                    fmt(median_of([node_us_per_tx(s) for s in runs]), 2),
+                    fmt(median_of([rounds_per_second(s) for s in runs]), 1),
+                    fmt(median_of([txs_per_round(s) for s in runs])),
+                ]
+            )
+        if points:
+            axes.plot(*zip(*points, strict=True), marker="o", label=f"{nodes} nodes")
+            size, capacity = max(points, key=lambda p: p[1])
+            best.append(f"{nodes} nodes: {size:,} B ({fmt(capacity)} tx/s)")
+    page.table(
+        [
+            "nodes",
+            "batch size B",
+            "delivered tx/s: median (min-max)",
+            "node CPU µs/tx",
+            "rounds/s",
+            "tx/round",
+        ],
+        rows,
+    )
+    if best:
+        page.add("", "- The batch size that delivered most: " + "; ".join(best) + ".")
+    axes.set_xscale("log")
+    axes.set_xlabel("Batch size (bytes)")
+    axes.set_ylabel("Delivered, median (tx/s)")
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    page.figure(figure, "batch", "Delivered against batch size, per committee size")
+
+
+def _write(outcomes: Sequence[Outcome], page: Page) -> None:
+    _link_section(outcomes, page)
+    _batch_section(outcomes, page)
+
+
+LINKS = Experiment(
+    name="links",
+    title="Links: bandwidth, and batch size against committee size",
+    question=(
+        "The report found that faster links (private addresses) made its committee slower and"
+        " more erratic (Fig 1.10), and plotted batch size against committee size (Fig 1.11)."
+        " With link rates emulated per link and every node under a CPU budget: does more"
+        " bandwidth ever deliver less here, and which batch size does best as the committee"
+        " grows?"
+    ),
+    configurations=_configurations,
+    write=_write,
+)
