@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.summary import Summary
 from .page import Page
+from .probe import Probe
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,10 @@ class Outcome:
     error: str | None = None
     # A bench's table (`CriterionBench`): one row per benchmark, as the bench wrote it.
     table: list[dict[str, object]] = field(default_factory=list)
+    # The machine's speed probe (`probe.py`) before the configuration ran and after; None on a
+    # testbed of other hosts.
+    probe_before: Probe | None = None
+    probe_after: Probe | None = None
 
 
 @dataclass(frozen=True)

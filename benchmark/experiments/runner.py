@@ -34,6 +34,7 @@ from ..runners.sweep import PointRunner
 from .bench import read_table, run_bench
 from .experiment import Configuration, Experiment, Outcome
 from .page import Machine, Page, commit_of
+from .probe import QUICK_SECONDS, SECONDS, Probe, drift, probe
 
 # Flags whose value is a file.
 FILE_FLAGS = ("delay_matrix",)
@@ -138,12 +139,18 @@ def run_experiment(
     if build:
         cargo_build(repo_root, out)
     outcomes: list[Outcome] = []
+    probing = where.task == "local"
+    seconds = QUICK_SECONDS if quick else SECONDS
     for configuration, points, schedule in prepared:
         out.write(
             f"\n== {experiment.name}: {configuration.label}: {configuration.command(where.task)}\n"
         )
         out.flush()
         outcome = Outcome(configuration)
+        if probing:
+            outcome.probe_before = probe(seconds)
+            if outcomes:
+                outcomes[-1].probe_after = outcome.probe_before
         outcome.error = where.cannot_run(points)
         try:
             if configuration.bench is not None:
@@ -161,6 +168,8 @@ def run_experiment(
         if outcome.error is not None:
             out.write(f"{configuration.label} stopped: {outcome.error}\n")
         outcomes.append(outcome)
+    if probing and outcomes:
+        outcomes[-1].probe_after = probe(seconds)
     commit = commit_of(repo_root)
     commands = {c.label: c.command(where.task) for c in configurations}
     record = Record(machine, commit, where.task, where.hosts(), commands)
@@ -213,6 +222,8 @@ def rewrite_experiment(
                 ]
                 if entry.get("table") and outcome.error is None:
                     outcome.table = read_table(Path(entry["table"]))
+                outcome.probe_before = _probe(entry.get("probe_before"))
+                outcome.probe_after = _probe(entry.get("probe_after"))
             except (OSError, ValueError, KeyError) as error:
                 raise HarnessError(
                     f"{configuration.label}: a run's logs cannot be read again ({error})"
@@ -257,6 +268,8 @@ def _record(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
                     if o.configuration.bench is not None
                     else None
                 ),
+                "probe_before": asdict(o.probe_before) if o.probe_before else None,
+                "probe_after": asdict(o.probe_after) if o.probe_after else None,
             }
             for o in outcomes
         ],
@@ -283,6 +296,7 @@ def _write_page(
         quick=quick,
         rewritten=rewritten,
     )
+    _machine_section(page, outcomes)
     experiment.write(outcomes, page)
     failed = [o for o in outcomes if o.error is not None]
     if failed:
@@ -291,6 +305,52 @@ def _write_page(
             *[f"- {o.configuration.label}: {o.error}" for o in failed],
         )
     return page.write()
+
+
+def _probe(saved: object) -> Probe | None:
+    if not isinstance(saved, dict):
+        return None
+    try:
+        return Probe(**saved)
+    except TypeError:
+        return None
+
+
+def _machine_section(page: Page, outcomes: Sequence[Outcome]) -> None:
+    """The speed probe before and after each configuration, and how far it drifted."""
+    probed = [o for o in outcomes if o.probe_before is not None and o.probe_after is not None]
+    if not probed:
+        return
+    rows = [
+        [
+            o.configuration.label,
+            f"{o.probe_before.sha256_mb_per_s:,.0f} / {o.probe_after.sha256_mb_per_s:,.0f}",
+            f"{o.probe_before.signatures_per_s:,.0f} / {o.probe_after.signatures_per_s:,.0f}",
+            f"{o.probe_after.load:.2f}",
+        ]
+        for o in probed
+        if o.probe_before is not None and o.probe_after is not None
+    ]
+    probes = [o.probe_before for o in probed if o.probe_before is not None]
+    last = probed[-1].probe_after
+    page.section(
+        "The machine during the runs",
+        "A fixed-work probe on every core before each configuration and after it"
+        " (`benchmark/experiments/probe.py`: SHA-256 of 1 MiB buffers and ed25519 signing, summed"
+        " over the cores), and the 1-minute load average after it: figures of configurations"
+        " between which the machine drifted are not comparable to better than the drift.",
+        "",
+        *drift([*probes, *([last] if last is not None else [])]),
+    )
+    page.table(
+        [
+            "configuration",
+            "SHA-256 MB/s, before / after",
+            "signatures/s, before / after",
+            "load average after",
+        ],
+        rows,
+    )
 
 
 def prepare(

@@ -16,7 +16,9 @@ from benchmark.experiments import EXPERIMENTS, Configuration, faults
 from benchmark.experiments.experiment import Outcome
 from benchmark.experiments.overload import verdict
 from benchmark.experiments.page import Page
+from benchmark.experiments.probe import Probe, probe
 from benchmark.experiments.report_figures import CAPACITY
+from benchmark.experiments.runner import _machine_section
 
 from .conftest import fab, run_flags
 from .synthetic import write_run
@@ -327,6 +329,7 @@ def test_each_quick_experiment_writes_its_page(
     assert "Runs that did not finish" not in page, page
     assert "- Machine: " in page
     assert " cores, " in page
+    assert "## The machine during the runs" in page
     assert re.search(r"- Commit: `[0-9a-f]{12}", page)
     configurations = EXPERIMENTS[name].configurations(True)
     for configuration in configurations:
@@ -334,3 +337,25 @@ def test_each_quick_experiment_writes_its_page(
     PAGE_CHECKS[name](page)
     for figure in re.findall(r"\]\(([^)]+\.png)\)", page):
         assert (tmp_path / "pages" / figure).stat().st_size > 0
+
+
+def test_the_speed_probe_does_its_work_on_every_core() -> None:
+    found = probe(0.05)
+    assert found.sha256_mb_per_s > 0
+    assert found.signatures_per_s > 0
+    assert found.load >= 0
+
+
+def test_a_page_shows_the_probe_around_each_configuration_and_the_drift(tmp_path: Path) -> None:
+    configurations = EXPERIMENTS["overload"].configurations(True)
+    fast, slow = Probe(2_000.0, 40_000.0, 0.5), Probe(1_500.0, 30_000.0, 2.25)
+    outcomes = [
+        Outcome(configurations[0], probe_before=fast, probe_after=slow),
+        Outcome(configurations[1], probe_before=slow, probe_after=fast),
+    ]
+    page = Page("overload", "Overload", tmp_path)
+    _machine_section(page, outcomes)
+    text = "\n".join(page.lines)
+    assert "| in-memory store | 2,000 / 1,500 | 40,000 / 30,000 | 2.25 |" in text
+    assert "- SHA-256 on every core: 1,500-2,000 MB/s over 3 probes, 33% apart." in text
+    assert "- 1-minute load average at the probes: 0.50-2.25." in text
