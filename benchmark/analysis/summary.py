@@ -43,6 +43,7 @@ from typing import Any
 from .bottleneck import Bottleneck
 from .cost import Cost, cost
 from .counters import Window
+from .energy import Energy
 from .hops import Hop, hop_latencies
 from .metrics import ProcessMetrics, RunMetrics
 from .pipeline import Pipeline
@@ -95,6 +96,9 @@ class Summary:
     rounds: Rounds | None = None
     # Committee traffic and consensus signature checks over the window (see traffic.py).
     traffic: Traffic | None = None
+    # Energy per transaction, measured (RAPL) or modelled (see energy.py); from the log
+    # directory, filled in after the run like the profile.
+    energy: Energy | None = None
 
     @property
     def mode(self) -> str:

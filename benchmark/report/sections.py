@@ -4,6 +4,7 @@ and profile. `summary.py` places them in the printed summary; a missing measurem
 from __future__ import annotations
 
 from ..analysis.cost import Cost
+from ..analysis.energy import Energy
 from ..analysis.hops import Hop
 from ..analysis.profiles import ProfileSummary
 from ..analysis.projection import Projection
@@ -94,6 +95,16 @@ def projection_section(projection: Projection | None) -> list[str]:
             " error against runs it was not fitted on)"
         )
     return [*lines, f"   {why}", *caveat]
+
+
+def energy_section(energy: Energy | None) -> list[str]:
+    if energy is None:
+        return []
+    return [
+        f" + ENERGY ({energy.source}): {energy.joules_per_tx * 1000:,.3f} mJ per transaction,"
+        f" {energy.tx_per_joule:,.0f} tx per joule, {energy.watts:,.1f} W",
+        f"   ({energy.scope})",
+    ]
 
 
 def cost_section(cost: Cost | None) -> list[str]:

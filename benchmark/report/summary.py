@@ -7,6 +7,7 @@ from ..analysis.stats import LatencyStats
 from ..analysis.summary import StageRow, Summary, Throughput
 from .sections import (
     cost_section,
+    energy_section,
     hops_section,
     profile_section,
     projection_section,
@@ -155,6 +156,7 @@ def render_summary(summary: Summary) -> str:
         resources_section(summary.resources),
         projection_section(summary.projection),
         cost_section(summary.cost),
+        energy_section(summary.energy),
         profile_section(summary.profile),
     ):
         if section:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..analysis import results
+from ..analysis.energy import energy_of
 from ..analysis.faults import analyse_faults, attach, enforce
 from ..analysis.metrics import RunMetrics, load_run
 from ..analysis.node_lives import mark_lives
@@ -32,7 +33,8 @@ def finish_run(
     """Parse the logs, summarise, audit, print, and save the result (unless `results_dir` is
     None); a failed audit raises once the result is saved (unless not `enforce_audit`).
     Without `bench` the configuration is unknown and the mode comes from the records. Profiles
-    (`profile-*/profile.folded` under the logs, written by `--profile`) join the summary."""
+    (`profile-*/profile.folded` under the logs, written by `--profile`) and the energy counters
+    (`energy.json`, see `analysis/energy.py`) join the summary."""
     known = bench.to_dict() if bench is not None else {}
     analysis = (options or AnalysisOptions()).to_config()
     config = {**known, **analysis, **(extra or {}), "logs": str(log_dir)}
@@ -65,4 +67,9 @@ def _read(log_dir: Path) -> tuple[RunMetrics, FaultLog]:
 
 
 def _summary(run: RunMetrics, config: dict[str, Any], log_dir: Path) -> Summary:
-    return replace(summarize(run, config), profile=load_profiles(log_dir))
+    summary = summarize(run, config)
+    return replace(
+        summary,
+        profile=load_profiles(log_dir),
+        energy=energy_of(log_dir, summary.window, summary.resources, summary.end_to_end.tps),
+    )

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..analysis import pipeline as pipelines
+from ..analysis.energy import EnergyMeter
 from ..analysis.options import AnalysisOptions
 from ..analysis.profiles import PROFILE_GRACE
 from ..analysis.summary import Summary
@@ -370,14 +371,18 @@ class LocalBench:
             self.fault_schedule, control, names, live, self.out, duration=bench.duration
         )
         faults.start(at=start_at)
+        meter = EnergyMeter()
+        meter.start()
         try:
             self._wait(bench, clients, nodes, [p.log_path for p in nodes + clients], faults)
+            meter.stop(log_dir)
             # Clients are done: stop the nodes so each prints its final METRICS line, without
             # their budgets so that they drain their connections in the time a stop is given.
             if budget is not None:
                 budget.lift()
             processes.stop(nodes)
         finally:
+            meter.stop(log_dir)
             faults.log.save(log_dir)
 
     def _profile_dir(self, log_dir: Path, name: str) -> str | None:
@@ -416,7 +421,12 @@ class LocalBench:
             ),
             log_dir / "movevm.log",
         )
-        self._wait(bench, [process], watched=[], logs=[process.log_path])
+        meter = EnergyMeter()
+        meter.start()
+        try:
+            self._wait(bench, [process], watched=[], logs=[process.log_path])
+        finally:
+            meter.stop(log_dir)
 
     def _wait(
         self,

@@ -401,6 +401,8 @@ def test_a_local_run_puts_every_node_in_its_group_and_the_clients_in_theirs(
     output = local.out.getvalue()  # type: ignore[attr-defined]
     assert "Nodes capped at 0.25 cores each (CFS quota 25000 µs per 100000 µs)" in output
     assert "RESOURCES (--node-cpus: every node capped at 0.25 cores" in output
+    # No RAPL counters in a stand-in run: the energy is the model's, and says so.
+    assert " + ENERGY (modelled): " in output
     [saved] = (tmp_path / "results").glob("*.json")
     assert json.loads(saved.read_text())["config"]["node_cpus"] == 0.25
 
