@@ -33,6 +33,7 @@ from .page import Page
 from .report_figures import (
     ADAPTER_OVER_BARE,
     CAPACITY,
+    DIEM_TESTNET,
     HOTCRYPTO_OVER_HOTSTUFF,
     HOTMOVE_OVER_HOTCRYPTO,
     ReportFigure,
@@ -231,6 +232,25 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
     )
     page.add("", "What each figure of the report measured:", "")
     page.add(*[f"- {label}: {figure.meaning}." for label, figure in CAPACITY.items()])
+    page.add(f"- Diem, the chain ({DIEM_TESTNET.text()} tx/s): {DIEM_TESTNET.meaning}.")
+    page.section("Energy and cost at capacity")
+    page.table(
+        [
+            "configuration",
+            "energy per tx (mJ), median",
+            "tx per joule",
+            "energy figure",
+            "USD per million tx",
+        ],
+        energy_rows(capacities),
+    )
+    page.add(
+        "",
+        "Energy: measured from RAPL counters where this machine exposes them, else a model"
+        " (CPU use times Cloud Carbon Footprint's per-vCPU watts: `docs/summary.md`), as the"
+        " column says. Cost: one instance per node at"
+        f" ${PRICE_USD_PER_HOUR} an hour (`--instance-price`; {PRICE_OF}).",
+    )
     page.section("Ratios between modes")
     page.table(
         ["ratio", "capacity", f"projection ({cores} cores)", "report's"], ratio_rows(capacities)
@@ -252,6 +272,36 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         sweep_rows(outcomes),
     )
     _plot(capacities, page, cores)
+
+
+# The on-demand price of the report's instance type, which the cost column assumes.
+PRICE_USD_PER_HOUR = 0.226
+PRICE_OF = "AWS m5d.xlarge, 4 vCPUs, on demand, as `benchmark/settings.example.json` prices it"
+
+
+def energy_rows(capacities: dict[str, Capacity | None]) -> list[list[str]]:
+    """Energy and cost per transaction of the runs at each capacity (the runs' own figures; cost
+    at `PRICE_USD_PER_HOUR` per node whatever the run was given)."""
+    rows = []
+    for label, found in capacities.items():
+        if found is None:
+            rows.append([label, "-", "-", "-", "-"])
+            continue
+        joules = found.median(lambda s: s.energy.joules_per_tx if s.energy else None)
+        sources = {s.energy.source for s in found.runs if s.energy is not None}
+        nodes = found.median(lambda s: float(s.config.get("nodes") or 1))
+        tps = found.delivered
+        usd = None if not tps or nodes is None else nodes * PRICE_USD_PER_HOUR / 3600 / tps * 1e6
+        rows.append(
+            [
+                label,
+                fmt(None if joules is None else joules * 1000, 3),
+                fmt(None if not joules else 1 / joules),
+                ", ".join(sorted(sources)) or "-",
+                fmt(usd, 4),
+            ]
+        )
+    return rows
 
 
 def capacities_of(outcomes: Sequence[Outcome]) -> dict[str, Capacity | None]:

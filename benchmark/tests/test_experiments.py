@@ -181,6 +181,11 @@ def _modes(page: str) -> None:
     numbers_in(ratios, "capacity", "projection (4 cores)", "report's")
     (sweeps,) = table_with(page, "rate asked (tx/s)")
     numbers_in(sweeps, "runs", "delivered, median (min-max)", "projection, median (tx/s)")
+    (energy,) = table_with(page, "energy per tx (mJ), median")
+    kept = [r for r in energy if r["energy figure"] != "-"]
+    assert kept, page
+    numbers_in(kept, "energy per tx (mJ), median", "tx per joule", "USD per million tx")
+    assert "- Diem, the chain (1,000 tx/s): " in page
 
 
 def _multi_region(page: str) -> None:
