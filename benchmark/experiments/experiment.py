@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..analysis.summary import Summary
 from .page import Page
 from .probe import Probe
+from .search import Search, Settled
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class Configuration:
     partition: tuple[str, ...] = ()
     kill_leader_every: str | None = None
     bench: CriterionBench | None = None
+    # After the sweep of rates, narrow the step at the capacity's edge (`search.py`).
+    search: Search | None = None
 
     def command(self, task: str = "local") -> str:
         """The command as a user types it, of `fab local` (or `task`: `fab remote`)."""
@@ -87,6 +90,8 @@ class Outcome:
     # testbed of other hosts.
     probe_before: Probe | None = None
     probe_after: Probe | None = None
+    # What the capacity search found, for a configuration with one.
+    settled: Settled | None = None
 
 
 @dataclass(frozen=True)

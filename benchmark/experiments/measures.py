@@ -1,8 +1,9 @@
 """What the experiments read from a run's summary, and the capacity of a sweep.
 
-A sweep's capacity is the highest rate asked whose runs kept up: the median of what they
-processed (delivered, and run to an abort) is at least `KEEPS_UP` of the rate. Everything said of
-a capacity is the median over the runs at that rate. A run without a rate to keep up with
+A sweep's capacity is the highest rate asked whose runs kept up: every one of them processed
+(delivered, and run to an abort) at least `KEEPS_UP` of the rate. A configuration with a search
+(`search.py`) narrows the step at the edge until that rate has at least five runs. Everything
+said of a capacity is the median over the runs at that rate. A run without a rate to keep up with
 (`movevm` runs as fast as it can) is its own capacity: the median of what its runs delivered.
 """
 
@@ -193,7 +194,8 @@ class Capacity:
 
 
 def kept_up_at(runs: Sequence[Summary], rate: int) -> bool:
-    return median(processed(s) for s in runs) >= KEEPS_UP * rate
+    """Every run at `rate` processed at least `KEEPS_UP` of it."""
+    return bool(runs) and all(processed(s) >= KEEPS_UP * rate for s in runs)
 
 
 def capacity(summaries: Sequence[Summary]) -> Capacity | None:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from ..analysis.summary import Summary
 from ..config import NODE_MODES, BenchParameters
 from ..errors import HarnessError
 from ..faults.schedule import FaultSchedule, schedule_from_flags
@@ -35,6 +36,7 @@ from .bench import read_table, run_bench
 from .experiment import Configuration, Experiment, Outcome
 from .page import Machine, Page, commit_of
 from .probe import QUICK_SECONDS, SECONDS, Probe, drift, probe
+from .search import Settled, settle
 
 # Flags whose value is a file.
 FILE_FLAGS = ("delay_matrix",)
@@ -153,16 +155,15 @@ def run_experiment(
                 outcomes[-1].probe_after = outcome.probe_before
         outcome.error = where.cannot_run(points)
         try:
-            if configuration.bench is not None:
-                if where.task != "local":
-                    outcome.error = "a criterion bench runs on this machine only (`fab experiment`)"
-                else:
-                    table = table_path(logs_dir, experiment.name, quick, configuration.label)
-                    outcome.table = run_bench(configuration.bench, repo_root, table, out)
-            elif outcome.error is None:
-                runner = where.runner(schedule)
-                for point in points:
-                    outcome.summaries += runner.run(point)
+            _run_configuration(
+                where,
+                outcome,
+                points,
+                schedule,
+                Where(repo_root, logs_dir, out),
+                experiment.name,
+                quick,
+            )
         except HarnessError as error:
             outcome.error = str(error).splitlines()[0]
         if outcome.error is not None:
@@ -175,6 +176,49 @@ def run_experiment(
     record = Record(machine, commit, where.task, where.hosts(), commands)
     _record(record_path(logs_dir, experiment.name, quick), record, outcomes)
     return _write_page(experiment, outcomes, record, quick=quick, output=output)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where an experiment's files and output go."""
+
+    repo_root: Path
+    logs_dir: Path
+    out: TextIO
+
+
+def _run_configuration(
+    where: Testbed,
+    outcome: Outcome,
+    points: Sequence[BenchParameters],
+    schedule: FaultSchedule,
+    *,
+    files: Where,
+    name: str,
+    quick: bool,
+) -> None:
+    """Runs one configuration's points (or its bench) into `outcome`, then its capacity search."""
+    configuration = outcome.configuration
+    if configuration.bench is not None:
+        if where.task != "local":
+            outcome.error = "a criterion bench runs on this machine only (`fab experiment`)"
+        else:
+            table = table_path(files.logs_dir, name, quick, configuration.label)
+            outcome.table = run_bench(configuration.bench, files.repo_root, table, files.out)
+        return
+    if outcome.error is not None:
+        return
+    runner = where.runner(schedule)
+    for point in points:
+        outcome.summaries += runner.run(point)
+    if configuration.search is not None and points:
+        last = points[-1]
+
+        def at(rate: int, runs: int) -> list[Summary]:
+            return runner.run(replace(last, rate=rate, runs=runs))
+
+        outcome.settled = settle(outcome.summaries, at, configuration.search)
+        files.out.write(f"{configuration.label}: capacity search: {outcome.settled.why}\n")
 
 
 @dataclass(frozen=True)
@@ -222,6 +266,8 @@ def rewrite_experiment(
                 ]
                 if entry.get("table") and outcome.error is None:
                     outcome.table = read_table(Path(entry["table"]))
+                settled = entry.get("settled")
+                outcome.settled = Settled(**settled) if isinstance(settled, dict) else None
                 outcome.probe_before = _probe(entry.get("probe_before"))
                 outcome.probe_after = _probe(entry.get("probe_after"))
             except (OSError, ValueError, KeyError) as error:
@@ -268,6 +314,7 @@ def _record(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
                     if o.configuration.bench is not None
                     else None
                 ),
+                "settled": asdict(o.settled) if o.settled else None,
                 "probe_before": asdict(o.probe_before) if o.probe_before else None,
                 "probe_after": asdict(o.probe_after) if o.probe_after else None,
             }

@@ -126,7 +126,7 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         measure = (
             "tx/s: the median of its runs, as fast as the VM runs"
             if mode == "movevm"
-            else "tx/s: capacity, the highest rate whose runs' median kept up (≥: the sweep's"
+            else "tx/s: capacity, the highest rate at which every run kept up (≥: the sweep's"
             " highest rate)"
         )
         page.section(f"`{mode}`", f"{measure}; executor µs/tx: its CPU per transaction, median.")

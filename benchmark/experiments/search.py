@@ -1,0 +1,110 @@
+"""Settling a capacity: after a configuration's coarse sweep of rates, narrow the step at the edge
+until the capacity holds in every run of at least `Search.runs` and the next rate up, closer than
+`Search.step` of it, did not keep up.
+
+The rule, in one sentence: the capacity is the highest rate asked at which every one of at least
+five runs delivered 95 % of it, with a rate at most 5 % above it (or one step of 80) that did not.
+
+The search bisects between the highest rate whose runs all kept up (`low`) and the lowest rate
+above it that did not keep up in median (`high`); each rate it asks runs `Search.runs` times. A
+rate whose runs did not all keep up becomes the new `high`; one whose runs all did, the new
+`low`. When the gap is small enough, `low` gets runs added until it has `Search.runs` of them; if
+one of those falls short, `low` was luck, and the search goes on below it. A sweep whose highest
+rate kept up, or whose lowest did not, cannot be settled by narrowing: it says so and stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..analysis.summary import Summary
+from .measures import KEEPS_UP, by_rate, processed
+
+RULE = (
+    "the capacity is the highest rate asked at which every one of at least five runs delivered"
+    " 95 % of it, with a rate at most 5 % above it (or one step of 80) that did not"
+)
+
+# Runs the points of a rate: (rate, runs) -> their summaries.
+RunRate = Callable[[int, int], list[Summary]]
+
+
+@dataclass(frozen=True)
+class Search:
+    runs: int = 5
+    # Stop once the gap between low and high is at most this share of low.
+    step: float = 0.05
+    # Rates are multiples of this: a client sends its share in 20 bursts a second, so a rate
+    # that is a multiple of 80 splits evenly over 4 clients.
+    multiple: int = 80
+    # A bound on the rates the search asks, whatever happens.
+    max_probes: int = 12
+
+
+def kept_up(summary: Summary, rate: int) -> bool:
+    return processed(summary) >= KEEPS_UP * rate
+
+
+def all_kept_up(runs: Sequence[Summary], rate: int) -> bool:
+    return bool(runs) and all(kept_up(s, rate) for s in runs)
+
+
+def median_kept_up(runs: Sequence[Summary], rate: int) -> bool:
+    values = sorted(processed(s) for s in runs)
+    if not values:
+        return False
+    middle = len(values) // 2
+    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+    return median >= KEEPS_UP * rate
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What the search found: the settled capacity, or why none."""
+
+    rate: int | None
+    why: str
+
+
+def settle(summaries: list[Summary], run: RunRate, search: Search) -> Settled:
+    """Narrows the coarse sweep in `summaries` (appending every run it makes to it)."""
+    rates = by_rate(summaries)
+    if not rates:
+        return Settled(None, "no run")
+    lows = [r for r, runs in rates.items() if all_kept_up(runs, r)]
+    if not lows:
+        return Settled(None, f"no rate kept up in every run (the lowest {min(rates):,})")
+    low = max(lows)
+    highs = [r for r, runs in rates.items() if r > low and not median_kept_up(runs, r)]
+    if not highs:
+        return Settled(None, f"the highest rate asked, {max(rates):,}, kept up: raise the sweep")
+    high = min(highs)
+    for _ in range(search.max_probes):
+        if high - low <= max(search.step * low, search.multiple):
+            missing = search.runs - len(by_rate(summaries).get(low, []))
+            if missing > 0:
+                summaries += run(low, missing)
+            if all_kept_up(by_rate(summaries)[low], low):
+                return Settled(low, f"{len(by_rate(summaries)[low])} runs at it all kept up")
+            # `low` was luck: look below it.
+            high = low
+            below = [
+                r for r, runs in by_rate(summaries).items() if r < low and all_kept_up(runs, r)
+            ]
+            if not below:
+                return Settled(None, f"no rate below {low:,} kept up in every run")
+            low = max(below)
+            continue
+        middle = _round(low + (high - low) / 2, search.multiple)
+        runs = run(middle, search.runs)
+        summaries += runs
+        if all_kept_up(runs, middle):
+            low = middle
+        else:
+            high = middle
+    return Settled(None, f"not settled after {search.max_probes} rates asked")
+
+
+def _round(rate: float, multiple: int) -> int:
+    return int(rate // multiple) * multiple

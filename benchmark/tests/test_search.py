@@ -1,0 +1,90 @@
+"""The capacity search (`experiments/search.py`): on a system of known capacity, it narrows a
+coarse sweep to a rate every one of five runs kept up with, next to one that did not; a lucky
+rate is found out; a sweep it cannot narrow says why."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from benchmark.analysis.metrics import load_run
+from benchmark.analysis.summary import Summary, summarize
+from benchmark.experiments.measures import by_rate, capacity
+from benchmark.experiments.search import Search, all_kept_up, settle
+
+from .synthetic import write_run
+from .test_experiment_tables import shaped
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Summary:
+    logs = write_run(tmp_path_factory.mktemp("run"))
+    return summarize(load_run(logs), {"mode": "hotcrypto", "nodes": 2})
+
+
+class System:
+    """Delivers min(rate, capacity), except for the runs `luck` lets through above it."""
+
+    def __init__(self, base: Summary, capacity: int, luck: Iterator[bool] | None = None) -> None:
+        self.base, self.capacity = base, capacity
+        self.luck = luck or itertools.repeat(False)
+        self.asked: list[tuple[int, int]] = []
+
+    def run(self, rate: int, runs: int) -> list[Summary]:
+        self.asked.append((rate, runs))
+        return [self.one(rate) for _ in range(runs)]
+
+    def one(self, rate: int) -> Summary:
+        lucky = next(self.luck)
+        delivered = rate if lucky or rate <= self.capacity else self.capacity
+        return shaped(self.base, rate=rate, delivered=delivered)
+
+
+def test_a_coarse_sweep_is_narrowed_to_five_runs_that_all_kept_up(base: Summary) -> None:
+    system = System(base, capacity=23_500)
+    coarse = [system.one(r) for r in (10_000, 20_000, 30_000, 40_000) for _ in range(3)]
+    settled = settle(coarse, system.run, Search())
+    assert settled.rate is not None
+    # Within 5 % below the true capacity (the 95 % rule lets a rate up to capacity / 0.95 pass).
+    assert 23_500 * 0.95 <= settled.rate <= 23_500 / 0.95
+    runs = by_rate(coarse)
+    assert len(runs[settled.rate]) >= 5
+    assert all_kept_up(runs[settled.rate], settled.rate)
+    above = [r for r in runs if r > settled.rate and not all_kept_up(runs[r], r)]
+    assert min(above) - settled.rate <= 0.05 * settled.rate
+    assert all(rate % 80 == 0 for rate, _ in system.asked)
+    # The page's capacity is the search's.
+    found = capacity(coarse)
+    assert found is not None
+    assert found.rate == settled.rate
+
+
+def test_a_rate_that_kept_up_by_luck_is_found_out(base: Summary) -> None:
+    # The coarse sweep's three runs at 24,000 all got through; most later runs above 20,000 don't.
+    luck = itertools.chain([True] * 3, itertools.repeat(False))
+    system = System(base, capacity=20_000, luck=luck)
+    coarse = [system.one(24_000) for _ in range(3)]
+    coarse += [system.one(r) for r in (16_000, 32_000) for _ in range(3)]
+    settled = settle(coarse, system.run, Search())
+    assert settled.rate is not None
+    assert settled.rate <= 20_000 / 0.95
+
+
+@pytest.mark.parametrize(
+    ("rates", "why"),
+    [
+        ((10_000, 20_000), "kept up: raise the sweep"),
+        ((40_000, 50_000), "no rate kept up in every run"),
+    ],
+)
+def test_a_sweep_that_cannot_be_narrowed_says_why(
+    base: Summary, rates: tuple[int, ...], why: str
+) -> None:
+    system = System(base, capacity=30_000)
+    coarse = [system.one(r) for r in rates for _ in range(3)]
+    settled = settle(coarse, system.run, Search())
+    assert settled.rate is None
+    assert why in settled.why
+    assert system.asked == []
