@@ -6,6 +6,7 @@ summaries become tables and plots; every number of a page comes from the runs it
 
 from __future__ import annotations
 
+from .diemvm import DIEMVM
 from .experiment import Configuration, Experiment, Outcome
 from .faults import FAULTS
 from .leaders import LEADERS
@@ -31,6 +32,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         PARALLEL,
         SCALING,
         LINKS,
+        DIEMVM,
     )
 }
 

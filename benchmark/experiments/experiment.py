@@ -50,6 +50,8 @@ class Configuration:
     bench: CriterionBench | None = None
     # After the sweep of rates, narrow the step at the capacity's edge (`search.py`).
     search: Search | None = None
+    # Every run profiled (`fab local --profile`: flame graphs and folded stacks in its logs).
+    profile: bool = False
 
     def command(self, task: str = "local") -> str:
         """The command as a user types it, of `fab local` (or `task`: `fab remote`)."""
@@ -66,6 +68,8 @@ class Configuration:
         parts += [f"--partition={spec}" for spec in self.partition]
         if self.kill_leader_every is not None:
             parts.append(f"--kill-leader-every={self.kill_leader_every}")
+        if self.profile:
+            parts.append("--profile")
         return " ".join(parts)
 
     def flag_values(self) -> dict[str, object | None]:

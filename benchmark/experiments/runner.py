@@ -54,8 +54,8 @@ class Testbed(Protocol):
     def cannot_run(self, points: Sequence[BenchParameters]) -> str | None:
         """Why a configuration's points cannot run here, or None."""
 
-    def runner(self, schedule: FaultSchedule) -> PointRunner:
-        """What runs a configuration's points, with its fault schedule."""
+    def runner(self, schedule: FaultSchedule, profile: bool = False) -> PointRunner:
+        """What runs a configuration's points, with its fault schedule (profiled, or not)."""
 
 
 @dataclass
@@ -77,7 +77,7 @@ class LocalTestbed:
     def cannot_run(self, points: Sequence[BenchParameters]) -> str | None:
         return None
 
-    def runner(self, schedule: FaultSchedule) -> PointRunner:
+    def runner(self, schedule: FaultSchedule, profile: bool = False) -> PointRunner:
         return LocalBench(
             repo_root=self.repo_root,
             base_port=self.base_port,
@@ -87,6 +87,7 @@ class LocalTestbed:
             binaries=self.binaries,
             fault_schedule=schedule,
             out=self.out,
+            profile=profile,
         )
 
 
@@ -110,8 +111,9 @@ class RemoteTestbed:
             return f"{', '.join(single)} runs in one process: not on the hosts (`fab local`)"
         return None
 
-    def runner(self, schedule: FaultSchedule) -> PointRunner:
+    def runner(self, schedule: FaultSchedule, profile: bool = False) -> PointRunner:
         self.bench.fault_schedule = schedule
+        self.bench.profile = profile
         return self.bench
 
 
@@ -208,7 +210,7 @@ def _run_configuration(
         return
     if outcome.error is not None:
         return
-    runner = where.runner(schedule)
+    runner = where.runner(schedule, configuration.profile)
     for point in points:
         outcome.summaries += runner.run(point)
     if configuration.search is not None and points:

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from benchmark.analysis.metrics import load_run
+from benchmark.analysis.profiles import parse_folded
 from benchmark.analysis.summary import Summary, summarize
-from benchmark.experiments import EXPERIMENTS, Configuration, faults
+from benchmark.experiments import EXPERIMENTS, Configuration, diemvm, faults
 from benchmark.experiments.experiment import Outcome
 from benchmark.experiments.overload import verdict
 from benchmark.experiments.page import Page
@@ -302,6 +303,17 @@ def _links(page: str) -> None:
     assert "- The batch size that delivered most: 4 nodes: " in page
 
 
+def _diemvm(page: str) -> None:
+    (rows,) = table_with(page, "adapter µs/tx")
+    by_what = {r["what"]: r for r in rows}
+    numbers_in([by_what["all"]], "bare µs/tx", "adapter µs/tx", "the adapter adds µs/tx")
+    # The adapter's own parts show in its profile, and not in the bare VM's.
+    for part in ("prologue", "epilogue and fees"):
+        assert re.match(r"[\d.]+ \(\d+%\)", by_what[part]["adapter µs/tx"]), by_what[part]
+        assert by_what[part]["bare µs/tx"].startswith("0.00"), by_what[part]
+    assert re.search(r"^- Adapter over bare: \d\.\d\d here against the report's 0\.125", page, re.M)
+
+
 PAGE_CHECKS = {
     "overload": _first_columns,
     "leaders": _first_columns,
@@ -313,6 +325,7 @@ PAGE_CHECKS = {
     "parallel": _parallel,
     "scaling": _scaling,
     "links": _links,
+    "diemvm": _diemvm,
 }
 
 
@@ -364,3 +377,25 @@ def test_a_page_shows_the_probe_around_each_configuration_and_the_drift(tmp_path
     assert "| in-memory store | 2,000 / 1,500 | 40,000 / 30,000 | 2.25 |" in text
     assert "- SHA-256 on every core: 1,500-2,000 MB/s over 3 probes, 33% apart." in text
     assert "- 1-minute load average at the probes: 0.50-2.25." in text
+
+
+def test_a_stack_is_put_in_the_most_specific_category_one_of_its_frames_matches() -> None:
+    run = "main;movevm::run;executor::adapter::rules::AdapterRules::run"
+    folded = [
+        f"{run};executor::adapter::rules::AdapterRules::prologue;move_vm_runtime::execute 40",
+        f"{run};executor::adapter::rules::payload;move_vm_runtime::execute 30",
+        f"{run};executor::adapter::rules::payload;executor::move_vm::gas::Meter::charge 10",
+        f"{run};executor::adapter::rules::AdapterRules::prologue;bcs::to_bytes 5",
+        "main;movevm::generator;rand::next 15",
+    ]
+    counts: dict[str, int] = {}
+    for frames, samples in parse_folded(folded):
+        name = diemvm.category_of(frames)
+        counts[name] = counts.get(name, 0) + samples
+    assert counts == {
+        "prologue": 40,
+        "the payload (the script)": 30,
+        "gas metering": 10,
+        "serialization (BCS, serde)": 5,
+        diemvm.OTHER: 15,
+    }
