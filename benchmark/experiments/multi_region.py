@@ -43,6 +43,7 @@ from .measures import (
     node_us_per_tx,
     rounds_per_second,
     share,
+    spread,
     stage_us_per_tx,
     txs_per_batch,
 )
@@ -315,7 +316,7 @@ def detail_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
                 [
                     outcome.configuration.label,
                     fmt(rate),
-                    fmt(median(delivered(s) for s in runs)),
+                    spread([delivered(s) for s in runs]),
                     share(median_of([batch_fill(s) for s in runs])),
                     *[fmt(median_of([m(s) for s in runs]), d) for m, d in MEASURES.values()],
                 ]
@@ -367,7 +368,7 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         _bound_section(mode, by_label, page)
     page.section("Every rate of every sweep (medians of the runs)")
     page.table(
-        ["placement", "rate asked (tx/s)", "delivered (tx/s)", "batch fill", *MEASURES],
+        ["placement", "rate asked (tx/s)", "delivered, median (min-max)", "batch fill", *MEASURES],
         detail_rows(outcomes),
     )
     _plot(outcomes, page)
@@ -390,7 +391,7 @@ def _bound_section(mode: str, by_label: dict[str, list[Summary]], page: Page) ->
             [
                 f"{bound / 1024 / 1024:g} MiB" + (" (default)" if bound == DEFAULT_BOUND else ""),
                 "-" if found is None else found.describe(),
-                fmt(median(delivered(s) for s in top)),
+                spread([delivered(s) for s in top]),
                 share(median_of([held_back(s) for s in top])),
                 fmt(median_of([consensus_p50(s) for s in top])),
                 fmt(median_of([rounds_per_second(s) for s in top]), 1),
