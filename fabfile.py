@@ -447,6 +447,8 @@ def plot(
         "remote": "run on the hosts of `fab remote` (settings file: --settings); configurations"
         " that run in one process (movevm) are left out",
         "settings": "settings file (with --remote)",
+        "only": "run only the configurations whose label contains this text; the page takes the"
+        " others from the last run recorded here",
     },
 )
 def experiment(
@@ -463,10 +465,12 @@ def experiment(
     rewrite: bool = False,
     remote: bool = False,
     settings: str = "settings.json",
+    only: str = "",
 ) -> None:
     """Run a named experiment end to end and write its results page (docs/results/NAME.md);
     `--remote`: on the hosts of `fab remote`; `--rewrite`: write the page again from the logs
-    of its last run, running nothing."""
+    of its last run, running nothing; `--only=TEXT`: run the configurations whose label contains
+    TEXT, the others taken from the last run."""
 
     def action() -> None:
         from benchmark.experiments import EXPERIMENTS  # noqa: PLC0415
@@ -494,6 +498,7 @@ def experiment(
                 "base_port": positive_int(base_port, "base_port")
                 if base_port
                 else DEFAULT_BASE_PORT,
+                "only": only or None,
             }
             if remote:
                 with _remote_bench(settings) as bench:

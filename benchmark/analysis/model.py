@@ -21,7 +21,8 @@ is the median of what the fitted runs measured. With a link rate, the bytes a no
 transaction (`traffic.py`, fitted as `fixed + per_member · (n - 1)`) cap it too.
 
 A term the fitted runs cannot tell apart is left out rather than guessed: runs of one committee
-size fit no growth with n, and runs whose CPU and throughput grow in proportion fit no F.
+size fit no growth with n, and runs whose CPU and throughput grow in proportion fit no F; a term
+fitted below zero (a cost that falls as the committee grows) is noise, left out too.
 Families that share consensus (hotcrypto, hotmove) can lend their growth terms to one fitted at a
 single size (`CostModel.with_growth_of`). `Prediction.distance` says how far a prediction reaches
 from the fitted points, in committee size and in cores.
@@ -242,15 +243,19 @@ def _fit_cpu(points: Sequence[Point]) -> tuple[Line, Line]:
     }
     used = np.array([p.node_cores_used * 1e6 for p in points])
     chosen = _identifiable(columns, len(points))
-    matrix = np.array([columns[t] for t in chosen]).T
-    solution, *_ = np.linalg.lstsq(matrix, used, rcond=None)
-    value = dict(zip(chosen, (float(v) for v in solution), strict=True))
-    if value.get("F0", 0.0) < 0 or value.get("c0", 0.0) <= 0:
-        # A negative fixed cost is noise fitted as a term: the points cannot tell F apart.
-        chosen = [t for t in chosen if not t.startswith("F")]
+    while True:
         matrix = np.array([columns[t] for t in chosen]).T
         solution, *_ = np.linalg.lstsq(matrix, used, rcond=None)
         value = dict(zip(chosen, (float(v) for v in solution), strict=True))
+        # A cost below zero (a fixed cost, or one that falls as the committee grows) is noise
+        # fitted as a term: leave out the last such term and fit again.
+        negative = [t for t in chosen if t != "c0" and value[t] < 0]
+        if value["c0"] <= 0:
+            # Everything put on F: the points cannot tell a fixed cost apart.
+            negative += [t for t in chosen if t.startswith("F")]
+        if not negative:
+            break
+        chosen = [t for t in chosen if t != negative[-1]]
     return (
         Line(value.get("c0", 0.0), value.get("c1", 0.0)),
         Line(value.get("F0", 0.0), value.get("F1", 0.0)),

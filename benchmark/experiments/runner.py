@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from ..analysis.summary import Summary
 from ..config import NODE_MODES, BenchParameters
@@ -131,14 +131,24 @@ def run_experiment(
     build: bool = True,
     base_port: int = DEFAULT_BASE_PORT,
     testbed: Testbed | None = None,
+    only: str | None = None,
 ) -> Path:
     """Runs every configuration of `experiment` on `testbed` (this machine unless given) and
-    writes its page into `output`; returns the page's path."""
+    writes its page into `output`; returns the page's path. With `only`, runs the configurations
+    whose label contains it and takes the others from the last recorded run (`--rewrite`'s)."""
     where = testbed or LocalTestbed(
         repo_root, logs_dir, results_dir, out, work_dir, binaries, base_port
     )
     machine = Machine.this_one()
     configurations = experiment.configurations(quick)
+    kept: dict[str, Outcome] = {}
+    kept_from = None
+    if only is not None:
+        if not any(only in c.label for c in configurations):
+            raise HarnessError(f"no configuration of {experiment.name} has {only!r} in its label")
+        earlier, kept = _recorded(experiment, quick, logs_dir)
+        kept_from = earlier.commit
+        configurations = [c for c in configurations if only in c.label or c.label not in kept]
     prepared = [prepare(c, repo_root) for c in configurations]
     if build:
         cargo_build(repo_root, out)
@@ -162,9 +172,9 @@ def run_experiment(
                 outcome,
                 points,
                 schedule,
-                Where(repo_root, logs_dir, out),
-                experiment.name,
-                quick,
+                files=Where(repo_root, logs_dir, out),
+                name=experiment.name,
+                quick=quick,
             )
         except HarnessError as error:
             outcome.error = str(error).splitlines()[0]
@@ -173,9 +183,18 @@ def run_experiment(
         outcomes.append(outcome)
     if probing and outcomes:
         outcomes[-1].probe_after = probe(seconds)
+    ran = {o.configuration.label: o for o in outcomes}
+    outcomes = [
+        ran.get(c.label) or kept[c.label]
+        for c in experiment.configurations(quick)
+        if c.label in ran or c.label in kept
+    ]
+    configurations = [o.configuration for o in outcomes]
     commit = commit_of(repo_root)
     commands = {c.label: c.command(where.task) for c in configurations}
-    record = Record(machine, commit, where.task, where.hosts(), commands)
+    record = Record(
+        machine, commit, where.task, where.hosts(), commands, only=only, kept_from=kept_from
+    )
     _record(record_path(logs_dir, experiment.name, quick), record, outcomes)
     return _write_page(experiment, outcomes, record, quick=quick, output=output)
 
@@ -234,6 +253,10 @@ class Record:
     # The command each configuration ran, by label: a page written again quotes what ran, even
     # where the experiment's flags changed since.
     commands: Mapping[str, str] = field(default_factory=dict)
+    # With `--only`: what it matched, and the commit of the earlier run the other
+    # configurations were taken from.
+    only: str | None = None
+    kept_from: str | None = None
 
 
 def rewrite_experiment(
@@ -241,45 +264,66 @@ def rewrite_experiment(
 ) -> Path:
     """Writes `experiment`'s page again from the logs of its last run on this machine, with the
     analysis of this checkout; returns the page's path."""
+    record, recorded = _recorded(experiment, quick, logs_dir)
+    outcomes = [
+        recorded.get(c.label) or Outcome(c, error="not in the recorded run")
+        for c in experiment.configurations(quick)
+    ]
+    return _write_page(
+        experiment, outcomes, record, quick=quick, output=output, rewritten=commit_of(repo_root)
+    )
+
+
+def _recorded(
+    experiment: Experiment, quick: bool, logs_dir: Path
+) -> tuple[Record, dict[str, Outcome]]:
+    """The last run of `experiment` recorded on this machine: where it ran, and each
+    configuration's outcome read again from its logs with this checkout's analysis."""
     path = record_path(logs_dir, experiment.name, quick)
     try:
         saved = json.loads(path.read_text())
         machine = Machine(**{**saved["machine"], "load": tuple(saved["machine"]["load"])})
-        recorded = {c["label"]: c for c in saved["configurations"]}
-        commands = {label: c["command"] for label, c in recorded.items() if "command" in c}
+        entries = {c["label"]: c for c in saved["configurations"]}
+        commands = {label: c["command"] for label, c in entries.items() if "command" in c}
         task = saved.get("task", "local")
-        record = Record(machine, saved["commit"], task, saved.get("hosts"), commands)
+        record = Record(
+            machine,
+            saved["commit"],
+            task,
+            saved.get("hosts"),
+            commands,
+            only=saved.get("only"),
+            kept_from=saved.get("kept_from"),
+        )
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise HarnessError(
             f"no usable record of a run of {experiment.name} at {path} ({error}); run"
             f" `fab experiment --name={experiment.name}{' --quick' if quick else ''}` first"
         ) from error
-    outcomes = []
+    outcomes = {}
     for configuration in experiment.configurations(quick):
-        outcome = Outcome(configuration)
-        entry = recorded.get(configuration.label)
-        if entry is None:
-            outcome.error = "not in the recorded run"
-        else:
-            outcome.error = entry["error"]
-            try:
-                outcome.summaries = [
-                    summary_from_logs(Path(run["logs"]), run) for run in entry["runs"]
-                ]
-                if entry.get("table") and outcome.error is None:
-                    outcome.table = read_table(Path(entry["table"]))
-                settled = entry.get("settled")
-                outcome.settled = Settled(**settled) if isinstance(settled, dict) else None
-                outcome.probe_before = _probe(entry.get("probe_before"))
-                outcome.probe_after = _probe(entry.get("probe_after"))
-            except (OSError, ValueError, KeyError) as error:
-                raise HarnessError(
-                    f"{configuration.label}: a run's logs cannot be read again ({error})"
-                ) from error
-        outcomes.append(outcome)
-    return _write_page(
-        experiment, outcomes, record, quick=quick, output=output, rewritten=commit_of(repo_root)
-    )
+        entry = entries.get(configuration.label)
+        if entry is not None:
+            outcomes[configuration.label] = _outcome_of(configuration, entry)
+    return record, outcomes
+
+
+def _outcome_of(configuration: Configuration, entry: Mapping[str, Any]) -> Outcome:
+    outcome = Outcome(configuration)
+    outcome.error = entry["error"]
+    try:
+        outcome.summaries = [summary_from_logs(Path(run["logs"]), run) for run in entry["runs"]]
+        if entry.get("table") and outcome.error is None:
+            outcome.table = read_table(Path(entry["table"]))
+        settled = entry.get("settled")
+        outcome.settled = Settled(**settled) if isinstance(settled, dict) else None
+        outcome.probe_before = _probe(entry.get("probe_before"))
+        outcome.probe_after = _probe(entry.get("probe_after"))
+    except (OSError, ValueError, KeyError) as error:
+        raise HarnessError(
+            f"{configuration.label}: a run's logs cannot be read again ({error})"
+        ) from error
+    return outcome
 
 
 def record_path(logs_dir: Path, name: str, quick: bool) -> Path:
@@ -305,6 +349,8 @@ def _record(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
         "commit": record.commit,
         "task": record.task,
         "hosts": record.hosts,
+        "only": record.only,
+        "kept_from": record.kept_from,
         "configurations": [
             {
                 "label": o.configuration.label,
@@ -458,6 +504,14 @@ def _header(
         f"- Machine: {record.machine.describe()}.",
         *([f"- Hosts: {record.hosts}."] if record.hosts else []),
         f"- Commit: `{record.commit}`.",
+        *(
+            [
+                f"- Only the configurations whose label contains `{record.only}` ran at this"
+                f" commit (`--only`); the others are from the run before, at `{record.kept_from}`."
+            ]
+            if record.only
+            else []
+        ),
         *again,
         "- Commands (each"
         + (" `fab` command" if any(c.bench for c in configurations) else "")
