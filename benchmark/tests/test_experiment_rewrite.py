@@ -4,6 +4,7 @@ without running anything."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 from io import StringIO
@@ -58,6 +59,7 @@ def test_a_page_written_again_from_the_logs_is_the_page_its_runs_wrote(
     monkeypatch.setattr(
         runner, "LocalBench", functools.partial(LocalBench, enforce_audit=False, grace=2.0)
     )
+    monkeypatch.setattr(runner, "SECONDS", 0.01)  # the speed probe, kept short
     logs = tmp_path / "logs"
     first = runner.run_experiment(
         TWO_RATES,
@@ -109,3 +111,43 @@ def test_rewriting_without_a_recorded_run_says_what_to_run(tmp_path: Path) -> No
             output=tmp_path / "pages",
             logs_dir=tmp_path / "logs",
         )
+
+
+def test_only_reruns_the_configurations_it_names_and_keeps_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        runner, "LocalBench", functools.partial(LocalBench, enforce_audit=False, grace=2.0)
+    )
+    monkeypatch.setattr(runner, "SECONDS", 0.01)
+    logs = tmp_path / "logs"
+    run = functools.partial(
+        runner.run_experiment,
+        TWO_RATES,
+        quick=False,
+        repo_root=tmp_path,
+        logs_dir=logs,
+        results_dir=tmp_path / "results",
+        work_dir=tmp_path / "work",
+        out=StringIO(),
+        binaries=STANDINS,
+        build=False,
+        base_port=free_port(COMMITTEE_PORTS),
+    )
+    first = run(output=tmp_path / "first").read_text()
+    before = {e["label"]: e for e in _saved(logs)["configurations"]}
+    again = run(output=tmp_path / "again", only="faster").read_text()
+    after = {e["label"]: e for e in _saved(logs)["configurations"]}
+    # "slow" is the first run's, logs and all; "faster" ran again.
+    assert after["slow"]["runs"] == before["slow"]["runs"]
+    assert after["faster"]["runs"] != before["faster"]["runs"]
+    assert len(after["faster"]["runs"]) == 2
+    slow_row = next(line for line in first.splitlines() if line.startswith("| slow |"))
+    assert slow_row in again
+    assert "- Only the configurations whose label contains `faster` ran at this commit" in again
+    with pytest.raises(HarnessError, match="no configuration of two-rates has 'fastest'"):
+        run(output=tmp_path / "none", only="fastest")
+
+
+def _saved(logs: Path) -> dict:
+    return json.loads(runner.record_path(logs, "two-rates", quick=False).read_text())
