@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+import shutil
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -122,14 +123,18 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         rows.append([name, *cells, fmt(added, 2)])
     rows.append(["all", fmt(costs.get(BARE), 2), fmt(costs.get(ADAPTER), 2), fmt(_total(costs), 2)])
     page.table(["what", "bare µs/tx", "adapter µs/tx", "the adapter adds µs/tx"], rows)
-    graphs = [
-        f"[{label}: `{graph.parent.name}`]({graph})"
-        for label in (BARE, ADAPTER)
-        if (found := parts.get(label)) is not None
-        for graph in found.flamegraphs[:1]
-    ]
+    graphs = []
+    for label, stem in ((BARE, "bare"), (ADAPTER, "adapter")):
+        found = parts.get(label)
+        if found is None or not found.flamegraphs:
+            continue
+        # Beside the page, so that the link works wherever the page is read.
+        page.figure_dir.mkdir(parents=True, exist_ok=True)
+        copy = page.figure_dir / f"flamegraph-{stem}.svg"
+        shutil.copyfile(found.flamegraphs[0], copy)
+        graphs.append(f"[{label}]({page.name}/{copy.name})")
     if graphs:
-        page.add("", "Flame graphs of one run each (in the run's logs): " + ", ".join(graphs) + ".")
+        page.add("", "Flame graphs of one run each: " + ", ".join(graphs) + ".")
     page.section("What Diem's framework does that this adapter does not", *DIEM_EXTRAS)
     _plot(parts, costs, names, page)
 
