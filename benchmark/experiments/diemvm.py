@@ -13,10 +13,10 @@ line) so that they show as frames.
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-import shutil
 from pathlib import Path
 
 import matplotlib.pyplot as plt
