@@ -245,6 +245,15 @@ def rounds_per_second(summary: Summary) -> float | None:
     return summary.rounds.rounds_per_second if summary.rounds is not None else None
 
 
+def bound_per_second(summary: Summary) -> float | None:
+    """What the committee could deliver if every round carried one node's whole uncommitted
+    bound (`COMMITTEE_BOUND` bytes of its transactions), at the rounds a second it made."""
+    consensus, rounds = summary.consensus, rounds_per_second(summary)
+    if consensus is None or not consensus.bps or consensus.tps <= 0 or not rounds:
+        return None
+    return COMMITTEE_BOUND / (consensus.bps / consensus.tps) * rounds
+
+
 def txs_per_round(summary: Summary) -> float | None:
     rounds = rounds_per_second(summary)
     if not rounds or summary.consensus is None:

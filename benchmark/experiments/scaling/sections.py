@@ -15,9 +15,11 @@ from ..page import Page
 from ..report_figures import COMMITTEE_HOTCRYPTO, CORES_HOTCRYPTO
 from .fit import Check, checks, error_summary, models
 from .points import (
+    COMMITTEE_BOUND,
     COMMITTEE_BUDGET,
     FAMILIES,
     Measured,
+    bound_per_second,
     frames_per_round,
     measured,
     received_per_tx,
@@ -58,6 +60,7 @@ def _committee_section(points: Sequence[Measured], page: Page) -> None:
                 fmt(p.median(signatures_per_round), 1),
                 fmt(p.median(rounds_per_second), 1),
                 fmt(p.median(txs_per_round)),
+                fmt(p.median(bound_per_second)),
             ]
             for p in rows_of
         ]
@@ -76,6 +79,7 @@ def _committee_section(points: Sequence[Measured], page: Page) -> None:
                 "signatures checked/round",
                 "rounds/s",
                 "tx/round",
+                "one bound a round, tx/s",
             ],
             rows,
         )
@@ -102,6 +106,15 @@ def _committee_section(points: Sequence[Measured], page: Page) -> None:
         axes.grid(True, alpha=0.3)
         axes.legend()
     page.figure(figure, "committee", "Delivered and consensus CPU per transaction against n")
+    page.add(
+        "",
+        "- A leader proposes its own batches, so a round carries at most what one node holds"
+        f" uncommitted (`--max-uncommitted-bytes={COMMITTEE_BOUND}` here):"
+        " *one bound a round* is that many transactions times the rounds a second, the most"
+        " the committee could deliver at the rounds it made. Where delivered meets it, the"
+        " committee was bound by its rounds, not by its CPU: rounds slow as the committee grows"
+        " (below), and the bound a node needs grows with them (the rate over rounds a second).",
+    )
     page.add(
         "",
         f"- The report's Fig 1.2: hotcrypto fell from about {report.at_smallest:,.0f} tx/s at"
