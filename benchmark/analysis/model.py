@@ -141,9 +141,14 @@ class CostModel:
         stages = project(self.stages, cores, pool_threads, executor_threads)
         free = max(0.0, cores * 1e6 - self.per_second.at(nodes))
         tps, bound = free / per_tx, CPU_BOUND
-        limiting = stages.limiting_stage if stages is not None else NODE
-        if stages is not None and not stages.cpu_bound and stages.tps < tps:
-            tps, bound = stages.tps, stages.bound
+        limiting = NODE
+        if stages is not None:
+            # Each stage's own ceiling (a thread on a full core, the pool on its threads) binds
+            # whatever the node's CPU allows.
+            ceiling = min(stages.stages, key=lambda s: (s.tps, s.stage))
+            limiting = max(stages.stages, key=lambda s: (s.us_per_tx, s.stage)).stage
+            if ceiling.tps < tps:
+                tps, bound, limiting = ceiling.tps, ceiling.stage, ceiling.stage
         needed = self.bytes_per_tx(nodes)
         if link_mbit is not None and needed:
             allowed = link_mbit * 1e6 / 8 / needed
