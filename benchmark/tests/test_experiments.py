@@ -301,7 +301,7 @@ def _scaling(page: str) -> None:
 def _links(page: str) -> None:
     (links,) = table_with(page, "link Mbit/s")
     assert [r["link Mbit/s"] for r in links] == ["no limit", "25"]
-    numbers_in(links, "delivered tx/s: median (min-max)", "bandwidth used Mbit/s")
+    numbers_in(links, "delivered tx/s: median (min-max)", "a node's traffic, Mbit/s")
     assert re.search(r"^- `hotstuff`: \*\*(not )?slower with more bandwidth\*\*", page, re.M)
     (batches,) = table_with(page, "batch size B")
     assert [r["batch size B"] for r in batches] == ["50,000", "500,000"]
