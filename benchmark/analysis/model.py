@@ -143,11 +143,13 @@ class CostModel:
         tps, bound = free / per_tx, CPU_BOUND
         limiting = NODE
         if stages is not None:
-            # Each stage's own ceiling (a thread on a full core, the pool on its threads) binds
-            # whatever the node's CPU allows.
-            ceiling = min(stages.stages, key=lambda s: (s.tps, s.stage))
             limiting = max(stages.stages, key=lambda s: (s.us_per_tx, s.stage)).stage
-            if ceiling.tps < tps:
+            # A stage that cannot use all the node's cores (one thread on a node of more than
+            # one core, a pool of fewer threads than cores) has a ceiling of its own; one that
+            # can is held by the node's CPU already, which c(n) counts whole.
+            ceilings = [s for s in stages.stages if s.max_cores < cores]
+            ceiling = min(ceilings, key=lambda s: (s.tps, s.stage), default=None)
+            if ceiling is not None and ceiling.tps < tps:
                 tps, bound, limiting = ceiling.tps, ceiling.stage, ceiling.stage
         needed = self.bytes_per_tx(nodes)
         if link_mbit is not None and needed:
