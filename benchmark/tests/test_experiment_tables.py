@@ -21,6 +21,7 @@ from benchmark.experiments import (
     Configuration,
     Outcome,
     faults,
+    links,
     modes,
     multi_region,
     parallel,
@@ -535,3 +536,18 @@ def test_a_speedup_beyond_the_thread_count_is_called_noise() -> None:
         {("kvstore/ring/1000", "sequential"): 100.0, ("kvstore/ring/1000", "blockstm-2"): 180.0}
     )
     assert "thread count allows" not in "\n".join(parallel._findings(calm))
+
+
+def test_more_bandwidth_is_called_slower_only_when_no_run_overlaps(base: Summary) -> None:
+    def runs(*delivered: float) -> list[Summary]:
+        return [shaped(base, rate=200, delivered=d) for d in delivered]
+
+    overlapping = {None: runs(100, 98, 102), 100: runs(101, 99, 103)}
+    (slower, spread_line) = links.link_verdict("hotcrypto", overlapping)
+    assert "**not slower with more bandwidth**" in slower
+    assert "no slower link's runs fell less than half as far apart" in spread_line
+    apart = {None: runs(100, 90, 102), 100: runs(110, 111, 112)}
+    (slower, spread_line) = links.link_verdict("hotcrypto", apart)
+    assert "**slower with more bandwidth**: every run without a limit" in slower
+    assert "at 100 Mbit/s" in slower
+    assert "steadier (runs less than half as far apart) at 100 Mbit/s" in spread_line
