@@ -151,9 +151,19 @@ def _committee_factors(points: Sequence[Measured]) -> list[str]:
     return lines
 
 
+# A committee that delivered less than this share of the smallest one's collapsed: its costs
+# per transaction and per round are those of timeouts and resent messages, not of the protocol
+# working, and would bend the lines of growth.
+COLLAPSED = 0.25
+
+
 def _growth(rows: Sequence[Measured]) -> list[str]:
-    """How the per-node costs grow with n, as fitted lines over every point of the sweep."""
+    """How the per-node costs grow with n, as fitted lines over the committees that did not
+    collapse."""
     lines = []
+    base = rows[0].capacity if rows else 0.0
+    collapsed = [p for p in rows if p.capacity < COLLAPSED * base]
+    rows = [p for p in rows if p not in collapsed]
     for name, measure, unit in (
         ("consensus CPU", stage_us_per_tx("consensus"), "µs/tx"),
         ("bytes received", received_per_tx, "B/tx"),
@@ -167,6 +177,12 @@ def _growth(rows: Sequence[Measured]) -> list[str]:
         lines.append(
             f"- {name}: {line.fixed:,.2f} + {line.per_member:,.3f} x (n - 1) {unit}"
             f" (least squares over {len(values)} committee sizes)"
+        )
+    if collapsed and lines:
+        lines.append(
+            "- Left out of these lines, as collapsed (under"
+            f" {COLLAPSED:.0%} of the smallest committee's throughput): n ="
+            f" {', '.join(str(p.spec.nodes) for p in collapsed)}."
         )
     return lines
 
