@@ -57,7 +57,7 @@ def _cpu_model() -> str:
 
 
 def commit_of(repo: Path) -> str:
-    """The checkout's commit, marked when the working tree differs from it."""
+    """The checkout's commit, marked when the working tree (its pages aside) differs from it."""
 
     def git(*args: str) -> str:
         result = subprocess.run(
@@ -66,7 +66,11 @@ def commit_of(repo: Path) -> str:
         return result.stdout.strip() if result.returncode == 0 else ""
 
     commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--untracked-files=no")
+    # The pages themselves are left out: writing one page must not mark the next as made from
+    # a changed checkout.
+    dirty = git(
+        "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)docs/results"
+    )
     return f"{commit} (with uncommitted changes)" if dirty else commit
 
 
