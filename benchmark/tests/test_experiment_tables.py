@@ -31,6 +31,8 @@ from benchmark.experiments import (
 from benchmark.experiments.measures import capacity, common_rate
 from benchmark.experiments.report_figures import CAPACITY
 from benchmark.experiments.runner import prepare
+from benchmark.experiments.scaling import fit as scaling_fit
+from benchmark.experiments.scaling.points import Measured, Spec
 from benchmark.faults.events import FaultLog
 from benchmark.faults.net_emulation import read_delay_matrix
 
@@ -551,3 +553,39 @@ def test_more_bandwidth_is_called_slower_only_when_no_run_overlaps(base: Summary
     assert "**slower with more bandwidth**: every run without a limit" in slower
     assert "at 100 Mbit/s" in slower
     assert "steadier (runs less than half as far apart) at 100 Mbit/s" in spread_line
+
+
+# -- scaling -------------------------------------------------------------------------------------
+
+
+def test_the_model_is_judged_only_on_saturated_cpu_bound_points(base: Summary) -> None:
+    def point(nodes: int, cores: float, delivered: float, used: float, rate: int) -> Measured:
+        spec = Spec("cores", "hotcrypto", nodes, cores, (rate,))
+        runs = [shaped(base, rate=rate, delivered=delivered, node_cores=used)] * 3
+        return Measured(spec, tuple(runs), rate)
+
+    # A node of K cores that used all of them at 20 µs a transaction and 10 ms/s besides.
+    def at(nodes: int, cores: float, rate: int, used_share: float = 1.0) -> Measured:
+        delivered = min(rate, (cores * 1e6 - 10_000) / 20)
+        return point(nodes, cores, delivered, cores * used_share, rate)
+
+    points = [
+        at(4, 0.2, 20_000),  # fitted (FITTED names 4 x 0.2 and 4 x 0.4 for hotcrypto)
+        at(4, 0.4, 40_000),  # fitted
+        at(4, 0.1, 10_000),  # predicted and judged
+        at(1, 0.5, 10_000),  # delivered the rate asked: not saturated
+        at(4, 0.05, 10_000, used_share=0.5),  # half its budget: not CPU-bound
+    ]
+    found = {(c.point.spec.nodes, c.point.spec.cores): c for c in scaling_fit.checks(points)}
+    assert found[(4, 0.2)].fitted
+    assert found[(4, 0.4)].fitted
+    judged = found[(4, 0.1)]
+    assert judged.judged
+    assert judged.error == pytest.approx(0.0, abs=1e-6)
+    assert found[(1, 0.5)].point.why_not_modelled == "not saturated: delivered the rate asked"
+    assert (
+        found[(4, 0.05)].point.why_not_modelled == "not CPU-bound: nodes used 50% of their budget"
+    )
+    lines = scaling_fit.error_summary(list(found.values()))
+    assert lines[0].startswith("- Prediction error on the 1 points not fitted: median 0%")
+    assert "Not judged: 2 points" in lines[1]
