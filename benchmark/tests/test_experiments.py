@@ -154,13 +154,18 @@ def numbers_in(rows: list[dict[str, str]], *columns: str) -> None:
 
 
 def _first_columns(page: str) -> None:
-    """Every row of the page's tables has its first three figures."""
-    rows = [line for line in page.splitlines() if line.startswith("| ") and "---" not in line]
-    body = [row for row in rows if not row.startswith("| rate asked") and "scenario" not in row]
-    assert body, page
-    for row in body:
-        cells = [cell.strip() for cell in row.strip("|").split("|")][1:]
-        assert all(NUMBER.search(cell) for cell in cells[:3]), row
+    """Every row of the page's own tables has its first three figures (the speed probe's table,
+    every page's, is checked apart)."""
+    found = [(headers, rows) for headers, rows in tables(page) if headers[-1] != PROBE_LAST]
+    assert found, page
+    for headers, rows in found:
+        for row in rows:
+            cells = [row[h] for h in headers[1:4]]
+            assert all(NUMBER.search(cell) for cell in cells), row
+
+
+# The last column of the speed probe's table.
+PROBE_LAST = "load average after"
 
 
 def _modes(page: str) -> None:
@@ -353,9 +358,12 @@ def test_each_quick_experiment_writes_its_page(
     assert "Runs that did not finish" not in page, page
     assert "- Machine: " in page
     assert " cores, " in page
-    assert "## The machine during the runs" in page
     assert re.search(r"- Commit: `[0-9a-f]{12}", page)
     configurations = EXPERIMENTS[name].configurations(True)
+    assert "## The machine during the runs" in page
+    (probes,) = [rows for headers, rows in tables(page) if headers[-1] == PROBE_LAST]
+    assert [r["configuration"] for r in probes] == [c.label for c in configurations]
+    numbers_in(probes, "SHA-256 MB/s, before / after", "signatures/s, before / after")
     for configuration in configurations:
         assert f"`{configuration.command()}`" in page
     PAGE_CHECKS[name](page)
