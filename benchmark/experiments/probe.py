@@ -55,15 +55,37 @@ def _signing(seconds: float) -> float:
     return done / elapsed
 
 
+class Prober:
+    """A process per core, started once for an experiment (starting them costs a second or
+    more, each probe only its work): `probe` runs on all of them at once."""
+
+    def __init__(self, seconds: float = SECONDS) -> None:
+        self.seconds = seconds
+        self.cores = os.cpu_count() or 1
+        # Spawned, not forked: the harness has threads (process watchers), and a forked child
+        # of a threaded process may inherit a lock held mid-operation.
+        self._pool = ProcessPoolExecutor(self.cores, mp_context=get_context("spawn"))
+
+    def probe(self) -> Probe:
+        """Hashing on every core at once, then signing."""
+        hashing = sum(self._pool.map(_hashing, [self.seconds] * self.cores))
+        signing = sum(self._pool.map(_signing, [self.seconds] * self.cores))
+        return Probe(sha256_mb_per_s=hashing, signatures_per_s=signing, load=os.getloadavg()[0])
+
+    def close(self) -> None:
+        self._pool.shutdown()
+
+    def __enter__(self) -> Prober:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
 def probe(seconds: float = SECONDS) -> Probe:
-    """Runs the probe on every core at once: hashing, then signing."""
-    cores = os.cpu_count() or 1
-    # Spawned, not forked: the harness has threads (process watchers), and a forked child of a
-    # threaded process may inherit a lock held mid-operation.
-    with ProcessPoolExecutor(cores, mp_context=get_context("spawn")) as pool:
-        hashing = sum(pool.map(_hashing, [seconds] * cores))
-        signing = sum(pool.map(_signing, [seconds] * cores))
-    return Probe(sha256_mb_per_s=hashing, signatures_per_s=signing, load=os.getloadavg()[0])
+    """One probe on every core, with processes of its own."""
+    with Prober(seconds) as prober:
+        return prober.probe()
 
 
 def drift(probes: list[Probe]) -> list[str]:

@@ -35,7 +35,7 @@ from ..runners.sweep import PointRunner
 from .bench import read_table, run_bench
 from .experiment import Configuration, Experiment, Outcome
 from .page import Machine, Page, commit_of
-from .probe import QUICK_SECONDS, SECONDS, Probe, drift, probe
+from .probe import QUICK_SECONDS, SECONDS, Probe, Prober, drift
 from .search import Settled, settle
 
 # Flags whose value is a file.
@@ -152,17 +152,60 @@ def run_experiment(
     prepared = [prepare(c, repo_root) for c in configurations]
     if build:
         cargo_build(repo_root, out)
-    outcomes: list[Outcome] = []
     probing = where.task == "local"
-    seconds = QUICK_SECONDS if quick else SECONDS
+    prober = Prober(QUICK_SECONDS if quick else SECONDS) if probing else None
+    try:
+        outcomes = _run_all(
+            experiment,
+            prepared,
+            where=where,
+            prober=prober,
+            logs_dir=logs_dir,
+            out=out,
+            repo_root=repo_root,
+            quick=quick,
+        )
+    finally:
+        if prober is not None:
+            prober.close()
+    ran = {o.configuration.label: o for o in outcomes}
+    outcomes = [
+        ran.get(c.label) or kept[c.label]
+        for c in experiment.configurations(quick)
+        if c.label in ran or c.label in kept
+    ]
+    configurations = [o.configuration for o in outcomes]
+    commit = commit_of(repo_root)
+    commands = {c.label: c.command(where.task) for c in configurations}
+    record = Record(
+        machine, commit, where.task, where.hosts(), commands, only=only, kept_from=kept_from
+    )
+    _record(record_path(logs_dir, experiment.name, quick), record, outcomes)
+    return _write_page(experiment, outcomes, record, quick=quick, output=output)
+
+
+def _run_all(
+    experiment: Experiment,
+    prepared: Sequence[tuple[Configuration, list[BenchParameters], FaultSchedule]],
+    *,
+    where: Testbed,
+    prober: Prober | None,
+    logs_dir: Path,
+    out: TextIO,
+    repo_root: Path,
+    quick: bool,
+) -> list[Outcome]:
+    """Runs each prepared configuration in turn, the machine probed before each and after the
+    last (with `prober`)."""
+    outcomes: list[Outcome] = []
     for configuration, points, schedule in prepared:
         out.write(
             f"\n== {experiment.name}: {configuration.label}: {configuration.command(where.task)}\n"
         )
         out.flush()
         outcome = Outcome(configuration)
-        if probing:
-            outcome.probe_before = probe(seconds)
+        if prober is not None:
+            outcome.probe_before = prober.probe()
             if outcomes:
                 outcomes[-1].probe_after = outcome.probe_before
         outcome.error = where.cannot_run(points)
@@ -181,22 +224,9 @@ def run_experiment(
         if outcome.error is not None:
             out.write(f"{configuration.label} stopped: {outcome.error}\n")
         outcomes.append(outcome)
-    if probing and outcomes:
-        outcomes[-1].probe_after = probe(seconds)
-    ran = {o.configuration.label: o for o in outcomes}
-    outcomes = [
-        ran.get(c.label) or kept[c.label]
-        for c in experiment.configurations(quick)
-        if c.label in ran or c.label in kept
-    ]
-    configurations = [o.configuration for o in outcomes]
-    commit = commit_of(repo_root)
-    commands = {c.label: c.command(where.task) for c in configurations}
-    record = Record(
-        machine, commit, where.task, where.hosts(), commands, only=only, kept_from=kept_from
-    )
-    _record(record_path(logs_dir, experiment.name, quick), record, outcomes)
-    return _write_page(experiment, outcomes, record, quick=quick, output=output)
+    if prober is not None and outcomes:
+        outcomes[-1].probe_after = prober.probe()
+    return outcomes
 
 
 @dataclass(frozen=True)
