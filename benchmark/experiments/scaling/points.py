@@ -212,33 +212,38 @@ def node_cores(summary: Summary) -> float | None:
     return summary.resources.nodes.cpu_cores if summary.resources else None
 
 
-def sent_per_tx(summary: Summary) -> float | None:
-    traffic, consensus = summary.traffic, summary.consensus
-    if traffic is None or consensus is None or consensus.tps <= 0:
+def _per_tx(summary: Summary, per_second: float | None) -> float | None:
+    """A node's per-second figure over the transactions the committee ordered a second."""
+    consensus = summary.consensus
+    if per_second is None or consensus is None or consensus.tps <= 0:
         return None
-    return traffic.sent_bytes_per_s / consensus.tps
+    return per_second / consensus.tps
+
+
+def _per_round(summary: Summary, per_second: float | None) -> float | None:
+    """A node's per-second figure over the rounds it made a second."""
+    rounds = rounds_per_second(summary)
+    return None if per_second is None or not rounds else per_second / rounds
+
+
+def sent_per_tx(summary: Summary) -> float | None:
+    traffic = summary.traffic
+    return _per_tx(summary, traffic.sent_bytes_per_s if traffic else None)
 
 
 def received_per_tx(summary: Summary) -> float | None:
-    traffic, consensus = summary.traffic, summary.consensus
-    if traffic is None or consensus is None or consensus.tps <= 0:
-        return None
-    return traffic.received_bytes_per_s / consensus.tps
+    traffic = summary.traffic
+    return _per_tx(summary, traffic.received_bytes_per_s if traffic else None)
 
 
 def frames_per_round(summary: Summary) -> float | None:
-    traffic, rounds = summary.traffic, summary.rounds
-    if traffic is None or rounds is None or rounds.rounds_per_second <= 0:
-        return None
-    return traffic.frames_per_s / rounds.rounds_per_second
+    traffic = summary.traffic
+    return _per_round(summary, traffic.frames_per_s if traffic else None)
 
 
 def signatures_per_round(summary: Summary) -> float | None:
-    traffic, rounds = summary.traffic, summary.rounds
-    if traffic is None or traffic.signatures_per_s is None or rounds is None:
-        return None
-    per_second = rounds.rounds_per_second
-    return traffic.signatures_per_s / per_second if per_second > 0 else None
+    traffic = summary.traffic
+    return _per_round(summary, traffic.signatures_per_s if traffic else None)
 
 
 def rounds_per_second(summary: Summary) -> float | None:
