@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from io import StringIO
 from pathlib import Path
@@ -52,28 +52,34 @@ TWO_RATES = Experiment(
 )
 
 
-def test_a_page_written_again_from_the_logs_is_the_page_its_runs_wrote(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _stand_in_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """`run_experiment` of TWO_RATES on the stand-in binaries, logs under `tmp_path/logs`; the
+    caller names the page's output (and `only`)."""
     # The stand-ins' ledger is not consistent: their audit must not stop the runs.
     monkeypatch.setattr(
         runner, "LocalBench", functools.partial(LocalBench, enforce_audit=False, grace=2.0)
     )
     monkeypatch.setattr(runner, "SECONDS", 0.01)  # the speed probe, kept short
-    logs = tmp_path / "logs"
-    first = runner.run_experiment(
+    return functools.partial(
+        runner.run_experiment,
         TWO_RATES,
         quick=False,
         repo_root=tmp_path,
-        output=tmp_path / "first",
-        logs_dir=logs,
+        logs_dir=tmp_path / "logs",
         results_dir=tmp_path / "results",
         work_dir=tmp_path / "work",
         out=StringIO(),
         binaries=STANDINS,
         build=False,
         base_port=free_port(COMMITTEE_PORTS),
-    ).read_text()
+    )
+
+
+def test_a_page_written_again_from_the_logs_is_the_page_its_runs_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = tmp_path / "logs"
+    first = _stand_in_runs(tmp_path, monkeypatch)(output=tmp_path / "first").read_text()
     assert "| faster |" in first
     assert runner.record_path(logs, "two-rates", quick=False).is_file()
 
@@ -116,24 +122,8 @@ def test_rewriting_without_a_recorded_run_says_what_to_run(tmp_path: Path) -> No
 def test_only_reruns_the_configurations_it_names_and_keeps_the_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        runner, "LocalBench", functools.partial(LocalBench, enforce_audit=False, grace=2.0)
-    )
-    monkeypatch.setattr(runner, "SECONDS", 0.01)
     logs = tmp_path / "logs"
-    run = functools.partial(
-        runner.run_experiment,
-        TWO_RATES,
-        quick=False,
-        repo_root=tmp_path,
-        logs_dir=logs,
-        results_dir=tmp_path / "results",
-        work_dir=tmp_path / "work",
-        out=StringIO(),
-        binaries=STANDINS,
-        build=False,
-        base_port=free_port(COMMITTEE_PORTS),
-    )
+    run = _stand_in_runs(tmp_path, monkeypatch)
     first = run(output=tmp_path / "first").read_text()
     before = {e["label"]: e for e in _saved(logs)["configurations"]}
     again = run(output=tmp_path / "again", only="faster").read_text()
