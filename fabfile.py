@@ -96,6 +96,9 @@ BENCH_FLAGS = {
     "exec_threads": "the executor's worker threads under --exec=waves|blockstm",
     "fees": "block | per-tx: the adapter's fees credited per batch, or by every transaction"
     " (the fee account as a hotspot)",
+    "verify": "all | attested: every node checks every signature, or each batch's are checked by"
+    " f+1 stake of attesters whose matching signed statements the others take (hotcrypto,"
+    " hotmove)",
 }
 
 # The bench flags that are switches (`--store`): False unless given, and then no value.

@@ -37,6 +37,9 @@ EXECUTING_MODES: tuple[str, ...] = ("hotcrypto", "hotmove", "movevm")
 # How the Move executor runs a committed batch (`--exec`), and when the adapter credits fees.
 EXECS: tuple[str, ...] = ("sequential", "waves", "blockstm")
 FEE_CREDITS: tuple[str, ...] = ("block", "per-tx")
+# Who checks a committed batch's signatures (`--verify`, modes with signatures): every node, or
+# f+1 stake of attesters whose matching statements the others take.
+VERIFY_RULES: tuple[str, ...] = ("all", "attested")
 
 # The node refuses larger link latencies as unit mistakes (network::emulation).
 MAX_DELAY_MS = 60_000
@@ -104,6 +107,9 @@ class BenchParameters:
     # When the adapter's fees reach the fee account: "block" (the batch's fees together after
     # it) or "per-tx" (every transaction credits the one fee account: a hotspot).
     fees: str = "block"
+    # Who checks signatures (hotcrypto, hotmove): "all" (every node, every signature; the
+    # report's model) or "attested" (each batch by f+1 stake of attesters, who sign their finding).
+    verify: str = "all"
     runs: int = 1
     # Network emulation on the committee's links (faults/net_emulation.py): one-way latency of every
     # link (ms), or a CSV file of per-link latencies; the rate of every link, each direction
@@ -243,6 +249,11 @@ class BenchParameters:
         _check_one_of("fees", self.fees, FEE_CREDITS)
         if self.fees != "block" and self.vm != "adapter":
             raise ConfigError(f"fees {self.fees} is for the adapter's fees: give vm adapter")
+        _check_one_of("verify", self.verify, VERIFY_RULES)
+        if self.verify != "all" and self.mode not in CRYPTO_MODES:
+            raise ConfigError(
+                f"verify {self.verify} is about signatures: mode {self.mode} has none"
+            )
 
     @property
     def live_nodes(self) -> int:

@@ -44,6 +44,8 @@ SETTING_DEFAULTS: dict[str, Any] = {
         "exec",
         "exec_threads",
         "fees",
+        # Who checked signatures: every node, or attesters.
+        "verify",
         "delay_ms",
         "delay_matrix",
         # The CPU budget of every node (`fab local --node-cpus`): the cores axis on one machine.

@@ -150,6 +150,9 @@ def run_experiment(
         kept_from = earlier.commit
         configurations = [c for c in configurations if only in c.label or c.label not in kept]
     prepared = [prepare(c, repo_root) for c in configurations]
+    # The checkout the binaries are built from: read before the runs, which take long enough for
+    # the tree to change under them.
+    commit = commit_of(repo_root)
     if build:
         cargo_build(repo_root, out)
     probing = where.task == "local"
@@ -175,7 +178,6 @@ def run_experiment(
         if c.label in ran or c.label in kept
     ]
     configurations = [o.configuration for o in outcomes]
-    commit = commit_of(repo_root)
     commands = {c.label: c.command(where.task) for c in configurations}
     record = Record(
         machine, commit, where.task, where.hosts(), commands, only=only, kept_from=kept_from

@@ -60,6 +60,13 @@ def _counted(value: Throughput) -> str:
     return f" (mean of the {value.nodes_counted} of {value.nodes} nodes up through the window)"
 
 
+# Who checked signatures (`--verify`), as the configuration lines say it.
+_VERIFY_TEXT = {
+    "all": "every node checks every one (--verify=all)",
+    "attested": "attested (--verify=attested: each batch checked by f+1 stake of members)",
+}
+
+
 def _config(summary: Summary) -> list[str]:
     config = summary.config
     pipeline = summary.pipeline
@@ -79,6 +86,7 @@ def _config(summary: Summary) -> list[str]:
         if pipeline.signatures:
             threads = config.get("verifier_threads")
             lines.append(f"   Verifier threads: {threads if threads else 'node default'}")
+            lines.append(f"   Signatures: {_VERIFY_TEXT[config.get('verify', 'all')]}")
         links = []
         if config.get("delay_ms") is not None:
             links.append(f"{config['delay_ms']} ms one way")

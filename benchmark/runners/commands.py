@@ -46,6 +46,8 @@ def node_command(
         command += ["--vm", bench.vm, "--workload", bench.workload, *_execution(bench)]
     if bench.mode in CRYPTO_MODES and bench.verifier_threads is not None:
         command += ["--verifier-threads", str(bench.verifier_threads)]
+    if bench.verify != "all":
+        command += ["--verify", bench.verify]
     if bench.executor_delay_us is not None:
         command += ["--executor-delay-us", str(bench.executor_delay_us)]
     if store is not None:

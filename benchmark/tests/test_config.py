@@ -135,6 +135,11 @@ def test_bench_parameters_are_validated(kwargs: dict[str, object]) -> None:
         ({"workload": "kvstore"}, "workload kvstore needs the Move VM: mode hotcrypto has none"),
         ({"exec": "optimistic"}, "unknown exec 'optimistic'; expected one of sequential, waves,"),
         ({"fees": "never"}, "unknown fees 'never'; expected one of block, per-tx"),
+        ({"verify": "some"}, "unknown verify 'some'; expected one of all, attested"),
+        (
+            {"mode": "hotstuff", "verify": "attested"},
+            "verify attested is about signatures: mode hotstuff has none",
+        ),
     ],
 )
 def test_a_choice_outside_its_values_or_its_modes_is_named(
@@ -274,6 +279,19 @@ def test_execution_goes_to_whatever_executes() -> None:
         "n", keys="k", committee="c", parameters="p", genesis="g", bench=BenchParameters()
     )
     assert BenchParameters.from_dict(bench.to_dict()) == bench
+
+
+def test_verify_goes_to_the_nodes_when_not_their_default() -> None:
+    attested = BenchParameters(mode="hotcrypto", verify="attested")
+    node = node_command("n", keys="k", committee="c", parameters="p", genesis="g", bench=attested)
+    assert node[node.index("--verify") + 1] == "attested"
+    assert "--verify" not in client_command(
+        "c", bench=attested, target="a", nodes=["a"], index=0, genesis="g"
+    )
+    assert "--verify" not in node_command(
+        "n", keys="k", committee="c", parameters="p", genesis="g", bench=BenchParameters()
+    )
+    assert BenchParameters.from_dict(attested.to_dict()) == attested
 
 
 def test_dest_goes_to_whatever_generates_the_transactions() -> None:

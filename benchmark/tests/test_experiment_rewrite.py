@@ -141,3 +141,21 @@ def test_only_reruns_the_configurations_it_names_and_keeps_the_others(
 
 def _saved(logs: Path) -> dict:
     return json.loads(runner.record_path(logs, "two-rates", quick=False).read_text())
+
+
+def test_a_page_names_the_commit_its_runs_started_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The checkout changes while the runs go on (someone edits the code): the page names the
+    # commit the binaries were built from, not the tree as it is when the page is written.
+    results = tmp_path / "results"
+
+    def commit_of(_repo: Path) -> str:
+        edited = results.is_dir() and any(results.iterdir())
+        return "abc123 (with uncommitted changes)" if edited else "abc123"
+
+    monkeypatch.setattr(runner, "commit_of", commit_of)
+    page = _stand_in_runs(tmp_path, monkeypatch)(output=tmp_path / "page").read_text()
+    assert "abc123" in page
+    assert "with uncommitted changes" not in page
+    assert _saved(tmp_path / "logs")["commit"] == "abc123"

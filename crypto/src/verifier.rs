@@ -71,6 +71,12 @@ impl ParallelVerifier {
         self.threads
     }
 
+    /// Runs `work` on one of the pool's threads (and waits for it): the work that goes with a
+    /// verification (decoding what is verified, say) is then the pool's CPU too.
+    pub fn install<R: Send>(&self, work: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(work)
+    }
+
     pub fn min_chunk(&self) -> usize {
         self.min_chunk
     }

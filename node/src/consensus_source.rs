@@ -43,6 +43,14 @@ impl Source for ConsensusSource {
             .counter("backpressure_pauses", load(&mempool.backpressure_pauses))
             .counter("backpressure_ms", load(&mempool.backpressure_ms))
             .gauge("uncommitted_bytes", load(&mempool.uncommitted_bytes))
+            .counter("attested_batches", load(&mempool.attested_batches))
+            .counter("attested_invalid", load(&mempool.attested_invalid))
+            .counter(
+                "attestations_received",
+                load(&mempool.attestations_received),
+            )
+            .counter("attestations_refused", load(&mempool.attestations_refused))
+            .counter("released_unattested", load(&mempool.released_unattested))
             .counter("signatures_checked", hotstuff::signatures_checked() as f64)
             .counts(
                 "timed_out_leaders",

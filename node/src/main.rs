@@ -12,6 +12,7 @@ use run::{NodeConfig, RunArgs};
 use stages::pipeline::Mode;
 use std::path::PathBuf;
 
+mod attesting;
 mod consensus_source;
 mod run;
 

@@ -6,7 +6,7 @@ use crate::consensus_source::ConsensusSource;
 use anyhow::{Context, Result};
 use batch::CommittedBatch;
 use checkpoint::StateSyncLink;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use config::read_json;
 use config::{Committee, Parameters};
 use crypto::KeyPair;
@@ -83,6 +83,12 @@ pub struct RunArgs {
     /// Signature-verifier threads (default: all cores).
     #[arg(long)]
     pub verifier_threads: Option<usize>,
+    /// Who checks the signatures of a committed batch (modes with signatures): `all` (every
+    /// node checks every signature, the report's model) or `attested` (each batch is checked
+    /// by its author and members named by its digest, f+1 stake in all, who sign what they
+    /// found; a node holding f+1 matching statements checks no signature of the batch).
+    #[arg(long, value_enum, default_value_t = Verify::All)]
+    pub verify: Verify,
     /// Serve Prometheus metrics on this address (`GET /metrics`).
     #[arg(long, value_name = "ADDR")]
     pub prometheus: Option<SocketAddr>,
@@ -107,6 +113,23 @@ pub struct RunArgs {
     /// commit, verify); the `execute` event, which ends the end-to-end latency, stays.
     #[arg(long, hide = true)]
     pub no_instrumentation: bool,
+}
+
+/// `--verify`: who checks a batch's signatures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Verify {
+    #[default]
+    All,
+    Attested,
+}
+
+impl Verify {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verify::All => "all",
+            Verify::Attested => "attested",
+        }
+    }
 }
 
 /// The run arguments with the files they name read and checked.
@@ -155,6 +178,13 @@ impl NodeConfig {
             );
         }
         exec_config(args.exec, args.exec_threads, args.fees)?;
+        if args.verify != Verify::All && !pipeline.signatures {
+            anyhow::bail!(
+                "--verify {} is about signatures: --mode {} checks none",
+                args.verify.as_str(),
+                args.mode.as_str()
+            );
+        }
         if args.fees != FeeCredit::Block && args.vm != Vm::Adapter {
             anyhow::bail!("--fees is for the adapter's fees: give --vm adapter");
         }
@@ -229,6 +259,9 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 report: Arc::new(move |id, event, t_ms| log.push(SampleEvent { id, event, t_ms })),
             }
         });
+    let verifier_threads = args.verifier_threads.unwrap_or(0);
+    let (attesting, attested) =
+        crate::attesting::attesting(args.verify, name, &committee, verifier_threads)?.unzip();
     let mempool_handle = Mempool::spawn(
         name,
         keys.secret.clone(),
@@ -240,6 +273,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         mempool.clone(),
         sample_hooks,
         emulation.clone(),
+        attesting,
     )
     .await
     .context("starting the mempool")?;
@@ -288,7 +322,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
             (rx_output, output_metrics),
             StageSettings {
                 genesis,
-                verifier_threads: args.verifier_threads.unwrap_or(0),
+                verifier_threads,
                 channel_capacity: capacity,
                 channel_budget_bytes: parameters.pipeline_budget_bytes(),
                 max_backlog_per_sender: parameters.max_backlog_per_sender,
@@ -299,6 +333,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 checkpointing: Some(checkpointing),
                 workload: args.workload,
                 execution: exec_config(args.exec, args.exec_threads, args.fees)?,
+                attested,
             },
             &mut registry,
         )
@@ -313,12 +348,13 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         serve_prometheus(address, registry.clone())?;
     }
     info!(
-        "node {} running in {} mode ({} VM, {} workload, {} execution)",
+        "node {} running in {} mode ({} VM, {} workload, {} execution, verify {})",
         name,
         args.mode.as_str(),
         args.vm.as_str(),
         args.workload,
-        args.exec
+        args.exec,
+        args.verify.as_str()
     );
 
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;

@@ -9,24 +9,26 @@
 //!
 //! ```text
 //! header:  version u8 | sealed_at_ms u64 LE | tx_count u32 LE
-//! body:    tx_count × (len u32 LE | tx bytes)
+//! body:    tx_count × (len u32 BE | tx bytes)
 //! ```
-//! The same bytes are sent to peers, stored, hashed (once) and handed to the stages behind
-//! consensus, so a batch is never re-encoded. Transactions stay opaque here: the mempool never
-//! deserializes them.
+//! The body's entries are the frames clients send (see `frames.rs`), so the batch maker copies
+//! what it read in whole runs. The same bytes are sent to peers, stored, hashed (once) and
+//! handed to the stages behind consensus, so a batch is never re-encoded. Transactions stay
+//! opaque here: the mempool never deserializes them.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use crypto::Digest;
 use thiserror::Error;
 
 mod committed;
+mod frames;
 
 pub use committed::CommittedBatch;
+pub use frames::{take_frames, OversizedFrame, TxFrames, TxSlices, TX_PREFIX_LEN};
 
-const VERSION: u8 = 1;
+/// 2: transactions framed as clients frame them (big-endian lengths).
+const VERSION: u8 = 2;
 pub const HEADER_LEN: usize = 1 + 8 + 4;
-/// Per-transaction overhead in the body.
-pub const TX_PREFIX_LEN: usize = 4;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum BatchError {
@@ -75,9 +77,15 @@ impl BatchBuilder {
     }
 
     pub fn push(&mut self, tx: &[u8]) {
-        self.buffer.put_u32_le(tx.len() as u32);
+        self.buffer.put_u32(tx.len() as u32);
         self.buffer.put_slice(tx);
         self.tx_count += 1;
+    }
+
+    /// Appends a run of frames as it is: one copy for the whole run.
+    pub fn append(&mut self, frames: &TxFrames) {
+        self.buffer.put_slice(frames.bytes());
+        self.tx_count += frames.count();
     }
 
     pub fn tx_count(&self) -> u32 {
@@ -135,17 +143,13 @@ impl Batch {
     /// means no later stage ever walks a malformed batch.
     pub fn parse(bytes: Bytes) -> Result<Self, BatchError> {
         let (sealed_at_ms, tx_count) = header(&bytes)?;
+        let mut walk = TxSlices::new(&bytes, HEADER_LEN);
         let mut offset = HEADER_LEN;
         for index in 0..tx_count {
-            let end = offset + TX_PREFIX_LEN;
-            if end > bytes.len() {
-                return Err(BatchError::Truncated { index });
-            }
-            let len = u32::from_le_bytes(array(&bytes[offset..end])) as usize;
-            offset = end
-                .checked_add(len)
-                .filter(|&o| o <= bytes.len())
-                .ok_or(BatchError::Truncated { index })?;
+            offset = walk
+                .next_range()
+                .ok_or(BatchError::Truncated { index })?
+                .end;
         }
         if offset != bytes.len() {
             return Err(BatchError::Trailing(bytes.len() - offset));
@@ -199,7 +203,7 @@ impl Batch {
     pub fn transactions(&self) -> Transactions<'_> {
         Transactions {
             bytes: &self.bytes,
-            offset: HEADER_LEN,
+            slices: TxSlices::new(&self.bytes, HEADER_LEN),
         }
     }
 }
@@ -208,28 +212,7 @@ impl Batch {
     /// The transactions as borrowed slices: for a pass that only peeks at each one (finding
     /// latency samples), without a reference count per transaction.
     pub fn tx_slices(&self) -> TxSlices<'_> {
-        TxSlices {
-            bytes: &self.bytes,
-            offset: HEADER_LEN,
-        }
-    }
-}
-
-pub struct TxSlices<'a> {
-    bytes: &'a [u8],
-    offset: usize,
-}
-
-impl<'a> Iterator for TxSlices<'a> {
-    type Item = &'a [u8];
-
-    fn next(&mut self) -> Option<&'a [u8]> {
-        let prefix = self.bytes.get(self.offset..self.offset + TX_PREFIX_LEN)?;
-        let len = u32::from_le_bytes(array(prefix)) as usize;
-        let start = self.offset + TX_PREFIX_LEN;
-        let end = start.checked_add(len).filter(|&e| e <= self.bytes.len())?;
-        self.offset = end;
-        self.bytes.get(start..end)
+        TxSlices::new(&self.bytes, HEADER_LEN)
     }
 }
 
@@ -255,20 +238,17 @@ fn array<const N: usize>(slice: &[u8]) -> [u8; N] {
 
 pub struct Transactions<'a> {
     bytes: &'a Bytes,
-    offset: usize,
+    slices: TxSlices<'a>,
 }
 
 impl Iterator for Transactions<'_> {
     type Item = Bytes;
 
     fn next(&mut self) -> Option<Bytes> {
-        // The layout was validated by `parse`/`seal`, so these bounds hold; `get` keeps it total.
-        let prefix = self.bytes.get(self.offset..self.offset + TX_PREFIX_LEN)?;
-        let len = u32::from_le_bytes(array(prefix)) as usize;
-        let start = self.offset + TX_PREFIX_LEN;
-        let end = start.checked_add(len).filter(|&e| e <= self.bytes.len())?;
-        self.offset = end;
-        Some(self.bytes.slice(start..end))
+        // The layout was validated by `parse`/`seal`; the walk stays total all the same.
+        self.slices
+            .next_range()
+            .map(|range| self.bytes.slice(range))
     }
 }
 
@@ -295,6 +275,22 @@ mod tests {
         let slices: Vec<&[u8]> = parsed.tx_slices().collect();
         assert_eq!(slices, txs.iter().map(|t| &t[..]).collect::<Vec<_>>());
         assert_eq!(txs, vec![&b"one"[..], &b""[..], &b"three"[..]]);
+    }
+
+    #[test]
+    fn a_batch_body_is_the_clients_frames_appended_as_they_came() {
+        let txs: [&[u8]; 3] = [b"one", b"", b"three"];
+        let pushed = batch_of(&txs);
+        let mut builder = BatchBuilder::with_capacity(64);
+        let run = TxFrames::from_transactions(&txs);
+        let (head, rest) = run.clone().split_reaching(1);
+        builder.append(&head);
+        builder.append(&rest.expect("two more"));
+        let appended = builder.seal(42, 64);
+        assert_eq!(appended, pushed);
+        assert_eq!(&pushed.bytes()[HEADER_LEN..], run.bytes());
+        // The client's length prefix: big-endian.
+        assert_eq!(&run.bytes()[..4], &3u32.to_be_bytes());
     }
 
     #[test]
@@ -348,7 +344,7 @@ mod tests {
         assert!(Batch::stored(count.into(), batch.digest()).is_err());
         // The body is not walked: a broken length inside it is `parse`'s to find, on receipt.
         let mut body = bytes.to_vec();
-        body[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        body[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&u32::MAX.to_be_bytes());
         let body = Bytes::from(body);
         assert!(Batch::parse(body.clone()).is_err());
         assert!(Batch::stored(body, batch.digest()).is_ok());
@@ -370,7 +366,7 @@ mod tests {
         assert_eq!(Batch::parse(version.into()), Err(BatchError::Version(9)));
         // A huge declared length must not overflow or panic.
         let mut huge = good.to_vec();
-        huge[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        huge[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&u32::MAX.to_be_bytes());
         assert!(Batch::parse(huge.into()).is_err());
         // A huge tx count with no body.
         let mut count = good.slice(..HEADER_LEN).to_vec();

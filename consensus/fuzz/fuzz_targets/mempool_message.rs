@@ -2,7 +2,8 @@
 //! `MempoolMessage::decode`, then `Batch::parse` for a batch.
 //!
 //! Asserts: no panic; decoding holds memory proportional to the input; a parsed batch yields
-//! exactly `tx_count` transactions that tile its body; a batch request re-encodes to the input.
+//! exactly `tx_count` transactions that tile its body; a batch request and an attestation
+//! re-encode to the input.
 #![no_main]
 
 use bytes::Bytes;
@@ -34,6 +35,12 @@ fuzz_target!(|data: &[u8]| {
         Ok(MempoolMessage::BatchRequest(digests, requestor)) => {
             let again = MempoolMessage::encode_request(&digests, &requestor);
             assert_eq!(again, frame, "a second encoding of a batch request");
+        }
+        Ok(MempoolMessage::Attestation(statement)) => {
+            let again = MempoolMessage::encode_attestation(&statement);
+            assert_eq!(again, frame, "a second encoding of an attestation");
+            // Checking it must not panic, whatever it holds.
+            let _ = statement.verify();
         }
         Err(_) => {}
     }

@@ -6,7 +6,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use hotstuff::{wire, Block, ConsensusMessage, Timeout, Vote, QC, TC};
-use batch::BatchBuilder;
+use batch::{BatchBuilder, TxFrames};
 use mempool::MempoolMessage;
 use config::Round;
 use consensus_fuzz::{committee, keys};
@@ -135,6 +135,18 @@ async fn write_seeds() {
         &MempoolMessage::encode_request(&payload[..1], &keys()[0].name),
     );
     write("mempool_message", "request-three", &request);
+    let statement = mempool::attest::Attestation::new(
+        three.digest(),
+        keys()[0].name,
+        vec![1, 2],
+        keys()[1].name,
+        &keys()[1].secret,
+    );
+    write(
+        "mempool_message",
+        "attestation",
+        &MempoolMessage::encode_attestation(&statement),
+    );
 
     // Streams of frames; the first byte is the read size minus one.
     let vote = wire::encode(&messages[3].1).expect("encode");
@@ -146,4 +158,11 @@ async fn write_seeds() {
     write("frame", "stream", &stream);
     let one = Bytes::from(frame(&vote));
     write("frame", "one-vote", &[&[255u8][..], &one].concat());
+
+    // Clients' streams; the first byte is the read size minus one, the second the largest
+    // transaction. One stream of transactions within the limit, one ending in an oversized one.
+    let txs: [&[u8]; 4] = [b"a client transaction", &[], &[7u8; 148], &[9u8; 200]];
+    let clients = TxFrames::from_transactions(&txs);
+    write("tx_frames", "stream", &[&[30u8, 200][..], clients.bytes()].concat());
+    write("tx_frames", "oversized", &[&[255u8, 150][..], clients.bytes()].concat());
 }

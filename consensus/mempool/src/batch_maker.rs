@@ -4,15 +4,19 @@
 //! first transaction, whichever comes first; an empty batch is never sealed. While this node's
 //! sealed, uncommitted batches fill the [`Backlog`], no transactions are taken (see `backlog.rs`).
 
+use super::attest::AttesterInput;
 use super::backlog::Backlog;
 use super::message::BATCH_TAG;
 use super::metrics::MempoolMetrics;
 use super::quorum_waiter::QuorumWaiterMessage;
-use super::tx_receiver::{TxChunk, MAX_TRANSACTION_SIZE};
+use super::tx_chunk::TxChunk;
+use super::tx_receiver::MAX_TRANSACTION_SIZE;
 use super::SampleHooks;
 use batch::{Batch, BatchBuilder, TX_PREFIX_LEN};
 use config::Stake;
+use crypto::PublicKey;
 use network::ReliableSender;
+use plumbing::budgeted::BudgetedSender;
 use plumbing::now_ms;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -46,6 +50,9 @@ pub struct BatchMaker {
     capacity: usize,
     /// This node's sealed, uncommitted batches: no transactions are taken while it is full.
     backlog: Backlog,
+    /// With `--verify=attested`: this node's name and its attester, which checks every batch
+    /// this node seals (an author attests its own batches).
+    attester: Option<(PublicKey, BudgetedSender<AttesterInput>)>,
 }
 
 impl BatchMaker {
@@ -61,6 +68,7 @@ impl BatchMaker {
         tx_quorum_waiter: mpsc::Sender<QuorumWaiterMessage>,
         network: ReliableSender,
         backlog: Backlog,
+        attester: Option<(PublicKey, BudgetedSender<AttesterInput>)>,
     ) -> JoinHandle<()> {
         let capacity = batch_size + TX_PREFIX_LEN + MAX_TRANSACTION_SIZE.min(batch_size);
         let maker = BatchMaker {
@@ -79,6 +87,7 @@ impl BatchMaker {
             tx_bytes: 0,
             capacity,
             backlog,
+            attester,
         };
         tokio::spawn(maker.run())
     }
@@ -98,21 +107,30 @@ impl BatchMaker {
                         }
                         return;
                     };
-                    let TxChunk { received_ms, txs, room } = chunk;
+                    let TxChunk { received_ms, runs, room } = chunk;
                     let tracing = self.samples.is_some();
-                    for (i, tx) in txs.into_iter().enumerate() {
-                        if self.builder.is_empty() {
-                            // The delay counts from the batch's first transaction.
-                            timer.as_mut().reset(Instant::now() + self.max_batch_delay);
-                        }
-                        if tracing && (i == 0 || self.builder.is_empty()) {
-                            self.arrivals
-                                .push((self.builder.tx_count(), received_ms));
-                        }
-                        self.builder.push(&tx);
-                        self.tx_bytes += tx.len() as u64;
-                        if self.builder.payload_len() >= self.batch_size && !self.seal().await {
-                            return;
+                    let mut first = true;
+                    for run in runs {
+                        let mut rest = Some(run);
+                        while let Some(run) = rest.take() {
+                            if self.builder.is_empty() {
+                                // The delay counts from the batch's first transaction.
+                                timer.as_mut().reset(Instant::now() + self.max_batch_delay);
+                            }
+                            if tracing && (first || self.builder.is_empty()) {
+                                self.arrivals.push((self.builder.tx_count(), received_ms));
+                            }
+                            first = false;
+                            // Whole runs are copied at once; a run is cut only at the frame
+                            // that fills the batch.
+                            let room = self.batch_size.saturating_sub(self.builder.payload_len());
+                            let (head, tail) = run.split_reaching(room);
+                            self.builder.append(&head);
+                            self.tx_bytes += head.payload_len() as u64;
+                            if self.builder.payload_len() >= self.batch_size && !self.seal().await {
+                                return;
+                            }
+                            rest = tail;
                         }
                     }
                     // The transactions are in batches now: the chunk's room in the queue from
@@ -160,6 +178,19 @@ impl BatchMaker {
         self.backlog.sealed(digest, batch.bytes().len() as u64);
         let addresses = self.peers.iter().map(|(address, _)| *address).collect();
         let handlers = self.network.broadcast(addresses, frame).await;
+        if let Some((name, attester)) = &self.attester {
+            let size = batch.bytes().len();
+            let input = AttesterInput {
+                batch,
+                author: *name,
+            };
+            // Waits for room: a node whose checks fall behind takes fewer transactions.
+            if attester.send(input, size).await.is_err() {
+                error!(
+                    "cannot attest sealed batch {digest}: the attester is gone or it is too large"
+                );
+            }
+        }
         let acks = self
             .peers
             .iter()
@@ -210,7 +241,7 @@ impl BatchMaker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use batch::{Batch, TX_PREFIX_LEN};
+    use batch::{Batch, TxFrames, TX_PREFIX_LEN};
     use bytes::Bytes;
     use std::sync::atomic::Ordering;
 
@@ -248,6 +279,7 @@ mod tests {
             tx_quorum_waiter,
             ReliableSender::new(),
             backlog.clone(),
+            None,
         );
         Harness {
             tx,
@@ -258,10 +290,12 @@ mod tests {
         }
     }
 
+    /// A chunk as the port makes one: runs of whole frames (of up to four transactions here, so
+    /// batches fill in the middle of a run as well as at its end).
     fn chunk(txs: &[Bytes]) -> TxChunk {
         TxChunk {
             received_ms: now_ms(),
-            txs: txs.to_vec(),
+            runs: txs.chunks(4).map(TxFrames::from_transactions).collect(),
             room: None,
         }
     }

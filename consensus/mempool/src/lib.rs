@@ -17,6 +17,7 @@
 //! what it may forget (`ConsensusMempoolMessage`), and what a transaction means is the executor's
 //! business (transactions stay opaque bytes).
 
+pub mod attest;
 mod backlog;
 mod batch_maker;
 mod helper;
@@ -26,6 +27,7 @@ mod peer_handler;
 mod quorum_waiter;
 mod quota;
 mod synchronizer;
+mod tx_chunk;
 mod tx_receiver;
 
 #[cfg(test)]
@@ -37,6 +39,7 @@ pub use metrics::MempoolMetrics;
 pub use quota::{Admission, AuthorQuota};
 pub use tx_receiver::{TxReceiverHandle, MAX_TRANSACTION_SIZE};
 
+use attest::{Attester, Attesting};
 use backlog::Backlog;
 use batch::{HEADER_LEN, TX_PREFIX_LEN};
 use batch_maker::BatchMaker;
@@ -48,7 +51,7 @@ use network::{
     listen_address, NetEmulation, Receiver, ReceiverConfig, ReliableSender, SimpleSender,
     DEFAULT_SIMPLE_QUEUE_CAPACITY,
 };
-use peer_handler::PeerHandler;
+use peer_handler::{PeerAttesting, PeerHandler};
 use plumbing::budgeted;
 use plumbing::metered::NamedChannel;
 use quorum_waiter::QuorumWaiter;
@@ -135,6 +138,7 @@ impl Mempool {
         metrics: Arc<MempoolMetrics>,
         samples: Option<SampleHooks>,
         emulation: Option<Arc<NetEmulation>>,
+        attesting: Option<Attesting>,
     ) -> io::Result<MempoolHandle> {
         let authority = committee.own_authority(&name)?;
         let capacity = parameters.channel_capacity;
@@ -142,6 +146,9 @@ impl Mempool {
         let (tx_quorum_waiter, rx_quorum_waiter) = mpsc::channel(capacity);
         // Batch requests vary from one digest to `max_request_digests`: bounded in bytes too.
         let (tx_helper, rx_helper, helper_queue) =
+            budgeted::channel(capacity, parameters.queue_budget_bytes());
+        // Batches to attest (`--verify=attested`) wait within a byte budget as well.
+        let (tx_attester, rx_attester, attester_queue) =
             budgeted::channel(capacity, parameters.queue_budget_bytes());
 
         let idle_timeout = Duration::from_millis(parameters.idle_timeout_ms);
@@ -168,6 +175,10 @@ impl Mempool {
             max_request_digests: parameters.max_request_digests,
             quota: quota.clone(),
             author: None,
+            attesting: attesting.as_ref().map(|attesting| PeerAttesting {
+                table: attesting.table.clone(),
+                tx_attester: tx_attester.clone(),
+            }),
         };
         let gate =
             Gate::for_committee(name, Purpose::Mempool, &committee).emulating(emulation.clone());
@@ -185,9 +196,10 @@ impl Mempool {
             return Err(e);
         }
 
-        let credentials = Credentials::for_committee(name, secret, Purpose::Mempool, &committee)
-            .emulating(emulation)
-            .hearing(presence);
+        let credentials =
+            Credentials::for_committee(name, secret.clone(), Purpose::Mempool, &committee)
+                .emulating(emulation)
+                .hearing(presence);
         let peers = committee
             .others(&name, |a| a.mempool_address)
             .into_iter()
@@ -198,7 +210,7 @@ impl Mempool {
             Duration::from_millis(parameters.max_batch_delay),
             peers,
             store.clone(),
-            metrics,
+            metrics.clone(),
             samples.clone(),
             rx_batch_maker,
             tx_quorum_waiter,
@@ -206,6 +218,7 @@ impl Mempool {
             ReliableSender::authenticated(capacity, parameters.max_frame_size, credentials.clone())
                 .with_max_bytes(peer_buffer_bytes(&parameters)),
             backlog.clone(),
+            attesting.as_ref().map(|_| (name, tx_attester.clone())),
         );
         QuorumWaiter::spawn(
             committee.stake(&name),
@@ -214,6 +227,8 @@ impl Mempool {
             tx_consensus,
             samples,
             backlog.clone(),
+            attesting.as_ref().map(|attesting| attesting.table.clone()),
+            metrics.clone(),
         );
         // Batch replies and requests, best effort: what waits for one peer is bounded as the
         // batch maker's unacknowledged batches are; beyond it replies are dropped and asked for
@@ -224,6 +239,25 @@ impl Mempool {
             credentials,
         )
         .with_max_bytes(peer_buffer_bytes(&parameters));
+        let mut queues = vec![NamedChannel::new("batch_requests", helper_queue)];
+        if let Some(attesting) = attesting {
+            let peers = committee
+                .others(&name, |a| a.mempool_address)
+                .into_iter()
+                .map(|(_, address)| address)
+                .collect();
+            Attester::spawn(
+                name,
+                secret,
+                attesting,
+                peers,
+                network.clone(),
+                rx_attester,
+                metrics,
+            );
+            queues.push(NamedChannel::new("batches_to_attest", attester_queue));
+        }
+        drop(tx_attester);
         Helper::spawn(
             committee.clone(),
             store.clone(),
@@ -244,7 +278,7 @@ impl Mempool {
             backlog,
         );
         Ok(MempoolHandle {
-            queues: vec![NamedChannel::new("batch_requests", helper_queue)],
+            queues,
             quota,
             clients: tx_receiver,
         })

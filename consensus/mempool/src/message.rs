@@ -4,10 +4,12 @@
 //! frame: tag u8 | body
 //!   tag 0 Batch:        body = the batch bytes (see `batch.rs`), acknowledged with one frame
 //!   tag 1 BatchRequest: body = bincode (Vec<Digest>, requestor PublicKey), never acknowledged
+//!   tag 2 Attestation:  body = bincode Attestation (`--verify=attested`), never acknowledged
 //! ```
 //! A batch is not bincode-encoded: its body is the batch itself, so receiving one is a slice of
 //! the frame and sending one reuses the sealed buffer.
 
+use crate::attest::Attestation;
 use bincode::Options;
 use bytes::{BufMut, Bytes, BytesMut};
 use crypto::{Digest, PublicKey};
@@ -22,6 +24,7 @@ pub const REFUSED: &[u8] = b"Full";
 
 pub const BATCH_TAG: u8 = 0;
 pub const BATCH_REQUEST_TAG: u8 = 1;
+pub const ATTESTATION_TAG: u8 = 2;
 
 #[derive(Debug, Error)]
 pub enum MessageError {
@@ -30,7 +33,9 @@ pub enum MessageError {
     #[error("unknown mempool message tag {0}")]
     UnknownTag(u8),
     #[error("undecodable batch request: {0}")]
-    Request(#[from] bincode::Error),
+    Request(#[source] bincode::Error),
+    #[error("undecodable attestation: {0}")]
+    Attestation(#[source] bincode::Error),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -39,6 +44,8 @@ pub enum MempoolMessage {
     Batch(Bytes),
     /// These digests are wanted by `requestor`.
     BatchRequest(Vec<Digest>, PublicKey),
+    /// A member's statement of a batch's invalid transactions (not yet verified).
+    Attestation(Attestation),
 }
 
 impl MempoolMessage {
@@ -47,12 +54,18 @@ impl MempoolMessage {
         match tag {
             BATCH_TAG => Ok(MempoolMessage::Batch(frame.slice(1..))),
             BATCH_REQUEST_TAG => {
-                let request: Request = request_options().deserialize(&frame[1..])?;
+                let request: Request = request_options()
+                    .deserialize(&frame[1..])
+                    .map_err(MessageError::Request)?;
                 Ok(MempoolMessage::BatchRequest(
                     request.digests,
                     request.requestor,
                 ))
             }
+            ATTESTATION_TAG => request_options()
+                .deserialize(&frame[1..])
+                .map(MempoolMessage::Attestation)
+                .map_err(MessageError::Attestation),
             other => Err(MessageError::UnknownTag(other)),
         }
     }
@@ -70,6 +83,14 @@ impl MempoolMessage {
         let mut frame = vec![BATCH_REQUEST_TAG];
         // Serializing digests and a key into a Vec cannot fail: no maps, no size limit.
         bincode::serialize_into(&mut frame, &(digests, requestor))
+            .unwrap_or_else(|e| unreachable!("bincode into a Vec failed: {e}"));
+        Bytes::from(frame)
+    }
+
+    pub fn encode_attestation(attestation: &Attestation) -> Bytes {
+        let mut frame = vec![ATTESTATION_TAG];
+        // As for requests: serializing into a Vec cannot fail.
+        bincode::serialize_into(&mut frame, attestation)
             .unwrap_or_else(|e| unreachable!("bincode into a Vec failed: {e}"));
         Bytes::from(frame)
     }

@@ -34,6 +34,16 @@ pub struct MempoolMetrics {
     pub backpressure_ms: AtomicU64,
     /// Gauge: bytes of this node's sealed, uncommitted batches (see `Backlog`).
     pub uncommitted_bytes: AtomicU64,
+    /// `--verify=attested`: batches this node checked and stated the result of, and the
+    /// invalid transactions it found in them.
+    pub attested_batches: AtomicU64,
+    pub attested_invalid: AtomicU64,
+    /// Peers' statements kept, and refused (bad signature, not an attester of the batch).
+    pub attestations_received: AtomicU64,
+    pub attestations_refused: AtomicU64,
+    /// This node's batches handed to consensus without f+1 matching statements (an attester
+    /// was silent or disagreed past the wait): every node checks those itself.
+    pub released_unattested: AtomicU64,
 }
 
 impl MempoolMetrics {

@@ -1,6 +1,8 @@
-//! Handles the mempool port: batches from peers (stored, acknowledged) and batch requests
-//! (passed to the helper).
+//! Handles the mempool port: batches from peers (stored, acknowledged, and queued for the
+//! attester where this node attests them), batch requests (passed to the helper) and peers'
+//! attestations (checked and kept).
 
+use super::attest::{attesters, Attestations, AttesterInput};
 use super::helper::HelperRequest;
 use super::message::{MempoolMessage, ACK, REFUSED};
 use super::metrics::MempoolMetrics;
@@ -29,12 +31,47 @@ pub struct PeerHandler {
     /// The member this connection authenticated as; `None` until then (and on an open port,
     /// as in unit tests, where no quota applies).
     pub author: Option<PublicKey>,
+    /// With `--verify=attested`: the statements held, and the attester's queue.
+    pub attesting: Option<PeerAttesting>,
+}
+
+#[derive(Clone)]
+pub struct PeerAttesting {
+    pub table: Attestations,
+    /// Batches to check wait here within a byte budget; when it is spent, this connection is
+    /// not read (nor its batch acknowledged) until the attester takes some.
+    pub tx_attester: BudgetedSender<AttesterInput>,
 }
 
 impl PeerHandler {
     fn reject(&self, why: String) -> HandlerError {
         MempoolMetrics::add(&self.metrics.rejected_frames, 1);
         HandlerError::Malformed(why)
+    }
+
+    /// Queues a batch new to this node for its attester, if this node is one of the batch's
+    /// attesters. Only batches that come from their author are attested: a batch fetched from
+    /// another member (for a block that names it) arrives too late to be worth a statement.
+    async fn attest(&self, batch: Batch) -> Result<(), HandlerError> {
+        let (Some(attesting), Some(author)) = (&self.attesting, self.author) else {
+            return Ok(());
+        };
+        let table = &attesting.table;
+        if !attesters(table.committee(), &batch.digest(), &author).contains(&table.me()) {
+            return Ok(());
+        }
+        let size = batch.bytes().len();
+        match attesting
+            .tx_attester
+            .send(AttesterInput { batch, author }, size)
+            .await
+        {
+            // The attester is gone: the node is shutting down.
+            Ok(()) | Err(SendError::Closed(_)) => Ok(()),
+            Err(e @ SendError::TooLarge { .. }) => {
+                Err(HandlerError::Other(format!("batch to attest: {e}")))
+            }
+        }
     }
 }
 
@@ -75,6 +112,7 @@ impl MessageHandler for PeerHandler {
                         .write(digest, batch.bytes().clone())
                         .await
                         .map_err(|e| HandlerError::Other(e.to_string()))?;
+                    self.attest(batch).await?;
                 }
                 MempoolMetrics::add(&self.metrics.received_batches, 1);
                 writer.feed(Bytes::from_static(ACK)).await?;
@@ -102,6 +140,26 @@ impl MessageHandler for PeerHandler {
                         return Err(HandlerError::Other(format!("batch request: {e}")))
                     }
                 }
+            }
+            MempoolMessage::Attestation(statement) => {
+                let Some(attesting) = &self.attesting else {
+                    return Err(self.reject("an attestation, but this node does not attest".into()));
+                };
+                // Statements come from their attester, not relayed.
+                if self
+                    .author
+                    .is_some_and(|author| author != statement.attester)
+                {
+                    return Err(self.reject(format!(
+                        "attestation by {} from {:?}",
+                        statement.attester, self.author
+                    )));
+                }
+                if let Err(e) = attesting.table.insert(statement) {
+                    MempoolMetrics::add(&self.metrics.attestations_refused, 1);
+                    return Err(self.reject(e.to_string()));
+                }
+                MempoolMetrics::add(&self.metrics.attestations_received, 1);
             }
         }
         Ok(())
@@ -154,6 +212,7 @@ mod tests {
             max_request_digests: 1_024,
             quota: AuthorQuota::new(1_000, 50),
             author: None,
+            attesting: None,
         }
     }
 

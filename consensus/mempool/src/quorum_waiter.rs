@@ -12,8 +12,10 @@
 //! loop that kept it behind. The remaining sends stay with the reliable sender, whose per-peer
 //! buffer is bounded in bytes (a dead peer costs at most that).
 
+use super::attest::Attestations;
 use super::backlog::Backlog;
 use super::message::ACK;
+use super::metrics::MempoolMetrics;
 use super::SampleHooks;
 use config::Stake;
 use crypto::Digest;
@@ -23,6 +25,8 @@ use network::CancelHandler;
 use plumbing::now_ms;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::warn;
@@ -45,9 +49,19 @@ pub struct QuorumWaiter {
     backlog: Backlog,
     /// Acks still due after their batch's quorum: the sends stay alive until they resolve.
     stragglers: FuturesUnordered<PendingAck>,
+    /// With `--verify=attested`: a batch also waits (up to [`ATTESTATION_WAIT`]) for f+1 stake
+    /// of matching statements, so the blocks that name it find it certified at every node.
+    attestations: Option<Attestations>,
+    metrics: Arc<MempoolMetrics>,
 }
 
+/// How long a batch with its quorum of acks waits for its statements. Checking a batch takes
+/// tens of milliseconds; an attester silent this long is slow or Byzantine, and then every node
+/// checks the batch itself.
+pub const ATTESTATION_WAIT: Duration = Duration::from_secs(1);
+
 impl QuorumWaiter {
+    #[allow(clippy::too_many_arguments)]
     pub fn spawn(
         own_stake: Stake,
         quorum_threshold: Stake,
@@ -55,6 +69,8 @@ impl QuorumWaiter {
         tx_consensus: mpsc::Sender<Digest>,
         samples: Option<SampleHooks>,
         backlog: Backlog,
+        attestations: Option<Attestations>,
+        metrics: Arc<MempoolMetrics>,
     ) -> JoinHandle<()> {
         let waiter = QuorumWaiter {
             own_stake,
@@ -64,6 +80,8 @@ impl QuorumWaiter {
             samples,
             backlog,
             stragglers: FuturesUnordered::new(),
+            attestations,
+            metrics,
         };
         tokio::spawn(waiter.run())
     }
@@ -73,10 +91,9 @@ impl QuorumWaiter {
         loop {
             tokio::select! {
                 message = self.rx_batches.recv() => match message {
-                    Some(message) => waiting.push_back(wait_for_quorum(
-                        message,
-                        self.own_stake,
-                        self.quorum_threshold,
+                    Some(message) => waiting.push_back(wait_for_certificate(
+                        wait_for_quorum(message, self.own_stake, self.quorum_threshold),
+                        self.attestations.clone(),
                     )),
                     None => break,
                 },
@@ -102,7 +119,11 @@ impl QuorumWaiter {
             result,
             samples,
             stragglers,
+            unattested,
         } = quorum;
+        if unattested {
+            MempoolMetrics::add(&self.metrics.released_unattested, 1);
+        }
         self.stragglers.extend(stragglers);
         match result {
             Ok(digest) => {
@@ -135,6 +156,20 @@ struct Quorum {
     samples: Vec<String>,
     /// Acks still due at the quorum.
     stragglers: Vec<PendingAck>,
+    /// The batch waited for its statements in vain.
+    unattested: bool,
+}
+
+/// After the quorum of acks, waits for the batch's statements (when this node attests).
+async fn wait_for_certificate(
+    quorum: impl Future<Output = Quorum>,
+    attestations: Option<Attestations>,
+) -> Quorum {
+    let mut quorum = quorum.await;
+    if let (Ok(digest), Some(attestations)) = (&quorum.result, attestations) {
+        quorum.unattested = !attestations.certified(digest, ATTESTATION_WAIT).await;
+    }
+    quorum
 }
 
 /// Resolves with `Ok(digest)` once acks (plus our own stake) reach `threshold`, handing back
@@ -170,6 +205,7 @@ async fn wait_for_quorum(
                     result: Err(message.digest),
                     samples: message.samples,
                     stragglers: Vec::new(),
+                    unattested: false,
                 }
             }
         }
@@ -178,6 +214,7 @@ async fn wait_for_quorum(
         result: Ok(message.digest),
         samples: message.samples,
         stragglers: acks.into_iter().collect(),
+        unattested: false,
     }
 }
 
@@ -227,7 +264,16 @@ mod tests {
         // Four authorities of stake 1: quorum 3 = ourselves + two acks; the third peer is slow.
         let (tx_batches, rx_batches) = mpsc::channel(8);
         let (tx_consensus, mut rx) = mpsc::channel(8);
-        QuorumWaiter::spawn(1, 3, rx_batches, tx_consensus, None, unbounded_backlog());
+        QuorumWaiter::spawn(
+            1,
+            3,
+            rx_batches,
+            tx_consensus,
+            None,
+            unbounded_backlog(),
+            None,
+            Default::default(),
+        );
 
         let (first, mut first_acks, first_digest) = batch(b"first", 3);
         let (second, mut second_acks, second_digest) = batch(b"second", 3);
@@ -267,7 +313,16 @@ mod tests {
         let (tx_batches, rx_batches) = mpsc::channel(8);
         let (tx_consensus, mut rx) = mpsc::channel(8);
         let backlog = Backlog::new(1, Default::default());
-        QuorumWaiter::spawn(1, 3, rx_batches, tx_consensus, None, backlog.clone());
+        QuorumWaiter::spawn(
+            1,
+            3,
+            rx_batches,
+            tx_consensus,
+            None,
+            backlog.clone(),
+            None,
+            Default::default(),
+        );
         let (doomed, senders, digest) = batch(b"doomed", 3);
         backlog.sealed(digest, 10);
         tx_batches.send(doomed).await.expect("send");
@@ -278,7 +333,16 @@ mod tests {
 
         let (tx_batches, rx_batches) = mpsc::channel(8);
         let (tx_consensus, mut rx) = mpsc::channel(8);
-        QuorumWaiter::spawn(1, 1, rx_batches, tx_consensus, None, unbounded_backlog());
+        QuorumWaiter::spawn(
+            1,
+            1,
+            rx_batches,
+            tx_consensus,
+            None,
+            unbounded_backlog(),
+            None,
+            Default::default(),
+        );
         let (alone, _, digest) = batch(b"alone", 0);
         tx_batches.send(alone).await.expect("send");
         let released = tokio::time::timeout(Duration::from_secs(5), rx.recv())

@@ -35,9 +35,20 @@ struct Node {
     tx_consensus_messages: mpsc::Sender<ConsensusMempoolMessage>,
     digests: mpsc::Receiver<Digest>,
     quota: AuthorQuota,
+    /// The statements it holds, when it attests.
+    table: Option<attest::Attestations>,
 }
 
 async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<Node>) {
+    spawn_attesting_committee(n, parameters, None).await
+}
+
+/// A committee whose members attest batches (`--verify=attested`), member i with `checks[i]`.
+async fn spawn_attesting_committee(
+    n: usize,
+    parameters: &Parameters,
+    checks: Option<Vec<Arc<attest::CheckBatch>>>,
+) -> (Committee, Vec<Node>) {
     let pairs: Vec<_> = (0..n as u64).map(KeyPair::from_seed).collect();
     let keys: Vec<_> = pairs.iter().map(|k| k.name).collect();
     let addresses = free_addresses(3 * n);
@@ -56,8 +67,13 @@ async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<N
         .collect();
     let committee = Committee { authorities };
     let mut nodes = Vec::new();
-    for pair in pairs {
+    for (i, pair) in pairs.into_iter().enumerate() {
         let name = pair.name;
+        let attesting = checks.as_ref().map(|checks| attest::Attesting {
+            check: checks[i].clone(),
+            table: attest::Attestations::new(name, committee.clone(), 1_000),
+        });
+        let table = attesting.as_ref().map(|a| a.table.clone());
         let store = Store::new();
         let metrics = Arc::new(MempoolMetrics::default());
         let (tx_consensus_messages, rx_consensus) = mpsc::channel(16);
@@ -73,6 +89,7 @@ async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<N
             metrics.clone(),
             None,
             None,
+            attesting,
         )
         .await
         .expect("mempool starts");
@@ -83,6 +100,7 @@ async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<N
             tx_consensus_messages,
             digests,
             quota: handle.quota,
+            table,
         });
     }
     (committee, nodes)
@@ -197,6 +215,7 @@ async fn refuses_to_start_for_a_stranger() {
         Arc::new(MempoolMetrics::default()),
         None,
         None,
+        None,
     )
     .await;
     assert!(matches!(result, Err(e) if e.kind() == io::ErrorKind::InvalidInput));
@@ -270,4 +289,163 @@ fn transactions_fit_in_a_frame_with_their_batch() {
     };
     let max = max_transaction_size(&tight);
     assert!(1 + HEADER_LEN + tight.batch_size + TX_PREFIX_LEN + max <= tight.max_frame_size);
+}
+
+/// The stand-in for the application's signature check: a transaction starting with 0xff is
+/// forged. `lying` calls every transaction valid (a Byzantine attester).
+fn check(lying: bool) -> Arc<attest::CheckBatch> {
+    Arc::new(move |batch: &Batch| {
+        if lying {
+            return Vec::new();
+        }
+        batch
+            .tx_slices()
+            .enumerate()
+            .filter(|(_, tx)| tx.first() == Some(&0xff))
+            .map(|(i, _)| i as u32)
+            .collect()
+    })
+}
+
+fn forged(i: u32) -> Bytes {
+    let mut tx = transaction(i).to_vec();
+    tx[0] = 0xff;
+    Bytes::from(tx)
+}
+
+/// Sends `total` transactions to node 0, every tenth forged, and returns the digests node 0
+/// releases to consensus until its batches hold them all, with each batch's forged positions.
+async fn attested_run(
+    nodes: &mut [Node],
+    committee: &Committee,
+    total: u32,
+) -> Vec<(Digest, Vec<u32>)> {
+    let target = committee.authorities[&nodes[0].name].transactions_address;
+    let socket = TcpStream::connect(target).await.expect("connect");
+    let mut client = FramedWrite::new(socket, codec(MAX_TRANSACTION_SIZE));
+    for i in 0..total {
+        let tx = if i % 10 == 3 {
+            forged(i)
+        } else {
+            transaction(i)
+        };
+        client.feed(tx).await.expect("feed");
+    }
+    SinkExt::<Bytes>::flush(&mut client).await.expect("flush");
+    let mut released = Vec::new();
+    let mut sealed = 0;
+    timeout(DEADLINE, async {
+        while sealed < total {
+            let digest = nodes[0].digests.recv().await.expect("mempool alive");
+            let bytes = nodes[0]
+                .store
+                .read(&digest)
+                .expect("readable")
+                .expect("stored");
+            let batch = Batch::parse(bytes).expect("valid");
+            sealed += batch.tx_count();
+            released.push((digest, check(false)(&batch)));
+        }
+    })
+    .await
+    .expect("every transaction sealed and released");
+    released
+}
+
+/// With honest attesters, every batch node 0 hands consensus is certified at every node by
+/// f+1 statements naming exactly its forged transactions; a node that checked the batch itself
+/// (its author, its other attester) has its own finding.
+#[tokio::test]
+async fn attesters_name_the_forged_transactions_at_every_node() {
+    let parameters = Parameters {
+        batch_size: 2_000,
+        max_batch_delay: 50,
+        ..Parameters::default()
+    };
+    let checks = (0..4).map(|_| check(false)).collect();
+    let (committee, mut nodes) = spawn_attesting_committee(4, &parameters, Some(checks)).await;
+    let released = attested_run(&mut nodes, &committee, 400).await;
+    assert!(released.len() > 4, "several batches");
+    assert!(released.iter().any(|(_, forged)| !forged.is_empty()));
+    for (digest, forged) in &released {
+        for node in &nodes {
+            let table = node.table.as_ref().expect("attesting");
+            // Statements reach the others a moment after the author's release.
+            let verdict = timeout(DEADLINE, async {
+                loop {
+                    match table.verdict(digest) {
+                        attest::Verdict::Unattested => {
+                            tokio::time::sleep(Duration::from_millis(10)).await
+                        }
+                        verdict => return verdict,
+                    }
+                }
+            })
+            .await
+            .expect("every node learns the verdict");
+            let named = attest::attesters(&committee, digest, &nodes[0].name);
+            if named.contains(&node.name) {
+                assert_eq!(verdict, attest::Verdict::Checked(forged.clone()));
+            } else {
+                assert_eq!(verdict, attest::Verdict::Attested(forged.clone()));
+            }
+        }
+    }
+    assert_eq!(
+        nodes[0].metrics.released_unattested.load(Ordering::Relaxed),
+        0
+    );
+    // Each node checked only the batches it attests: node 0 all of its own, the others
+    // one in three (f = 1 other attester among 3 peers), give or take the digests' luck.
+    let checked: Vec<u64> = nodes
+        .iter()
+        .map(|n| n.metrics.attested_batches.load(Ordering::Relaxed))
+        .collect();
+    assert_eq!(checked[0], released.len() as u64);
+    assert_eq!(checked[1..].iter().sum::<u64>(), released.len() as u64);
+}
+
+/// A Byzantine attester that calls forged transactions valid: where it is one of a batch's two
+/// attesters, the statements disagree, no node holds a certificate, and every node not itself
+/// an attester must check the batch (it never executes the forgery on the liar's word). The
+/// author waits for the statements in vain, then hands the batch on all the same.
+#[tokio::test]
+async fn a_lying_attester_leaves_its_batches_for_every_node_to_check() {
+    let parameters = Parameters {
+        batch_size: 2_000,
+        max_batch_delay: 50,
+        ..Parameters::default()
+    };
+    let liar = 3;
+    let checks = (0..4).map(|i| check(i == liar)).collect();
+    let (committee, mut nodes) = spawn_attesting_committee(4, &parameters, Some(checks)).await;
+    let released = attested_run(&mut nodes, &committee, 400).await;
+    let liar_name = nodes[liar].name;
+    let mut disputed = 0;
+    for (digest, forged) in &released {
+        let named = attest::attesters(&committee, digest, &nodes[0].name);
+        let observer = nodes
+            .iter()
+            .find(|n| !named.contains(&n.name) && n.name != liar_name)
+            .expect("an honest member that is no attester");
+        let verdict = observer.table.as_ref().expect("attesting").verdict(digest);
+        if named.contains(&liar_name) && !forged.is_empty() {
+            disputed += 1;
+            assert_eq!(
+                verdict,
+                attest::Verdict::Unattested,
+                "a forgery certified valid"
+            );
+        } else {
+            assert_eq!(verdict, attest::Verdict::Attested(forged.clone()));
+        }
+    }
+    assert!(
+        disputed > 0,
+        "the liar attested none of the forged batches: no test"
+    );
+    assert_eq!(
+        nodes[0].metrics.released_unattested.load(Ordering::Relaxed),
+        disputed
+    );
 }

@@ -11,7 +11,7 @@ use crate::checkpointing::{Checkpointing, Position};
 use crate::execution::ExecutorStage;
 use crate::metrics::{ChannelSource, Registry, SampleEvent, SampleLog};
 use crate::stage::{spawn_stage, StageMetrics};
-use crate::verifier::{Signatures, VerifiedBatch, VerifierStage};
+use crate::verifier::{AttestedBatches, Signatures, VerifiedBatch, VerifierStage};
 use anyhow::{Context, Result};
 use batch::CommittedBatch;
 use clap::ValueEnum;
@@ -250,6 +250,15 @@ pub struct StageSettings {
     pub workload: Workload,
     /// How the Move executor runs a batch (`--exec`, `--exec-threads`, `--fees`).
     pub execution: ExecConfig,
+    /// `--verify=attested`: the verifier pool the mempool's attester shares, and what the
+    /// committee stated about batches. `None`: every batch is checked (`--verify=all`).
+    pub attested: Option<Attested>,
+}
+
+/// What the verifier stage works with under `--verify=attested`.
+pub struct Attested {
+    pub verifier: Arc<ParallelVerifier>,
+    pub batches: Arc<dyn AttestedBatches>,
 }
 
 impl Pipeline {
@@ -291,9 +300,16 @@ impl Pipeline {
             .genesis
             .context("a mode that executes needs a genesis")?;
         let (check, name) = if self.signatures {
-            let verifier = ParallelVerifier::new(settings.verifier_threads)
-                .context("starting the verifier pool")?;
-            (Signatures::Check(verifier), "verifier")
+            let check = match settings.attested {
+                Some(Attested { verifier, batches }) => {
+                    Signatures::CheckUnattested(verifier, batches)
+                }
+                None => Signatures::Check(Arc::new(
+                    ParallelVerifier::new(settings.verifier_threads)
+                        .context("starting the verifier pool")?,
+                )),
+            };
+            (check, "verifier")
         } else {
             (Signatures::Skip, "decoder")
         };

@@ -103,6 +103,7 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
                 checkpointing: None,
                 workload: settings.workload,
                 execution: settings.execution,
+                attested: None,
             },
             &mut registry,
         )
@@ -506,6 +507,7 @@ mod tests {
                     checkpointing: None,
                     workload: Workload::Transfer,
                     execution: ExecConfig::default(),
+                    attested: None,
                 },
                 &mut registry,
             )

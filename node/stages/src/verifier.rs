@@ -2,12 +2,17 @@
 //! signature on a pool of threads (ed25519 batch verification), then hands the valid ones, in
 //! commit order, to the executor stage. In standalone `movevm` it runs with signature checks
 //! off, as the decoder in front of the same executor stage.
+//!
+//! With `--verify=attested` it first asks what the committee stated about the batch
+//! ([`AttestedBatches`]): if this node checked the batch itself, or members holding f+1 stake
+//! agree on which transactions are invalid, those are dropped and no signature is checked here;
+//! otherwise the batch is checked as under `all`. Either way the same transactions go on.
 
 use crate::checkpointing::Position;
 use crate::metrics::{now_ms, SampleEvent, SampleLog, Value};
 use crate::stage::{Counted, Stage, StageMetrics};
-use batch::CommittedBatch;
-use crypto::ParallelVerifier;
+use batch::{Batch, CommittedBatch};
+use crypto::{Digest, ParallelVerifier};
 use executor::Transaction;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -33,15 +38,83 @@ impl Counted for CommittedBatch {
 
 /// Whether the stage checks signatures.
 pub enum Signatures {
-    Check(ParallelVerifier),
+    /// Every batch (`--verify=all`).
+    Check(Arc<ParallelVerifier>),
+    /// The batches the committee did not attest (`--verify=attested`).
+    CheckUnattested(Arc<ParallelVerifier>, Arc<dyn AttestedBatches>),
     /// Decode only (standalone `movevm`, whose transactions are unsigned).
     Skip,
+}
+
+/// What this node knows of a committed batch's invalid transactions without checking it here.
+pub trait AttestedBatches: Send + Sync {
+    /// The positions of the batch's invalid transactions, if this node checked the batch
+    /// itself or members holding f+1 stake state them alike; `None`: check it.
+    fn known_invalid(&self, batch: &Digest) -> Option<Vec<u32>>;
+    /// The batch is through this stage: what was held on it can go.
+    fn forget(&self, batch: &Digest);
+}
+
+/// The transactions of a batch sorted by the checks: the valid ones in batch order, and the
+/// positions of those that do not decode or whose signature is wrong.
+pub struct Checked {
+    pub valid: Vec<Transaction>,
+    pub malformed: Vec<u32>,
+    pub bad_signature: Vec<u32>,
+}
+
+impl Checked {
+    /// Every invalid position, ascending.
+    pub fn invalid(&self) -> Vec<u32> {
+        let mut invalid = [self.malformed.as_slice(), self.bad_signature.as_slice()].concat();
+        invalid.sort_unstable();
+        invalid
+    }
+}
+
+/// Decodes every transaction of `batch` and checks its signature on `verifier`'s pool.
+pub fn check_batch(verifier: &ParallelVerifier, batch: &Batch) -> Checked {
+    let mut malformed = Vec::new();
+    let mut signed = Vec::with_capacity(batch.tx_count() as usize);
+    for (position, bytes) in batch.transactions().enumerate() {
+        match Transaction::decode(&bytes) {
+            Ok(tx) => {
+                let message = tx.signing_bytes();
+                signed.push((position as u32, tx, message));
+            }
+            Err(_) => malformed.push(position as u32),
+        }
+    }
+    let valid = verifier.verify(&signed, |(_, tx, message)| {
+        (message, &tx.signature, &tx.public_key)
+    });
+    let mut bad_signature = Vec::new();
+    let valid = signed
+        .into_iter()
+        .zip(valid)
+        .filter_map(|((position, tx, _), ok)| {
+            if !ok {
+                bad_signature.push(position);
+            }
+            ok.then_some(tx)
+        })
+        .collect();
+    Checked {
+        valid,
+        malformed,
+        bad_signature,
+    }
 }
 
 pub struct VerifierStage {
     signatures: Signatures,
     malformed: u64,
     bad_signature: u64,
+    /// Transactions dropped on the committee's statements, not checked here.
+    attested_invalid: u64,
+    /// Batches taken on the committee's statements, and batches checked here.
+    attested_batches: u64,
+    checked_batches: u64,
     /// Where the `commit` and `verify` hops of sample transactions go (none in `movevm`).
     samples: Option<Arc<SampleLog>>,
 }
@@ -52,8 +125,28 @@ impl VerifierStage {
             signatures,
             malformed: 0,
             bad_signature: 0,
+            attested_invalid: 0,
+            attested_batches: 0,
+            checked_batches: 0,
             samples,
         }
+    }
+
+    /// Decodes the batch's transactions but those at the `skip` positions (ascending), without
+    /// checking a signature.
+    fn decode(&mut self, batch: &Batch, skip: &[u32]) -> Vec<Transaction> {
+        let mut skip = skip.iter().peekable();
+        let mut txs = Vec::with_capacity(batch.tx_count() as usize);
+        for (position, bytes) in batch.transactions().enumerate() {
+            if skip.next_if_eq(&&(position as u32)).is_some() {
+                continue;
+            }
+            match Transaction::decode(&bytes) {
+                Ok(tx) => txs.push(tx),
+                Err(_) => self.malformed += 1,
+            }
+        }
+        txs
     }
 
     /// Reports a hop of every sample among `txs` (decoding is done here anyway, so finding
@@ -80,42 +173,40 @@ impl Stage for VerifierStage {
         committed: CommittedBatch,
         metrics: &StageMetrics,
     ) -> Option<VerifiedBatch> {
-        let mut decoded = Vec::with_capacity(committed.batch.tx_count() as usize);
-        for bytes in committed.batch.transactions() {
-            match Transaction::decode(&bytes) {
-                Ok(tx) => decoded.push(tx),
-                Err(_) => self.malformed += 1,
+        let batch = &committed.batch;
+        let known = match &self.signatures {
+            // An idle block's empty batch has nothing to check.
+            _ if batch.tx_count() == 0 => None,
+            Signatures::CheckUnattested(_, attested) => {
+                let known = attested.known_invalid(&batch.digest());
+                attested.forget(&batch.digest());
+                known
             }
-        }
-        // The block was committed before this stage got it: the commit hop is consensus's time.
-        self.report(&decoded, "commit", committed.committed_at_ms);
-        let txs = match &self.signatures {
-            Signatures::Skip => decoded,
-            Signatures::Check(verifier) => {
-                let signed: Vec<(Transaction, Vec<u8>)> = decoded
-                    .into_iter()
-                    .map(|tx| {
-                        let message = tx.signing_bytes();
-                        (tx, message)
-                    })
-                    .collect();
-                let valid = verifier.verify(&signed, |(tx, message)| {
-                    (message, &tx.signature, &tx.public_key)
-                });
-                let before = signed.len();
-                let txs: Vec<Transaction> = signed
-                    .into_iter()
-                    .zip(valid)
-                    .filter_map(|((tx, _), ok)| ok.then_some(tx))
-                    .collect();
-                self.bad_signature += (before - txs.len()) as u64;
-                txs
+            _ => None,
+        };
+        let txs = match (&self.signatures, known) {
+            (Signatures::Skip, _) => self.decode(batch, &[]),
+            _ if batch.tx_count() == 0 => Vec::new(),
+            (Signatures::CheckUnattested(..), Some(invalid)) => {
+                self.attested_batches += 1;
+                self.attested_invalid += invalid.len() as u64;
+                self.decode(batch, &invalid)
+            }
+            (Signatures::Check(verifier) | Signatures::CheckUnattested(verifier, _), _) => {
+                self.checked_batches += 1;
+                let checked = check_batch(verifier, batch);
+                self.malformed += checked.malformed.len() as u64;
+                self.bad_signature += checked.bad_signature.len() as u64;
+                checked.valid
             }
         };
+        // The block was committed before this stage got it: the commit hop is consensus's time.
+        self.report(&txs, "commit", committed.committed_at_ms);
         self.report(&txs, "verify", now_ms());
-        metrics
-            .invalid
-            .store(self.malformed + self.bad_signature, Ordering::Relaxed);
+        metrics.invalid.store(
+            self.malformed + self.bad_signature + self.attested_invalid,
+            Ordering::Relaxed,
+        );
         metrics.set(
             "invalid_by_reason",
             Value::Counts {
@@ -123,16 +214,144 @@ impl Stage for VerifierStage {
                 counts: vec![
                     ("malformed".into(), self.malformed as f64),
                     ("bad_signature".into(), self.bad_signature as f64),
+                    ("attested".into(), self.attested_invalid as f64),
                 ],
             },
         );
-        if let Signatures::Check(verifier) = &self.signatures {
-            // Not "threads": busy_ms is wall-clock time of the stage, not a sum over its pool.
-            metrics.set("pool_threads", Value::Gauge(verifier.threads() as f64));
+        match &self.signatures {
+            Signatures::Check(verifier) | Signatures::CheckUnattested(verifier, _) => {
+                // Not "threads": busy_ms is wall-clock time of the stage, not a sum over its pool.
+                metrics.set("pool_threads", Value::Gauge(verifier.threads() as f64));
+            }
+            Signatures::Skip => {}
+        }
+        if let Signatures::CheckUnattested(..) = &self.signatures {
+            metrics.set(
+                "batches_by_check",
+                Value::Counts {
+                    label: "check",
+                    counts: vec![
+                        ("attested".into(), self.attested_batches as f64),
+                        ("checked".into(), self.checked_batches as f64),
+                    ],
+                },
+            );
         }
         Some(VerifiedBatch {
             txs,
             position: Position::of(&committed),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use batch::BatchBuilder;
+    use crypto::{KeyPair, PublicKey};
+    use executor::{Address, Payload};
+    use std::sync::Mutex;
+
+    /// A batch of `n` transfers from distinct senders, the ones at `forged` with a signature
+    /// of another sender's transaction.
+    fn batch(n: u32, forged: &[u32]) -> CommittedBatch {
+        let mut builder = BatchBuilder::with_capacity(4096);
+        for i in 0..n {
+            let keys = KeyPair::from_seed(u64::from(i));
+            let payload = Payload::Native {
+                destination: Address::from_public_key(&KeyPair::from_seed(99).name),
+                amount: 1,
+            };
+            let mut tx = Transaction::sign(&keys, 0, payload);
+            if forged.contains(&i) {
+                let other = KeyPair::from_seed(1_000);
+                tx.signature = Transaction::sign(&other, 0, tx.payload.clone()).signature;
+            }
+            builder.push(&tx.encode());
+        }
+        CommittedBatch {
+            round: 1,
+            block: Digest::of(b"block"),
+            last_of_block: true,
+            batch: builder.seal(0, 0),
+            committed_at_ms: 0,
+        }
+    }
+
+    /// What the committee stated, as the stage sees it; records what the stage forgot.
+    struct Stated {
+        invalid: Option<Vec<u32>>,
+        forgotten: Mutex<Vec<Digest>>,
+    }
+
+    impl AttestedBatches for Stated {
+        fn known_invalid(&self, _: &Digest) -> Option<Vec<u32>> {
+            self.invalid.clone()
+        }
+
+        fn forget(&self, batch: &Digest) {
+            self.forgotten.lock().expect("lock").push(*batch);
+        }
+    }
+
+    fn run(
+        invalid: Option<Vec<u32>>,
+        committed: CommittedBatch,
+    ) -> (Vec<Transaction>, Arc<Stated>) {
+        let stated = Arc::new(Stated {
+            invalid,
+            forgotten: Mutex::new(Vec::new()),
+        });
+        let verifier = Arc::new(ParallelVerifier::new(1).expect("pool"));
+        let mut stage =
+            VerifierStage::new(Signatures::CheckUnattested(verifier, stated.clone()), None);
+        let metrics = StageMetrics::new("verifier");
+        let out = stage.process(committed, &metrics).expect("a batch");
+        (out.txs, stated)
+    }
+
+    fn senders(txs: &[Transaction]) -> Vec<PublicKey> {
+        txs.iter().map(|tx| tx.public_key).collect()
+    }
+
+    fn keys(seeds: &[u32]) -> Vec<PublicKey> {
+        seeds
+            .iter()
+            .map(|s| KeyPair::from_seed(u64::from(*s)).name)
+            .collect()
+    }
+
+    #[test]
+    fn an_unattested_batch_is_checked_here_and_its_forgeries_dropped() {
+        let committed = batch(6, &[1, 4]);
+        let digest = committed.batch.digest();
+        let (txs, stated) = run(None, committed);
+        assert_eq!(senders(&txs), keys(&[0, 2, 3, 5]));
+        assert_eq!(*stated.forgotten.lock().expect("lock"), vec![digest]);
+    }
+
+    #[test]
+    fn an_attested_batch_drops_the_stated_positions_without_checking() {
+        // The statement names 1 and 4: those go, and since nothing is checked here, so would a
+        // valid transaction a certificate named (which f+1 stake of statements never do).
+        let (txs, _) = run(Some(vec![1, 4]), batch(6, &[1, 4]));
+        assert_eq!(senders(&txs), keys(&[0, 2, 3, 5]));
+        let (txs, _) = run(Some(vec![2]), batch(4, &[]));
+        assert_eq!(senders(&txs), keys(&[0, 1, 3]));
+    }
+
+    #[test]
+    fn check_batch_names_malformed_and_badly_signed_positions_in_order() {
+        let committed = batch(5, &[3]);
+        let mut builder = BatchBuilder::with_capacity(4096);
+        for (i, tx) in committed.batch.transactions().enumerate() {
+            builder.push(if i == 1 { b"garbage" } else { &tx[..] });
+        }
+        let verifier = ParallelVerifier::new(1).expect("pool");
+        let checked = check_batch(&verifier, &builder.seal(0, 0));
+        assert_eq!(checked.malformed, vec![1]);
+        assert_eq!(checked.bad_signature, vec![3]);
+        assert_eq!(checked.invalid(), vec![1, 3]);
+        assert_eq!(checked.valid.len(), 3);
     }
 }

@@ -231,8 +231,9 @@ fn scrape(address: &str) -> String {
     body.to_string()
 }
 
-/// 4 nodes in `mode`, 4 clients sending valid transfers plus a share of forged signatures.
-fn crypto_mode_run(mode: &str, executor_delay_us: u64) {
+/// 4 nodes in `mode` checking signatures as `verify` says, 4 clients sending valid transfers
+/// plus a share of forged signatures.
+fn crypto_mode_run(mode: &str, executor_delay_us: u64, verify: &str) {
     const ACCOUNTS: u64 = 400;
     const BALANCE: u64 = 1_000_000;
     let dir = temp_dir(&format!("{mode}-e2e"));
@@ -249,6 +250,8 @@ fn crypto_mode_run(mode: &str, executor_delay_us: u64) {
             "1",
             "--executor-delay-us",
             &delay,
+            "--verify",
+            verify,
         ],
     );
     let mut clients = spawn_clients(
@@ -312,9 +315,20 @@ fn crypto_mode_run(mode: &str, executor_delay_us: u64) {
 
     let mut digests = Vec::new();
     let mut executed_samples = 0;
+    let (mut sealed, mut attested, mut checked_here, mut taken_attested) = (0, 0, 0, 0);
+    let (mut committed, mut unattested) = (0, 0);
     for i in 0..4 {
         let lines = metrics_lines(&dir.join(format!("node-{i}.log")));
         let last = lines.last().expect("node metrics");
+        sealed += number(last, &["consensus", "sealed_batches"]);
+        attested += number(last, &["consensus", "attested_batches"]);
+        committed = number(last, &["consensus", "committed_batches"]);
+        unattested += number(last, &["consensus", "released_unattested"]);
+        if verify == "attested" {
+            let by_check = &last["stages"]["verifier"]["batches_by_check"];
+            checked_here += by_check["checked"].as_f64().expect("checked") as u64;
+            taken_attested += by_check["attested"].as_f64().expect("attested") as u64;
+        }
         assert_eq!(last["final"], true);
         let executor = &last["stages"]["executor"];
         let verifier = &last["stages"]["verifier"];
@@ -366,18 +380,42 @@ fn crypto_mode_run(mode: &str, executor_delay_us: u64) {
         executed_samples > 0,
         "no sample transaction reported as executed"
     );
+    if verify == "attested" {
+        // Every batch is attested by its author and one other member (f = 1), each once; every
+        // honest statement agrees, so no author handed consensus a batch without f+1 of them.
+        assert_eq!(unattested, 0);
+        assert!(
+            2 * committed <= attested && attested <= 2 * sealed,
+            "sealed {sealed}, committed {committed}, attested {attested}"
+        );
+        // A committed batch finds its certificate (or the node's own finding): a node checks a
+        // batch again only where a statement was still on its way at the commit.
+        assert!(
+            checked_here * 10 <= taken_attested,
+            "{checked_here} batches checked again, {taken_attested} taken on statements"
+        );
+    } else {
+        assert_eq!(attested, 0);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn hotcrypto_nodes_agree_on_state_and_drop_forgeries() {
     // 50 µs × ~8,000 transfers: 0.4 s of executor CPU per node, a fraction of the machine.
-    crypto_mode_run("hotcrypto", 50);
+    crypto_mode_run("hotcrypto", 50, "all");
+}
+
+/// The same under `--verify=attested`: each batch's signatures are checked by two members, and
+/// every node drops exactly the forged transactions all the same.
+#[test]
+fn hotcrypto_attested_nodes_agree_on_state_and_drop_forgeries() {
+    crypto_mode_run("hotcrypto", 50, "attested");
 }
 
 #[test]
 fn hotmove_nodes_agree_on_state_and_drop_forgeries() {
-    crypto_mode_run("hotmove", 0);
+    crypto_mode_run("hotmove", 0, "all");
 }
 
 /// 4 `hotmove` nodes running `workload` under `vm`, 4 clients sending its calls as `payload`:

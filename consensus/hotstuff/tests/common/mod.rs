@@ -231,6 +231,7 @@ impl TestNode {
                         mempool.clone(),
                         None,
                         emulation.clone(),
+                        None,
                     )
                     .await
                     .expect("mempool starts");

@@ -1,0 +1,58 @@
+//! `--verify=attested`: the pieces the mempool's attester and the verifier stage share. One
+//! verifier pool serves both (its threads are the `verifier` stage's in the CPU table, so the
+//! table shows what attesting costs), and one table of statements.
+
+use crate::run::Verify;
+use anyhow::{Context, Result};
+use config::Committee;
+use crypto::{Digest, ParallelVerifier, PublicKey};
+use mempool::attest::{Attestations, Attesting, Verdict};
+use stages::pipeline::Attested;
+use stages::verifier::{check_batch, AttestedBatches};
+use std::sync::Arc;
+
+/// Statements kept per member: with 500 KB batches, the latest 4,096 of each member's span
+/// about 2 GB of its batches, far more than are ever uncommitted at once.
+const STATEMENTS_PER_MEMBER: usize = 4_096;
+
+/// What the mempool and the stages get under `--verify`: nothing under `all`.
+pub fn attesting(
+    verify: Verify,
+    name: PublicKey,
+    committee: &Committee,
+    verifier_threads: usize,
+) -> Result<Option<(Attesting, Attested)>> {
+    if verify == Verify::All {
+        return Ok(None);
+    }
+    let verifier =
+        Arc::new(ParallelVerifier::new(verifier_threads).context("starting the verifier pool")?);
+    let table = Attestations::new(name, committee.clone(), STATEMENTS_PER_MEMBER);
+    let pool = verifier.clone();
+    let mempool = Attesting {
+        // Decoding on the pool too: all of a check is the verifier's CPU in the stage table.
+        check: Arc::new(move |batch| pool.install(|| check_batch(&pool, batch).invalid())),
+        table: table.clone(),
+    };
+    let stages = Attested {
+        verifier,
+        batches: Arc::new(Statements(table)),
+    };
+    Ok(Some((mempool, stages)))
+}
+
+/// The table, as the verifier stage asks it.
+struct Statements(Attestations);
+
+impl AttestedBatches for Statements {
+    fn known_invalid(&self, batch: &Digest) -> Option<Vec<u32>> {
+        match self.0.verdict(batch) {
+            Verdict::Checked(invalid) | Verdict::Attested(invalid) => Some(invalid),
+            Verdict::Unattested => None,
+        }
+    }
+
+    fn forget(&self, batch: &Digest) {
+        self.0.forget(batch);
+    }
+}
