@@ -44,6 +44,17 @@ def test_fab_list() -> None:
     assert set(TASKS) <= listed
 
 
+def test_the_experiment_help_names_every_experiment() -> None:
+    from benchmark.experiments import EXPERIMENTS  # noqa: PLC0415
+
+    result = fab("--help", "experiment")
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    help_of_name = text.split("--name=STRING", 1)[1].split(" --", 1)[0]
+    named = {word.strip() for word in help_of_name.split(":", 1)[1].split("|")}
+    assert named == set(EXPERIMENTS)
+
+
 def test_bad_parameters_fail_with_a_message() -> None:
     stderr = fab_fails("local", "--nodes=4", "--faults=2", "--no-build")
     assert "faults must be between 0 and 1" in stderr
