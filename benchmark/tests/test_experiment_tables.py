@@ -589,3 +589,18 @@ def test_the_model_is_judged_only_on_saturated_cpu_bound_points(base: Summary) -
     lines = scaling_fit.error_summary(list(found.values()))
     assert lines[0].startswith("- Prediction error on the 1 points not fitted: median 0%")
     assert "Not judged: 2 points" in lines[1]
+
+
+def test_the_bound_verdict_tells_a_stopped_sweep_from_a_settled_one() -> None:
+    from benchmark.experiments.measures import Capacity  # noqa: PLC0415
+    from benchmark.experiments.multi_region import _bound_verdict  # noqa: PLC0415
+
+    def cap(rate: int, top: int) -> Capacity:
+        return Capacity(rate=rate, runs=(), top=top)
+
+    mib32 = 32 * 1024 * 1024
+    assert "four regions ran faster" in _bound_verdict(mib32, cap(30, 40), cap(20, 40))
+    assert "not settled" in _bound_verdict(mib32, cap(300, 300), cap(500, 500))
+    assert "neither ran faster" in _bound_verdict(mib32, cap(24, 32), cap(24, 40))
+    assert "one region stays ahead" in _bound_verdict(mib32, cap(16, 32), cap(24, 40))
+    assert "not known" in _bound_verdict(mib32, None, cap(24, 40))
