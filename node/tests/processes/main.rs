@@ -236,7 +236,7 @@ fn scrape(address: &str) -> String {
 fn crypto_mode_run(mode: &str, executor_delay_us: u64, verify: &str) {
     const ACCOUNTS: u64 = 400;
     const BALANCE: u64 = 1_000_000;
-    let dir = temp_dir(&format!("{mode}-e2e"));
+    let dir = temp_dir(&format!("{mode}-{verify}-e2e"));
     let committee = write_committee(&dir, 4);
     let genesis = committee.write_genesis(ACCOUNTS, BALANCE);
     let delay = executor_delay_us.to_string();

@@ -9,7 +9,7 @@
 use super::{attesters, Attestation, AttestationError};
 use config::{Committee, Stake};
 use crypto::{Digest, PublicKey};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -46,6 +46,8 @@ struct State {
     own: HashMap<Digest, Vec<u32>>,
     /// Per member, the batches of its statements, oldest first (the memory bound).
     order: HashMap<PublicKey, VecDeque<Digest>>,
+    /// Members whose statement this node waited for in vain, since their last statement.
+    silent: HashSet<PublicKey>,
 }
 
 impl Attestations {
@@ -94,6 +96,7 @@ impl Attestations {
     fn keep(&self, attester: PublicKey, batch: Digest, invalid: Vec<u32>) {
         {
             let mut state = self.state();
+            state.silent.remove(&attester);
             let statements = state.batches.entry(batch).or_default();
             if statements.iter().any(|(name, _)| *name == attester) {
                 // One statement per member and batch: a second, different one is equivocation
@@ -126,21 +129,61 @@ impl Attestations {
         }
     }
 
-    /// Whether `batch` holds f+1 stake of matching statements (this node's own included),
-    /// waiting up to `timeout` for them.
+    /// Whether `batch`, one of this node's own, holds f+1 stake of matching statements (its own
+    /// included), waiting up to `timeout` for them.
+    ///
+    /// An attester whose statement did not come within `timeout` is marked silent until a
+    /// statement of its own arrives, and this node's next batches it attests are not waited for:
+    /// a member that withholds its statements makes nodes check those batches themselves, and
+    /// does not hold this node's batches back by `timeout` each.
     pub async fn certified(&self, batch: &Digest, timeout: Duration) -> bool {
+        let named = attesters(self.committee(), batch, &self.inner.me);
+        let silent = {
+            let state = self.state();
+            named.iter().any(|name| state.silent.contains(name))
+        };
+        if silent && self.state().certified(batch, self.committee()).is_none() {
+            return false;
+        }
+        // Ends with the answer as soon as it is known: certified, or every attester has stated
+        // and they disagree (waiting longer would change nothing).
         let wait = async {
             loop {
                 let changed = self.inner.changed.notified();
                 tokio::pin!(changed);
                 changed.as_mut().enable();
-                if self.state().certified(batch, self.committee()).is_some() {
-                    return;
+                {
+                    let state = self.state();
+                    if state.certified(batch, self.committee()).is_some() {
+                        return true;
+                    }
+                    if named.iter().all(|name| state.stated(batch, name)) {
+                        return false;
+                    }
                 }
                 changed.await;
             }
         };
-        tokio::time::timeout(timeout, wait).await.is_ok()
+        if let Ok(answer) = tokio::time::timeout(timeout, wait).await {
+            return answer;
+        }
+        let mut state = self.state();
+        let stated: Vec<PublicKey> = state
+            .batches
+            .get(batch)
+            .map(|statements| statements.iter().map(|(name, _)| *name).collect())
+            .unwrap_or_default();
+        for name in named {
+            if !stated.contains(&name) {
+                state.silent.insert(name);
+            }
+        }
+        false
+    }
+
+    /// Whether `member` is marked silent (its statement was waited for in vain since its last).
+    pub fn is_silent(&self, member: &PublicKey) -> bool {
+        self.state().silent.contains(member)
     }
 
     /// Drops everything held on `batch` (once it is executed).
@@ -191,6 +234,12 @@ impl State {
             }
         }
         None
+    }
+
+    fn stated(&self, batch: &Digest, member: &PublicKey) -> bool {
+        self.batches
+            .get(batch)
+            .is_some_and(|statements| statements.iter().any(|(name, _)| name == member))
     }
 
     fn drop_statement(&mut self, attester: &PublicKey, batch: &Digest) {

@@ -272,9 +272,11 @@ async fn the_wait_for_a_certificate_ends_when_it_forms_or_times_out() {
     let author = keys[0].name;
     let batch = Digest::of(b"waited");
     let other = attesters(&committee, &batch, &author)[1];
+    let timed_out = Attestations::new(author, committee.clone(), 16);
+    timed_out.insert_own(batch, vec![]);
+    assert!(!timed_out.certified(&batch, Duration::from_millis(50)).await);
     let table = Attestations::new(author, committee, 16);
     table.insert_own(batch, vec![]);
-    assert!(!table.certified(&batch, Duration::from_millis(50)).await);
     let later = table.clone();
     let statement = statement(&keys, &other, batch, author, vec![]);
     let waiter =
@@ -282,4 +284,57 @@ async fn the_wait_for_a_certificate_ends_when_it_forms_or_times_out() {
     tokio::task::yield_now().await;
     table.insert(statement).expect("kept");
     assert!(waiter.await.expect("waited"));
+}
+
+/// A member that withholds its statements: the first batch it attests waits the whole timeout,
+/// the next ones are handed on at once (checked by every node), until it states again.
+#[tokio::test(start_paused = true)]
+async fn a_withholding_attester_holds_back_one_batch_not_every_one() {
+    let (committee, keys) = committee_of(&[1, 1, 1, 1]);
+    let me = keys[0].name;
+    let table = Attestations::new(me, committee.clone(), 64);
+    let batches: Vec<Digest> = (0u32..)
+        .map(|i| Digest::of(&i.to_le_bytes()))
+        .filter(|d| attesters(&committee, d, &me)[1] == keys[1].name)
+        .take(3)
+        .collect();
+    let wait = Duration::from_secs(1);
+    for batch in &batches {
+        table.insert_own(*batch, vec![]);
+    }
+    let start = tokio::time::Instant::now();
+    assert!(!table.certified(&batches[0], wait).await);
+    assert_eq!(start.elapsed(), wait, "the first batch waits the timeout");
+    assert!(table.is_silent(&keys[1].name));
+    let again = tokio::time::Instant::now();
+    assert!(!table.certified(&batches[1], wait).await);
+    assert_eq!(
+        again.elapsed(),
+        Duration::ZERO,
+        "a silent attester is not waited for"
+    );
+    // It states again: it is waited for again, and certifies.
+    table
+        .insert(statement(&keys, &keys[1].name, batches[2], me, vec![]))
+        .expect("kept");
+    assert!(!table.is_silent(&keys[1].name));
+    assert!(table.certified(&batches[2], wait).await);
+}
+
+/// Every attester stated and they disagree: the answer is known, nothing is waited for.
+#[tokio::test(start_paused = true)]
+async fn disagreeing_statements_end_the_wait_at_once() {
+    let (committee, keys) = committee_of(&[1, 1, 1, 1]);
+    let me = keys[0].name;
+    let batch = Digest::of(b"disputed");
+    let other = attesters(&committee, &batch, &me)[1];
+    let table = Attestations::new(me, committee, 16);
+    table.insert_own(batch, vec![2]);
+    table
+        .insert(statement(&keys, &other, batch, me, vec![]))
+        .expect("kept");
+    let start = tokio::time::Instant::now();
+    assert!(!table.certified(&batch, Duration::from_secs(1)).await);
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert!(!table.is_silent(&other), "it stated: it is not silent");
 }
