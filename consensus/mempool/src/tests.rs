@@ -106,6 +106,39 @@ async fn spawn_attesting_committee(
     (committee, nodes)
 }
 
+/// A client writes `txs` to node 0's transactions port.
+async fn send_to_first(committee: &Committee, nodes: &[Node], txs: impl Iterator<Item = Bytes>) {
+    let target = committee.authorities[&nodes[0].name].transactions_address;
+    let socket = TcpStream::connect(target).await.expect("connect");
+    let mut client = FramedWrite::new(socket, codec(MAX_TRANSACTION_SIZE));
+    for tx in txs {
+        client.feed(tx).await.expect("feed");
+    }
+    SinkExt::<Bytes>::flush(&mut client).await.expect("flush");
+}
+
+/// The batches `node` hands consensus, in order, until they hold `total` transactions.
+async fn released(node: &mut Node, total: u32) -> Vec<Batch> {
+    let mut batches = Vec::new();
+    let mut sealed = 0;
+    timeout(DEADLINE, async {
+        while sealed < total {
+            let digest = node.digests.recv().await.expect("mempool alive");
+            let bytes = node
+                .store
+                .read(&digest)
+                .expect("readable")
+                .expect("own batch stored");
+            let batch = Batch::parse(bytes).expect("valid");
+            sealed += batch.tx_count();
+            batches.push(batch);
+        }
+    })
+    .await
+    .expect("every transaction sealed and acknowledged by a quorum");
+    batches
+}
+
 fn transaction(i: u32) -> Bytes {
     let mut tx = i.to_be_bytes().to_vec();
     tx.resize(100, 1);
@@ -121,33 +154,13 @@ async fn one_client_four_mempools() {
         ..Parameters::default()
     };
     let (committee, mut nodes) = spawn_committee(4, &parameters).await;
-    let target = committee.authorities[&nodes[0].name].transactions_address;
-
-    let socket = TcpStream::connect(target).await.expect("connect");
-    let mut client = FramedWrite::new(socket, codec(MAX_TRANSACTION_SIZE));
     let total = 1_000;
-    for i in 0..total {
-        client.feed(transaction(i)).await.expect("feed");
-    }
-    SinkExt::<Bytes>::flush(&mut client).await.expect("flush");
+    send_to_first(&committee, &nodes, (0..total).map(transaction)).await;
 
     // Node 0 releases digests until its batches hold every transaction.
-    let mut digests = Vec::new();
-    let mut sealed = 0;
-    timeout(DEADLINE, async {
-        while sealed < total {
-            let digest = nodes[0].digests.recv().await.expect("mempool alive");
-            let bytes = nodes[0]
-                .store
-                .read(&digest)
-                .expect("readable")
-                .expect("own batch stored");
-            sealed += Batch::parse(bytes).expect("valid").tx_count();
-            digests.push(digest);
-        }
-    })
-    .await
-    .expect("every transaction sealed and acknowledged by a quorum");
+    let batches = released(&mut nodes[0], total).await;
+    let digests: Vec<Digest> = batches.iter().map(Batch::digest).collect();
+    let sealed: u32 = batches.iter().map(Batch::tx_count).sum();
     assert_eq!(sealed, total);
     assert!(
         digests.len() > 1,
@@ -320,36 +333,19 @@ async fn attested_run(
     committee: &Committee,
     total: u32,
 ) -> Vec<(Digest, Vec<u32>)> {
-    let target = committee.authorities[&nodes[0].name].transactions_address;
-    let socket = TcpStream::connect(target).await.expect("connect");
-    let mut client = FramedWrite::new(socket, codec(MAX_TRANSACTION_SIZE));
-    for i in 0..total {
-        let tx = if i % 10 == 3 {
+    let txs = (0..total).map(|i| {
+        if i % 10 == 3 {
             forged(i)
         } else {
             transaction(i)
-        };
-        client.feed(tx).await.expect("feed");
-    }
-    SinkExt::<Bytes>::flush(&mut client).await.expect("flush");
-    let mut released = Vec::new();
-    let mut sealed = 0;
-    timeout(DEADLINE, async {
-        while sealed < total {
-            let digest = nodes[0].digests.recv().await.expect("mempool alive");
-            let bytes = nodes[0]
-                .store
-                .read(&digest)
-                .expect("readable")
-                .expect("stored");
-            let batch = Batch::parse(bytes).expect("valid");
-            sealed += batch.tx_count();
-            released.push((digest, check(false)(&batch)));
         }
-    })
-    .await
-    .expect("every transaction sealed and released");
-    released
+    });
+    send_to_first(committee, nodes, txs).await;
+    released(&mut nodes[0], total)
+        .await
+        .into_iter()
+        .map(|batch| (batch.digest(), check(false)(&batch)))
+        .collect()
 }
 
 /// With honest attesters, every batch node 0 hands consensus is certified at every node by

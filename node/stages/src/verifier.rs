@@ -132,6 +132,30 @@ impl VerifierStage {
         }
     }
 
+    /// The batch's valid transactions: decoded only (`Skip`), taken on what this node already
+    /// knows of the batch (`CheckUnattested` with a verdict), or checked here.
+    fn valid_transactions(&mut self, batch: &Batch) -> Vec<Transaction> {
+        let (verifier, known) = match &self.signatures {
+            Signatures::Skip => return self.decode(batch, &[]),
+            Signatures::Check(verifier) => (verifier.clone(), None),
+            Signatures::CheckUnattested(verifier, attested) => {
+                let known = attested.known_invalid(&batch.digest());
+                attested.forget(&batch.digest());
+                (verifier.clone(), known)
+            }
+        };
+        if let Some(invalid) = known {
+            self.attested_batches += 1;
+            self.attested_invalid += invalid.len() as u64;
+            return self.decode(batch, &invalid);
+        }
+        self.checked_batches += 1;
+        let checked = check_batch(&verifier, batch);
+        self.malformed += checked.malformed.len() as u64;
+        self.bad_signature += checked.bad_signature.len() as u64;
+        checked.valid
+    }
+
     /// Decodes the batch's transactions but those at the `skip` positions (ascending), without
     /// checking a signature.
     fn decode(&mut self, batch: &Batch, skip: &[u32]) -> Vec<Transaction> {
@@ -174,31 +198,11 @@ impl Stage for VerifierStage {
         metrics: &StageMetrics,
     ) -> Option<VerifiedBatch> {
         let batch = &committed.batch;
-        let known = match &self.signatures {
-            // An idle block's empty batch has nothing to check.
-            _ if batch.tx_count() == 0 => None,
-            Signatures::CheckUnattested(_, attested) => {
-                let known = attested.known_invalid(&batch.digest());
-                attested.forget(&batch.digest());
-                known
-            }
-            _ => None,
-        };
-        let txs = match (&self.signatures, known) {
-            (Signatures::Skip, _) => self.decode(batch, &[]),
-            _ if batch.tx_count() == 0 => Vec::new(),
-            (Signatures::CheckUnattested(..), Some(invalid)) => {
-                self.attested_batches += 1;
-                self.attested_invalid += invalid.len() as u64;
-                self.decode(batch, &invalid)
-            }
-            (Signatures::Check(verifier) | Signatures::CheckUnattested(verifier, _), _) => {
-                self.checked_batches += 1;
-                let checked = check_batch(verifier, batch);
-                self.malformed += checked.malformed.len() as u64;
-                self.bad_signature += checked.bad_signature.len() as u64;
-                checked.valid
-            }
+        // An idle block's empty batch has nothing to decode or check.
+        let txs = if batch.tx_count() == 0 {
+            Vec::new()
+        } else {
+            self.valid_transactions(batch)
         };
         // The block was committed before this stage got it: the commit hop is consensus's time.
         self.report(&txs, "commit", committed.committed_at_ms);
@@ -219,23 +223,24 @@ impl Stage for VerifierStage {
             },
         );
         match &self.signatures {
-            Signatures::Check(verifier) | Signatures::CheckUnattested(verifier, _) => {
+            Signatures::Skip => {}
+            Signatures::Check(verifier) => {
                 // Not "threads": busy_ms is wall-clock time of the stage, not a sum over its pool.
                 metrics.set("pool_threads", Value::Gauge(verifier.threads() as f64));
             }
-            Signatures::Skip => {}
-        }
-        if let Signatures::CheckUnattested(..) = &self.signatures {
-            metrics.set(
-                "batches_by_check",
-                Value::Counts {
-                    label: "check",
-                    counts: vec![
-                        ("attested".into(), self.attested_batches as f64),
-                        ("checked".into(), self.checked_batches as f64),
-                    ],
-                },
-            );
+            Signatures::CheckUnattested(verifier, _) => {
+                metrics.set("pool_threads", Value::Gauge(verifier.threads() as f64));
+                metrics.set(
+                    "batches_by_check",
+                    Value::Counts {
+                        label: "check",
+                        counts: vec![
+                            ("attested".into(), self.attested_batches as f64),
+                            ("checked".into(), self.checked_batches as f64),
+                        ],
+                    },
+                );
+            }
         }
         Some(VerifiedBatch {
             txs,

@@ -138,12 +138,12 @@ impl Attestations {
     /// does not hold this node's batches back by `timeout` each.
     pub async fn certified(&self, batch: &Digest, timeout: Duration) -> bool {
         let named = attesters(self.committee(), batch, &self.inner.me);
-        let silent = {
+        {
             let state = self.state();
-            named.iter().any(|name| state.silent.contains(name))
-        };
-        if silent && self.state().certified(batch, self.committee()).is_none() {
-            return false;
+            let silent = named.iter().any(|name| state.silent.contains(name));
+            if silent && state.certified(batch, self.committee()).is_none() {
+                return false;
+            }
         }
         // Ends with the answer as soon as it is known: certified, or every attester has stated
         // and they disagree (waiting longer would change nothing).
@@ -168,16 +168,11 @@ impl Attestations {
             return answer;
         }
         let mut state = self.state();
-        let stated: Vec<PublicKey> = state
-            .batches
-            .get(batch)
-            .map(|statements| statements.iter().map(|(name, _)| *name).collect())
-            .unwrap_or_default();
-        for name in named {
-            if !stated.contains(&name) {
-                state.silent.insert(name);
-            }
-        }
+        let missing: Vec<PublicKey> = named
+            .into_iter()
+            .filter(|name| !state.stated(batch, name))
+            .collect();
+        state.silent.extend(missing);
         false
     }
 
