@@ -49,8 +49,16 @@ impl Signature {
         bytes
     }
 
+    /// Checks a signature over a protocol digest (a block, a vote, a timeout, a statement). Those
+    /// are signed by committee members, a few keys that sign every round, so their decoded keys
+    /// come from [`SIGNERS`] instead of being decompressed at every check.
     pub fn verify(&self, digest: &Digest, public_key: &PublicKey) -> Result<(), CryptoError> {
-        self.verify_bytes(digest.as_ref(), public_key)
+        let a = SIGNERS.decode(public_key)?;
+        if Prepared::with_key(digest.as_ref(), self, public_key, a)?.check() {
+            Ok(())
+        } else {
+            Err(CryptoError::InvalidSignature)
+        }
     }
 
     /// Checks one signature over `message` with the rules of [`Prepared`]: canonical encodings,
@@ -69,14 +77,17 @@ impl Signature {
     where
         I: IntoIterator<Item = &'a (PublicKey, Signature)>,
     {
-        let mut keys = Vec::new();
-        let mut signatures = Vec::new();
-        for (key, sig) in votes {
-            keys.push(*key);
-            signatures.push(*sig);
+        let prepared = votes
+            .into_iter()
+            .map(|(key, signature)| {
+                Prepared::with_key(digest.as_ref(), signature, key, SIGNERS.decode(key)?)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if Prepared::check_batch(&prepared) {
+            Ok(())
+        } else {
+            Err(CryptoError::InvalidSignature)
         }
-        let messages = vec![digest.as_ref(); keys.len()];
-        Self::verify_batch(&messages, &signatures, &keys)
     }
 
     /// Batch verification of independent (message, signature, key) triples. Fails if any one is
@@ -206,6 +217,19 @@ pub(crate) fn decode_key(key: &PublicKey) -> Result<EdwardsPoint, CryptoError> {
         .ok_or(CryptoError::InvalidPublicKey)
 }
 
+/// The decoded keys of the members that sign protocol digests ([`Signature::verify`] and
+/// [`Signature::verify_batch_same_digest`]). A committee's keys sign every round; at a few hundred
+/// rounds a second, decompressing each at every check was a tenth of a `hotstuff` node's
+/// signature work. A memo of a pure function of the key bytes, so sharing it across the process
+/// (and across committees, in tests) changes no answer; [`KeyCache`]'s limit bounds it.
+static SIGNERS: std::sync::LazyLock<KeyCache> =
+    std::sync::LazyLock::new(|| KeyCache::new(SIGNER_CACHE_LIMIT));
+
+/// Far above any committee (the report's largest is 48 members), so a real committee's keys
+/// stay decoded; a flood of other keys only costs the clear and the decoding it would have
+/// paid anyway.
+const SIGNER_CACHE_LIMIT: usize = 4096;
+
 /// Decoded public keys of recent signers. Decompressing a key costs about a quarter of a batched
 /// verification, and a block's signers repeat (accounts send many transactions), so the
 /// verifier decodes each key once. Only valid keys are kept; the map is cleared when it reaches
@@ -283,6 +307,39 @@ mod tests {
         assert!(!cache.keys.read().expect("lock").contains_key(&identity));
     }
     use crate::KeyPair;
+
+    #[test]
+    fn digest_checks_keep_the_signers_keys_decoded_and_answer_as_verify_bytes() {
+        let kp = KeyPair::from_seed(31);
+        let digest = Digest::of(b"round");
+        let good = Signature::new(&digest, &kp.secret);
+        let bad = Signature::new(&Digest::of(b"other"), &kp.secret);
+        for sig in [good, bad] {
+            assert_eq!(
+                sig.verify(&digest, &kp.name),
+                sig.verify_bytes(digest.as_ref(), &kp.name)
+            );
+        }
+        assert!(SIGNERS.keys.read().expect("lock").contains_key(&kp.name));
+        let batch = [(kp.name, good), (KeyPair::from_seed(32).name, good)];
+        assert_eq!(
+            Signature::verify_batch_same_digest(&digest, &batch[..1]),
+            Ok(())
+        );
+        assert_eq!(
+            Signature::verify_batch_same_digest(&digest, &batch),
+            Err(CryptoError::InvalidSignature)
+        );
+        // An invalid key is refused as before and never kept.
+        let mut identity = [0u8; 32];
+        identity[0] = 1;
+        let identity = PublicKey(identity);
+        assert_eq!(
+            good.verify(&digest, &identity),
+            Err(CryptoError::InvalidPublicKey)
+        );
+        assert!(!SIGNERS.keys.read().expect("lock").contains_key(&identity));
+    }
 
     #[test]
     fn sign_and_verify_digest() {

@@ -55,6 +55,16 @@ impl Aggregator {
             .is_some_and(|(voters, _)| voters.contains(author))
     }
 
+    /// Whether the votes for `hash` in `round` already made their QC: a later one adds nothing,
+    /// so it is dropped before its signature is checked (the leader gets every member's vote
+    /// and needs 2f+1 of them).
+    pub fn certified(&self, round: Round, hash: &Digest) -> bool {
+        self.votes
+            .get(&round)
+            .and_then(|(_, makers)| makers.get(hash))
+            .is_some_and(|maker| maker.done)
+    }
+
     /// Like `has_voted`, for timeouts.
     pub fn has_timed_out(&self, round: Round, author: &PublicKey) -> bool {
         self.timeouts

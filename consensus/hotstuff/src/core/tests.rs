@@ -635,6 +635,31 @@ async fn byzantine_replayed_votes_and_timeouts_cost_no_signature_check() {
         .expect("the real vote still counts");
 }
 
+/// The leader gets every member's vote and needs 2f+1: a vote for a block whose QC is already
+/// made is dropped before its signature is checked (a corrupted signature shows the order).
+#[tokio::test]
+async fn a_vote_after_the_qc_costs_no_signature_check() {
+    let mut h = harness(Parameters::default());
+    let hash = Digest::of(b"x");
+    for voter in &h.keys[..3] {
+        h.core
+            .handle_vote(vote(hash, 1, voter))
+            .await
+            .expect("valid");
+    }
+    assert_eq!(h.core.voting.high_qc.round, 1);
+    let mut late = vote(hash, 1, &h.keys[3]);
+    late.signature = vote(Digest::of(b"y"), 1, &h.keys[3]).signature;
+    h.core.handle_vote(late).await.expect("dropped unchecked");
+    // A vote for another block of the round is still checked.
+    let mut other = vote(Digest::of(b"z"), 1, &h.keys[3]);
+    other.signature = vote(Digest::of(b"y"), 1, &h.keys[3]).signature;
+    assert!(matches!(
+        h.core.handle_vote(other).await,
+        Err(ConsensusError::Message(MessageError::InvalidSignature))
+    ));
+}
+
 /// Rejoin rule 1: a timeout beyond the round window is not stored, but the QC it carries
 /// still moves the node (DiemBFT v4 processes every certificate it sees). Without this a node
 /// restarted at round 1 drops the survivors' timeouts for round R > window forever.

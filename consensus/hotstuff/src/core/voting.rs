@@ -97,6 +97,9 @@ impl Core {
         if self.aggregator.has_voted(vote.round, &vote.author) {
             return Err(AggregatorError::AuthorityReuse(vote.author).into());
         }
+        if self.aggregator.certified(vote.round, &vote.hash) {
+            return Ok(());
+        }
         vote.verify(&self.committee)?;
         if let Some(qc) = self.aggregator.add_vote(vote)? {
             debug!("assembled {:?}", qc);
