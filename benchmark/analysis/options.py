@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import HarnessError
-from .projection import DEFAULT_PROJECT_CORES
+from .stages.projection import DEFAULT_PROJECT_CORES
 
 
 class AnalysisOptionsError(HarnessError):

@@ -16,7 +16,7 @@ from ..json_path import lookup
 from ..parameters import NodeParameters
 from . import pipeline as pipelines
 from .pipeline import Pipeline
-from .summary import Summary
+from .run_summary import Summary
 
 RESULT_VERSION = 1
 

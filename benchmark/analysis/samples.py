@@ -1,7 +1,7 @@
 """Sample transactions: the (id, time) events processes report in their `samples` arrays.
 
 Clients report sends as `{"id", "t_ms"}`; nodes report `{"id", "event", "t_ms"}` with `event`
-one of SAMPLE_EVENTS (see `hops.py` for what each means).
+one of SAMPLE_EVENTS (see `consensus/hops.py` for what each means).
 """
 
 from __future__ import annotations

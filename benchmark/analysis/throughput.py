@@ -1,6 +1,6 @@
 """The window of a run and what went through it: the steady window, throughput and latency
 (consensus and end to end), and what the clients sent. How they are computed is in
-`summary.py`'s description."""
+`run_summary.py`'s description."""
 
 from __future__ import annotations
 

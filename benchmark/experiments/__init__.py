@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .diemvm import DIEMVM
 from .experiment import Configuration, Experiment, Outcome
-from .faults import FAULTS
+from .fault_scenarios import FAULTS
 from .leaders import LEADERS
 from .links import LINKS
 from .modes import MODES

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from ..analysis.profiles import FLAMEGRAPH, FOLDED, parse_folded
-from ..analysis.summary import Summary
+from ..analysis.resources.profiles import FLAMEGRAPH, FOLDED, parse_folded
+from ..analysis.run_summary import Summary
 from .experiment import Configuration, Experiment, Outcome
 from .measures import delivered, fmt, median_of, spread
 from .page import Page

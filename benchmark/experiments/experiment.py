@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
 from .page import Page
 from .probe import Probe
 from .search import Search, Settled

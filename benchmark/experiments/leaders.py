@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..analysis.metrics import load_run
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
 from ..faults.events import RESTART, FaultLog
 from .experiment import Configuration, Experiment, Outcome
 from .page import Page

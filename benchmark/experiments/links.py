@@ -19,7 +19,7 @@ from statistics import median
 
 import matplotlib.pyplot as plt
 
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
 from .experiment import Configuration, Experiment, Outcome
 from .measures import delivered, e2e_p50, fmt, median_of, node_us_per_tx, spread
 from .page import Page

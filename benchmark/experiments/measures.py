@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
 
 Measure = Callable[[Summary], float | None]
 
@@ -74,7 +74,8 @@ def processed(summary: Summary) -> float:
 
 
 def projection_tps(summary: Summary) -> float | None:
-    """The capacity projection for a node of `project_cores` cores (`projection.py`)."""
+    """The capacity projection for a node of `project_cores` cores
+    (`analysis/stages/projection.py`)."""
     return summary.projection.tps if summary.projection is not None else None
 
 

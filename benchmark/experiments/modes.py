@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 
-from ..analysis.projection import CPU_BOUND
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
+from ..analysis.stages.projection import CPU_BOUND
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (
     Capacity,

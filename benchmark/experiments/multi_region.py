@@ -22,7 +22,7 @@ from statistics import median
 
 import matplotlib.pyplot as plt
 
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
 from ..faults.net_emulation import read_delay_matrix
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (

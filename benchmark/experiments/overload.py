@@ -14,7 +14,7 @@ from statistics import median
 
 import matplotlib.pyplot as plt
 
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
 from .experiment import Configuration, Experiment, Outcome
 from .measures import KEEPS_UP, by_rate, fmt, median_of, node_us_per_tx, share, spread
 from .page import Page

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from ..analysis.projection import CPU_BOUND, Projection
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
+from ..analysis.stages.projection import CPU_BOUND, Projection
 from .experiment import Configuration, CriterionBench, Experiment, Outcome
 from .measures import delivered, fmt, median_of, stage_us_per_tx
 from .page import Page

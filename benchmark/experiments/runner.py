@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
 from ..config import NODE_MODES, BenchParameters
 from ..errors import HarnessError
 from ..faults.schedule import FaultSchedule, schedule_from_flags

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
 from .measures import KEEPS_UP, by_rate, processed
 
 RULE = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (
     Measure,

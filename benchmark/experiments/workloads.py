@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
 from ..config import PAYLOADS, VMS, WORKLOADS
 from .experiment import Configuration, Experiment, Outcome
 from .measures import Capacity, by_rate, capacity, delivered, fmt, median_of, stage_us_per_tx

@@ -1,9 +1,10 @@
 """Per run, every node's commits over time with the fault events marked (`fab plot`).
 
 One PNG per saved result that holds a commits timeline (key `commits_timeline`, written by
-`analysis/faults.py`), in `<output>/commits/`: committed blocks (consensus progress) on top,
-executed transactions (`hotstuff`: committed) below; a red line where a node crashed, a green
-one where it restarted, an orange one where a partition cut it off and a blue one at the heal.
+`analysis/audit/fault_report.py`), in `<output>/commits/`: committed blocks (consensus progress)
+on top, executed transactions (`hotstuff`: committed) below; a red line where a node crashed, a
+green one where it restarted, an orange one where a partition cut it off and a blue one at the
+heal.
 A restarted node's counters start again from zero, which the lines show as a drop."""
 
 from __future__ import annotations

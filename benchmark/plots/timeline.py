@@ -13,7 +13,7 @@ mpl.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # after mpl.use: the backend must be chosen first
 
 from ..analysis.results import Result
-from ..analysis.timeline import STAGE_QUANTITIES
+from ..analysis.timelines import STAGE_QUANTITIES
 from ..json_path import lookup
 
 LABELS = {

@@ -1,14 +1,14 @@
 """The printed sections of the bottleneck analysis: hops, resources, capacity projection, cost
-and profile. `summary.py` places them in the printed summary; a missing measurement prints `-`."""
+and profile. `text.py` places them in the printed summary; a missing measurement prints `-`."""
 
 from __future__ import annotations
 
-from ..analysis.cost import Cost
-from ..analysis.energy import Energy
-from ..analysis.hops import Hop
-from ..analysis.profiles import ProfileSummary
-from ..analysis.projection import Projection
-from ..analysis.resources import Resources, RoleUsage
+from ..analysis.consensus.hops import Hop
+from ..analysis.resources.cost import Cost
+from ..analysis.resources.energy import Energy
+from ..analysis.resources.profiles import ProfileSummary
+from ..analysis.resources.usage import Resources, RoleUsage
+from ..analysis.stages.projection import Projection
 
 
 def number(value: float | None, digits: int = 0, suffix: str = "") -> str:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
 
 
 @dataclass(frozen=True)

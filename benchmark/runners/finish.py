@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..analysis import results
-from ..analysis.energy import energy_of
-from ..analysis.faults import analyse_faults, attach, enforce
+from ..analysis.audit.fault_report import analyse_faults, attach, enforce
 from ..analysis.metrics import RunMetrics, load_run
 from ..analysis.node_lives import mark_lives
 from ..analysis.options import AnalysisOptions
-from ..analysis.profiles import load_profiles
-from ..analysis.summary import Summary, summarize
+from ..analysis.resources.energy import energy_of
+from ..analysis.resources.profiles import load_profiles
+from ..analysis.run_summary import Summary, summarize
 from ..config import BenchParameters
 from ..faults.events import FaultLog
-from ..report.summary import render_summary
+from ..report.text import render_summary
 
 
 def finish_run(
@@ -34,7 +34,7 @@ def finish_run(
     None); a failed audit raises once the result is saved (unless not `enforce_audit`).
     Without `bench` the configuration is unknown and the mode comes from the records. Profiles
     (`profile-*/profile.folded` under the logs, written by `--profile`) and the energy counters
-    (`energy.json`, see `analysis/energy.py`) join the summary."""
+    (`energy.json`, see `analysis/resources/energy.py`) join the summary."""
     known = bench.to_dict() if bench is not None else {}
     analysis = (options or AnalysisOptions()).to_config()
     config = {**known, **analysis, **(extra or {}), "logs": str(log_dir)}

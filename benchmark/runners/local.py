@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import TextIO
 
 from ..analysis import pipeline as pipelines
-from ..analysis.energy import EnergyMeter
 from ..analysis.options import AnalysisOptions
-from ..analysis.profiles import PROFILE_GRACE
-from ..analysis.summary import Summary
+from ..analysis.resources.energy import EnergyMeter
+from ..analysis.resources.profiles import PROFILE_GRACE
+from ..analysis.run_summary import Summary
 from ..config import NODE_MODES, PORTS_PER_NODE, BenchParameters, Ports, RunFiles, write_run_files
 from ..errors import HarnessError
 from ..faults.injector import FaultInjector
@@ -170,7 +170,7 @@ class LocalBench:
     prometheus_port: int | None = None
     out: TextIO = field(default_factory=lambda: sys.stdout)
     grace: float = DEFAULT_GRACE
-    # Nodes profile themselves (`node run --profile DIR`); see profiles.py.
+    # Nodes profile themselves (`node run --profile DIR`); see analysis/resources/profiles.py.
     profile: bool = False
     analysis: AnalysisOptions = field(default_factory=AnalysisOptions)
     startup_timeout: float = STARTUP_TIMEOUT

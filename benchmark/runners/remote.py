@@ -31,8 +31,8 @@ from invoke.exceptions import UnexpectedExit
 from ..analysis import pipeline as pipelines
 from ..analysis.metrics import MalformedLineError, Record, load_run, parse_line
 from ..analysis.options import AnalysisOptions
-from ..analysis.profiles import PROFILE_GRACE
-from ..analysis.summary import Summary
+from ..analysis.resources.profiles import PROFILE_GRACE
+from ..analysis.run_summary import Summary
 from ..aws.settings import Settings
 from ..config import BenchParameters, RunFiles, host_slots, read_json, write_run_files
 from ..errors import HarnessError

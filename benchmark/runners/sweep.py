@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, TextIO
 
-from ..analysis.summary import Summary
+from ..analysis.run_summary import Summary
 from ..config import BenchParameters
 from ..report.sweep_table import render_sweep
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmark.analysis.audit import audit, render_audit
+from benchmark.analysis.audit.checks import audit, render_audit
 from benchmark.analysis.metrics import ProcessMetrics, Record, RunMetrics
-from benchmark.analysis.timeline import build_commits_timeline
+from benchmark.analysis.timelines import build_commits_timeline
 from benchmark.faults.events import CRASH, HEAL, PARTITION, RESTART, FaultEvent, FaultLog
 
 from .conftest import described

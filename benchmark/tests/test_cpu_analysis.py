@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.analysis.cpu_bound import cpu_bound
 from benchmark.analysis.metrics import load_run
-from benchmark.analysis.resources import Machine
-from benchmark.analysis.summary import Summary, summarize
-from benchmark.report.summary import render_summary
+from benchmark.analysis.resources.usage import Machine
+from benchmark.analysis.run_summary import Summary, summarize
+from benchmark.analysis.stages.cpu_bound import cpu_bound
+from benchmark.report.text import render_summary
 
 from .synthetic import write_run
 

@@ -1,6 +1,6 @@
-"""Energy per transaction (`analysis/energy.py`): RAPL counters read from a faked powercap tree
-(subdomains left out, a wrapped counter unwrapped, the window's energy interpolated), and the
-model where there are none, labelled as one."""
+"""Energy per transaction (`analysis/resources/energy.py`): RAPL counters read from a faked
+powercap tree (subdomains left out, a wrapped counter unwrapped, the window's energy
+interpolated), and the model where there are none, labelled as one."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.analysis.counters import Window
-from benchmark.analysis.energy import (
+from benchmark.analysis.resources.energy import (
     ENERGY_FILE,
     MAX_WATTS,
     MEASURED,
@@ -22,7 +22,7 @@ from benchmark.analysis.energy import (
     measured_watts,
     read_counters,
 )
-from benchmark.analysis.resources import Machine, Resources, RoleUsage
+from benchmark.analysis.resources.usage import Machine, Resources, RoleUsage
 
 
 def fake_powercap(root: Path, packages: dict[str, int], span: int = 10**12) -> None:

@@ -9,18 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.analysis.audit import AuditReport
-from benchmark.analysis.faults import FaultAnalysis
+from benchmark.analysis.audit.checks import AuditReport
+from benchmark.analysis.audit.fault_report import FaultAnalysis
+from benchmark.analysis.consensus.rounds import Rounds
 from benchmark.analysis.metrics import load_run
-from benchmark.analysis.projection import project
-from benchmark.analysis.rounds import Rounds
-from benchmark.analysis.summary import Summary, summarize
-from benchmark.analysis.timeline import CatchUp, CommitsTimeline
+from benchmark.analysis.run_summary import Summary, summarize
+from benchmark.analysis.stages.projection import project
+from benchmark.analysis.timelines import CatchUp, CommitsTimeline
 from benchmark.experiments import (
     EXPERIMENTS,
     Configuration,
     Outcome,
-    faults,
     links,
     modes,
     multi_region,
@@ -28,6 +27,7 @@ from benchmark.experiments import (
     store,
     workloads,
 )
+from benchmark.experiments import fault_scenarios as faults
 from benchmark.experiments.measures import capacity, common_rate
 from benchmark.experiments.report_figures import CAPACITY
 from benchmark.experiments.runner import prepare

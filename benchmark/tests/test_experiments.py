@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from benchmark.analysis.metrics import load_run
-from benchmark.analysis.profiles import parse_folded
-from benchmark.analysis.summary import Summary, summarize
-from benchmark.experiments import EXPERIMENTS, Configuration, diemvm, faults
+from benchmark.analysis.resources.profiles import parse_folded
+from benchmark.analysis.run_summary import Summary, summarize
+from benchmark.experiments import EXPERIMENTS, Configuration, diemvm
+from benchmark.experiments import fault_scenarios as faults
 from benchmark.experiments.experiment import Outcome
 from benchmark.experiments.overload import verdict
 from benchmark.experiments.page import Page

@@ -267,7 +267,7 @@ def test_plot_names_the_files_it_cannot_read(
 ) -> None:
     from benchmark.analysis import results  # noqa: PLC0415 - matplotlib is only for the plot tests
     from benchmark.analysis.metrics import load_run  # noqa: PLC0415
-    from benchmark.analysis.summary import summarize  # noqa: PLC0415
+    from benchmark.analysis.run_summary import summarize  # noqa: PLC0415
 
     folder = tmp_path / "results"
     config = {"mode": "hotcrypto", "nodes": 2, "rate": 1000}

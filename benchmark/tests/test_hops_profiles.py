@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from benchmark.analysis.metrics import load_run
-from benchmark.analysis.profiles import load_profiles, parse_folded, top_functions
-from benchmark.analysis.summary import summarize
-from benchmark.report.summary import render_summary
+from benchmark.analysis.resources.profiles import load_profiles, parse_folded, top_functions
+from benchmark.analysis.run_summary import summarize
+from benchmark.report.text import render_summary
 
 from .synthetic import write_run
 

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def _module(path: Path) -> str:
-    """`analysis/summary.py` -> `analysis.summary`; a package's `__init__.py` -> its name."""
+    """`analysis/run_summary.py` -> `analysis.summary`; a package's `__init__.py` -> its name."""
     parts = path.relative_to(PACKAGE).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -100,9 +100,56 @@ def test_the_cycle_finder_finds_a_circle() -> None:
 
 def test_no_module_of_the_harness_imports_itself_back() -> None:
     graph = import_graph(PACKAGE)
-    assert {"analysis.summary", "report.summary", "runners.sweep", "config"} <= set(graph)
-    assert "analysis.summary" in graph["report.summary"]
+    assert {"analysis.run_summary", "report.text", "runners.sweep", "config"} <= set(graph)
+    assert "analysis.run_summary" in graph["report.text"]
     assert find_cycle(graph) is None
+
+
+ANALYSIS_GROUPS = {"stages", "consensus", "audit", "resources"}
+# The top-level modules of `analysis/` that put a run together from the groups; the others are
+# what every group reads.
+ANALYSIS_ASSEMBLY = {"run_summary", "results", "options", "timelines"}
+
+
+def test_the_analysis_groups_do_not_import_each_other_back() -> None:
+    """`analysis/` is grouped as the summary is: the records every group reads at the bottom,
+    the groups above them importing one another in one direction only, and the modules that
+    put a run together on top."""
+    graph = import_graph(PACKAGE)
+
+    def group(module: str) -> str | None:
+        parts = module.split(".")
+        if parts[0] != "analysis":
+            return None
+        if len(parts) > 2 and parts[1] in ANALYSIS_GROUPS:
+            return parts[1]
+        return "assembly" if parts[-1] in ANALYSIS_ASSEMBLY else "."
+
+    groups: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        own = group(module)
+        if own is None:
+            continue
+        edges = groups.setdefault(own, set())
+        edges.update(g for g in map(group, imported) if g is not None and g != own)
+    assert set(groups) == ANALYSIS_GROUPS | {".", "assembly"}
+    assert groups["."] == set()
+    assert find_cycle(groups) is None
+
+
+def test_no_module_name_is_used_twice_in_the_harness() -> None:
+    """A name says which module it is wherever it is read (a traceback, an import, the README's
+    layout): two `summary.py` or two `faults` would make the reader look at the path."""
+    names: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).parts
+        if "tests" in parts or path.stem == "__init__":
+            continue
+        names.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
+    for package in PACKAGE.rglob("__init__.py"):
+        if "tests" not in package.relative_to(PACKAGE).parts and package.parent != PACKAGE:
+            names.setdefault(package.parent.name, []).append(f"{package.parent.name}/")
+    assert {name: where for name, where in names.items() if len(where) > 1} == {}
 
 
 def test_no_subpackage_imports_itself_back() -> None:

@@ -1,12 +1,12 @@
-"""The cost model (`analysis/model.py`): what it fits from points made by known terms, what it
-leaves out when the points cannot tell a term apart, and what bounds its predictions."""
+"""The cost model (`analysis/stages/model.py`): what it fits from points made by known terms,
+what it leaves out when the points cannot tell a term apart, and what bounds its predictions."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmark.analysis.model import BANDWIDTH, CostModel, Line, Point, fit
-from benchmark.analysis.projection import CPU_BOUND, project
+from benchmark.analysis.stages.model import BANDWIDTH, CostModel, Line, Point, fit
+from benchmark.analysis.stages.projection import CPU_BOUND, project
 
 
 def made_by(

@@ -23,7 +23,7 @@ from benchmark.faults.net_emulation import (
 )
 from benchmark.faults.schedule import schedule_from_flags
 from benchmark.flags import FlagError, bench_from_flags
-from benchmark.report.summary import render_summary
+from benchmark.report.text import render_summary
 from benchmark.runners.commands import node_command
 
 from .conftest import standin_bench

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.analysis.metrics import load_run
-from benchmark.analysis.resources import CORES
+from benchmark.analysis.resources.usage import CORES
 from benchmark.json_path import number
 from benchmark.runners.cgroups import STATS_FILE, CgroupError, Cgroups
 

@@ -12,7 +12,7 @@ import pytest
 from benchmark.analysis import results
 from benchmark.analysis.metrics import load_run
 from benchmark.analysis.pipeline import FILE, Pipeline, PipelineError, describe
-from benchmark.analysis.summary import SummaryError, summarize
+from benchmark.analysis.run_summary import SummaryError, summarize
 from benchmark.config import ConfigError
 from benchmark.plots.graphs import plot_all
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.analysis.cost import cost
 from benchmark.analysis.metrics import load_run
-from benchmark.analysis.projection import ONE_PER_CORE, project
-from benchmark.analysis.summary import summarize
-from benchmark.report.summary import render_summary
+from benchmark.analysis.resources.cost import cost
+from benchmark.analysis.run_summary import summarize
+from benchmark.analysis.stages.projection import ONE_PER_CORE, project
+from benchmark.report.text import render_summary
 
 from .synthetic import write_run
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.analysis.faults import AuditFailedError
+from benchmark.analysis.audit.fault_report import AuditFailedError
 from benchmark.analysis.metrics import load_run
 from benchmark.aws.settings import Settings
 from benchmark.config import BenchParameters, Ports

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.analysis.summary import Summary
+from benchmark.analysis.run_summary import Summary
 from benchmark.runners.finish import finish_run
 
 from .synthetic import restart_node, write_run

@@ -10,7 +10,7 @@ import pytest
 
 from benchmark.analysis import results
 from benchmark.analysis.metrics import load_run
-from benchmark.analysis.summary import LatencyStats, Summary, Throughput, summarize
+from benchmark.analysis.run_summary import LatencyStats, Summary, Throughput, summarize
 from benchmark.plots.graphs import PlotError, best_under_cap, plot_all
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from benchmark.analysis.metrics import load_run
-from benchmark.analysis.summary import Summary, summarize
-from benchmark.report.summary import render_summary
+from benchmark.analysis.run_summary import Summary, summarize
+from benchmark.report.text import render_summary
 
 from .synthetic import write_run
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from benchmark.analysis.metrics import load_run
-from benchmark.analysis.summary import Summary, summarize
+from benchmark.analysis.run_summary import Summary, summarize
 from benchmark.experiments.measures import by_rate, capacity
 from benchmark.experiments.search import Search, all_kept_up, settle
 

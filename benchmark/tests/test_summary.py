@@ -18,8 +18,7 @@ import pytest
 
 from benchmark.analysis.counters import Window, rate, value_at
 from benchmark.analysis.metrics import load_run
-from benchmark.analysis.stats import LatencyStats, percentile
-from benchmark.analysis.summary import (
+from benchmark.analysis.run_summary import (
     Bottleneck,
     ClientStats,
     StageRow,
@@ -27,7 +26,8 @@ from benchmark.analysis.summary import (
     find_bottleneck,
     summarize,
 )
-from benchmark.report.summary import render_summary
+from benchmark.analysis.stats import LatencyStats, percentile
+from benchmark.report.text import render_summary
 
 T0 = 1_700_000_000_000
 

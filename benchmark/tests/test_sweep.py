@@ -6,7 +6,7 @@ from io import StringIO
 
 import pytest
 
-from benchmark.analysis.summary import Bottleneck, LatencyStats, Summary, Throughput, Window
+from benchmark.analysis.run_summary import Bottleneck, LatencyStats, Summary, Throughput, Window
 from benchmark.config import BenchParameters, ConfigError
 from benchmark.flags import sweep_points
 from benchmark.runners.sweep import run_sweep

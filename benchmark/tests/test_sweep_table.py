@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from benchmark.analysis.bottleneck import KEEPS_UP_RULE
-from benchmark.analysis.summary import Bottleneck, LatencyStats, Summary, Throughput, Window
+from benchmark.analysis.run_summary import Bottleneck, LatencyStats, Summary, Throughput, Window
+from benchmark.analysis.stages.bottleneck import KEEPS_UP_RULE
 from benchmark.report.sweep_table import render_sweep, sweep_rows
 
 from .conftest import described

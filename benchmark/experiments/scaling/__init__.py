@@ -9,8 +9,8 @@ each" whatever else shares the machine, and more nodes than cores stay meaningfu
   transaction: CPU, bytes sent and received, and per round the frames and consensus signatures.
 * Cores: 4 nodes of 0.1 to 0.4 cores, and one node alone of 0.5 and 1 core: `hotcrypto`,
   `hotmove` executing sequentially and under Block-STM.
-* The model (`analysis/model.py`) is fitted on the points `FITTED` names and predicts every other
-  one; the page prints each prediction beside what the point delivered, and the error.
+* The model (`analysis/stages/model.py`) is fitted on the points `FITTED` names and predicts
+  every other one; the page prints each prediction beside what the point delivered, and the error.
 
 A point's capacity is what it delivered at saturation: the best median over the rates it was
 asked (each above what it can do), executed transactions for the modes that execute, committed
@@ -22,6 +22,7 @@ which nodes of 0.05 cores take longer to receive than a round's timeout.
 from __future__ import annotations
 
 from ..experiment import Experiment
+from .axes import write
 from .points import (
     COMMITTEE_BUDGET,
     configurations,
@@ -29,7 +30,6 @@ from .points import (
     sent_per_tx,
     txs_per_round,
 )
-from .sections import write
 
 SCALING = Experiment(
     name="scaling",

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from ...analysis.model import CostModel, Prediction, fit
-from ...analysis.projection import ONE_PER_CORE
+from ...analysis.stages.model import CostModel, Prediction, fit
+from ...analysis.stages.projection import ONE_PER_CORE
 from .points import BORROWS, FAMILIES, FITTED, GOAL, Measured
 
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from ...analysis.model import Point
-from ...analysis.summary import Summary
+from ...analysis.run_summary import Summary
+from ...analysis.stages.model import Point
 from ..experiment import Configuration, Outcome
 from ..measures import KEEPS_UP, by_rate, delivered, fmt, median_of, stage_us_per_tx
 

@@ -5,9 +5,9 @@ the audit said.
 The scenarios are the four-node ones of `leaders` (fault-free, a node never booted, the leader
 killed every S seconds, more than f down then back: the same flags, so the two pages agree) and
 two more: one node crashed and restarted, and one node partitioned off and healed. Catch-up times
-and the audit are the run's fault analysis (`analysis/faults.py`), read again from its logs. A run
-whose audit fails stops its configuration (the runner names it under "Runs that did not finish"),
-so every row here passed its audit; the column says how many checks that was.
+and the audit are the run's fault analysis (`analysis/audit/fault_report.py`), read again from
+its logs. A run whose audit fails stops its configuration (the runner names it under "Runs that
+did not finish"), so every row here passed its audit; the column says how many checks that was.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from statistics import median
 
-from ..analysis.faults import FaultAnalysis, analyse_faults
+from ..analysis.audit.fault_report import FaultAnalysis, analyse_faults
 from ..analysis.metrics import load_run
 from ..analysis.node_lives import mark_lives
-from ..analysis.summary import Summary
-from ..analysis.timeline import CatchUp
+from ..analysis.run_summary import Summary
+from ..analysis.timelines import CatchUp
 from ..faults.events import FaultLog
 from .experiment import Configuration, Experiment, Outcome
 from .leaders import OUTAGE, RULES, resumed_after_ms, scenarios

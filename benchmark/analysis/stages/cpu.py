@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .counters import Window, increase
-from .metrics import Record
-from .stage_paths import cpu_path, items_path
+from ..counters import Window, increase
+from ..metrics import Record
+from .paths import cpu_path, items_path
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 
-from ...analysis.model import CostModel, Line
-from ...analysis.projection import ONE_PER_CORE
+from ...analysis.stages.model import CostModel, Line
+from ...analysis.stages.projection import ONE_PER_CORE
 from ..experiment import Outcome
 from ..measures import delivered, fmt, node_us_per_tx, spread, stage_us_per_tx
 from ..page import Page
@@ -335,7 +335,7 @@ def _model_section(
 ) -> list[Check]:
     page.section(
         "The cost model, and its error on runs it was not fitted on",
-        "Per family (`benchmark/analysis/model.py`), a node's CPU per second at T tx/s is"
+        "Per family (`benchmark/analysis/stages/model.py`), a node's CPU per second at T tx/s is"
         " F(n) + T · c(n), each term linear in n - 1, fitted by least squares on the whole"
         " node's CPU (what its budget counts) at the points marked *fitted*; a node of K cores"
         " then orders (K · 10⁶ - F(n)) / c(n) tx/s unless a one-thread stage reaches a core"

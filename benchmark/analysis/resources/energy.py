@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .counters import Window, value_at
-from .resources import Resources
+from ..counters import Window, value_at
+from .usage import Resources
 
 POWERCAP = Path("/sys/class/powercap")
 ENERGY_FILE = "energy.json"

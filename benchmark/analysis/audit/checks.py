@@ -62,11 +62,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..faults.events import FaultLog
-from ..json_path import lookup, number
-from .metrics import ProcessMetrics, Record, RunMetrics
-from .node_lives import NodeLives, index_of, node_lives
-from .pipeline import Pipeline
+from ...faults.events import FaultLog
+from ...json_path import lookup, number
+from ..metrics import ProcessMetrics, Record, RunMetrics
+from ..node_lives import NodeLives, index_of, node_lives
+from ..pipeline import Pipeline
 
 # The executor's `failed_by_reason` key of a workload's own check failing (executor.rs).
 INVARIANT_VIOLATED = "invariant_violated"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..analysis.rounds import rounds_section
+from ..analysis.consensus.rounds import rounds_section
+from ..analysis.run_summary import StageRow, Summary, Throughput
 from ..analysis.stats import LatencyStats
-from ..analysis.summary import StageRow, Summary, Throughput
 from .sections import (
     cost_section,
     energy_section,

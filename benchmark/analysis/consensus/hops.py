@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from .counters import Window
-from .metrics import ProcessMetrics
-from .samples import SAMPLE_EVENTS, first_sends, sample_events
-from .stats import LatencyStats
+from ..counters import Window
+from ..metrics import ProcessMetrics
+from ..samples import SAMPLE_EVENTS, first_sends, sample_events
+from ..stats import LatencyStats
 
 SEND = "send"
 PATH: tuple[str, ...] = (SEND, *SAMPLE_EVENTS)

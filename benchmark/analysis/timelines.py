@@ -24,7 +24,7 @@ from .counters import consecutive
 from .metrics import ProcessMetrics, Record, RunMetrics
 from .node_lives import NodeLives, node_lives
 from .pipeline import Pipeline
-from .stage_paths import cpu_path, input_channel, items_path, output_channel, stages_in
+from .stages.paths import cpu_path, input_channel, items_path, output_channel, stages_in
 from .stats import mean
 
 # ---- Per stage: per-second series of every stage --------------------------------------------

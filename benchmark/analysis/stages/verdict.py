@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from itertools import pairwise
 
+from ..consensus.rounds import Rounds
+from ..resources.usage import Machine
+from ..throughput import ClientStats, Throughput
 from .bottleneck import KEEPS_UP_RULE, Bottleneck
 from .cpu_bound import cpu_bound
-from .resources import Machine
-from .rounds import Rounds
-from .stage_table import StageRow
-from .throughput import ClientStats, Throughput
+from .table import StageRow
 
 # Rule thresholds of `find_bottleneck` (shares of the window's wall time or of a rate).
 BLOCKED_THRESHOLD = 0.05

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .counters import Window, increase
-from .metrics import ProcessMetrics
-from .node_lives import index_of
-from .stats import mean
+from ..counters import Window, increase
+from ..metrics import ProcessMetrics
+from ..node_lives import index_of
+from ..stats import mean
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The arithmetic of a run put together: throughput and latency (`throughput.py`), the stage
-table (`stage_table.py`) and the limiting stage (`verdict.py`), over the pipeline the node
+table (`stages/table.py`) and the limiting stage (`stages/verdict.py`), over the pipeline the node
 described (`pipeline.py`).
 
 Everything is computed from METRICS records (see `metrics.py`):
@@ -18,17 +18,17 @@ Everything is computed from METRICS records (see `metrics.py`):
 * End-to-end throughput: the executor's executed transactions where the pipeline executes;
   where it does not (hotstuff), end-to-end means committed, so it equals consensus throughput.
 
-* CPU per stage (`stage_cpu.py`): cores used and µs of CPU per transaction, beside the wall-clock
-  busy share; the machine-aware verdict (`cpu_bound.py`) reads them with the CPU of every process
-  (`resources.py`).
-* Committee traffic (`traffic.py`): bytes and frames each node sent and received, and the
-  signatures of consensus messages it checked, per second of the window.
-* Also per run: per-hop latency of samples (`hops.py`), a capacity projection for a node of
-  `project_cores` cores (`projection.py`; with `node_cpus`, it says the costs were measured at
-  that budget per node), the cost per transaction at `instance_price` USD per hour per node
-  (`cost.py`) and per-second series per stage (`timeline.py`).
+* CPU per stage (`stages/cpu.py`): cores used and µs of CPU per transaction, beside the
+  wall-clock busy share; the machine-aware verdict (`stages/cpu_bound.py`) reads them with the
+  CPU of every process (`resources/usage.py`).
+* Committee traffic (`resources/traffic.py`): bytes and frames each node sent and received, and
+  the signatures of consensus messages it checked, per second of the window.
+* Also per run: per-hop latency of samples (`consensus/hops.py`), a capacity projection for a
+  node of `project_cores` cores (`stages/projection.py`; with `node_cpus`, it says the costs were
+  measured at that budget per node), the cost per transaction at `instance_price` USD per hour
+  per node (`resources/cost.py`) and per-second series per stage (`timelines.py`).
 * With `node_cpus` (`fab local --node-cpus`), every node is judged against its CPU budget too
-  (`resources.py`, `cpu_bound.py`).
+  (`resources/usage.py`, `stages/cpu_bound.py`).
 
 Node-level numbers are averaged over nodes (every honest node processes the same transactions);
 queue maxima and invalid/failed/dropped counts take the worst node.
@@ -40,18 +40,20 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .bottleneck import Bottleneck
-from .cost import Cost, cost
+from .consensus.hops import Hop, hop_latencies
+from .consensus.rounds import Rounds, rounds_of
 from .counters import Window
-from .energy import Energy
-from .hops import Hop, hop_latencies
 from .metrics import ProcessMetrics, RunMetrics
 from .pipeline import Pipeline
-from .profiles import ProfileSummary
-from .projection import DEFAULT_PROJECT_CORES, ONE_PER_CORE, Projection, project
-from .resources import Resources, resources
-from .rounds import Rounds, rounds_of
-from .stage_table import StageRow, batch_size_series, stage_table
+from .resources.cost import Cost, cost
+from .resources.energy import Energy
+from .resources.profiles import ProfileSummary
+from .resources.traffic import Traffic, traffic_of
+from .resources.usage import Resources, resources
+from .stages.bottleneck import Bottleneck
+from .stages.projection import DEFAULT_PROJECT_CORES, ONE_PER_CORE, Projection, project
+from .stages.table import StageRow, batch_size_series, stage_table
+from .stages.verdict import find_bottleneck
 from .stats import LatencyStats, mean
 from .throughput import (
     WARMUP_FRACTION,
@@ -66,9 +68,7 @@ from .throughput import (
     sample_latencies,
     steady_window,
 )
-from .timeline import stage_timelines
-from .traffic import Traffic, traffic_of
-from .verdict import find_bottleneck
+from .timelines import stage_timelines
 
 
 @dataclass(frozen=True)
@@ -88,15 +88,16 @@ class Summary:
     resources: Resources | None = None
     projection: Projection | None = None
     cost: Cost | None = None
-    # Per-second series per stage (see timeline.py).
+    # Per-second series per stage (see timelines.py).
     timeline: dict[str, Any] = field(default_factory=dict)
-    # Filled in from the profile files after the run (see profiles.py), not from METRICS.
+    # Filled in from the profile files after the run (see resources/profiles.py), not from METRICS.
     profile: ProfileSummary | None = None
-    # Rounds, timeouts and back-pressure over the window (see rounds.py); None without nodes.
+    # Rounds, timeouts and back-pressure over the window (see consensus/rounds.py); None
+    # without nodes.
     rounds: Rounds | None = None
-    # Committee traffic and consensus signature checks over the window (see traffic.py).
+    # Committee traffic and consensus signature checks over the window (see resources/traffic.py).
     traffic: Traffic | None = None
-    # Energy per transaction, measured (RAPL) or modelled (see energy.py); from the log
+    # Energy per transaction, measured (RAPL) or modelled (see resources/energy.py); from the log
     # directory, filled in after the run like the profile.
     energy: Energy | None = None
 
@@ -203,8 +204,8 @@ def _project(
     fitted_cores: float | None = None,
 ) -> Projection | None:
     """The stages' measured costs projected to a node of `cores` cores, with the verifier and
-    executor threads the run's configuration gave them: the cost model (`model.py`) as one run
-    fits it, with the stages' costs as its cost per transaction and no fixed cost per second,
+    executor threads the run's configuration gave them: the cost model (`stages/model.py`) as one
+    run fits it, with the stages' costs as its cost per transaction and no fixed cost per second,
     measured at `fitted_cores` per node."""
     projection = project(
         {r.name: r.us_per_tx for r in stages if r.us_per_tx is not None},

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..json_path import number
-from .counters import Window, consecutive, in_window, last_number, rate
-from .metrics import ProcessMetrics, Record
-from .stage_cpu import stage_cpu
-from .stage_paths import CONSENSUS, SECTION_STAGES, input_channel, output_channel, stages_in
-from .stats import maximum, mean
+from ...json_path import number
+from ..counters import Window, consecutive, in_window, last_number, rate
+from ..metrics import ProcessMetrics, Record
+from ..stats import maximum, mean
+from .cpu import stage_cpu
+from .paths import CONSENSUS, SECTION_STAGES, input_channel, output_channel, stages_in
 
 
 @dataclass(frozen=True)

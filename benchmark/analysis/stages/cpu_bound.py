@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..resources.usage import Machine
 from .bottleneck import CPU_BOUND_RULE, Bottleneck
-from .resources import Machine
 
 CPU_BOUND_SHARE = 0.9
 CLOSE_COST = 0.1

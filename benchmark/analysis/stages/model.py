@@ -18,7 +18,7 @@ against the throughput each fitted run delivered. A node of K cores then orders 
 (`projection.project`): a one-thread stage (consensus, sequential execution) cannot use more
 than one core, the pool no more than its threads, whatever the cores; its cost per transaction
 is the median of what the fitted runs measured. With a link rate, the bytes a node moves per
-transaction (`traffic.py`, fitted as `fixed + per_member · (n - 1)`) cap it too.
+transaction (`resources/traffic.py`, fitted as `fixed + per_member · (n - 1)`) cap it too.
 
 A term the fitted runs cannot tell apart is left out rather than guessed: runs of one committee
 size fit no growth with n, and runs whose CPU and throughput grow in proportion fit no F; a term

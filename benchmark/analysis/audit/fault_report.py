@@ -1,6 +1,6 @@
 """After a run: its fault log, the per-node commits timeline, catch-up times and the audit,
 printed after the summary and added to the saved result (keys `faults`, `commits_timeline` and
-`audit`; the key `timeline` is the per-stage timeline of `summary.py`)."""
+`audit`; the key `timeline` is the per-stage timeline of `run_summary.py`)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import HarnessError
-from ..faults.events import FaultLog
-from .audit import AuditReport, audit, genesis_total, render_audit
-from .metrics import RunMetrics
-from .pipeline import Pipeline
-from .timeline import CommitsTimeline, build_commits_timeline
+from ...errors import HarnessError
+from ...faults.events import FaultLog
+from ..metrics import RunMetrics
+from ..pipeline import Pipeline
+from ..timelines import CommitsTimeline, build_commits_timeline
+from .checks import AuditReport, audit, genesis_total, render_audit
 
 
 class AuditFailedError(HarnessError):

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .counters import Window, increase
-from .metrics import ProcessMetrics
-from .stats import mean
+from ..counters import Window, increase
+from ..metrics import ProcessMetrics
+from ..stats import mean
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..json_path import number
-from .counters import Window, consecutive, in_window, rate
-from .metrics import ProcessMetrics, RunMetrics
-from .stats import maximum, mean
+from ...json_path import number
+from ..counters import Window, consecutive, in_window, rate
+from ..metrics import ProcessMetrics, RunMetrics
+from ..stats import maximum, mean
 
 CPU_MS = ("process", "cpu_ms")
 RSS_BYTES = ("process", "rss_bytes")
