@@ -23,8 +23,6 @@ pub mod emulation;
 mod error;
 pub mod handshake;
 pub mod link;
-#[cfg(test)]
-mod link_tests;
 pub mod presence;
 mod receiver;
 mod reliable_sender;
@@ -32,6 +30,8 @@ mod simple_sender;
 mod slots;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+#[cfg(test)]
+mod tests;
 pub mod traffic;
 mod transport;
 

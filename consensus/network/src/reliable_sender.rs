@@ -10,14 +10,13 @@
 
 use super::codec::{codec, DEFAULT_MAX_FRAME_SIZE};
 use super::handshake::Credentials;
-use super::link::{sleep_until_due, Bandwidth, DelayLine, Link, LinkState};
+use super::link::{sleep_until_due, DelayLine, Link};
 use super::presence::Presence;
 use super::transport::{connect, FrameWriter};
 use bytes::Bytes;
 use crypto::PublicKey;
 use futures::{FutureExt, StreamExt};
 use rand::seq::SliceRandom;
-use rand::Rng;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
@@ -30,6 +29,12 @@ use tokio::time::Instant;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
+
+mod backoff;
+mod crossing;
+
+use backoff::Backoff;
+use crossing::Crossing;
 
 /// Messages kept per peer by default before the oldest is dropped.
 pub const DEFAULT_RELIABLE_CAPACITY: usize = 10_000;
@@ -572,50 +577,6 @@ impl State {
     }
 }
 
-/// What decides whether a message may be written on an emulated link now.
-struct Crossing<'a> {
-    link: LinkState,
-    /// The link's latency towards the peer.
-    delay: Duration,
-    /// The link's rate towards the peer, if limited.
-    bandwidth: Option<&'a Bandwidth>,
-    now: Instant,
-}
-
-impl Crossing<'_> {
-    /// Whether `pending`, sent at `sent`, may be written now; if not, when it may (`None`: not
-    /// while the link is cut). Once its latency has passed it takes its bytes from the link's
-    /// bucket, from when it was due, and `leaves` keeps when the bucket lets it go.
-    fn clears(
-        &self,
-        pending: &Pending,
-        sent: Instant,
-        leaves: &mut Option<(u64, Instant)>,
-    ) -> Result<(), Option<Instant>> {
-        let due = self.link.due(sent, self.delay).ok_or(None)?;
-        let took = leaves
-            .filter(|(seq, _)| *seq == pending.seq)
-            .map(|(_, at)| at);
-        let due = took.map_or(due, |at| at.max(due));
-        if due > self.now {
-            return Err(Some(due));
-        }
-        match (self.bandwidth, took) {
-            // A cancelled message is skipped, not written: it takes no bytes.
-            (Some(bandwidth), None) if !pending.cancelled() => {
-                let at = bandwidth.take(due, pending.data.len());
-                *leaves = Some((pending.seq, at));
-                if at > self.now {
-                    Err(Some(at))
-                } else {
-                    Ok(())
-                }
-            }
-            _ => Ok(()),
-        }
-    }
-}
-
 /// What every peer of a sender is held to.
 #[derive(Clone, Copy)]
 struct Limits {
@@ -627,35 +588,6 @@ struct Limits {
     max_frame_size: usize,
     /// First and longest wait between connection attempts.
     backoff: (Duration, Duration),
-}
-
-/// Exponential backoff with jitter, so peers restarting together do not reconnect in lockstep.
-struct Backoff {
-    next: Duration,
-    initial: Duration,
-    max: Duration,
-}
-
-impl Backoff {
-    fn new((initial, max): (Duration, Duration)) -> Self {
-        Self {
-            next: initial,
-            initial,
-            max,
-        }
-    }
-
-    fn reset(&mut self) {
-        self.next = self.initial;
-    }
-
-    fn next_delay(&mut self) -> Duration {
-        let base = self.next;
-        self.next = (base * 2).min(self.max);
-        // Uniform in [base / 2, base * 3 / 2), capped.
-        let jitter = rand::thread_rng().gen_range(0.5..1.5);
-        base.mul_f64(jitter).min(self.max)
-    }
 }
 
 #[cfg(test)]
