@@ -108,3 +108,6 @@ class Experiment:
     configurations: Callable[[bool], Sequence[Configuration]]
     # Fills the page from the outcomes, in the order of `configurations`.
     write: Callable[[Sequence[Outcome], Page], None]
+    # The other pages whose figures this page sets beside its own: the page says whether each
+    # ran on the same processor.
+    compared_with: tuple[str, ...] = ()

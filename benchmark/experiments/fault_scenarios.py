@@ -23,8 +23,8 @@ from ..analysis.run_summary import Summary
 from ..analysis.timelines import CatchUp
 from ..faults.events import FaultLog
 from .experiment import Configuration, Experiment, Outcome
-from .leaders import OUTAGE, RULES, resumed_after_ms, scenarios
-from .measures import fmt, share
+from .leaders import OUTAGE, RULES, against, p50_of, resumed_after_ms, scenarios, tps_of
+from .measures import fmt, over_runs
 from .page import Page
 
 FAULT_FREE = "fault-free"
@@ -113,39 +113,50 @@ def catch_up_text(catch_ups: Sequence[CatchUp]) -> str:
     return text
 
 
-def audit_text(analysis: FaultAnalysis | None) -> str:
-    if analysis is None:
+def audit_text(analyses: Sequence[FaultAnalysis | None]) -> str:
+    """The audit of every run: `ok (N checks)`, with how many runs when there were several, or
+    the checks that failed."""
+    reports = [a.audit for a in analyses if a is not None]
+    if not reports:
         return "-"
-    report = analysis.audit
-    if report.ok:
-        return f"ok ({len(report.checks)} checks)"
-    return f"FAILED: {', '.join(c.name for c in report.failures)}"
+    failed = [r for r in reports if not r.ok]
+    if not failed:
+        checks = sorted({len(r.checks) for r in reports})
+        counted = "/".join(str(c) for c in checks)
+        runs = f" in {len(reports)} of {len(reports)} runs" if len(reports) > 1 else ""
+        return f"ok{runs} ({counted} checks)"
+    names = sorted({c.name for r in failed for c in r.failures})
+    runs = f" in {len(failed)} of {len(reports)} runs" if len(reports) > 1 else ""
+    return f"FAILED{runs}: {', '.join(names)}"
 
 
 def scenario_row(
     label: str,
-    summary: Summary,
-    base: Summary | None,
-    analysis: FaultAnalysis | None,
-    resumed_ms: float | None,
+    summaries: Sequence[Summary],
+    base: Sequence[Summary],
+    analyses: Sequence[FaultAnalysis | None],
+    resumed_ms: Sequence[float | None],
 ) -> list[str]:
-    tps, p50 = summary.end_to_end.tps, summary.end_to_end.latency.p50_ms
-    base_tps = base.end_to_end.tps if base is not None else None
+    """A scenario's runs against the fault-free runs of its rule: figures over several runs
+    are `median (min-max)`, the share of fault-free a ratio of medians, catch-ups pooled."""
+    catch_ups = [c for a in analyses if a is not None for c in a.commits_timeline.catch_ups]
     return [
         label,
-        fmt(tps),
-        share(tps / base_tps) if base_tps else "-",
-        fmt(p50),
-        catch_up_text(analysis.commits_timeline.catch_ups) if analysis else "-",
-        fmt(resumed_ms, suffix=" ms"),
-        audit_text(analysis),
+        str(len(summaries)),
+        over_runs(tps_of(summaries)),
+        against(tps_of(summaries), tps_of(base), "share"),
+        over_runs(p50_of(summaries)),
+        catch_up_text(catch_ups) if any(a is not None for a in analyses) else "-",
+        over_runs(resumed_ms, suffix=" ms"),
+        audit_text(analyses),
     ]
 
 
 HEADERS = [
     "scenario",
+    "runs",
     "delivered tx/s",
-    "of fault-free",
+    "of fault-free (medians)",
     "end-to-end p50 ms",
     "caught up after coming back",
     "commits resumed after the last restart",
@@ -158,7 +169,8 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         "",
         "Caught up: from a node's restart (or the end of its partition) until it had executed"
         " what the others had when it came back (committed, in `hotstuff`). Commits resumed:"
-        " from the last restart of the run until the first commit of a node that stayed up.",
+        " from the last restart of the run until the first commit of a node that stayed up."
+        " Figures over several runs are `median (min-max)`; catch-ups are pooled over the runs.",
     )
     for rule in RULES:
         prefix = f"{rule}: "
@@ -166,19 +178,17 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
             continue
         mine = [o for o in outcomes if o.configuration.label.startswith(prefix) and o.summaries]
         first = next((o for o in mine if o.configuration.label == prefix + FAULT_FREE), None)
-        base = first.summaries[0] if first else None
-        rows = []
-        for outcome in mine:
-            summary = outcome.summaries[0]
-            rows.append(
-                scenario_row(
-                    outcome.configuration.label.removeprefix(prefix),
-                    summary,
-                    base,
-                    fault_analysis(summary),
-                    resumed_after_ms(summary),
-                )
+        base = first.summaries if first else []
+        rows = [
+            scenario_row(
+                outcome.configuration.label.removeprefix(prefix),
+                outcome.summaries,
+                base,
+                [fault_analysis(s) for s in outcome.summaries],
+                [resumed_after_ms(s) for s in outcome.summaries],
             )
+            for outcome in mine
+        ]
         page.section(f"`--leader={rule}`")
         page.table(HEADERS, rows)
 
@@ -195,4 +205,5 @@ FAULTS = Experiment(
     ),
     configurations=_configurations,
     write=_write,
+    compared_with=("leaders",),
 )

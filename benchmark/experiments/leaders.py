@@ -12,6 +12,7 @@ their METRICS lines against the restart in `faults.json`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from ..analysis.metrics import load_run
 from ..analysis.run_summary import Summary
 from ..faults.events import RESTART, FaultLog
 from .experiment import Configuration, Experiment, Outcome
+from .measures import median_of, over_runs, share
 from .page import Page
 
 RULES = ("round-robin", "reputation")
@@ -33,7 +35,10 @@ def scenarios(quick: bool) -> list[tuple[str, dict[str, str], tuple[str, ...], s
     else:
         rate, duration, long, kill = "8000", "20", "60", "5"
         outage = ("2@5:15", "3@5:15")
-    base = {"mode": "hotcrypto", "rate": rate, "duration": duration}
+    # Three runs of each scenario in the full experiment: a fault's cost varies from run to run
+    # (where in a round a crash lands, which leader a kill hits), and one run hid how much.
+    runs = "1" if quick else "3"
+    base = {"mode": "hotcrypto", "rate": rate, "duration": duration, "runs": runs}
     return [
         ("fault-free", base, (), None),
         ("--faults=1", {**base, "faults": "1"}, (), None),
@@ -83,10 +88,6 @@ def resumed_after_ms(summary: Summary) -> float | None:
     return min(firsts) - back if firsts else None
 
 
-def _fmt(value: float | None, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:,.0f}{suffix}"
-
-
 def _fault_free(configuration: Configuration) -> bool:
     return (
         "faults" not in configuration.flags
@@ -100,55 +101,86 @@ def _nodes(configuration: Configuration) -> str:
     return str(configuration.flags.get("nodes", "4"))
 
 
+def tps_of(summaries: Sequence[Summary]) -> list[float]:
+    return [s.end_to_end.tps for s in summaries]
+
+
+def p50_of(summaries: Sequence[Summary]) -> list[float | None]:
+    return [s.end_to_end.latency.p50_ms for s in summaries]
+
+
+def against(runs: Sequence[float | None], base: Sequence[float | None], form: str) -> str:
+    """The median of `runs` over the median of `base` (`form`: `share` or `times`)."""
+    ours, theirs = median_of(runs), median_of(base)
+    if ours is None or not theirs:
+        return "-"
+    return share(ours / theirs) if form == "share" else f"{ours / theirs:.1f}x"
+
+
+def timeouts_text(summaries: Sequence[Summary]) -> tuple[str, str]:
+    """Rounds that timed out out of all (per run, as `a, b, c of x, y, z`), and the leaders of
+    the rounds that timed out, counted over every run."""
+    rounds = [s.rounds for s in summaries if s.rounds is not None]
+    if not rounds:
+        return "-", "-"
+    timed_out = ", ".join(f"{r.timeouts:,.0f}" for r in rounds)
+    total = ", ".join(f"{r.rounds:,.0f}" for r in rounds)
+    leaders: Counter[str] = Counter()
+    for r in rounds:
+        leaders.update(r.timed_out_leaders)
+    by_leader = ", ".join(f"{k} x{v:g}" for k, v in leaders.items()) or "-"
+    return f"{timed_out} of {total}", by_leader
+
+
 def _write(outcomes: Sequence[Outcome], page: Page) -> None:
     by_label = {o.configuration.label: o for o in outcomes}
     headers = [
         "scenario",
+        "runs",
         "delivered tx/s",
-        "of fault-free",
+        "of fault-free (medians)",
         "end-to-end p50 ms",
-        "p50 against fault-free",
-        "rounds timed out",
-        "timeouts by leader (all nodes)",
+        "p50 against fault-free (medians)",
+        "rounds timed out (each run)",
+        "timeouts by leader (all nodes, all runs)",
     ]
+    page.add(
+        "",
+        "Figures over several runs are `median (min-max)`; each row is held to the fault-free"
+        " row of as many nodes under the same rule.",
+    )
     for rule in RULES:
         ours = [
             o for o in outcomes if o.configuration.label.startswith(f"{rule}: ") and o.summaries
         ]
-        # Each row against the fault-free run of as many nodes.
-        bases = {
-            _nodes(o.configuration): o.summaries[0] for o in ours if _fault_free(o.configuration)
-        }
+        # Each row against the fault-free runs of as many nodes.
+        bases = {_nodes(o.configuration): o.summaries for o in ours if _fault_free(o.configuration)}
         rows = []
         for outcome in ours:
-            summary = outcome.summaries[0]
-            base = bases.get(_nodes(outcome.configuration))
-            tps, p50 = summary.end_to_end.tps, summary.end_to_end.latency.p50_ms
-            base_tps = base.end_to_end.tps if base else None
-            base_p50 = base.end_to_end.latency.p50_ms if base else None
-            rounds = summary.rounds
+            runs = outcome.summaries
+            base = bases.get(_nodes(outcome.configuration), [])
+            timed_out, by_leader = timeouts_text(runs)
             rows.append(
                 [
                     outcome.configuration.label.removeprefix(f"{rule}: "),
-                    _fmt(tps),
-                    "-" if not base_tps else f"{tps / base_tps:.0%}",
-                    _fmt(p50),
-                    "-" if not (base_p50 and p50) else f"{p50 / base_p50:.1f}x",
-                    "-" if rounds is None else f"{rounds.timeouts:,.0f} of {rounds.rounds:,.0f}",
-                    "-"
-                    if rounds is None
-                    else ", ".join(f"{k} x{v}" for k, v in rounds.timed_out_leaders.items()) or "-",
+                    str(len(runs)),
+                    over_runs(tps_of(runs)),
+                    against(tps_of(runs), tps_of(base), "share"),
+                    over_runs(p50_of(runs)),
+                    against(p50_of(runs), p50_of(base), "times"),
+                    timed_out,
+                    by_leader,
                 ]
             )
         page.section(f"`--leader={rule}`")
         page.table(headers, rows)
         outage = by_label.get(f"{rule}: {OUTAGE}")
         if outage and outage.summaries:
-            resumed = resumed_after_ms(outage.summaries[0])
+            resumed = over_runs([resumed_after_ms(s) for s in outage.summaries], suffix=" ms")
             page.add(
                 "",
-                f"After the outage, the survivors committed again {_fmt(resumed, ' ms')} after"
-                " the second node came back (the round timeout is 1,000 ms).",
+                f"After the outage, the survivors committed again {resumed} after the second"
+                " node came back (the round timeout is 1,000 ms).",
             )
 
 

@@ -267,4 +267,5 @@ LINKS = Experiment(
     ),
     configurations=_configurations,
     write=_write,
+    compared_with=("scaling",),
 )

@@ -47,6 +47,15 @@ def spread(values: Sequence[float | None], digits: int = 0) -> str:
     return f"{mid} ({low}-{high})"
 
 
+def over_runs(values: Sequence[float | None], digits: int = 0, suffix: str = "") -> str:
+    """One run's figure as it is; several runs' as `median (min-max)`, so a page that repeats
+    its runs shows their spread."""
+    present = [v for v in values if v is not None]
+    if len(present) <= 1:
+        return fmt(present[0] if present else None, digits, suffix)
+    return spread(present, digits) + suffix
+
+
 def share(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 

@@ -458,4 +458,5 @@ MULTI_REGION = Experiment(
     ),
     configurations=_configurations,
     write=_write,
+    compared_with=("overload",),
 )

@@ -35,6 +35,7 @@ from ..runners.sweep import PointRunner
 from .bench import read_table, run_bench
 from .experiment import Configuration, Experiment, Outcome
 from .page import Machine, Page, commit_of
+from .page_index import comparison_lines, write_index
 from .probe import QUICK_SECONDS, SECONDS, Probe, Prober, drift
 from .search import Settled, settle
 
@@ -431,7 +432,9 @@ def _write_page(
             "Runs that did not finish",
             *[f"- {o.configuration.label}: {o.error}" for o in failed],
         )
-    return page.write()
+    written = page.write()
+    write_index(page.directory)
+    return written
 
 
 def _probe(saved: object) -> Probe | None:
@@ -534,6 +537,7 @@ def _header(
         f" {size}",
         "",
         f"- Machine: {record.machine.describe()}.",
+        *comparison_lines(record.machine.cpu, experiment.compared_with, page.directory),
         *([f"- Hosts: {record.hosts}."] if record.hosts else []),
         f"- Commit: `{record.commit}`.",
         *(

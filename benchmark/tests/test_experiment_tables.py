@@ -341,19 +341,26 @@ def test_catch_up_times_are_said_per_comeback() -> None:
     assert faults.catch_up_text(several) == "3 of 4: median 2.0 s, longest 3.0 s; 1 did not"
 
 
-def test_a_fault_row_sets_the_run_against_the_fault_free_one(base: Summary) -> None:
+def _analysis(*catch_ups: CatchUp) -> FaultAnalysis:
     report = AuditReport()
     report.add("state digests agree", True, "3 heights")
     report.add("total supply conserved", True, "equal")
-    analysis = FaultAnalysis(
-        FaultLog(), CommitsTimeline(0.0, catch_ups=[_catch_up(1, 2.0)]), report
-    )
-    fault_free = shaped(base, rate=1000, delivered=1000)
+    return FaultAnalysis(FaultLog(), CommitsTimeline(0.0, catch_ups=list(catch_ups)), report)
+
+
+def test_a_fault_row_sets_the_run_against_the_fault_free_one(base: Summary) -> None:
+    analysis = _analysis(_catch_up(1, 2.0))
+    fault_free = [shaped(base, rate=1000, delivered=1000)]
     row = faults.scenario_row(
-        "crash and restart", shaped(base, rate=1000, delivered=750), fault_free, analysis, 1234.0
+        "crash and restart",
+        [shaped(base, rate=1000, delivered=750)],
+        fault_free,
+        [analysis],
+        [1234.0],
     )
     assert row == [
         "crash and restart",
+        "1",
         "750",
         "75%",
         "195",  # the synthetic samples' send-to-execute p50
@@ -361,8 +368,29 @@ def test_a_fault_row_sets_the_run_against_the_fault_free_one(base: Summary) -> N
         "1,234 ms",
         "ok (2 checks)",
     ]
-    report.add("samples executed exactly once", False, "2 missing")
-    assert faults.audit_text(analysis) == "FAILED: samples executed exactly once"
+    analysis.audit.add("samples executed exactly once", False, "2 missing")
+    assert faults.audit_text([analysis]) == "FAILED: samples executed exactly once"
+
+
+def test_a_fault_row_of_several_runs_gives_their_spread_and_every_audit(base: Summary) -> None:
+    runs = [shaped(base, rate=1000, delivered=d) for d in (700, 800, 750)]
+    fault_free = [shaped(base, rate=1000, delivered=d) for d in (990, 1000, 1010)]
+    analyses = [_analysis(_catch_up(1, t)) for t in (1.0, 3.0, 2.0)]
+    row = faults.scenario_row(
+        "crash and restart", runs, fault_free, analyses, [900.0, None, 1100.0]
+    )
+    assert row == [
+        "crash and restart",
+        "3",
+        "750 (700-800)",
+        "75%",  # the medians' ratio
+        "195 (195-195)",
+        "3 of 3: median 2.0 s, longest 3.0 s",
+        "1,000 (900-1,100) ms",
+        "ok in 3 of 3 runs (2 checks)",
+    ]
+    analyses[1].audit.add("samples executed exactly once", False, "2 missing")
+    assert faults.audit_text(analyses) == "FAILED in 1 of 3 runs: samples executed exactly once"
 
 
 def test_the_faults_scenarios_cover_every_fault_under_both_rules() -> None:

@@ -70,9 +70,31 @@ def test_each_leaders_row_is_held_to_the_fault_free_run_of_as_many_nodes(
     page = Page("leaders", "Leaders", tmp_path)
     EXPERIMENTS["leaders"].write(outcomes, page)
     text = "\n".join(page.lines)
-    assert "| --faults=1 | 900 | 90% |" in text
-    assert "| --nodes=7 | 500 | 100% |" in text
-    assert "| --nodes=7 --faults=2 | 450 | 90% |" in text
+    assert "| --faults=1 | 1 | 900 | 90% |" in text
+    assert "| --nodes=7 | 1 | 500 | 100% |" in text
+    assert "| --nodes=7 --faults=2 | 1 | 450 | 90% |" in text
+
+
+def test_a_leaders_row_of_several_runs_gives_their_spread_and_the_ratio_of_medians(
+    run_summary: Summary, tmp_path: Path
+) -> None:
+    delivered = {"fault-free": (990, 1000, 1010), "--faults=1": (850, 900, 920)}
+    outcomes = [
+        Outcome(c, [_at(run_summary, 1000, d) for d in delivered[c.label.split(": ", 1)[1]]])
+        for c in EXPERIMENTS["leaders"].configurations(True)
+        if c.label.split(": ", 1)[1] in delivered
+    ]
+    page = Page("leaders", "Leaders", tmp_path)
+    EXPERIMENTS["leaders"].write(outcomes, page)
+    text = "\n".join(page.lines)
+    assert "| fault-free | 3 | 1,000 (990-1,010) | 100% |" in text
+    assert "| --faults=1 | 3 | 900 (850-920) | 90% |" in text
+
+
+def test_the_full_leaders_and_faults_experiments_repeat_every_scenario() -> None:
+    for name in ("leaders", "faults"):
+        for quick, runs in ((True, "1"), (False, "3")):
+            assert {c.flags["runs"] for c in EXPERIMENTS[name].configurations(quick)} == {runs}
 
 
 def test_the_overload_verdict_finds_the_capacity_and_the_holes(run_summary: Summary) -> None:
