@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..config import CRYPTO_MODES, MOVE_MODES, OPAQUE_MODES, BenchParameters
+from ..config import CRYPTO_MODES, MOVE_MODES, OPAQUE_MODES, BenchParameters, RunFiles
+from .prometheus import MetricsEndpoints
 
 
 def node_command(
@@ -99,6 +100,29 @@ def client_command(
     if bench.mode in MOVE_MODES:
         command += ["--payload", bench.payload, *_workload(bench)]
     return command + _dest(bench) + _prometheus(prometheus)
+
+
+def committee_client_command(
+    binary: str,
+    bench: BenchParameters,
+    files: RunFiles,
+    index: int,
+    *,
+    genesis: str | None,
+    endpoints: MetricsEndpoints | None,
+) -> list[str]:
+    """Client `index` of a committee run: it sends to node `index`, waits for every live node,
+    and serves its metrics where `endpoints` says (`genesis` as the client's host sees it)."""
+    addresses = files.committee.transactions_addresses(bench.live_nodes)
+    return client_command(
+        binary,
+        bench=bench,
+        target=addresses[index],
+        nodes=addresses,
+        index=index,
+        genesis=genesis,
+        prometheus=endpoints.clients[index].listen if endpoints else None,
+    )
 
 
 def movevm_command(

@@ -19,31 +19,27 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from ..analysis import pipeline as pipelines
 from ..analysis.options import AnalysisOptions
-from ..analysis.resources.energy import EnergyMeter
 from ..analysis.resources.profiles import PROFILE_GRACE
 from ..analysis.run_summary import Summary
-from ..config import NODE_MODES, PORTS_PER_NODE, BenchParameters, Ports, RunFiles, write_run_files
+from ..config import NODE_MODES, PORTS_PER_NODE, BenchParameters, Ports, RunFiles
 from ..errors import HarnessError
-from ..faults.injector import FaultInjector
-from ..faults.leader import committee_names
+from ..faults.injector import FaultInjector, NodeControl
 from ..faults.net_emulation import (
     LOCAL_PARTITION_LEAD_S,
     check_links,
-    wait_for_clients_start,
-    write_node_file_if_emulating,
 )
 from ..faults.schedule import FaultSchedule
 from .cgroups import Cgroups, CpuBudget, in_group
-from .commands import client_command, movevm_command, node_command
-from .finish import finish_run
+from .commands import committee_client_command, movevm_command, node_command
 from .local_control import LocalNodeControl
-from .processes import DEFAULT_GRACE, ManagedProcess, ProcessSet, signals_interrupt
+from .plan import RunPlan
+from .processes import DEFAULT_GRACE, ManagedProcess, ProcessSet
 from .progress import Progress
 from .prometheus import MAX_PORT, MetricsEndpoints, check_ports, local_endpoints
 
@@ -244,40 +240,57 @@ class LocalBench:
         self.cgroups.check(cores)
 
     def run(self, bench: BenchParameters) -> list[Summary]:
-        """Run `bench.runs` times; each run prints and saves its summary."""
-        bench = self.fault_schedule.bench_for(bench)
-        self.check(bench)
+        """Run `bench.runs` times (`plan.py`); each run prints and saves its summary."""
         for binary in (self.node_binary, self.client_binary):
             if not binary.is_file():
                 raise BenchError(f"{binary} does not exist; build the binaries first")
-        summaries = []
-        with signals_interrupt():
-            for index in range(bench.runs):
-                summaries.append(self.run_once(bench, index))
-        return summaries
+        return RunPlan(self).run(bench)
 
-    def run_once(self, bench: BenchParameters, index: int = 0) -> Summary:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_id = f"{bench.mode}-{stamp}-run{index}"
-        log_dir = (self.logs_dir or self.repo_root / "logs") / run_id
-        config_dir = (self.work_dir or self.repo_root / ".bench") / run_id
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.out.write(f"Run {index + 1}/{bench.runs} ({bench.mode}), logs in {log_dir}\n")
-        endpoints = self.metrics_endpoints(bench)
-        if endpoints is not None:
-            self.out.write(endpoints.describe())
+    # -- the transport of `plan.py` ----------------------------------------------------------
+
+    @property
+    def where(self) -> str:
+        return "local"
+
+    @property
+    def local_node_binary(self) -> Path:
+        return self.node_binary
+
+    @property
+    def results_directory(self) -> Path:
+        return self.results_dir or self.repo_root / "results"
+
+    @property
+    def ports(self) -> Ports:
+        return Ports.consecutive(self.base_port)
+
+    def run_id(self, bench: BenchParameters, index: int) -> str:
+        return f"{bench.mode}-{time.strftime('%Y%m%d-%H%M%S')}-run{index}"
+
+    def log_directory(self, run_id: str) -> Path:
+        return (self.logs_dir or self.repo_root / "logs") / run_id
+
+    def config_directory(self, run_id: str) -> Path:
+        return (self.work_dir or self.repo_root / ".bench") / run_id
+
+    def addresses(self, bench: BenchParameters) -> list[str]:
+        return [LOOPBACK] * bench.nodes
+
+    def announce(self, bench: BenchParameters, run_id: str, log_dir: Path) -> None:
+        index = run_id.rsplit("-run", 1)[-1]
+        number = int(index) + 1 if index.isdigit() else 1
+        self.out.write(f"Run {number}/{bench.runs} ({bench.mode}), logs in {log_dir}\n")
+
+    @contextlib.contextmanager
+    def session(
+        self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
+    ) -> Iterator[LocalSession]:
         grace = max(self.grace, PROFILE_GRACE) if self.profile else self.grace
-        # What the mode runs, asked of the node and kept beside the logs for their analysis.
-        pipeline = pipelines.describe(self.node_binary, bench.mode)
-        pipelines.save(pipeline, log_dir)
         budget = self._budget(bench, run_id)
         try:
             # The budget's groups go once every process has stopped (ProcessSet exits first).
             with budget or contextlib.nullcontext(), ProcessSet(grace) as processes:
-                if pipeline.consensus:
-                    self._run_nodes(bench, processes, config_dir, log_dir, budget)
-                else:
-                    self._run_movevm(bench, processes, log_dir)
+                yield LocalSession(self, bench, processes, log_dir, budget)
                 if budget is not None:
                     # What the groups counted (throttled periods) is read before they go.
                     processes.stop_all()
@@ -285,23 +298,16 @@ class LocalBench:
         finally:
             for warning in budget.warnings if budget is not None else ():
                 self.out.write(f"Warning: {warning}\n")
+
+    def measures_energy(self) -> bool:
+        return True
+
+    def result_fields(self, bench: BenchParameters) -> dict[str, Any]:
+        return {"cores": os.cpu_count(), "profile": self.profile}
+
+    def after_run(self, log_dir: Path) -> None:
         if not self.keep_stores:
             remove_stores(log_dir, self.out)
-        summary, _ = finish_run(
-            log_dir,
-            bench,
-            self.results_dir or self.repo_root / "results",
-            self.out,
-            extra={
-                "run": index,
-                "where": "local",
-                "cores": os.cpu_count(),
-                "profile": self.profile,
-            },
-            options=self.analysis,
-            enforce_audit=self.enforce_audit,
-        )
-        return summary
 
     def _budget(self, bench: BenchParameters, run_id: str) -> CpuBudget | None:
         if bench.node_cpus is None:
@@ -310,127 +316,108 @@ class LocalBench:
         self.out.write(budget.describe() + "\n")
         return budget
 
-    def _run_nodes(
-        self,
-        bench: BenchParameters,
-        processes: ProcessSet,
-        config_dir: Path,
-        log_dir: Path,
-        budget: CpuBudget | None = None,
-    ) -> None:
-        files = write_run_files(
-            bench,
-            self.node_binary,
-            config_dir,
-            [LOOPBACK] * bench.nodes,
-            Ports.consecutive(self.base_port),
-        )
-        live = bench.live_nodes
-        endpoints = self.metrics_endpoints(bench)
-        names = committee_names(files.committee_file)
-        # With partitions the clients' start is fixed now: the nodes' windows count from it.
-        partitions = self.fault_schedule.partitions
-        start_at = time.time() + self.partition_lead if partitions else None
-        emulation = write_node_file_if_emulating(config_dir, names, bench, partitions, start_at)
-        nodes = [
-            processes.start(
-                f"node-{i}",
-                _placed(
-                    self._node_command(bench, files, i, log_dir, emulation),
-                    budget.node_group(i) if budget is not None else None,
-                ),
-                log_dir / f"node-{i}.log",
-            )
-            for i in range(live)
-        ]
-        addresses = files.committee.transactions_addresses(live)
-        wait_for_ports(addresses, nodes, self.startup_timeout)
-        wait_for_clients_start(start_at, self.partition_lead, self.out)
-        genesis = str(files.genesis_file) if files.genesis_file else None
-        clients = [
-            processes.start(
-                f"client-{i}",
-                _placed(
-                    client_command(
-                        str(self.client_binary),
-                        bench=bench,
-                        target=addresses[i],
-                        nodes=addresses,
-                        index=i,
-                        genesis=genesis,
-                        prometheus=endpoints.clients[i].listen if endpoints else None,
-                    ),
-                    budget.clients_group if budget is not None else None,
-                ),
-                log_dir / f"client-{i}.log",
-            )
-            for i in range(live)
-        ]
-        control = LocalNodeControl(processes, nodes)
-        faults = FaultInjector(
-            self.fault_schedule, control, names, live, self.out, duration=bench.duration
-        )
-        faults.start(at=start_at)
-        meter = EnergyMeter()
-        meter.start()
-        try:
-            self._wait(bench, clients, nodes, [p.log_path for p in nodes + clients], faults)
-            meter.stop(log_dir)
-            # Clients are done: stop the nodes so each prints its final METRICS line, without
-            # their budgets so that they drain their connections in the time a stop is given.
-            if budget is not None:
-                budget.lift()
-            processes.stop(nodes)
-        finally:
-            meter.stop(log_dir)
-            faults.log.save(log_dir)
-
     def _profile_dir(self, log_dir: Path, name: str) -> str | None:
         return str(log_dir / f"profile-{name}") if self.profile else None
 
-    def _node_command(
-        self,
-        bench: BenchParameters,
-        files: RunFiles,
-        index: int,
-        log_dir: Path,
-        emulation: Path | None = None,
-    ) -> list[str]:
-        endpoints = self.metrics_endpoints(bench)
+
+@dataclass
+class LocalSession:
+    """A run's processes on this machine: node i and client i are subprocesses, in their CPU
+    budget's groups when the run has one."""
+
+    bench_runner: LocalBench
+    bench: BenchParameters
+    processes: ProcessSet
+    log_dir: Path
+    budget: CpuBudget | None
+    nodes: list[ManagedProcess] = field(default_factory=list)
+    clients: list[ManagedProcess] = field(default_factory=list)
+
+    def start_nodes(self, files: RunFiles, emulation: Path | None) -> NodeControl:
+        runner, bench = self.bench_runner, self.bench
+        self.nodes = [
+            self.processes.start(
+                f"node-{i}",
+                _placed(
+                    self._node_command(files, i, emulation),
+                    self.budget.node_group(i) if self.budget is not None else None,
+                ),
+                self.log_dir / f"node-{i}.log",
+            )
+            for i in range(bench.live_nodes)
+        ]
+        addresses = files.committee.transactions_addresses(bench.live_nodes)
+        wait_for_ports(addresses, self.nodes, runner.startup_timeout)
+        # A restart replaces node i in `self.nodes`, which `wait` watches.
+        return LocalNodeControl(self.processes, self.nodes)
+
+    def start_clients(self, files: RunFiles) -> None:
+        bench = self.bench
+        endpoints = self.bench_runner.metrics_endpoints(bench)
+        genesis = str(files.genesis_file) if files.genesis_file else None
+        binary = str(self.bench_runner.client_binary)
+        self.clients = [
+            self.processes.start(
+                f"client-{i}",
+                _placed(
+                    committee_client_command(
+                        binary, bench, files, i, genesis=genesis, endpoints=endpoints
+                    ),
+                    self.budget.clients_group if self.budget is not None else None,
+                ),
+                self.log_dir / f"client-{i}.log",
+            )
+            for i in range(bench.live_nodes)
+        ]
+
+    def wait(self, faults: FaultInjector) -> None:
+        logs = [p.log_path for p in self.nodes + self.clients]
+        self.wait_for(self.clients, self.nodes, logs, faults)
+
+    def stop_nodes(self) -> None:
+        # Without their budgets, so that they drain their connections in the time a stop is given.
+        if self.budget is not None:
+            self.budget.lift()
+        self.processes.stop(self.nodes)
+
+    def collect(self, log_dir: Path) -> None:
+        """Every process wrote its log into `log_dir` already."""
+
+    def run_standalone(self) -> None:
+        runner, bench = self.bench_runner, self.bench
+        endpoints = runner.metrics_endpoints(bench)
+        prometheus = endpoints.clients[0].listen if endpoints else None
+        process = self.processes.start(
+            "movevm",
+            movevm_command(
+                str(runner.client_binary),
+                bench,
+                prometheus,
+                runner._profile_dir(self.log_dir, "movevm"),
+            ),
+            self.log_dir / "movevm.log",
+        )
+        self.wait_for([process], watched=[], logs=[process.log_path])
+
+    def _node_command(self, files: RunFiles, index: int, emulation: Path | None) -> list[str]:
+        runner, bench = self.bench_runner, self.bench
+        endpoints = runner.metrics_endpoints(bench)
         return node_command(
-            str(self.node_binary),
+            str(runner.node_binary),
             keys=str(files.key_files[index]),
             committee=str(files.committee_file),
             parameters=str(files.parameters_file),
             genesis=str(files.genesis_file) if files.genesis_file else None,
             bench=bench,
             prometheus=endpoints.nodes[index].listen if endpoints else None,
-            profile=self._profile_dir(log_dir, f"node-{index}"),
+            profile=runner._profile_dir(self.log_dir, f"node-{index}"),
             # In the run's log directory: a restart (fault schedule) reopens the same file.
-            store=str(log_dir / f"store-node-{index}.redb") if bench.store else None,
+            store=str(self.log_dir / f"store-node-{index}.redb") if bench.store else None,
             net_emulation=str(emulation) if emulation is not None else None,
         )
 
-    def _run_movevm(self, bench: BenchParameters, processes: ProcessSet, log_dir: Path) -> None:
-        endpoints = self.metrics_endpoints(bench)
-        prometheus = endpoints.clients[0].listen if endpoints else None
-        process = processes.start(
-            "movevm",
-            movevm_command(
-                str(self.client_binary), bench, prometheus, self._profile_dir(log_dir, "movevm")
-            ),
-            log_dir / "movevm.log",
-        )
-        meter = EnergyMeter()
-        meter.start()
-        try:
-            self._wait(bench, [process], watched=[], logs=[process.log_path])
-        finally:
-            meter.stop(log_dir)
-
-    def _wait(
+    def wait_for(
         self,
-        bench: BenchParameters,
         finishing: list[ManagedProcess],
         watched: list[ManagedProcess],
         logs: list[Path],
@@ -438,7 +425,8 @@ class LocalBench:
     ) -> None:
         """Wait for `finishing` to exit on their own while `watched` must keep running, except
         where `faults` killed a node (process i of either list belongs to node i)."""
-        progress = Progress(self.out, float(bench.duration), logs)
+        bench = self.bench
+        progress = Progress(self.bench_runner.out, float(bench.duration), logs)
         deadline = ExitDeadline(float(bench.duration))
         try:
             while any(p.running() for p in finishing) or (

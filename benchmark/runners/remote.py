@@ -15,10 +15,11 @@ grace period, then SIGKILL, just like local runs. No tmux.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,19 +35,17 @@ from ..analysis.options import AnalysisOptions
 from ..analysis.resources.profiles import PROFILE_GRACE
 from ..analysis.run_summary import Summary
 from ..aws.settings import Settings
-from ..config import BenchParameters, RunFiles, host_slots, read_json, write_run_files
+from ..config import BenchParameters, Ports, RunFiles, host_slots, read_json
 from ..errors import HarnessError
-from ..faults.injector import FaultInjector
-from ..faults.leader import committee_names
+from ..faults.injector import FaultInjector, NodeControl
 from ..faults.net_emulation import (
     REMOTE_PARTITION_LEAD_S,
     check_links,
-    wait_for_clients_start,
-    write_node_file_if_emulating,
 )
 from ..faults.schedule import FaultSchedule
-from .commands import client_command, node_command
+from .commands import committee_client_command, node_command
 from .finish import finish_run
+from .plan import RunPlan
 from .processes import DEFAULT_GRACE
 from .progress import describe
 from .prometheus import MetricsEndpoints, check_ports, remote_endpoints
@@ -381,18 +380,13 @@ class RemoteBench:
 
         self._each(range(count), put)
 
-    def start(
-        self,
-        files: RunFiles,
-        bench: BenchParameters,
-        emulation: Path | None = None,
-        clients_at: float | None = None,
-    ) -> None:
-        """Start the live nodes, then their clients (which wait for every live node); the nodes
-        read `emulation` (uploaded already) if given, the clients start at `clients_at` (wall
-        clock) if given."""
-        live = bench.live_nodes
-        addresses = files.committee.transactions_addresses(live)
+    def start_nodes(
+        self, files: RunFiles, bench: BenchParameters, emulation: Path | None = None
+    ) -> RemoteNodeControl:
+        """Start the live nodes (each reads `emulation`, uploaded here, if given); returns what
+        the fault injector kills and restarts them with."""
+        if emulation is not None:
+            self.put_everywhere(emulation, bench.live_nodes)
         genesis = files.genesis_file.name if files.genesis_file else None
         endpoints = self.metrics_endpoints(bench)
 
@@ -415,21 +409,22 @@ class RemoteBench:
             )
             self._run(index, bash(background_script(f"node-{index}", command)))
 
+        self._each(range(bench.live_nodes), start_node)
+        return RemoteNodeControl(self._run, BENCH_DIR, self.node_scripts)
+
+    def start_clients(self, files: RunFiles, bench: BenchParameters) -> None:
+        """Start client i on host i; the clients wait for every live node themselves."""
+        genesis = files.genesis_file.name if files.genesis_file else None
+        endpoints = self.metrics_endpoints(bench)
+        binary = self._binary("client")
+
         def start_client(index: int) -> None:
-            command = client_command(
-                self._binary("client"),
-                bench=bench,
-                target=addresses[index],
-                nodes=addresses,
-                index=index,
-                genesis=genesis,
-                prometheus=endpoints.clients[index].listen if endpoints else None,
+            command = committee_client_command(
+                binary, bench, files, index, genesis=genesis, endpoints=endpoints
             )
             self._run(index, bash(background_script(f"client-{index}", command)))
 
-        self._each(range(live), start_node)
-        wait_for_clients_start(clients_at, self.partition_lead, self.out)
-        self._each(range(live), start_client)
+        self._each(range(bench.live_nodes), start_client)
 
     def status(self, count: int) -> list[HostStatus]:
         return self._each(
@@ -508,73 +503,6 @@ class RemoteBench:
 
         return [path for paths in self._each(range(count), fetch) for path in paths]
 
-    def run_once(self, bench: BenchParameters, index: int = 0) -> Summary:
-        self.check(bench)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_id = f"{bench.mode}-n{bench.nodes}-r{bench.rate}-{stamp}-run{index}"
-        files = write_run_files(
-            bench,
-            self.local_node_binary,
-            self.work_dir / run_id,
-            [host.address for host in self.hosts[: bench.nodes]],
-            self.settings.ports,
-        )
-        self.out.write(
-            f"Remote run {run_id}: {bench.live_nodes} live node(s) of {bench.nodes}, "
-            f"{bench.rate:,} tx/s for {bench.duration} s\n"
-        )
-        endpoints = self.metrics_endpoints(bench)
-        if endpoints is not None:
-            self.out.write(endpoints.describe())
-        self.upload(files, bench.nodes)
-        names = committee_names(files.committee_file)
-        control = RemoteNodeControl(self._run, BENCH_DIR, self.node_scripts)
-        faults = FaultInjector(
-            self.fault_schedule,
-            control,
-            names,
-            bench.live_nodes,
-            self.out,
-            duration=bench.duration,
-        )
-        # With partitions the clients' start is fixed now: the nodes' windows count from it
-        # (the hosts' clocks are assumed synchronised, as for the latency hops).
-        partitions = self.fault_schedule.partitions
-        clients_at = time.time() + self.partition_lead if partitions else None
-        emulation = write_node_file_if_emulating(
-            files.directory, names, bench, partitions, clients_at
-        )
-        if emulation is not None:
-            self.put_everywhere(emulation, bench.live_nodes)
-        try:
-            self.start(files, bench, emulation, clients_at)
-            faults.start(at=clients_at)
-            self.wait(bench, faults)
-            # Clients are done: stop the nodes so each prints its final METRICS line.
-            self.stop(bench.live_nodes)
-        finally:
-            # Whatever happened, nothing of this run keeps running on the hosts.
-            self.stop(bench.nodes)
-        log_dir = self.logs_dir / run_id
-        self.download(bench.live_nodes, log_dir)
-        faults.log.save(log_dir)
-        pipelines.save(pipelines.describe(self.local_node_binary, bench.mode), log_dir)
-        summary, _ = finish_run(
-            log_dir,
-            bench,
-            self.results_dir,
-            self.out,
-            extra={
-                "run": index,
-                "where": "remote",
-                "hosts": [str(h) for h in self.hosts[: bench.nodes]],
-                "profile": self.profile,
-            },
-            options=self.analysis,
-            enforce_audit=self.enforce_audit,
-        )
-        return summary
-
     def check(self, bench: BenchParameters) -> None:
         """Host i runs node i: a committee needs as many hosts; metrics ports are not node ports."""
         if bench.node_cpus is not None:
@@ -600,9 +528,64 @@ class RemoteBench:
             check_ports(endpoints, node_ports, self.prometheus_port)
 
     def run(self, bench: BenchParameters) -> list[Summary]:
-        """Run `bench` `bench.runs` times; each run prints and saves its summary."""
-        bench = self.fault_schedule.bench_for(bench)
-        return [self.run_once(bench, index) for index in range(bench.runs)]
+        """Run `bench` `bench.runs` times (`plan.py`); each run prints and saves its summary."""
+        return RunPlan(self).run(bench)
+
+    # -- the transport of `plan.py` ----------------------------------------------------------
+
+    @property
+    def where(self) -> str:
+        return "remote"
+
+    @property
+    def results_directory(self) -> Path | None:
+        return self.results_dir
+
+    @property
+    def ports(self) -> Ports:
+        return self.settings.ports
+
+    def run_id(self, bench: BenchParameters, index: int) -> str:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return f"{bench.mode}-n{bench.nodes}-r{bench.rate}-{stamp}-run{index}"
+
+    def log_directory(self, run_id: str) -> Path:
+        return self.logs_dir / run_id
+
+    def config_directory(self, run_id: str) -> Path:
+        return self.work_dir / run_id
+
+    def addresses(self, bench: BenchParameters) -> list[str]:
+        return [host.address for host in self.hosts[: bench.nodes]]
+
+    def announce(self, bench: BenchParameters, run_id: str, log_dir: Path) -> None:
+        self.out.write(
+            f"Remote run {run_id}: {bench.live_nodes} live node(s) of {bench.nodes}, "
+            f"{bench.rate:,} tx/s for {bench.duration} s\n"
+        )
+
+    @contextlib.contextmanager
+    def session(
+        self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
+    ) -> Iterator[RemoteSession]:
+        if files is None:
+            raise RemoteError(f"{bench.mode} runs no committee: run it with fab local")
+        self.upload(files, bench.nodes)
+        try:
+            yield RemoteSession(self, bench)
+        finally:
+            # Whatever happened, nothing of this run keeps running on the hosts.
+            self.stop(bench.nodes)
+
+    def measures_energy(self) -> bool:
+        # This machine's counters do not see the hosts: the summary's energy is a model.
+        return False
+
+    def result_fields(self, bench: BenchParameters) -> dict[str, Any]:
+        return {"hosts": [str(h) for h in self.hosts[: bench.nodes]], "profile": self.profile}
+
+    def after_run(self, log_dir: Path) -> None:
+        """The hosts' run directories stay until the next run (`fab logs` reads them)."""
 
     # -- inspection ------------------------------------------------------------------------------
 
@@ -640,3 +623,29 @@ class RemoteBench:
             enforce_audit=self.enforce_audit,
         )
         return summary
+
+
+@dataclass
+class RemoteSession:
+    """A run's processes on the hosts: node i and client i on host i."""
+
+    remote: RemoteBench
+    bench: BenchParameters
+
+    def start_nodes(self, files: RunFiles, emulation: Path | None) -> NodeControl:
+        return self.remote.start_nodes(files, self.bench, emulation)
+
+    def start_clients(self, files: RunFiles) -> None:
+        self.remote.start_clients(files, self.bench)
+
+    def wait(self, faults: FaultInjector) -> None:
+        self.remote.wait(self.bench, faults)
+
+    def stop_nodes(self) -> None:
+        self.remote.stop(self.bench.live_nodes)
+
+    def collect(self, log_dir: Path) -> None:
+        self.remote.download(self.bench.live_nodes, log_dir)
+
+    def run_standalone(self) -> None:
+        raise RemoteError(f"{self.bench.mode} runs no committee: run it with fab local")

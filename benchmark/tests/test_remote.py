@@ -244,7 +244,8 @@ def _start(remote_bench: RemoteBench, bench: BenchParameters, tmp_path: Path) ->
         remote_bench.settings.ports,
     )
     remote_bench.upload(files, bench.nodes)
-    remote_bench.start(files, bench)
+    remote_bench.start_nodes(files, bench)
+    remote_bench.start_clients(files, bench)
 
 
 def test_dead_node_fails_the_run_fast(

@@ -1,0 +1,217 @@
+"""One run, wherever its processes live: the steps every run takes, once, in order.
+
+    describe the pipeline -> write the committee's files -> start the nodes -> start the clients
+    (at a fixed time when partitions count from it) -> inject the fault schedule -> wait -> stop
+    the nodes -> collect the logs -> finish (summary, audit, printed and saved)
+
+A `Transport` says how each step is carried out: `LocalBench` with processes of this machine on
+loopback ports, `RemoteBench` with processes on SSH hosts. Faults, Prometheus endpoints, the
+energy meter and the finish are the plan's, so they behave the same on both.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from ..analysis import pipeline as pipelines
+from ..analysis.options import AnalysisOptions
+from ..analysis.resources.energy import EnergyMeter
+from ..analysis.run_summary import Summary
+from ..config import BenchParameters, Ports, RunFiles, write_run_files
+from ..faults.injector import FaultInjector, NodeControl
+from ..faults.leader import committee_names
+from ..faults.net_emulation import wait_for_clients_start, write_node_file_if_emulating
+from ..faults.schedule import FaultSchedule
+from .finish import finish_run
+from .processes import signals_interrupt
+from .prometheus import MetricsEndpoints
+
+
+class Session(Protocol):
+    """One run's processes on a transport: started, waited for and stopped by the plan. Leaving
+    the session (however the run ends) stops whatever still runs."""
+
+    def start_nodes(self, files: RunFiles, emulation: Path | None) -> NodeControl:
+        """Start the live nodes (each reads `emulation` if given) and return what the fault
+        injector kills and restarts them with; returns once clients may connect."""
+
+    def start_clients(self, files: RunFiles) -> None:
+        """Start one client per live node."""
+
+    def wait(self, faults: FaultInjector) -> None:
+        """Until every client is done and the schedule holds the run no longer; fails the run
+        when a process dies that the schedule did not kill."""
+
+    def stop_nodes(self) -> None:
+        """Stop the live nodes (SIGTERM, grace, SIGKILL) so each prints its final METRICS."""
+
+    def collect(self, log_dir: Path) -> None:
+        """Bring every log (and profile) of the run into `log_dir`, after the processes stopped."""
+
+    def run_standalone(self) -> None:
+        """A mode without a committee (`movevm`): its one process, to the end."""
+
+
+class Transport(Protocol):
+    """Where a run's processes live: the settings every run reads, and its sessions."""
+
+    out: TextIO
+    fault_schedule: FaultSchedule
+    analysis: AnalysisOptions
+    enforce_audit: bool
+    profile: bool
+    partition_lead: float
+
+    @property
+    def where(self) -> str:
+        """`local` or `remote`, as saved with the result."""
+
+    @property
+    def local_node_binary(self) -> Path:
+        """The node binary of this machine: keys, genesis and `node describe`."""
+
+    @property
+    def results_directory(self) -> Path | None:
+        """Where results are saved; None: not saved."""
+
+    def check(self, bench: BenchParameters) -> None:
+        """Refuse `bench` before anything starts if this transport cannot run it."""
+
+    def run_id(self, bench: BenchParameters, index: int) -> str: ...
+
+    def log_directory(self, run_id: str) -> Path: ...
+
+    def config_directory(self, run_id: str) -> Path: ...
+
+    def addresses(self, bench: BenchParameters) -> list[str]:
+        """The address of each member of the committee."""
+
+    @property
+    def ports(self) -> Ports: ...
+
+    def metrics_endpoints(self, bench: BenchParameters) -> MetricsEndpoints | None: ...
+
+    def announce(self, bench: BenchParameters, run_id: str, log_dir: Path) -> None:
+        """Say which run starts, and where."""
+
+    def session(
+        self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
+    ) -> AbstractContextManager[Session]:
+        """The run's processes (`files` is None for a run without a committee)."""
+
+    def measures_energy(self) -> bool:
+        """Whether this machine's energy counters see the run's processes."""
+
+    def result_fields(self, bench: BenchParameters) -> dict[str, Any]:
+        """What the saved result says of where the run happened."""
+
+    def after_run(self, log_dir: Path) -> None:
+        """Clean up what the summary will not read (the processes have stopped)."""
+
+
+@dataclass
+class RunPlan:
+    transport: Transport
+
+    def run(self, bench: BenchParameters) -> list[Summary]:
+        """Run `bench` `bench.runs` times; each run prints and saves its summary."""
+        bench = self.transport.fault_schedule.bench_for(bench)
+        self.transport.check(bench)
+        # SIGTERM and SIGHUP become an exception, so every session stops what it started.
+        with signals_interrupt():
+            return [self.run_once(bench, index) for index in range(bench.runs)]
+
+    def run_once(self, bench: BenchParameters, index: int = 0) -> Summary:
+        transport = self.transport
+        run_id = transport.run_id(bench, index)
+        log_dir = transport.log_directory(run_id)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        transport.announce(bench, run_id, log_dir)
+        endpoints = transport.metrics_endpoints(bench)
+        if endpoints is not None:
+            transport.out.write(endpoints.describe())
+        # What the mode runs, asked of the node and kept beside the logs for their analysis.
+        pipeline = pipelines.describe(transport.local_node_binary, bench.mode)
+        pipelines.save(pipeline, log_dir)
+        if pipeline.consensus:
+            self._run_committee(bench, run_id, log_dir)
+        else:
+            with transport.session(bench, run_id, log_dir, None) as session, self._meter(log_dir):
+                session.run_standalone()
+        transport.after_run(log_dir)
+        summary, _ = finish_run(
+            log_dir,
+            bench,
+            transport.results_directory,
+            transport.out,
+            extra={"run": index, "where": transport.where, **transport.result_fields(bench)},
+            options=transport.analysis,
+            enforce_audit=transport.enforce_audit,
+        )
+        return summary
+
+    def _run_committee(self, bench: BenchParameters, run_id: str, log_dir: Path) -> None:
+        transport = self.transport
+        files = write_run_files(
+            bench,
+            transport.local_node_binary,
+            transport.config_directory(run_id),
+            transport.addresses(bench),
+            transport.ports,
+        )
+        names = committee_names(files.committee_file)
+        schedule = transport.fault_schedule
+        # With partitions the clients' start is fixed now: the nodes' windows count from it (on
+        # hosts, their clocks are assumed synchronised, as for the latency hops).
+        lead = transport.partition_lead
+        clients_at = time.time() + lead if schedule.partitions else None
+        emulation = write_node_file_if_emulating(
+            files.directory, names, bench, schedule.partitions, clients_at
+        )
+        faults = None
+        try:
+            with transport.session(bench, run_id, log_dir, files) as session:
+                control = session.start_nodes(files, emulation)
+                wait_for_clients_start(clients_at, lead, transport.out)
+                session.start_clients(files)
+                faults = FaultInjector(
+                    schedule,
+                    control,
+                    names,
+                    bench.live_nodes,
+                    transport.out,
+                    duration=bench.duration,
+                )
+                faults.start(at=clients_at)
+                with self._meter(log_dir):
+                    session.wait(faults)
+                session.stop_nodes()
+            session.collect(log_dir)
+        finally:
+            if faults is not None:
+                faults.log.save(log_dir)
+
+    def _meter(self, log_dir: Path) -> AbstractContextManager[None]:
+        """The energy meter over the run's steady part, where this machine sees the processes."""
+        return _metered(log_dir) if self.transport.measures_energy() else _unmetered()
+
+
+class _metered(AbstractContextManager[None]):
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.meter = EnergyMeter()
+
+    def __enter__(self) -> None:
+        self.meter.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.meter.stop(self.log_dir)
+
+
+class _unmetered(AbstractContextManager[None]):
+    def __exit__(self, *_exc: object) -> None:
+        return None
