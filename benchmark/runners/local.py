@@ -276,10 +276,8 @@ class LocalBench:
     def addresses(self, bench: BenchParameters) -> list[str]:
         return [LOOPBACK] * bench.nodes
 
-    def announce(self, bench: BenchParameters, run_id: str, log_dir: Path) -> None:
-        index = run_id.rsplit("-run", 1)[-1]
-        number = int(index) + 1 if index.isdigit() else 1
-        self.out.write(f"Run {number}/{bench.runs} ({bench.mode}), logs in {log_dir}\n")
+    def announce(self, bench: BenchParameters, run_id: str, index: int, log_dir: Path) -> None:
+        self.out.write(f"Run {index + 1}/{bench.runs} ({bench.mode}), logs in {log_dir}\n")
 
     @contextlib.contextmanager
     def session(

@@ -95,8 +95,8 @@ class Transport(Protocol):
 
     def metrics_endpoints(self, bench: BenchParameters) -> MetricsEndpoints | None: ...
 
-    def announce(self, bench: BenchParameters, run_id: str, log_dir: Path) -> None:
-        """Say which run starts, and where."""
+    def announce(self, bench: BenchParameters, run_id: str, index: int, log_dir: Path) -> None:
+        """Say which run starts (`index` of `bench.runs`), and where."""
 
     def session(
         self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
@@ -130,7 +130,7 @@ class RunPlan:
         run_id = transport.run_id(bench, index)
         log_dir = transport.log_directory(run_id)
         log_dir.mkdir(parents=True, exist_ok=True)
-        transport.announce(bench, run_id, log_dir)
+        transport.announce(bench, run_id, index, log_dir)
         endpoints = transport.metrics_endpoints(bench)
         if endpoints is not None:
             transport.out.write(endpoints.describe())

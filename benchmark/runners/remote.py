@@ -558,7 +558,7 @@ class RemoteBench:
     def addresses(self, bench: BenchParameters) -> list[str]:
         return [host.address for host in self.hosts[: bench.nodes]]
 
-    def announce(self, bench: BenchParameters, run_id: str, log_dir: Path) -> None:
+    def announce(self, bench: BenchParameters, run_id: str, index: int, log_dir: Path) -> None:
         self.out.write(
             f"Remote run {run_id}: {bench.live_nodes} live node(s) of {bench.nodes}, "
             f"{bench.rate:,} tx/s for {bench.duration} s\n"
