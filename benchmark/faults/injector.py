@@ -3,9 +3,9 @@ are carried out by the nodes (net_emulation.py); the injector records them when 
 
 The injector knows nothing of processes or SSH: a `NodeControl` kills and restarts node i and
 reports the latest round the nodes announced, with its leader as the node saw it
-(`consensus.round` and `consensus.leader` of their METRICS lines: under the reputation rule only
-the nodes can tell who leads; lines without a leader fall back to round-robin, `leader.py`). The
-runner calls `tick()` from its wait loop; every event is recorded in a `FaultLog`.
+(`consensus.round` and `consensus.leader` of their METRICS lines: the node is the one place that
+knows who leads, under either rule; a line without a leader is waited past). The runner calls
+`tick()` from its wait loop; every event is recorded in a `FaultLog`.
 
 A METRICS line comes once a second while a round lasts about 100 ms under load, so a round read
 from a line already written is most likely over. A due leader kill therefore waits (up to a
@@ -22,7 +22,7 @@ from typing import Any, Protocol, TextIO
 
 from ..json_path import number
 from .events import CRASH, HEAL, PARTITION, RESTART, FaultEvent, FaultLog
-from .leader import leader_index, named_index
+from .members import named_index
 from .schedule import FaultSchedule
 
 # How long a due leader kill waits for a fresh METRICS line (they come once a second).
@@ -146,18 +146,16 @@ class FaultInjector:
     def _kill_leader(self, since_ms: float) -> None:
         up = [i for i in range(self.live_nodes) if i not in self.down]
         view = self.control.latest_round(up, since_ms)
-        if view is None:
+        # The node names the leader of its round; a line that names none (a node not yet in a
+        # round) is waited past like no line at all.
+        if view is None or view.leader is None:
             if self.clock() * 1000.0 - since_ms > LEADER_WAIT_MS:
-                self.out.write("fault: no node reported a round; no leader killed\n")
+                self.out.write("fault: no node named the leader of a round; no leader killed\n")
                 self.leader_kill_armed_ms = None
             return
         self.leader_kill_armed_ms = None
         round_ = view.round
-        node = (
-            leader_index(self.names, round_)
-            if view.leader is None
-            else named_index(self.names, view.leader)
-        )
+        node = named_index(self.names, view.leader)
         if node is None:
             self.out.write(f"fault: the leader of round {round_} ({view.leader}) is no member\n")
             return

@@ -23,7 +23,7 @@ from ..analysis.resources.energy import EnergyMeter
 from ..analysis.run_summary import Summary
 from ..config import BenchParameters, Ports, RunFiles, write_run_files
 from ..faults.injector import FaultInjector, NodeControl
-from ..faults.leader import committee_names
+from ..faults.members import committee_names
 from ..faults.net_emulation import wait_for_clients_start, write_node_file_if_emulating
 from ..faults.schedule import FaultSchedule
 from .finish import finish_run

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from io import StringIO
 
 from benchmark.faults.injector import FaultInjector, RoundView
-from benchmark.faults.leader import leader_index
 from benchmark.faults.schedule import schedule_from_flags
 
 NAMES = ["cc" * 32, "aa" * 32, "dd" * 32, "bb" * 32]  # key order: 1, 3, 0, 2
@@ -72,25 +71,42 @@ def test_crashes_and_restarts_happen_in_time_order() -> None:
 
 
 def test_the_leader_of_a_fresh_round_is_killed_and_restarted_half_a_period_later() -> None:
-    nodes = run([], "2.5", 4.9)
+    nodes = run([], "2.5", 4.9, leader="dddddddd")
     kill, restart = nodes.actions[0], nodes.actions[1]
-    # Due at 2.5 s; the next line comes at 3 s with round 10: its leader is killed then.
-    assert kill == ("kill", leader_index(NAMES, 10), 3.0)
-    assert restart == ("restart", kill[1], 4.25)
+    # Due at 2.5 s; the next line comes at 3 s with round 10: the leader it names is killed.
+    assert kill == ("kill", 2, 3.0)
+    assert restart == ("restart", 2, 4.25)
 
 
 def test_the_leader_a_node_names_is_the_one_killed() -> None:
-    # Under the reputation rule only the nodes know who leads: node 3 ("bb..."), not the
-    # round-robin leader of the round.
+    # Under either rule only the nodes know who leads: the harness has no copy of the rules.
     nodes = run([], "2.5", 4.9, leader="bbbbbbbb")
     assert nodes.actions[0] == ("kill", 3, 3.0)
-    assert leader_index(NAMES, 10) != 3
+
+
+def test_lines_that_name_no_leader_kill_nobody() -> None:
+    out = StringIO()
+    now = [0.0]
+    nodes = FakeNodes(now, leader=None)
+    injector = FaultInjector(
+        schedule_from_flags([], "5"), nodes, NAMES, 4, out, clock=lambda: now[0]
+    )
+    injector.start()
+    # Due at 5 s; lines naming no leader for the next 3 s: the kill is given up.
+    while now[0] < 9.0:
+        now[0] += 0.25
+        if now[0] % 1.0 == 0:
+            nodes.round_ += 1
+            nodes.round_written_at = now[0]
+        injector.tick()
+    assert nodes.actions == []
+    assert "no node named the leader of a round; no leader killed" in out.getvalue()
 
 
 def test_no_leader_kill_is_due_at_the_end_of_the_run() -> None:
     # Kills due at 5, 10, 15 and 20 s in a 20 s run whose clients overrun a little: the one
     # due at 20 s would leave no time to see commits resume.
-    nodes = run([], "5", 22.0, duration=20.0)
+    nodes = run([], "5", 22.0, duration=20.0, leader="aaaaaaaa")
     kills = [t for action, _, t in nodes.actions if action == "kill"]
     assert len(kills) == 3
     assert max(kills) < 20.0

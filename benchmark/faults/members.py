@@ -1,9 +1,7 @@
-"""Which node leads a round: Rust's round-robin `Committee::leader` (consensus/config/src/lib.rs) in
-Python, for logs whose METRICS lines do not name the leader, and the node a short name is.
-
-The committee is a `BTreeMap<PublicKey, Authority>` and the leader of round r is the key at
-position r mod n in key order. A public key orders by its 32 bytes, which is the order of its
-lowercase hex form: the names of the committee file, sorted as strings.
+"""The members of a run's committee, node i's key at position i, and which member a short name
+(the first hex digits a node prints of a key) is. Who leads a round is the node's to say: its
+METRICS lines name the leader of their round (`consensus.leader`), under either leader rule, and
+the fault injector kills the one they name.
 """
 
 from __future__ import annotations
@@ -21,17 +19,6 @@ def committee_names(path: Path) -> list[str]:
     if not isinstance(authorities, dict) or not authorities:
         raise ConfigError(f"{path}: no 'authorities'")
     return [str(name) for name in authorities]
-
-
-def leader_name(names: Sequence[str], round_: int) -> str:
-    ordered = sorted(name.lower() for name in names)
-    return ordered[round_ % len(ordered)]
-
-
-def leader_index(names: Sequence[str], round_: int) -> int:
-    """The index (node-i) of the node that leads `round_`."""
-    lowered = [name.lower() for name in names]
-    return lowered.index(leader_name(lowered, round_))
 
 
 def named_index(names: Sequence[str], short: str) -> int | None:
