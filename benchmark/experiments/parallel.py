@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from ..analysis.run_summary import Summary
 from ..analysis.stages.projection import CPU_BOUND, Projection
 from .experiment import Configuration, CriterionBench, Experiment, Outcome
-from .measures import delivered, fmt, median_of, stage_us_per_tx
+from .measures import delivered, fmt, median_of, over_runs, stage_us_per_tx
 from .page import Page
 
 SPEEDUPS = "speedups"
@@ -217,7 +217,7 @@ def projection_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
             rows.append(
                 [
                     f"{scheme}, {cores}",
-                    fmt(median_of([delivered(r) for r in runs])),
+                    over_runs([delivered(r) for r in runs]),
                     *costs,
                     fmt(projected),
                     _stage_limit(runs, cores),
@@ -255,10 +255,10 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         page.section(
             "Which stage limits `hotmove` once execution is parallel",
             f"Uniform transfers at {fmt(float(str(rate)))} tx/s asked, four nodes on this"
-            " machine; medians of the runs. The projection gives each stage the cores a node of"
-            " N cores lets it use, at the CPU per transaction measured here (four nodes share"
-            " this machine's cores, so it errs low), with the executor's threads one per core"
-            " under Block-STM and one when sequential.",
+            " machine; medians of the runs (delivered: median (min-max)). The projection gives"
+            " each stage the cores a node of N cores lets it use, at the CPU per transaction"
+            " measured here (four nodes share this machine's cores, so it errs low), with the"
+            " executor's threads one per core under Block-STM and one when sequential.",
             "",
         )
         page.table(

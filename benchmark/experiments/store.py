@@ -21,10 +21,10 @@ from .measures import (
     delivered,
     e2e_p50,
     fmt,
-    median_of,
     node_us_per_tx,
     projection_tps,
     rounds_per_second,
+    spread,
     stage_us_per_tx,
 )
 from .page import Page
@@ -98,14 +98,15 @@ def pairs_of(mode: str, outcomes: Sequence[Outcome]) -> list[Pair]:
 def measure_rows(pairs: Sequence[Pair]) -> list[list[str]]:
     rows = []
     for name, (measure, digits) in MEASURES.items():
-        ratio = median_of([p.ratio(measure) for p in pairs])
-        counted = sum(p.ratio(measure) is not None for p in pairs)
+        ratios = [r for p in pairs if (r := p.ratio(measure)) is not None]
         rows.append(
             [
                 name,
-                fmt(median_of([measure(p.without) for p in pairs]), digits),
-                fmt(median_of([measure(p.with_store) for p in pairs]), digits),
-                "-" if ratio is None else f"{ratio:.2f} ({counted})",
+                spread([measure(p.without) for p in pairs], digits),
+                spread([measure(p.with_store) for p in pairs], digits),
+                "-"
+                if not ratios
+                else f"{spread(ratios, 2)}, {len(ratios)} pair{'s' if len(ratios) > 1 else ''}",
             ]
         )
     return rows
@@ -138,7 +139,12 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         )
         page.section(f"`{mode}` at {fmt(float(str(rate)))} tx/s asked, {len(pairs)} pairs")
         page.table(
-            ["measure", f"{WITHOUT}, median", f"{WITH}, median", "with / without, median (pairs)"],
+            [
+                "measure",
+                f"{WITHOUT}, median (min-max)",
+                f"{WITH}, median (min-max)",
+                "with / without per pair, median (min-max)",
+            ],
             measure_rows(pairs),
         )
         page.add("")

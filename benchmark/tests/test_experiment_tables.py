@@ -479,7 +479,11 @@ def test_the_store_table_takes_medians_of_alternated_pairs(base: Summary) -> Non
     rows = {row[0]: row[1:] for row in store.measure_rows(pairs)}
     # Medians of each side (1000, 1000, 800 -> 1000; 900, 500, 800 -> 800), and of the pairs'
     # ratios (0.9, 0.5, 1.0 -> 0.9): not the ratio of the medians.
-    assert rows["delivered tx/s"] == ["1,000", "800", "0.90 (3)"]
+    assert rows["delivered tx/s"] == [
+        "1,000 (800-1,000)",
+        "800 (500-900)",
+        "0.90 (0.50-1.00), 3 pairs",
+    ]
     assert store.pair_rows(pairs)[1] == ["2", "1,000", "500", "0.50", "1.00"]
 
 
