@@ -461,8 +461,13 @@ def _machine_section(page: Page, outcomes: Sequence[Outcome]) -> None:
         for o in probed
         if o.probe_before is not None and o.probe_after is not None
     ]
-    probes = [o.probe_before for o in probed if o.probe_before is not None]
-    last = probed[-1].probe_after
+    # Every probe once: a configuration's `before` is the one before it's `after` when they ran
+    # in one go, and a probe of its own when only it ran again (`--only`).
+    probes: list[Probe] = []
+    for outcome in probed:
+        for found in (outcome.probe_before, outcome.probe_after):
+            if found is not None and (not probes or probes[-1] != found):
+                probes.append(found)
     page.section(
         "The machine during the runs",
         "A fixed-work probe on every core before each configuration and after it"
@@ -470,7 +475,7 @@ def _machine_section(page: Page, outcomes: Sequence[Outcome]) -> None:
         " over the cores), and the 1-minute load average after it: figures of configurations"
         " between which the machine drifted are not comparable to better than the drift.",
         "",
-        *drift([*probes, *([last] if last is not None else [])]),
+        *drift(probes),
     )
     page.table(
         [

@@ -416,6 +416,23 @@ def test_a_page_shows_the_probe_around_each_configuration_and_the_drift(tmp_path
     assert "- 1-minute load average at the probes: 0.50-2.25." in text
 
 
+def test_the_drift_counts_the_probes_of_a_configuration_run_again_alone(tmp_path: Path) -> None:
+    # `--only`: the second configuration ran again later, between probes of its own; the first
+    # and the third keep the probes of the run before, which were chained.
+    configurations = EXPERIMENTS["modes"].configurations(True)
+    first, second, third = (Probe(2_000.0 + i, 40_000.0, 1.0) for i in range(3))
+    again_before, again_after = Probe(2_100.0, 41_000.0, 2.0), Probe(1_400.0, 39_000.0, 3.0)
+    outcomes = [
+        Outcome(configurations[0], probe_before=first, probe_after=second),
+        Outcome(configurations[1], probe_before=again_before, probe_after=again_after),
+        Outcome(configurations[2], probe_before=third, probe_after=first),
+    ]
+    page = Page("modes", "Modes", tmp_path)
+    _machine_section(page, outcomes)
+    text = "\n".join(page.lines)
+    assert "- SHA-256 on every core: 1,400-2,100 MB/s over 6 probes, 50% apart." in text
+
+
 def test_a_stack_is_put_in_the_most_specific_category_one_of_its_frames_matches() -> None:
     run = "main;movevm::run;executor::adapter::rules::AdapterRules::run"
     folded = [
