@@ -2,14 +2,31 @@
 //! verifier pool serves both (its threads are the `verifier` stage's in the CPU table, so the
 //! table shows what attesting costs), and one table of statements.
 
-use crate::run::Verify;
 use anyhow::{Context, Result};
+use clap::ValueEnum;
 use config::Committee;
 use crypto::{Digest, ParallelVerifier, PublicKey};
 use mempool::attest::{Attestations, Attesting, Verdict};
 use stages::pipeline::Attested;
 use stages::verifier::{check_batch, AttestedBatches};
 use std::sync::Arc;
+
+/// `--verify`: who checks a batch's signatures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Verify {
+    #[default]
+    All,
+    Attested,
+}
+
+impl Verify {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verify::All => "all",
+            Verify::Attested => "attested",
+        }
+    }
+}
 
 /// Statements kept per member: with 500 KB batches, the latest 4,096 of each member's span
 /// about 2 GB of its batches, far more than are ever uncommitted at once.

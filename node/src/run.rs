@@ -2,11 +2,12 @@
 //! side by side, the stages its mode keeps below them, the METRICS line and the optional
 //! Prometheus endpoint, and ends the process on SIGINT/SIGTERM after a final line.
 
+use crate::attesting::Verify;
 use crate::consensus_source::ConsensusSource;
 use anyhow::{Context, Result};
 use batch::CommittedBatch;
 use checkpoint::StateSyncLink;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use config::read_json;
 use config::{Committee, Parameters};
 use crypto::KeyPair;
@@ -113,23 +114,6 @@ pub struct RunArgs {
     /// commit, verify); the `execute` event, which ends the end-to-end latency, stays.
     #[arg(long, hide = true)]
     pub no_instrumentation: bool,
-}
-
-/// `--verify`: who checks a batch's signatures.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum Verify {
-    #[default]
-    All,
-    Attested,
-}
-
-impl Verify {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Verify::All => "all",
-            Verify::Attested => "attested",
-        }
-    }
 }
 
 /// The run arguments with the files they name read and checked.

@@ -23,9 +23,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
-/// The largest budget a channel can have: the semaphore counts at most `u32::MAX` permits at
-/// once per acquisition.
-pub const MAX_BUDGET: usize = u32::MAX as usize;
+pub use crate::metered::MAX_BUDGET;
 
 /// Why a message was not sent; the message comes back in every case.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

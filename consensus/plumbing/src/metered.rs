@@ -11,6 +11,10 @@ use std::time::Instant;
 pub use tokio::sync::mpsc::error::{SendError, TryRecvError};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
+/// The largest budget in bytes a channel can have (here and in [`crate::budgeted`]): a
+/// semaphore counts at most `u32::MAX` permits at once per acquisition.
+pub const MAX_BUDGET: usize = u32::MAX as usize;
+
 #[derive(Debug)]
 pub struct ChannelMetrics {
     capacity: u64,
@@ -246,7 +250,7 @@ pub fn channel<T>(capacity: usize) -> (MeteredSender<T>, MeteredReceiver<T>, Arc
 }
 
 /// A channel of at most `capacity` messages and `budget` bytes (at most
-/// [`crate::budgeted::MAX_BUDGET`]), a message weighing `weigh(message)` bytes: for messages
+/// [`MAX_BUDGET`]), a message weighing `weigh(message)` bytes: for messages
 /// whose size varies, such as batches, where a bound in messages alone bounds memory only by
 /// the count times the largest. A message larger than the whole budget takes all of it (it
 /// waits for an empty queue) rather than being refused: the stages' batches must go through.
@@ -255,7 +259,7 @@ pub fn channel_within<T>(
     budget: usize,
     weigh: fn(&T) -> usize,
 ) -> (MeteredSender<T>, MeteredReceiver<T>, Arc<ChannelMetrics>) {
-    let bytes = budget.clamp(1, crate::budgeted::MAX_BUDGET);
+    let bytes = budget.clamp(1, MAX_BUDGET);
     let (mut tx, rx, _) = channel(capacity);
     let metrics = Arc::new(ChannelMetrics::new(capacity, bytes));
     tx.metrics = metrics.clone();
