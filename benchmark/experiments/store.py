@@ -22,9 +22,9 @@ from .measures import (
     e2e_p50,
     fmt,
     node_us_per_tx,
+    over_runs,
     projection_tps,
     rounds_per_second,
-    spread,
     stage_us_per_tx,
 )
 from .page import Page
@@ -102,11 +102,11 @@ def measure_rows(pairs: Sequence[Pair]) -> list[list[str]]:
         rows.append(
             [
                 name,
-                spread([measure(p.without) for p in pairs], digits),
-                spread([measure(p.with_store) for p in pairs], digits),
+                over_runs([measure(p.without) for p in pairs], digits),
+                over_runs([measure(p.with_store) for p in pairs], digits),
                 "-"
                 if not ratios
-                else f"{spread(ratios, 2)}, {len(ratios)} pair{'s' if len(ratios) > 1 else ''}",
+                else f"{over_runs(ratios, 2)}, {len(ratios)} pair{'s' if len(ratios) > 1 else ''}",
             ]
         )
     return rows

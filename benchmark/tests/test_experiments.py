@@ -241,7 +241,7 @@ def _multi_region(page: str) -> None:
 def _faults(page: str) -> None:
     for rows in table_with(page, "scenario"):
         assert len(rows) == 6
-        numbers_in(rows, "delivered tx/s", "of fault-free", "end-to-end p50 ms")
+        numbers_in(rows, "delivered tx/s", "of fault-free (medians)", "end-to-end p50 ms")
         for row in rows:
             assert re.fullmatch(r"ok \(\d+ checks\)", row["audit"]), row
         came_back = [r for r in rows if not r["scenario"].startswith(("fault-free", "crash from"))]
@@ -274,12 +274,12 @@ def _store(page: str) -> None:
         both = [r for r in rows if r["measure"] != "store µs/tx"]
         numbers_in(
             both,
-            "without --store, median",
-            "--store, median",
-            "with / without, median (pairs)",
+            "without --store, median (min-max)",
+            "--store, median (min-max)",
+            "with / without per pair, median (min-max)",
         )
         (store_row,) = [r for r in rows if r["measure"] == "store µs/tx"]
-        numbers_in([store_row], "--store, median")
+        numbers_in([store_row], "--store, median (min-max)")
     for rows in table_with(page, "pair"):
         assert len(rows) == 1  # a quick run makes one pair per mode
         numbers_in(rows, *rows[0])
