@@ -70,7 +70,10 @@ def test_every_node_stays_within_a_quarter_core(release_binaries: Path, tmp_path
         # It ran (it committed), and never beyond its quota.
         assert 0 < machine["cpu_used"] <= BUDGET + MEAN_TOLERANCE, machine
         seconds = [c for c in resources["series"][machine["name"]]["cpu_cores"] if c is not None]
-        assert max(seconds) <= BUDGET + SECOND_TOLERANCE, (machine["name"], seconds)
+        # The last interval ends at the node's final line, written on its stop: the runner lifts
+        # the budgets before stopping the nodes (so that they drain in the time a stop is
+        # given), and a node that drained fast there went past the quota in it (0.41 cores).
+        assert max(seconds[:-1]) <= BUDGET + SECOND_TOLERANCE, (machine["name"], seconds)
     assert result["consensus"]["tps"] > 0
 
     assert f"Nodes capped at {BUDGET:g} cores each (CFS quota 25000 µs per 100000 µs)" in output
