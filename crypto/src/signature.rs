@@ -54,22 +54,14 @@ impl Signature {
     /// come from [`SIGNERS`] instead of being decompressed at every check.
     pub fn verify(&self, digest: &Digest, public_key: &PublicKey) -> Result<(), CryptoError> {
         let a = SIGNERS.decode(public_key)?;
-        if Prepared::with_key(digest.as_ref(), self, public_key, a)?.check() {
-            Ok(())
-        } else {
-            Err(CryptoError::InvalidSignature)
-        }
+        Prepared::with_key(digest.as_ref(), self, public_key, a)?.verify()
     }
 
     /// Checks one signature over `message` with the rules of [`Prepared`]: canonical encodings,
     /// no small-order key or R, s < L, and the cofactored equation. Batch verification decides
     /// every input exactly as this does, so the outcome never depends on how items are batched.
     pub fn verify_bytes(&self, message: &[u8], public_key: &PublicKey) -> Result<(), CryptoError> {
-        if Prepared::new(message, self, public_key)?.check() {
-            Ok(())
-        } else {
-            Err(CryptoError::InvalidSignature)
-        }
+        Prepared::new(message, self, public_key)?.verify()
     }
 
     /// Checks many signatures over one digest (a QC's or TC's votes) in one batch.
@@ -83,11 +75,7 @@ impl Signature {
                 Prepared::with_key(digest.as_ref(), signature, key, SIGNERS.decode(key)?)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if Prepared::check_batch(&prepared) {
-            Ok(())
-        } else {
-            Err(CryptoError::InvalidSignature)
-        }
+        Prepared::verify_batch(&prepared)
     }
 
     /// Batch verification of independent (message, signature, key) triples. Fails if any one is
@@ -110,11 +98,7 @@ impl Signature {
             .zip(keys)
             .map(|((message, signature), key)| Prepared::new(message, signature, key))
             .collect::<Result<Vec<_>, _>>()?;
-        if Prepared::check_batch(&prepared) {
-            Ok(())
-        } else {
-            Err(CryptoError::InvalidSignature)
-        }
+        Prepared::verify_batch(&prepared)
     }
 }
 
@@ -165,6 +149,20 @@ impl Prepared {
         hash.update(message);
         let k = Scalar::from_bytes_mod_order_wide(&hash.finalize().into());
         Ok(Prepared { a, r, s, k })
+    }
+
+    /// [`Self::check`] as the public checks answer it.
+    fn verify(&self) -> Result<(), CryptoError> {
+        self.check()
+            .then_some(())
+            .ok_or(CryptoError::InvalidSignature)
+    }
+
+    /// [`Self::check_batch`] as the public checks answer it.
+    fn verify_batch(items: &[Prepared]) -> Result<(), CryptoError> {
+        Self::check_batch(items)
+            .then_some(())
+            .ok_or(CryptoError::InvalidSignature)
     }
 
     /// The single check: [8]([s]B − [k]A − R) = 0.
