@@ -301,7 +301,7 @@ class LocalBench:
         return True
 
     def result_fields(self, bench: BenchParameters) -> dict[str, Any]:
-        return {"cores": os.cpu_count(), "profile": self.profile}
+        return {"cores": os.cpu_count()}
 
     def after_run(self, log_dir: Path) -> None:
         if not self.keep_stores:

@@ -12,7 +12,8 @@ energy meter and the finish are the plan's, so they behave the same on both.
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -107,7 +108,8 @@ class Transport(Protocol):
         """Whether this machine's energy counters see the run's processes."""
 
     def result_fields(self, bench: BenchParameters) -> dict[str, Any]:
-        """What the saved result says of where the run happened."""
+        """What the saved result says of where the run happened (the plan adds the run's index,
+        `where` and `profile`)."""
 
     def after_run(self, log_dir: Path) -> None:
         """Clean up what the summary will not read (the processes have stopped)."""
@@ -148,7 +150,12 @@ class RunPlan:
             bench,
             transport.results_directory,
             transport.out,
-            extra={"run": index, "where": transport.where, **transport.result_fields(bench)},
+            extra={
+                "run": index,
+                "where": transport.where,
+                **transport.result_fields(bench),
+                "profile": transport.profile,
+            },
             options=transport.analysis,
             enforce_audit=transport.enforce_audit,
         )
@@ -197,21 +204,14 @@ class RunPlan:
 
     def _meter(self, log_dir: Path) -> AbstractContextManager[None]:
         """The energy meter over the run's steady part, where this machine sees the processes."""
-        return _metered(log_dir) if self.transport.measures_energy() else _unmetered()
+        return _metered(log_dir) if self.transport.measures_energy() else nullcontext()
 
 
-class _metered(AbstractContextManager[None]):
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.meter = EnergyMeter()
-
-    def __enter__(self) -> None:
-        self.meter.start()
-
-    def __exit__(self, *_exc: object) -> None:
-        self.meter.stop(self.log_dir)
-
-
-class _unmetered(AbstractContextManager[None]):
-    def __exit__(self, *_exc: object) -> None:
-        return None
+@contextmanager
+def _metered(log_dir: Path) -> Iterator[None]:
+    meter = EnergyMeter()
+    meter.start()
+    try:
+        yield
+    finally:
+        meter.stop(log_dir)

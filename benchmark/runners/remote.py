@@ -582,7 +582,7 @@ class RemoteBench:
         return False
 
     def result_fields(self, bench: BenchParameters) -> dict[str, Any]:
-        return {"hosts": [str(h) for h in self.hosts[: bench.nodes]], "profile": self.profile}
+        return {"hosts": [str(h) for h in self.hosts[: bench.nodes]]}
 
     def after_run(self, log_dir: Path) -> None:
         """The hosts' run directories stay until the next run (`fab logs` reads them)."""
