@@ -17,29 +17,10 @@ from typing import Any
 from .errors import HarnessError
 from .parameters import NodeParameters
 
-# Which flags each mode takes, checked before anything is built (the flags are the node's and
-# the client's CLI); what a mode's pipeline runs, analysis asks the node (`pipeline.py`).
+# The modes, and those that run a committee of nodes (the others run one standalone process).
+# Which flags each mode takes is the binaries' to say (`binary_flags.py`), not a list here.
 MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove", "movevm")
 NODE_MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove")
-CRYPTO_MODES: tuple[str, ...] = ("hotcrypto", "hotmove")
-# The modes whose transactions are opaque bytes of `tx_size` (the client's `--size`).
-OPAQUE_MODES: tuple[str, ...] = ("hotstuff",)
-# The modes that run the Move VM, and what can run it there (`--vm`).
-MOVE_MODES: tuple[str, ...] = ("hotmove", "movevm")
-VMS: tuple[str, ...] = ("bare", "adapter")
-PAYLOADS: tuple[str, ...] = ("script", "entry")
-# What the Move transactions call (`--workload`), and the workloads `--workload-arg` sizes
-# (cpuheavy: numbers to sort, default 128; kvstore: keys per transaction, default 4).
-WORKLOADS: tuple[str, ...] = ("transfer", "donothing", "cpuheavy", "kvstore", "smallbank")
-SIZED_WORKLOADS: tuple[str, ...] = ("cpuheavy", "kvstore")
-# The modes whose transactions pay someone, and so take `--dest` (whom they pay).
-EXECUTING_MODES: tuple[str, ...] = ("hotcrypto", "hotmove", "movevm")
-# How the Move executor runs a committed batch (`--exec`), and when the adapter credits fees.
-EXECS: tuple[str, ...] = ("sequential", "waves", "blockstm")
-FEE_CREDITS: tuple[str, ...] = ("block", "per-tx")
-# Who checks a committed batch's signatures (`--verify`, modes with signatures): every node, or
-# f+1 stake of attesters whose matching statements the others take.
-VERIFY_RULES: tuple[str, ...] = ("all", "attested")
 
 # The node refuses larger link latencies as unit mistakes (network::emulation).
 MAX_DELAY_MS = 60_000
@@ -58,6 +39,25 @@ class ConfigError(HarnessError):
     """A bench parameter or a configuration file is invalid."""
 
 
+def passed(default: Any, flag: str | None = None) -> Any:  # noqa: ANN401 - the field's type
+    """A setting that is a flag of `node run` or `client` (`flag`, or the field's name with
+    dashes), which the harness checks and passes through as the binaries describe it
+    (`binary_flags.py`)."""
+    return field(default=default, metadata={PASSED: flag or ""})
+
+
+PASSED = "passed"
+
+
+def passed_fields() -> dict[str, str]:
+    """Field name -> the flag of the binaries it is (`exec_threads` -> `exec-threads`)."""
+    return {
+        f.name: f.metadata[PASSED] or f.name.replace("_", "-")
+        for f in fields(BenchParameters)
+        if PASSED in f.metadata
+    }
+
+
 @dataclass(frozen=True)
 class BenchParameters:
     """What one benchmark run does. `rate` is the total over all clients (tx/s).
@@ -71,45 +71,46 @@ class BenchParameters:
     nodes: int = 4
     faults: int = 0
     rate: int = 20_000
-    tx_size: int = 197
+    # The size of hotstuff's opaque transactions (the client's `--size`).
+    tx_size: int = passed(197, flag="size")
     duration: int = 10
     # A flag of `node run`, not a parameters field; None: the node's default (every core).
-    verifier_threads: int | None = None
+    verifier_threads: int | None = passed(None)
     # Test only (a flag of `node run`): the executor busy-spins this many µs per transaction, so
     # it becomes the bottleneck on purpose (the injected-bottleneck tests). None: no delay.
-    executor_delay_us: int | None = None
+    executor_delay_us: int | None = passed(None)
     # Every node keeps blocks, batches and its safety state in a durable store (`node run
     # --store`) instead of memory; a node restarted by the fault schedule resumes from it.
     store: bool = False
     # Test only (a flag of `node run`): nodes skip the CPU per stage and the hop timestamps of
     # samples, to measure what they cost. False: the node's default (instrumented).
-    no_instrumentation: bool = False
+    no_instrumentation: bool = passed(False)
     accounts: int = 10_000
     balance: int = 1_000_000_000
-    invalid_share: float = 0.0
+    invalid_share: float = passed(0.0)
     # What runs Move transactions (hotmove, movevm): the bare VM or the VM behind Diem's adapter.
-    vm: str = "bare"
+    vm: str = passed("bare")
     # How Move calls enter the VM (hotmove, movevm): a script or an entry function.
-    payload: str = "script"
+    payload: str = passed("script")
     # What Move transactions call (hotmove, movevm), and its size (cpuheavy, kvstore); None:
     # the workload's own default.
-    workload: str = "transfer"
-    workload_arg: int | None = None
+    workload: str = passed("transfer")
+    workload_arg: int | None = passed(None)
     # Whom transfers and SmallBank's payments pay (hotcrypto, hotmove, movevm): "ring" (each
     # client's next account), "uniform" (any other genesis account) or "hot:K" (one of the first
     # K genesis accounts): the contention the load puts on the state.
-    dest: str = "ring"
+    dest: str = passed("ring")
     # How the Move executor runs a batch (hotmove, movevm): "sequential", or in parallel on a
     # pool, "waves" (levels of transactions whose declared reads and writes do not conflict) or
     # "blockstm" (Block-STM). exec_threads: the pool's threads; None: one per core.
-    exec: str = "sequential"
-    exec_threads: int | None = None
+    exec: str = passed("sequential")
+    exec_threads: int | None = passed(None)
     # When the adapter's fees reach the fee account: "block" (the batch's fees together after
     # it) or "per-tx" (every transaction credits the one fee account: a hotspot).
-    fees: str = "block"
+    fees: str = passed("block")
     # Who checks signatures (hotcrypto, hotmove): "all" (every node, every signature; the
     # report's model) or "attested" (each batch by f+1 stake of attesters, who sign their finding).
-    verify: str = "all"
+    verify: str = passed("all")
     runs: int = 1
     # Network emulation on the committee's links (faults/net_emulation.py): one-way latency of every
     # link (ms), or a CSV file of per-link latencies; the rate of every link, each direction
@@ -124,6 +125,8 @@ class BenchParameters:
     node: NodeParameters = field(default_factory=NodeParameters)
 
     def __post_init__(self) -> None:
+        """What the harness itself decides; a passed setting is checked against what the
+        binaries say the mode takes once they are built (`binary_flags.ModeFlags.check`)."""
         _check_one_of("mode", self.mode, MODES)
         positive = {
             "rate": self.rate,
@@ -135,22 +138,9 @@ class BenchParameters:
         for name, value in positive.items():
             if value <= 0:
                 raise ConfigError(f"{name} must be positive, got {value}")
-        if self.verifier_threads is not None and self.verifier_threads <= 0:
-            raise ConfigError(f"verifier_threads must be positive, got {self.verifier_threads}")
-        if self.executor_delay_us is not None:
-            if self.executor_delay_us < 0:
-                raise ConfigError(
-                    f"executor_delay_us must not be negative, got {self.executor_delay_us}"
-                )
-            if self.mode not in CRYPTO_MODES:
-                raise ConfigError(f"executor_delay_us needs an executor: mode {self.mode} has none")
         self._check_links()
         self._check_node_cpus()
-        self._check_vm()
         self._check_dest()
-        self._check_exec()
-        if not 0.0 <= self.invalid_share <= 1.0:
-            raise ConfigError(f"invalid_share must be in [0, 1], got {self.invalid_share}")
         if self.mode in NODE_MODES:
             if self.nodes <= 0:
                 raise ConfigError(f"nodes must be positive, got {self.nodes}")
@@ -160,11 +150,6 @@ class BenchParameters:
                     f"faults must be between 0 and {(self.nodes - 1) // 3} for {self.nodes} nodes"
                     f" (HotStuff needs f < n/3), got {self.faults}"
                 )
-        if self.mode in OPAQUE_MODES and self.tx_size < 9:
-            # A sample transaction carries a marker byte and an 8-byte id.
-            raise ConfigError(
-                f"tx_size must be at least 9 bytes in hotstuff mode, got {self.tx_size}"
-            )
 
     def _check_links(self) -> None:
         if self.delay_ms is not None and not 0 <= self.delay_ms <= MAX_DELAY_MS:
@@ -210,50 +195,13 @@ class BenchParameters:
             or self.bandwidth_mbit is not None
         )
 
-    def _check_vm(self) -> None:
-        # The settings of the Move VM: other than their default only in a mode that runs it.
-        for name, value, choices, default in (
-            ("vm", self.vm, VMS, "bare"),
-            ("payload", self.payload, PAYLOADS, "script"),
-            ("workload", self.workload, WORKLOADS, "transfer"),
-        ):
-            _check_one_of(name, value, choices)
-            if value != default and self.mode not in MOVE_MODES:
-                raise ConfigError(f"{name} {value} needs the Move VM: mode {self.mode} has none")
-        if self.workload_arg is not None:
-            if self.workload not in SIZED_WORKLOADS:
-                raise ConfigError(
-                    f"workload_arg sizes {' and '.join(SIZED_WORKLOADS)}, not {self.workload}"
-                )
-            if self.workload_arg <= 0:
-                raise ConfigError(f"workload_arg must be positive, got {self.workload_arg}")
-
     def _check_dest(self) -> None:
+        # The genesis is the harness's: how many accounts a hot set may name is its to check.
         hot = hot_accounts(self.dest)
         if self.dest not in ("ring", "uniform") and hot is None:
             raise ConfigError(f"unknown dest {self.dest!r}; expected ring, uniform or hot:K")
         if hot is not None and not 1 <= hot <= self.accounts:
             raise ConfigError(f"dest hot:K needs 1 <= K <= accounts ({self.accounts}), got {hot}")
-        if self.dest != "ring" and self.mode not in EXECUTING_MODES:
-            raise ConfigError(f"dest {self.dest} needs transactions that pay: mode {self.mode}")
-
-    def _check_exec(self) -> None:
-        _check_one_of("exec", self.exec, EXECS)
-        if self.exec != "sequential" and self.mode not in MOVE_MODES:
-            raise ConfigError(f"exec {self.exec} runs Move transactions: mode {self.mode} has none")
-        if self.exec_threads is not None:
-            if self.exec == "sequential":
-                raise ConfigError("exec_threads is for exec waves or blockstm")
-            if self.exec_threads <= 0:
-                raise ConfigError(f"exec_threads must be positive, got {self.exec_threads}")
-        _check_one_of("fees", self.fees, FEE_CREDITS)
-        if self.fees != "block" and self.vm != "adapter":
-            raise ConfigError(f"fees {self.fees} is for the adapter's fees: give vm adapter")
-        _check_one_of("verify", self.verify, VERIFY_RULES)
-        if self.verify != "all" and self.mode not in CRYPTO_MODES:
-            raise ConfigError(
-                f"verify {self.verify} is about signatures: mode {self.mode} has none"
-            )
 
     @property
     def live_nodes(self) -> int:
@@ -447,8 +395,11 @@ def write_run_files(
     directory: Path,
     hosts: Sequence[str],
     ports: Ports,
+    *,
+    genesis: bool,
 ) -> RunFiles:
-    """Write every file a run needs: node-i.json keys, committee, parameters, genesis, bench."""
+    """Write every file a run needs: node-i.json keys, committee, parameters, the genesis
+    (when the mode starts from one, as the node describes it), bench."""
     if bench.mode not in NODE_MODES:
         raise ConfigError(f"mode {bench.mode} runs no nodes")
     if len(hosts) < bench.nodes:
@@ -460,7 +411,7 @@ def write_run_files(
     committee_file = committee.write(directory / "committee.json")
     parameters_file = bench.node.write(directory / "parameters.json")
     genesis_file = None
-    if bench.mode in CRYPTO_MODES:
+    if genesis:
         genesis_file = write_genesis(
             node_binary, directory / "genesis.json", bench.accounts, bench.balance
         )

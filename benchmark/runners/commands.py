@@ -2,14 +2,16 @@
 
 Paths are plain strings so the same builders serve local paths and paths on a remote host.
 `prometheus` is the address a process serves `GET /metrics` on (see `prometheus.py`); None
-leaves the endpoint off.
+leaves the endpoint off. The settings the binaries take as they are (`--vm`, `--exec`, ...) come
+from what they say the mode takes (`flags`, see `binary_flags.py`), not from lists kept here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..config import CRYPTO_MODES, MOVE_MODES, OPAQUE_MODES, BenchParameters, RunFiles
+from ..binary_flags import ModeFlags
+from ..config import BenchParameters, RunFiles
 from .prometheus import MetricsEndpoints
 
 
@@ -21,6 +23,7 @@ def node_command(
     parameters: str,
     genesis: str | None,
     bench: BenchParameters,
+    flags: ModeFlags,
     prometheus: str | None = None,
     profile: str | None = None,
     store: str | None = None,
@@ -41,20 +44,9 @@ def node_command(
     ]
     if genesis is not None:
         command += ["--genesis", genesis]
-    command += ["--mode", bench.mode]
-    if bench.mode in MOVE_MODES:
-        # The node sets up the workload's genesis state (smallbank's banks).
-        command += ["--vm", bench.vm, "--workload", bench.workload, *_execution(bench)]
-    if bench.mode in CRYPTO_MODES and bench.verifier_threads is not None:
-        command += ["--verifier-threads", str(bench.verifier_threads)]
-    if bench.verify != "all":
-        command += ["--verify", bench.verify]
-    if bench.executor_delay_us is not None:
-        command += ["--executor-delay-us", str(bench.executor_delay_us)]
+    command += ["--mode", bench.mode, *flags.node_arguments(bench)]
     if store is not None:
         command += ["--store", store]
-    if bench.no_instrumentation:
-        command.append("--no-instrumentation")
     if net_emulation is not None:
         command += ["--net-emulation", net_emulation]
     return command + _prometheus(prometheus) + _profile(profile)
@@ -64,6 +56,7 @@ def client_command(
     binary: str,
     *,
     bench: BenchParameters,
+    flags: ModeFlags,
     target: str,
     nodes: Sequence[str],
     index: int,
@@ -89,22 +82,15 @@ def client_command(
         "--clients",
         str(bench.live_nodes),
     ]
-    if bench.mode in OPAQUE_MODES:
-        command += ["--size", str(bench.tx_size)]
-    if bench.mode in CRYPTO_MODES:
-        if genesis is None:
-            raise ValueError(f"mode {bench.mode} needs a genesis file for the client")
+    if genesis is not None:
         command += ["--genesis", genesis]
-        if bench.invalid_share > 0:
-            command += ["--invalid-share", str(bench.invalid_share)]
-    if bench.mode in MOVE_MODES:
-        command += ["--payload", bench.payload, *_workload(bench)]
-    return command + _dest(bench) + _prometheus(prometheus)
+    return command + flags.client_arguments(bench) + _prometheus(prometheus)
 
 
 def committee_client_command(
     binary: str,
     bench: BenchParameters,
+    flags: ModeFlags,
     files: RunFiles,
     index: int,
     *,
@@ -117,6 +103,7 @@ def committee_client_command(
     return client_command(
         binary,
         bench=bench,
+        flags=flags,
         target=addresses[index],
         nodes=addresses,
         index=index,
@@ -126,7 +113,11 @@ def committee_client_command(
 
 
 def movevm_command(
-    binary: str, bench: BenchParameters, prometheus: str | None = None, profile: str | None = None
+    binary: str,
+    bench: BenchParameters,
+    flags: ModeFlags,
+    prometheus: str | None = None,
+    profile: str | None = None,
 ) -> list[str]:
     """The standalone Move VM run: one process, a generator thread feeding the decoder and executor
     stages a node runs."""
@@ -138,39 +129,13 @@ def movevm_command(
         str(bench.duration),
         "--accounts",
         str(bench.accounts),
-        "--vm",
-        bench.vm,
-        "--payload",
-        bench.payload,
-        *_workload(bench),
+        *flags.client_arguments(bench),
     ]
-    command += _execution(bench)
     # The node's channel capacity, when set, sizes the generator->executor channel as it would a
     # node's channels; otherwise the client keeps its own default.
     if bench.node.channel_capacity is not None:
         command += ["--channel-capacity", str(bench.node.channel_capacity)]
-    return command + _dest(bench) + _prometheus(prometheus) + _profile(profile)
-
-
-def _workload(bench: BenchParameters) -> list[str]:
-    """What the transactions call, and its size when given."""
-    arg = [] if bench.workload_arg is None else ["--workload-arg", str(bench.workload_arg)]
-    return ["--workload", bench.workload, *arg]
-
-
-def _execution(bench: BenchParameters) -> list[str]:
-    """How the executor runs batches and credits fees, when not the binaries' defaults."""
-    command = [] if bench.exec == "sequential" else ["--exec", bench.exec]
-    if bench.exec_threads is not None:
-        command += ["--exec-threads", str(bench.exec_threads)]
-    if bench.fees != "block":
-        command += ["--fees", bench.fees]
-    return command
-
-
-def _dest(bench: BenchParameters) -> list[str]:
-    """Whom the transactions pay, when not the clients' default ring."""
-    return [] if bench.dest == "ring" else ["--dest", bench.dest]
+    return command + _prometheus(prometheus) + _profile(profile)
 
 
 def _prometheus(address: str | None) -> list[str]:

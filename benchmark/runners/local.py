@@ -27,6 +27,7 @@ from typing import Any, TextIO
 from ..analysis.options import AnalysisOptions
 from ..analysis.resources.profiles import PROFILE_GRACE
 from ..analysis.run_summary import Summary
+from ..binary_flags import ModeFlags
 from ..config import NODE_MODES, PORTS_PER_NODE, BenchParameters, Ports, RunFiles
 from ..errors import HarnessError
 from ..faults.injector import FaultInjector, NodeControl
@@ -281,14 +282,19 @@ class LocalBench:
 
     @contextlib.contextmanager
     def session(
-        self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
+        self,
+        bench: BenchParameters,
+        flags: ModeFlags,
+        run_id: str,
+        log_dir: Path,
+        files: RunFiles | None,
     ) -> Iterator[LocalSession]:
         grace = max(self.grace, PROFILE_GRACE) if self.profile else self.grace
         budget = self._budget(bench, run_id)
         try:
             # The budget's groups go once every process has stopped (ProcessSet exits first).
             with budget or contextlib.nullcontext(), ProcessSet(grace) as processes:
-                yield LocalSession(self, bench, processes, log_dir, budget)
+                yield LocalSession(self, bench, flags, processes, log_dir, budget)
                 if budget is not None:
                     # What the groups counted (throttled periods) is read before they go.
                     processes.stop_all()
@@ -325,6 +331,7 @@ class LocalSession:
 
     bench_runner: LocalBench
     bench: BenchParameters
+    flags: ModeFlags
     processes: ProcessSet
     log_dir: Path
     budget: CpuBudget | None
@@ -359,7 +366,7 @@ class LocalSession:
                 f"client-{i}",
                 _placed(
                     committee_client_command(
-                        binary, bench, files, i, genesis=genesis, endpoints=endpoints
+                        binary, bench, self.flags, files, i, genesis=genesis, endpoints=endpoints
                     ),
                     self.budget.clients_group if self.budget is not None else None,
                 ),
@@ -390,6 +397,7 @@ class LocalSession:
             movevm_command(
                 str(runner.client_binary),
                 bench,
+                self.flags,
                 prometheus,
                 runner._profile_dir(self.log_dir, "movevm"),
             ),
@@ -407,6 +415,7 @@ class LocalSession:
             parameters=str(files.parameters_file),
             genesis=str(files.genesis_file) if files.genesis_file else None,
             bench=bench,
+            flags=self.flags,
             prometheus=endpoints.nodes[index].listen if endpoints else None,
             profile=runner._profile_dir(self.log_dir, f"node-{index}"),
             # In the run's log directory: a restart (fault schedule) reopens the same file.

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from .. import binary_flags
 from ..analysis import pipeline as pipelines
 from ..analysis.options import AnalysisOptions
 from ..analysis.resources.energy import EnergyMeter
 from ..analysis.run_summary import Summary
+from ..binary_flags import ModeFlags
 from ..config import BenchParameters, Ports, RunFiles, write_run_files
 from ..faults.injector import FaultInjector, NodeControl
 from ..faults.members import committee_names
@@ -100,9 +102,15 @@ class Transport(Protocol):
         """Say which run starts (`index` of `bench.runs`), and where."""
 
     def session(
-        self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
+        self,
+        bench: BenchParameters,
+        flags: ModeFlags,
+        run_id: str,
+        log_dir: Path,
+        files: RunFiles | None,
     ) -> AbstractContextManager[Session]:
-        """The run's processes (`files` is None for a run without a committee)."""
+        """The run's processes (`files` is None for a run without a committee), their command
+        lines passing what `flags` says the binaries take."""
 
     def measures_energy(self) -> bool:
         """Whether this machine's energy counters see the run's processes."""
@@ -123,11 +131,14 @@ class RunPlan:
         """Run `bench` `bench.runs` times; each run prints and saves its summary."""
         bench = self.transport.fault_schedule.bench_for(bench)
         self.transport.check(bench)
+        # The binaries are built by now: they say which of the settings the mode takes.
+        flags = binary_flags.describe(self.transport.local_node_binary, bench.mode)
+        flags.check(bench)
         # SIGTERM and SIGHUP become an exception, so every session stops what it started.
         with signals_interrupt():
-            return [self.run_once(bench, index) for index in range(bench.runs)]
+            return [self.run_once(bench, flags, index) for index in range(bench.runs)]
 
-    def run_once(self, bench: BenchParameters, index: int = 0) -> Summary:
+    def run_once(self, bench: BenchParameters, flags: ModeFlags, index: int = 0) -> Summary:
         transport = self.transport
         run_id = transport.run_id(bench, index)
         log_dir = transport.log_directory(run_id)
@@ -140,9 +151,10 @@ class RunPlan:
         pipeline = pipelines.describe(transport.local_node_binary, bench.mode)
         pipelines.save(pipeline, log_dir)
         if pipeline.consensus:
-            self._run_committee(bench, run_id, log_dir)
+            self._run_committee(bench, flags, pipeline.genesis, run_id, log_dir)
         else:
-            with transport.session(bench, run_id, log_dir, None) as session, self._meter(log_dir):
+            session_of = transport.session(bench, flags, run_id, log_dir, None)
+            with session_of as session, self._meter(log_dir):
                 session.run_standalone()
         transport.after_run(log_dir)
         summary, _ = finish_run(
@@ -161,7 +173,9 @@ class RunPlan:
         )
         return summary
 
-    def _run_committee(self, bench: BenchParameters, run_id: str, log_dir: Path) -> None:
+    def _run_committee(
+        self, bench: BenchParameters, flags: ModeFlags, genesis: bool, run_id: str, log_dir: Path
+    ) -> None:
         transport = self.transport
         files = write_run_files(
             bench,
@@ -169,6 +183,7 @@ class RunPlan:
             transport.config_directory(run_id),
             transport.addresses(bench),
             transport.ports,
+            genesis=genesis,
         )
         names = committee_names(files.committee_file)
         schedule = transport.fault_schedule
@@ -181,7 +196,7 @@ class RunPlan:
         )
         faults = None
         try:
-            with transport.session(bench, run_id, log_dir, files) as session:
+            with transport.session(bench, flags, run_id, log_dir, files) as session:
                 control = session.start_nodes(files, emulation)
                 wait_for_clients_start(clients_at, lead, transport.out)
                 session.start_clients(files)

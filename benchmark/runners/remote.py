@@ -35,6 +35,7 @@ from ..analysis.options import AnalysisOptions
 from ..analysis.resources.profiles import PROFILE_GRACE
 from ..analysis.run_summary import Summary
 from ..aws.settings import Settings
+from ..binary_flags import ModeFlags
 from ..config import BenchParameters, Ports, RunFiles, host_slots, read_json
 from ..errors import HarnessError
 from ..faults.injector import FaultInjector, NodeControl
@@ -381,7 +382,11 @@ class RemoteBench:
         self._each(range(count), put)
 
     def start_nodes(
-        self, files: RunFiles, bench: BenchParameters, emulation: Path | None = None
+        self,
+        files: RunFiles,
+        bench: BenchParameters,
+        flags: ModeFlags,
+        emulation: Path | None = None,
     ) -> RemoteNodeControl:
         """Start the live nodes (each reads `emulation`, uploaded here, if given); returns what
         the fault injector kills and restarts them with."""
@@ -398,6 +403,7 @@ class RemoteBench:
                 parameters=files.parameters_file.name,
                 genesis=genesis,
                 bench=bench,
+                flags=flags,
                 prometheus=endpoints.nodes[index].listen if endpoints else None,
                 # Relative to the run directory, the processes' working directory.
                 profile=f"logs/profile-node-{index}" if self.profile else None,
@@ -412,7 +418,7 @@ class RemoteBench:
         self._each(range(bench.live_nodes), start_node)
         return RemoteNodeControl(self._run, BENCH_DIR, self.node_scripts)
 
-    def start_clients(self, files: RunFiles, bench: BenchParameters) -> None:
+    def start_clients(self, files: RunFiles, bench: BenchParameters, flags: ModeFlags) -> None:
         """Start client i on host i; the clients wait for every live node themselves."""
         genesis = files.genesis_file.name if files.genesis_file else None
         endpoints = self.metrics_endpoints(bench)
@@ -420,7 +426,7 @@ class RemoteBench:
 
         def start_client(index: int) -> None:
             command = committee_client_command(
-                binary, bench, files, index, genesis=genesis, endpoints=endpoints
+                binary, bench, flags, files, index, genesis=genesis, endpoints=endpoints
             )
             self._run(index, bash(background_script(f"client-{index}", command)))
 
@@ -566,13 +572,18 @@ class RemoteBench:
 
     @contextlib.contextmanager
     def session(
-        self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
+        self,
+        bench: BenchParameters,
+        flags: ModeFlags,
+        run_id: str,
+        log_dir: Path,
+        files: RunFiles | None,
     ) -> Iterator[RemoteSession]:
         if files is None:
             raise RemoteError(f"{bench.mode} runs no committee: run it with fab local")
         self.upload(files, bench.nodes)
         try:
-            yield RemoteSession(self, bench)
+            yield RemoteSession(self, bench, flags)
         finally:
             # Whatever happened, nothing of this run keeps running on the hosts.
             self.stop(bench.nodes)
@@ -631,12 +642,13 @@ class RemoteSession:
 
     remote: RemoteBench
     bench: BenchParameters
+    flags: ModeFlags
 
     def start_nodes(self, files: RunFiles, emulation: Path | None) -> NodeControl:
-        return self.remote.start_nodes(files, self.bench, emulation)
+        return self.remote.start_nodes(files, self.bench, self.flags, emulation)
 
     def start_clients(self, files: RunFiles) -> None:
-        self.remote.start_clients(files, self.bench)
+        self.remote.start_clients(files, self.bench, self.flags)
 
     def wait(self, faults: FaultInjector) -> None:
         self.remote.wait(self.bench, faults)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from benchmark.analysis.pipeline import Pipeline, save
+from benchmark.binary_flags import ModeFlags
 from benchmark.runners.local import LocalBench, build
 
 from .checkout import left_behind, tree_state
@@ -29,6 +30,14 @@ def described(mode: str) -> Pipeline:
     """What the real `node describe --mode` prints (fixtures/pipelines, checked in test_e2e)."""
     path = FIXTURES / "pipelines" / f"{mode}.json"
     return Pipeline.from_json(json.loads(path.read_text()), str(path))
+
+
+def described_flags(mode: str) -> ModeFlags:
+    """What the real `node describe --mode` and `client --describe --mode` say of the flags
+    (fixtures/pipelines and fixtures/client-flags, checked in test_e2e)."""
+    node = json.loads((FIXTURES / "pipelines" / f"{mode}.json").read_text())
+    client = json.loads((FIXTURES / "client-flags" / f"{mode}.json").read_text())
+    return ModeFlags.from_descriptions(mode, node, client, "fixtures")
 
 
 def describe_into(log_dir: Path, mode: str) -> Path:
@@ -66,7 +75,12 @@ def standins_with(tmp_path: Path, name: str, before: str) -> Path:
         if other != name:
             (binaries / other).symlink_to(STANDINS / other)
     script = binaries / name
-    script.write_text(f'#!/bin/sh\n{before}exec {STANDINS / name} "$@"\n')
+    # Asked what it takes (`node describe`, `client --describe`), it answers at once.
+    described = '*" --describe "*|" describe "*'
+    script.write_text(
+        f'#!/bin/sh\ncase " $* " in {described}) exec {STANDINS / name} "$@";; esac\n'
+        f'{before}exec {STANDINS / name} "$@"\n'
+    )
     script.chmod(0o755)
     return binaries
 

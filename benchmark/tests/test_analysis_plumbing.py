@@ -14,14 +14,21 @@ from benchmark.config import BenchParameters, ConfigError
 from benchmark.flags import FlagError, optional_float, sweep_from_flags
 from benchmark.runners.commands import movevm_command, node_command
 
-from .conftest import standin_bench
+from .conftest import described_flags, standin_bench
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "settings.example.json"
 
 
 def _node(bench: BenchParameters, profile: str | None = None) -> list[str]:
     return node_command(
-        "node", keys="k", committee="c", parameters="p", genesis="g", bench=bench, profile=profile
+        "node",
+        keys="k",
+        committee="c",
+        parameters="p",
+        genesis="g",
+        bench=bench,
+        flags=described_flags(bench.mode),
+        profile=profile,
     )
 
 
@@ -33,7 +40,8 @@ def test_executor_delay_and_profile_reach_the_node_command() -> None:
     plain = _node(BenchParameters(mode="hotcrypto"))
     assert "--executor-delay-us" not in plain
     assert "--profile" not in plain
-    assert movevm_command("client", BenchParameters(mode="movevm"), None, "d")[-2:] == [
+    movevm = BenchParameters(mode="movevm")
+    assert movevm_command("client", movevm, described_flags("movevm"), None, "d")[-2:] == [
         "--profile",
         "d",
     ]
@@ -50,9 +58,9 @@ def test_no_instrumentation_reaches_the_node_command_from_its_flag() -> None:
 
 def test_executor_delay_is_checked() -> None:
     with pytest.raises(ConfigError, match="needs an executor"):
-        BenchParameters(mode="hotstuff", executor_delay_us=10)
-    with pytest.raises(ConfigError, match="must not be negative"):
-        BenchParameters(mode="hotcrypto", executor_delay_us=-1)
+        described_flags("hotstuff").check(BenchParameters(mode="hotstuff", executor_delay_us=10))
+    with pytest.raises(ConfigError, match="must be at least 0"):
+        described_flags("hotcrypto").check(BenchParameters(mode="hotcrypto", executor_delay_us=-1))
     [point] = sweep_from_flags({"executor_delay_us": "40", "channel_capacity": "2"})
     assert (point.executor_delay_us, point.node.channel_capacity) == (40, 2)
     [point] = sweep_from_flags({"max_uncommitted_bytes": "33554432"})

@@ -20,6 +20,8 @@ from benchmark.config import (
 from benchmark.parameters import NodeParameters, ParametersError
 from benchmark.runners.commands import client_command, movevm_command, node_command
 
+from .conftest import described_flags
+
 
 def test_committee_json_matches_the_node_format(tmp_path: Path) -> None:
     committee = Committee.build(["aa", "bb"], ["127.0.0.1", "127.0.0.1"], Ports.consecutive(4000))
@@ -90,64 +92,21 @@ def test_saved_bench_settings_name_only_the_node_parameters_set() -> None:
     "kwargs",
     [
         {"mode": "paxos"},
-        {"nodes": 4, "faults": 2},
-        {"nodes": 4, "faults": -1},
         {"rate": 0},
         {"duration": 0},
-        {"invalid_share": 1.5},
-        {"verifier_threads": 0},
-        {"mode": "hotstuff", "tx_size": 8},
-        {"mode": "movevm", "vm": "diem"},
-        {"mode": "hotcrypto", "vm": "adapter"},
-        {"mode": "movevm", "payload": "module"},
-        {"mode": "hotcrypto", "payload": "entry"},
-        {"mode": "movevm", "workload": "ycsb"},
-        {"mode": "hotcrypto", "workload": "donothing"},
-        {"mode": "movevm", "workload": "smallbank", "workload_arg": 3},
-        {"mode": "movevm", "workload": "cpuheavy", "workload_arg": 0},
-        {"mode": "hotstuff", "dest": "uniform"},
+        {"mode": "hotstuff", "tx_size": 0},
         {"mode": "hotcrypto", "dest": "zipf"},
         {"mode": "hotcrypto", "dest": "hot:0"},
         {"mode": "hotmove", "dest": "hot:x"},
         {"mode": "movevm", "accounts": 5, "dest": "hot:6"},
-        {"mode": "hotmove", "exec": "optimistic"},
-        {"mode": "hotcrypto", "exec": "blockstm"},
-        {"mode": "hotmove", "exec_threads": 2},
-        {"mode": "movevm", "exec": "waves", "exec_threads": 0},
-        {"mode": "hotmove", "vm": "adapter", "fees": "never"},
-        {"mode": "hotmove", "fees": "per-tx"},
+        {"mode": "hotcrypto", "nodes": 4, "faults": 2},
     ],
 )
 def test_bench_parameters_are_validated(kwargs: dict[str, object]) -> None:
+    """What the harness decides itself (the binaries' flags are checked against what they
+    describe: test_binary_flags.py)."""
     with pytest.raises(ConfigError):
         BenchParameters(**kwargs)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"mode": "paxos"}, "unknown mode 'paxos'; expected one of hotstuff, hotcrypto, hotmove,"),
-        ({"mode": "movevm", "vm": "diem"}, "unknown vm 'diem'; expected one of bare, adapter"),
-        ({"vm": "adapter"}, "vm adapter needs the Move VM: mode hotcrypto has none"),
-        ({"payload": "module"}, "unknown payload 'module'; expected one of script, entry"),
-        ({"payload": "entry"}, "payload entry needs the Move VM: mode hotcrypto has none"),
-        ({"workload": "ycsb"}, "unknown workload 'ycsb'; expected one of transfer, donothing,"),
-        ({"workload": "kvstore"}, "workload kvstore needs the Move VM: mode hotcrypto has none"),
-        ({"exec": "optimistic"}, "unknown exec 'optimistic'; expected one of sequential, waves,"),
-        ({"fees": "never"}, "unknown fees 'never'; expected one of block, per-tx"),
-        ({"verify": "some"}, "unknown verify 'some'; expected one of all, attested"),
-        (
-            {"mode": "hotstuff", "verify": "attested"},
-            "verify attested is about signatures: mode hotstuff has none",
-        ),
-    ],
-)
-def test_a_choice_outside_its_values_or_its_modes_is_named(
-    kwargs: dict[str, object], message: str
-) -> None:
-    with pytest.raises(ConfigError) as caught:
-        BenchParameters(**kwargs)  # type: ignore[arg-type]
-    assert str(caught.value).startswith(message)
 
 
 def test_rate_is_split_over_live_clients() -> None:
@@ -174,7 +133,7 @@ def test_missing_binary_is_a_clear_error(tmp_path: Path) -> None:
 def test_run_files(tmp_path: Path, standins: Path) -> None:
     bench = BenchParameters(mode="hotmove", nodes=4, faults=1, accounts=8)
     files = write_run_files(
-        bench, standins / "node", tmp_path, ["127.0.0.1"] * 4, Ports.consecutive(5000)
+        bench, standins / "node", tmp_path, ["127.0.0.1"] * 4, Ports.consecutive(5000), genesis=True
     )
     assert [p.name for p in files.key_files] == [f"node-{i}.json" for i in range(4)]
     assert len(files.committee) == 4
@@ -190,121 +149,138 @@ def test_run_files(tmp_path: Path, standins: Path) -> None:
         tmp_path / "hs",
         ["h"],
         Ports.consecutive(1),
+        genesis=False,
     )
     assert hotstuff.genesis_file is None
     with pytest.raises(ConfigError):
         write_run_files(
-            BenchParameters(mode="movevm"), standins / "node", tmp_path, ["h"], Ports.consecutive(1)
+            BenchParameters(mode="movevm"),
+            standins / "node",
+            tmp_path,
+            ["h"],
+            Ports.consecutive(1),
+            genesis=True,
         )
+
+
+def _node(bench: BenchParameters, genesis: str | None = "g") -> list[str]:
+    flags = described_flags(bench.mode)
+    return node_command(
+        "node", keys="k", committee="c", parameters="p", genesis=genesis, bench=bench, flags=flags
+    )
+
+
+def _client(bench: BenchParameters, genesis: str | None = "g") -> list[str]:
+    flags = described_flags(bench.mode)
+    return client_command(
+        "c", bench=bench, flags=flags, target="a", nodes=["a"], index=0, genesis=genesis
+    )
+
+
+def _movevm(bench: BenchParameters) -> list[str]:
+    return movevm_command("client", bench, described_flags("movevm"))
 
 
 def test_node_and_client_command_lines() -> None:
     bench = BenchParameters(
         mode="hotcrypto", nodes=4, faults=1, rate=3000, duration=7, verifier_threads=2
     )
-    node = node_command("node", keys="k", committee="c", parameters="p", genesis="g", bench=bench)
-    assert node == [
+    assert _node(bench) == [
         "node", "run", "--keys", "k", "--committee", "c", "--parameters", "p",
         "--genesis", "g", "--mode", "hotcrypto", "--verifier-threads", "2",
     ]  # fmt: skip
     client = client_command(
-        "client", bench=bench, target="a:2", nodes=["a:2", "b:2", "c:2"], index=1, genesis="g"
+        "client",
+        bench=bench,
+        flags=described_flags("hotcrypto"),
+        target="a:2",
+        nodes=["a:2", "b:2", "c:2"],
+        index=1,
+        genesis="g",
     )
     assert client == [
         "client", "--target", "a:2", "--nodes", "a:2,b:2,c:2", "--rate", "1000", "--duration", "7",
         "--mode", "hotcrypto", "--client-index", "1", "--clients", "3", "--genesis", "g",
     ]  # fmt: skip
 
-    hotstuff = BenchParameters(mode="hotstuff", nodes=1, rate=10, tx_size=64, verifier_threads=2)
-    assert "--verifier-threads" not in node_command(
-        "n", keys="k", committee="c", parameters="p", genesis=None, bench=hotstuff
-    )
-    command = client_command("c", bench=hotstuff, target="a", nodes=["a"], index=0, genesis=None)
+    hotstuff = BenchParameters(mode="hotstuff", nodes=1, rate=10, tx_size=64)
+    command = _client(hotstuff, genesis=None)
     assert command[-2:] == ["--size", "64"]
     assert "--genesis" not in command
+    # The binaries' defaults are not spelled out (197 bytes is the client's own).
+    assert "--size" not in _client(BenchParameters(mode="hotstuff"), genesis=None)
 
-    assert movevm_command("client", BenchParameters(mode="movevm", duration=3, accounts=9)) == [
-        "client", "--mode", "movevm", "--duration", "3", "--accounts", "9", "--vm", "bare",
-        "--payload", "script", "--workload", "transfer",
+    assert _movevm(BenchParameters(mode="movevm", duration=3, accounts=9)) == [
+        "client", "--mode", "movevm", "--duration", "3", "--accounts", "9",
     ]  # fmt: skip
     adapter = BenchParameters(mode="movevm", vm="adapter", payload="entry", workload="cpuheavy")
-    assert movevm_command("client", adapter)[-6:] == [
+    assert _movevm(adapter)[-6:] == [
         "--vm", "adapter", "--payload", "entry", "--workload", "cpuheavy",
     ]  # fmt: skip
     sorting = BenchParameters(mode="movevm", workload="cpuheavy", workload_arg=512)
-    assert movevm_command("client", sorting)[-4:] == [
+    assert _movevm(sorting)[-4:] == [
         "--workload", "cpuheavy", "--workload-arg", "512",
     ]  # fmt: skip
     hotmove = BenchParameters(
         mode="hotmove", vm="adapter", payload="entry", workload="kvstore", workload_arg=8
     )
-    node = node_command("n", keys="k", committee="c", parameters="p", genesis="g", bench=hotmove)
+    node = _node(hotmove)
     # The node sets up the workload's genesis; the size is the client's business.
     assert node[-6:] == ["--mode", "hotmove", "--vm", "adapter", "--workload", "kvstore"]
     assert "--workload-arg" not in node
     # The transactions are the same under both VMs: the client is told how to send them, the
     # node what runs them.
-    client = client_command("c", bench=hotmove, target="a", nodes=["a"], index=0, genesis="g")
+    client = _client(hotmove)
     assert "--vm" not in client
     assert client[-6:] == [
         "--payload", "entry", "--workload", "kvstore", "--workload-arg", "8",
     ]  # fmt: skip
     assert "--payload" not in node
     crypto = BenchParameters(mode="hotcrypto")
-    assert "--workload" not in node_command(
-        "n", keys="k", committee="c", parameters="p", genesis="g", bench=crypto
-    )
-    assert "--workload" not in client_command(
-        "c", bench=crypto, target="a", nodes=["a"], index=0, genesis="g"
-    )
+    assert "--workload" not in _node(crypto)
+    assert "--workload" not in _client(crypto)
     sized = BenchParameters(mode="movevm", node=NodeParameters(channel_capacity=50))
-    assert movevm_command("client", sized)[-2:] == ["--channel-capacity", "50"]
+    assert _movevm(sized)[-2:] == ["--channel-capacity", "50"]
 
 
 def test_execution_goes_to_whatever_executes() -> None:
     bench = BenchParameters(
         mode="hotmove", vm="adapter", exec="blockstm", exec_threads=3, fees="per-tx"
     )
-    node = node_command("n", keys="k", committee="c", parameters="p", genesis="g", bench=bench)
-    assert node[-12:] == [
-        "--mode", "hotmove", "--vm", "adapter", "--workload", "transfer",
+    assert _node(bench)[-10:] == [
+        "--mode", "hotmove", "--vm", "adapter",
         "--exec", "blockstm", "--exec-threads", "3", "--fees", "per-tx",
     ]  # fmt: skip
-    client = client_command("c", bench=bench, target="a", nodes=["a"], index=0, genesis="g")
-    assert "--exec" not in client
-    movevm = movevm_command("client", BenchParameters(mode="movevm", exec="waves"))
-    assert movevm[-2:] == ["--exec", "waves"]
+    assert "--exec" not in _client(bench)
+    assert _movevm(BenchParameters(mode="movevm", exec="waves"))[-2:] == ["--exec", "waves"]
     # Sequential execution and block fees are the binaries' defaults: not spelled out.
-    assert "--exec" not in node_command(
-        "n", keys="k", committee="c", parameters="p", genesis="g", bench=BenchParameters()
-    )
+    assert "--exec" not in _node(BenchParameters(mode="hotmove"))
     assert BenchParameters.from_dict(bench.to_dict()) == bench
 
 
 def test_verify_goes_to_the_nodes_when_not_their_default() -> None:
     attested = BenchParameters(mode="hotcrypto", verify="attested")
-    node = node_command("n", keys="k", committee="c", parameters="p", genesis="g", bench=attested)
+    node = _node(attested)
     assert node[node.index("--verify") + 1] == "attested"
-    assert "--verify" not in client_command(
-        "c", bench=attested, target="a", nodes=["a"], index=0, genesis="g"
-    )
-    assert "--verify" not in node_command(
-        "n", keys="k", committee="c", parameters="p", genesis="g", bench=BenchParameters()
-    )
-    assert BenchParameters.from_dict(attested.to_dict()) == attested
+    assert "--verify" not in _client(attested)
 
 
 def test_dest_goes_to_whatever_generates_the_transactions() -> None:
     hot = BenchParameters(mode="hotcrypto", dest="hot:1", accounts=10)
-    client = client_command("c", bench=hot, target="a", nodes=["a"], index=0, genesis="g")
-    assert client[-2:] == ["--dest", "hot:1"]
-    node = node_command("n", keys="k", committee="c", parameters="p", genesis="g", bench=hot)
-    assert "--dest" not in node
-    uniform = BenchParameters(mode="movevm", dest="uniform")
-    assert movevm_command("client", uniform)[-2:] == ["--dest", "uniform"]
+    assert _client(hot)[-2:] == ["--dest", "hot:1"]
+    assert "--dest" not in _node(hot)
+    assert _movevm(BenchParameters(mode="movevm", dest="uniform"))[-2:] == ["--dest", "uniform"]
     # The default ring is the clients' own default: not spelled out.
-    assert "--dest" not in movevm_command("client", BenchParameters(mode="movevm"))
+    assert "--dest" not in _movevm(BenchParameters(mode="movevm"))
     assert BenchParameters.from_dict(hot.to_dict()).dest == "hot:1"
+
+
+def test_switches_and_test_knobs_reach_the_node() -> None:
+    bench = BenchParameters(mode="hotcrypto", executor_delay_us=50, no_instrumentation=True)
+    node = _node(bench)
+    assert node[node.index("--executor-delay-us") + 1] == "50"
+    assert "--no-instrumentation" in node
+    assert "--no-instrumentation" not in _client(bench)
 
 
 def test_settings_load(tmp_path: Path) -> None:

@@ -16,10 +16,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from benchmark import binary_flags
 from benchmark.analysis.pipeline import FILE, describe
 from benchmark.runners.local import build
 
-from .conftest import REPO_ROOT, described, run_fab_local
+from .conftest import REPO_ROOT, described, described_flags, run_fab_local
 
 pytestmark = pytest.mark.e2e
 
@@ -107,6 +108,15 @@ def test_the_fixture_descriptions_are_the_nodes(mode: str) -> None:
     """The checked-in descriptions the stand-in node and fake logs use are what the real node
     says (regenerate fixtures/pipelines/ with `node describe --mode M` when it changes)."""
     assert describe(REPO_ROOT / "target" / "release" / "node", mode) == described(mode)
+
+
+@pytest.mark.usefixtures("built")
+@pytest.mark.parametrize("mode", ["hotstuff", "hotcrypto", "hotmove", "movevm"])
+def test_the_fixture_flags_are_the_binaries(mode: str) -> None:
+    """The checked-in flag descriptions (fixtures/pipelines/ for `node describe`,
+    fixtures/client-flags/ for `client --describe`) are what the real binaries say."""
+    node = REPO_ROOT / "target" / "release" / "node"
+    assert binary_flags.describe(node, mode) == described_flags(mode)
 
 
 @pytest.mark.usefixtures("built")

@@ -90,6 +90,15 @@ def test_a_leaders_row_of_several_runs_gives_their_spread_and_the_ratio_of_media
     assert "| --faults=1 | 3 | 900 (850-920) | 90% |" in text
 
 
+def test_the_full_workloads_experiment_settles_every_hotmove_capacity() -> None:
+    full = EXPERIMENTS["workloads"].configurations(False)
+    hotmove = [c for c in full if c.flags["mode"] == "hotmove"]
+    assert hotmove
+    assert all(c.search is not None for c in hotmove)
+    assert all(c.search is None for c in full if c.flags["mode"] == "movevm")
+    assert all(c.search is None for c in EXPERIMENTS["workloads"].configurations(True))
+
+
 def test_the_full_leaders_and_faults_experiments_repeat_every_scenario() -> None:
     for name in ("leaders", "faults"):
         for quick, runs in ((True, "1"), (False, "3")):

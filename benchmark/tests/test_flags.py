@@ -16,6 +16,8 @@ from benchmark.flags import (
 from benchmark.parameters import NodeParameters
 from benchmark.runners.commands import node_command
 
+from .conftest import described_flags
+
 NOTHING_GIVEN = {"mode": None, "nodes": None, "rate": None, "batch_size": None, "runs": None}
 
 
@@ -92,9 +94,10 @@ def test_store_switches_every_node_to_its_own_file() -> None:
     with pytest.raises(FlagError, match="--store must be true or false"):
         bench_from_flags({"store": "maybe"})
     files = {"keys": "k.json", "committee": "c.json", "parameters": "p.json", "genesis": None}
-    on = node_command("node", bench=bench, store="store-node-0.redb", **files)
+    flags = described_flags("hotcrypto")
+    on = node_command("node", bench=bench, flags=flags, store="store-node-0.redb", **files)
     assert on[on.index("--store") + 1] == "store-node-0.redb"
-    assert "--store" not in node_command("node", bench=BenchParameters(), **files)
+    assert "--store" not in node_command("node", bench=BenchParameters(), flags=flags, **files)
 
 
 def test_workload_flags_reach_the_bench_as_their_types() -> None:
@@ -103,7 +106,9 @@ def test_workload_flags_reach_the_bench_as_their_types() -> None:
     assert bench_from_flags({"mode": "hotmove"}).workload == "transfer"
     with pytest.raises(FlagError, match="--workload-arg must be int, got 'many'"):
         bench_from_flags({"mode": "movevm", "workload": "kvstore", "workload_arg": "many"})
-    with pytest.raises(ConfigError, match="workload smallbank needs the Move VM"):
-        bench_from_flags({"mode": "hotcrypto", "workload": "smallbank"})
+    with pytest.raises(ConfigError, match="--workload needs the Move VM"):
+        described_flags("hotcrypto").check(
+            bench_from_flags({"mode": "hotcrypto", "workload": "smallbank"})
+        )
     assert default_text("workload") == "default transfer"
     assert default_text("workload_arg") == "default: the workload's (cpuheavy 128, kvstore 4)"

@@ -26,7 +26,7 @@ from benchmark.flags import FlagError, bench_from_flags
 from benchmark.report.text import render_summary
 from benchmark.runners.commands import node_command
 
-from .conftest import standin_bench
+from .conftest import described_flags, standin_bench
 
 NAMES = ["aa", "bb", "cc", "dd"]
 
@@ -214,8 +214,15 @@ def test_only_emulated_runs_give_the_nodes_a_file(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     assert emulates(BenchParameters(delay_ms=0), ())
     assert emulates(BenchParameters(), (Partition((1,), 1.0, 2.0),))
+    flags = described_flags("hotcrypto")
     plain = node_command(
-        "node", keys="k", committee="c", parameters="p", genesis=None, bench=BenchParameters()
+        "node",
+        keys="k",
+        committee="c",
+        parameters="p",
+        genesis=None,
+        bench=BenchParameters(),
+        flags=flags,
     )
     assert "--net-emulation" not in plain
     emulated = node_command(
@@ -225,6 +232,7 @@ def test_only_emulated_runs_give_the_nodes_a_file(tmp_path: Path) -> None:
         parameters="p",
         genesis=None,
         bench=BenchParameters(),
+        flags=flags,
         net_emulation="net-emulation.json",
     )
     assert emulated[-2:] == ["--net-emulation", "net-emulation.json"]

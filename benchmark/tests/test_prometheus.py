@@ -16,7 +16,7 @@ from benchmark.runners.local import LocalBench
 from benchmark.runners.prometheus import PrometheusPortError, local_endpoints, remote_endpoints
 from benchmark.runners.remote import Host, RemoteBench
 
-from .conftest import REPO_ROOT, fab_fails, standin_bench
+from .conftest import REPO_ROOT, described_flags, fab_fails, standin_bench
 from .sshhosts import COMMITTEE_PORTS, free_port
 
 
@@ -69,17 +69,17 @@ def test_describe_lists_every_address() -> None:
 
 def test_command_lines_carry_the_address_only_when_given() -> None:
     bench = BenchParameters(mode="hotcrypto", nodes=1)
-    node = node_command("n", keys="k", committee="c", parameters="p", genesis="g", bench=bench)
+    flags = described_flags("hotcrypto")
+    files = {"keys": "k", "committee": "c", "parameters": "p", "genesis": "g"}
+    node = node_command("n", bench=bench, flags=flags, **files)
     assert "--prometheus" not in node
-    node = node_command(
-        "n", keys="k", committee="c", parameters="p", genesis="g", bench=bench, prometheus="a:1"
-    )
+    node = node_command("n", bench=bench, flags=flags, prometheus="a:1", **files)
     assert node[-2:] == ["--prometheus", "a:1"]
     client = client_command(
-        "c", bench=bench, target="t", nodes=["t"], index=0, genesis="g", prometheus="a:2"
+        "c", bench=bench, flags=flags, target="t", nodes=["t"], index=0, genesis="g", prometheus="a:2"
     )
     assert client[-2:] == ["--prometheus", "a:2"]
-    movevm = movevm_command("c", BenchParameters(mode="movevm"), "a:3")
+    movevm = movevm_command("c", BenchParameters(mode="movevm"), described_flags("movevm"), "a:3")
     assert movevm[-2:] == ["--prometheus", "a:3"]
 
 

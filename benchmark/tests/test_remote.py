@@ -41,6 +41,7 @@ from benchmark.runners.prometheus import EVERY_INTERFACE
 from benchmark.runners.remote import BENCH_DIR, Host, RemoteBench, RemoteError, select_hosts
 from benchmark.runners.sweep import run_sweep
 
+from .conftest import described_flags
 from .sshhosts import COMMITTEE_PORTS, SshHosts, free_port
 from .synthetic import write_run
 from .test_prometheus import scrape
@@ -242,10 +243,12 @@ def _start(remote_bench: RemoteBench, bench: BenchParameters, tmp_path: Path) ->
         tmp_path / "config",
         [h.address for h in remote_bench.hosts[: bench.nodes]],
         remote_bench.settings.ports,
+        genesis=bench.mode != "hotstuff",
     )
+    flags = described_flags(bench.mode)
     remote_bench.upload(files, bench.nodes)
-    remote_bench.start_nodes(files, bench)
-    remote_bench.start_clients(files, bench)
+    remote_bench.start_nodes(files, bench, flags)
+    remote_bench.start_clients(files, bench, flags)
 
 
 def test_dead_node_fails_the_run_fast(

@@ -9,8 +9,9 @@ mod opaque;
 mod signed;
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use executor::{Dest, FeeCredit, Scheme, Workload};
+use stages::flags::{self, one_of, FlagRule, Needs};
 use stages::{Mode, PayloadKind, Vm};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,8 +37,9 @@ pub struct Cli {
     /// Seconds to run (0: until SIGINT/SIGTERM).
     #[arg(long, default_value_t = 10)]
     duration: u64,
-    /// Transaction size in bytes (hotstuff mode; signed transactions have their own size).
-    #[arg(long, default_value_t = 200)]
+    /// Transaction size in bytes (hotstuff mode; signed transactions have their own size). The
+    /// default is the size of a signed transfer, so the modes compare like for like.
+    #[arg(long, default_value_t = 197)]
     size: usize,
     #[arg(long, value_enum)]
     mode: Mode,
@@ -47,7 +49,7 @@ pub struct Cli {
     vm: Vm,
     /// `--mode movevm`: how the executor runs each batch, `sequential`, `waves` or `blockstm`
     /// (nodes take `node run --exec`).
-    #[arg(long, default_value_t = Scheme::Sequential)]
+    #[arg(long, default_value_t = Scheme::Sequential, value_parser = one_of(&Scheme::ALL, Scheme::as_str))]
     exec: Scheme,
     /// `--mode movevm --exec waves|blockstm`: the executor's worker threads (default: all
     /// cores).
@@ -56,7 +58,7 @@ pub struct Cli {
     /// `--mode movevm --vm adapter`: when fees reach the fee account, `block` (together, after
     /// each batch) or `per-tx` (each transaction credits it: a hotspot). Nodes take
     /// `node run --fees`.
-    #[arg(long, default_value_t = FeeCredit::Block)]
+    #[arg(long, default_value_t = FeeCredit::Block, value_parser = one_of(&FeeCredit::ALL, FeeCredit::as_str))]
     fees: FeeCredit,
     /// `--mode hotmove|movevm`: Move calls as scripts or as entry function calls
     /// (`Coin::transfer_entry`, the workload's function).
@@ -64,7 +66,7 @@ pub struct Cli {
     payload: PayloadKind,
     /// `--mode hotmove|movevm`: what the transactions call: transfer, donothing, cpuheavy,
     /// kvstore or smallbank (nodes take `node run --workload`, for smallbank's genesis).
-    #[arg(long, default_value_t = Workload::Transfer)]
+    #[arg(long, default_value_t = Workload::Transfer, value_parser = one_of(&Workload::ALL, Workload::as_str))]
     workload: Workload,
     /// cpuheavy: how many numbers each transaction sorts (default 128); kvstore: how many keys
     /// it writes then reads (default 4, of 32 bytes each).
@@ -99,6 +101,49 @@ pub struct Cli {
     /// and DIR/profile.folded.
     #[arg(long, value_name = "DIR")]
     profile: Option<PathBuf>,
+    /// Print this command's flags as `--mode` takes them (defaults, choices, bounds) as JSON,
+    /// and exit.
+    #[arg(long)]
+    describe: bool,
+}
+
+/// The flags that only some modes take, or only within bounds (the others apply to every
+/// mode): `stages::flags` checks a command line against them and `--describe` prints them.
+const RULES: &[FlagRule] = &[
+    FlagRule::new("target", Needs::Consensus),
+    FlagRule::new("nodes", Needs::Consensus),
+    FlagRule::new("rate", Needs::Consensus).at_least(1.0),
+    FlagRule::new("client-index", Needs::Consensus),
+    FlagRule::new("clients", Needs::Consensus).at_least(1.0),
+    FlagRule::new("size", Needs::Opaque).at_least(executor::OPAQUE_MIN_SIZE as f64),
+    FlagRule::new("genesis", Needs::Signatures),
+    FlagRule::new("invalid-share", Needs::Signatures).between(0.0, 1.0),
+    FlagRule::new("dest", Needs::Execution),
+    FlagRule::new("payload", Needs::Move),
+    FlagRule::new("workload", Needs::Move),
+    FlagRule::new("workload-arg", Needs::Move)
+        .with("workload", SIZED_WORKLOADS)
+        .at_least(1.0),
+    FlagRule::new("vm", Needs::Standalone),
+    FlagRule::new("exec", Needs::Standalone),
+    FlagRule::new("exec-threads", Needs::Standalone)
+        .with("exec", &["waves", "blockstm"])
+        .at_least(1.0),
+    FlagRule::new("fees", Needs::Standalone).with("vm", &["adapter"]),
+    FlagRule::new("accounts", Needs::Standalone).at_least(1.0),
+    FlagRule::new("channel-capacity", Needs::Standalone).at_least(1.0),
+    FlagRule::new("profile", Needs::Standalone),
+];
+
+/// The workloads `--workload-arg` sizes (`Workload::takes_arg`).
+const SIZED_WORKLOADS: &[&str] = &["cpuheavy", "kvstore"];
+
+/// What `client --describe --mode M` prints.
+#[derive(serde::Serialize)]
+struct ClientDescription {
+    mode: &'static str,
+    process: &'static str,
+    flags: Vec<flags::FlagDescription>,
 }
 
 fn main() {
@@ -110,40 +155,21 @@ fn main() {
 
 fn run() -> Result<()> {
     stages::logging::init();
-    let cli = Cli::parse();
-    if cli.clients == 0 || cli.client_index >= cli.clients {
+    let command = Cli::command();
+    let matches = command.clone().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if cli.describe {
+        let description = ClientDescription {
+            mode: cli.mode.as_str(),
+            process: "client",
+            flags: flags::describe(&command, RULES, cli.mode)?,
+        };
+        println!("{}", serde_json::to_string_pretty(&description)?);
+        return Ok(());
+    }
+    flags::check(&command, &matches, RULES, cli.mode)?;
+    if cli.client_index >= cli.clients {
         bail!("--client-index must be below --clients");
-    }
-    if !(0.0..=1.0).contains(&cli.invalid_share) {
-        bail!("--invalid-share must be between 0 and 1");
-    }
-    if cli.vm != Vm::Bare && cli.mode != Mode::Movevm {
-        bail!("--vm is for --mode movevm (nodes take `node run --vm`)");
-    }
-    if (cli.exec != Scheme::Sequential || cli.exec_threads.is_some()) && cli.mode != Mode::Movevm {
-        bail!("--exec and --exec-threads are for --mode movevm (nodes take `node run --exec`)");
-    }
-    if cli.fees != FeeCredit::Block && (cli.mode != Mode::Movevm || cli.vm != Vm::Adapter) {
-        bail!("--fees is for --mode movevm --vm adapter (nodes take `node run --fees`)");
-    }
-    let move_mode = matches!(cli.mode, Mode::Hotmove | Mode::Movevm);
-    if cli.payload != PayloadKind::Script && !move_mode {
-        bail!("--payload is for the Move modes (hotmove, movevm)");
-    }
-    if cli.workload != Workload::Transfer && !move_mode {
-        bail!("--workload is for the Move modes (hotmove, movevm)");
-    }
-    if cli.workload_arg.is_some() && !cli.workload.takes_arg() {
-        bail!(
-            "--workload-arg is for cpuheavy and kvstore, not {}",
-            cli.workload
-        );
-    }
-    if cli.dest != Dest::Ring && cli.mode == Mode::Hotstuff {
-        bail!("--dest is for the modes that execute (hotcrypto, hotmove, movevm)");
-    }
-    if cli.profile.is_some() && cli.mode != Mode::Movevm {
-        bail!("--profile is for --mode movevm (nodes take `node run --profile`)");
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -153,12 +179,6 @@ fn run() -> Result<()> {
     match cli.mode {
         Mode::Hotstuff => {
             let target = cli.target.context("--target is required")?;
-            if cli.size < executor::OPAQUE_MIN_SIZE {
-                bail!(
-                    "--size must be at least {} bytes",
-                    executor::OPAQUE_MIN_SIZE
-                );
-            }
             let source = opaque::OpaqueSource::new(cli.size, cli.client_index);
             runtime.block_on(load::run(&cli, target, source))
         }
@@ -197,5 +217,69 @@ fn run() -> Result<()> {
             runtime.block_on(load::run(&cli, target, source))
         }
         Mode::Movevm => movevm::run(&cli),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    fn checked(line: &[&str]) -> Result<(), flags::FlagError> {
+        let command = Cli::command();
+        let matches = command
+            .clone()
+            .try_get_matches_from(std::iter::once("client").chain(line.iter().copied()))
+            .expect("the line parses");
+        let cli = Cli::from_arg_matches(&matches).expect("fields");
+        flags::check(&command, &matches, RULES, cli.mode)
+    }
+
+    #[test]
+    fn every_rule_names_a_flag_of_the_client() {
+        for mode in Mode::value_variants() {
+            assert!(flags::describe(&Cli::command(), RULES, *mode).is_ok());
+        }
+    }
+
+    #[test]
+    fn the_sized_workloads_are_those_that_take_an_argument() {
+        let sized: Vec<&str> = Workload::ALL
+            .iter()
+            .filter(|workload| workload.takes_arg())
+            .map(Workload::as_str)
+            .collect();
+        assert_eq!(sized, SIZED_WORKLOADS);
+    }
+
+    #[test]
+    fn settings_of_the_standalone_stages_are_refused_beside_a_committee() {
+        let refused = checked(&["--mode", "hotmove", "--vm", "adapter"]).unwrap_err();
+        assert!(refused.to_string().contains("nodes take it"), "{refused}");
+        assert!(checked(&["--mode", "movevm", "--vm", "adapter", "--fees", "per-tx"]).is_ok());
+        assert!(checked(&["--mode", "movevm", "--fees", "per-tx"]).is_err());
+        assert!(checked(&["--mode", "hotcrypto", "--payload", "entry"]).is_err());
+        assert!(checked(&["--mode", "hotstuff", "--dest", "uniform"]).is_err());
+        assert!(checked(&["--mode", "hotstuff", "--size", "8"]).is_err());
+        assert!(checked(&["--mode", "hotmove", "--workload-arg", "4"]).is_err());
+        assert!(checked(&[
+            "--mode",
+            "hotmove",
+            "--workload",
+            "kvstore",
+            "--workload-arg",
+            "4"
+        ])
+        .is_ok());
+        assert!(checked(&["--mode", "hotcrypto", "--invalid-share", "1.5"]).is_err());
+    }
+
+    #[test]
+    fn an_unknown_workload_is_refused_by_the_parser_with_the_choices() {
+        let error = Cli::command()
+            .try_get_matches_from(["client", "--mode", "hotmove", "--workload", "sort"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("kvstore"), "{error}");
     }
 }

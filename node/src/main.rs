@@ -6,10 +6,12 @@
 //! METRICS line. Everything below consensus is `stages`', which the client links too.
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use crypto::KeyPair;
 use run::{NodeConfig, RunArgs};
-use stages::pipeline::Mode;
+use serde::Serialize;
+use stages::flags::{self, FlagDescription};
+use stages::pipeline::{Description, Mode};
 use std::path::PathBuf;
 
 mod attesting;
@@ -58,7 +60,8 @@ enum Command {
         #[arg(long)]
         store: PathBuf,
     },
-    /// Print a mode's pipeline as JSON (stages, when a transaction is done, its counters).
+    /// Print a mode's pipeline as JSON (stages, when a transaction is done, its counters) and
+    /// the flags of `node run` as the mode takes them (defaults, choices, bounds).
     Describe {
         #[arg(long, value_enum)]
         mode: Mode,
@@ -84,9 +87,27 @@ fn main() {
     }
 }
 
+/// What `node describe --mode M` prints.
+#[derive(Serialize)]
+struct NodeDescription {
+    #[serde(flatten)]
+    pipeline: Description,
+    /// Every flag of `node run`, as this mode takes it.
+    flags: Vec<FlagDescription>,
+}
+
+fn run_command() -> clap::Command {
+    Cli::command()
+        .find_subcommand("run")
+        .cloned()
+        .expect("`node run` is a subcommand")
+}
+
 fn run_cli() -> Result<()> {
     stages::logging::init();
-    match Cli::parse().command {
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    match cli.command {
         Command::Keys { filename } => {
             let (name, secret) = crypto::generate_production_keypair();
             let keys = KeyPair { name, secret };
@@ -105,7 +126,13 @@ fn run_cli() -> Result<()> {
                 .with_context(|| format!("writing {}", filename.display()))?;
             Ok(())
         }
-        Command::Run(args) => run::run(NodeConfig::load(args)?),
+        Command::Run(args) => {
+            let given = matches
+                .subcommand_matches("run")
+                .context("`node run` without its arguments")?;
+            flags::check(&run_command(), given, run::RULES, args.mode)?;
+            run::run(NodeConfig::load(args)?)
+        }
         Command::Recover { store } => {
             let recovered = store::disk::recover(&store)
                 .with_context(|| format!("recovering {}", store.display()))?;
@@ -120,8 +147,77 @@ fn run_cli() -> Result<()> {
             Ok(())
         }
         Command::Describe { mode } => {
-            println!("{}", serde_json::to_string_pretty(&mode.describe())?);
+            let description = NodeDescription {
+                pipeline: mode.describe(),
+                flags: flags::describe(&run_command(), run::RULES, mode)?,
+            };
+            println!("{}", serde_json::to_string_pretty(&description)?);
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    fn checked(line: &[&str]) -> Result<(), flags::FlagError> {
+        let base = ["node", "run", "--keys", "k", "--committee", "c"];
+        let matches = Cli::command()
+            .try_get_matches_from(base.iter().chain(line))
+            .expect("the line parses");
+        let Command::Run(args) = Cli::from_arg_matches(&matches).expect("fields").command else {
+            panic!("a run");
+        };
+        let given = matches.subcommand_matches("run").expect("run");
+        flags::check(&run_command(), given, run::RULES, args.mode)
+    }
+
+    #[test]
+    fn every_rule_names_a_flag_of_node_run() {
+        for mode in Mode::value_variants() {
+            assert!(flags::describe(&run_command(), run::RULES, *mode).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_flag_the_mode_cannot_use_is_refused_before_anything_starts() {
+        let refused = checked(&["--mode", "hotcrypto", "--vm", "adapter"]).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "--vm needs the Move VM: --mode hotcrypto has none"
+        );
+        assert!(checked(&["--mode", "hotstuff", "--verify", "attested"]).is_err());
+        assert!(checked(&["--mode", "hotcrypto", "--verify", "attested"]).is_ok());
+        assert!(checked(&["--mode", "hotmove", "--fees", "per-tx"]).is_err());
+        assert!(checked(&["--mode", "hotmove", "--exec-threads", "2"]).is_err());
+        assert!(checked(&[
+            "--mode",
+            "hotmove",
+            "--exec",
+            "waves",
+            "--exec-threads",
+            "2"
+        ])
+        .is_ok());
+        assert!(checked(&["--mode", "hotstuff", "--genesis", "g"]).is_err());
+        assert!(checked(&["--mode", "hotcrypto", "--verifier-threads", "0"]).is_err());
+        // A flag at its default is no mistake in any mode.
+        assert!(checked(&["--mode", "hotstuff", "--vm", "bare", "--verify", "all"]).is_ok());
+    }
+
+    #[test]
+    fn the_description_names_each_flags_default_and_where_it_applies() {
+        let hotstuff = flags::describe(&run_command(), run::RULES, Mode::Hotstuff).expect("rules");
+        let exec = hotstuff.iter().find(|f| f.name == "exec").expect("--exec");
+        assert_eq!(exec.default.as_deref(), Some("sequential"));
+        assert_eq!(exec.choices, ["sequential", "waves", "blockstm"]);
+        assert!(!exec.applies);
+        let store = hotstuff
+            .iter()
+            .find(|f| f.name == "store")
+            .expect("--store");
+        assert!(store.applies);
     }
 }

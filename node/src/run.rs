@@ -17,11 +17,12 @@ use mempool::{Mempool, MempoolMetrics, SampleHooks};
 use network::{EmulationSpec, NetEmulation};
 use plumbing::metered;
 use stages::checkpointing::Checkpointing;
+use stages::flags::{one_of, FlagRule, Needs};
 use stages::metrics::cpu::CONSENSUS_THREADS;
 use stages::metrics::{
     serve_prometheus, ProcessSource, QueueSource, Registry, SampleEvent, SampleLog,
 };
-use stages::pipeline::{exec_config, Execution, Mode, StageSettings, Vm};
+use stages::pipeline::{exec_config, Mode, StageSettings, Vm};
 use stages::profile::Profiler;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -64,13 +65,13 @@ pub struct RunArgs {
     /// The workload the clients send (`hotmove`): transfer, donothing, cpuheavy, kvstore or
     /// smallbank. The node publishes every workload's module; it needs the workload for its
     /// genesis state (smallbank opens every account's bank).
-    #[arg(long, default_value_t = Workload::Transfer)]
+    #[arg(long, default_value_t = Workload::Transfer, value_parser = one_of(&Workload::ALL, Workload::as_str))]
     pub workload: Workload,
     /// How the executor runs a committed batch (`hotmove`): `sequential` (one transaction after
     /// another), `waves` (levels of transactions whose declared reads and writes do not
     /// conflict, on a pool) or `blockstm` (Block-STM: optimistic execution on a pool, validated
     /// and re-executed). The state after each batch is the same.
-    #[arg(long, default_value_t = Scheme::Sequential)]
+    #[arg(long, default_value_t = Scheme::Sequential, value_parser = one_of(&Scheme::ALL, Scheme::as_str))]
     pub exec: Scheme,
     /// Worker threads of `--exec waves|blockstm`, each with its own VM (default: all cores).
     #[arg(long)]
@@ -79,7 +80,7 @@ pub struct RunArgs {
     /// transaction pays its fee out of its coin, the batch's fees are credited together after
     /// it; the state after the batch is the same) or `per-tx` (each transaction credits the one
     /// fee account, a hotspot no two transactions can run in parallel around).
-    #[arg(long, default_value_t = FeeCredit::Block)]
+    #[arg(long, default_value_t = FeeCredit::Block, value_parser = one_of(&FeeCredit::ALL, FeeCredit::as_str))]
     pub fees: FeeCredit,
     /// Signature-verifier threads (default: all cores).
     #[arg(long)]
@@ -116,6 +117,23 @@ pub struct RunArgs {
     pub no_instrumentation: bool,
 }
 
+/// The flags of `node run` that only some modes take, or only within bounds (the others apply
+/// to every mode): `stages::flags` checks a command line against them and `node describe`
+/// prints them per mode.
+pub const RULES: &[FlagRule] = &[
+    FlagRule::new("vm", Needs::Move),
+    FlagRule::new("workload", Needs::Move),
+    FlagRule::new("exec", Needs::Move),
+    FlagRule::new("exec-threads", Needs::Move)
+        .with("exec", &["waves", "blockstm"])
+        .at_least(1.0),
+    FlagRule::new("fees", Needs::Move).with("vm", &["adapter"]),
+    FlagRule::new("verifier-threads", Needs::Signatures).at_least(1.0),
+    FlagRule::new("verify", Needs::Signatures),
+    FlagRule::new("genesis", Needs::Execution),
+    FlagRule::new("executor-delay-us", Needs::Execution).at_least(0.0),
+];
+
 /// The run arguments with the files they name read and checked.
 pub struct NodeConfig {
     pub args: RunArgs,
@@ -147,31 +165,8 @@ impl NodeConfig {
         if committee.authority(&keys.name).is_none() {
             anyhow::bail!("key {} is not in the committee", keys.name.to_hex());
         }
-        if args.workload != Workload::Transfer && pipeline.execution != Some(Execution::Move) {
-            anyhow::bail!(
-                "--workload {} needs the Move VM: --mode {} has none",
-                args.workload,
-                args.mode.as_str()
-            );
-        }
-        if args.exec != Scheme::Sequential && pipeline.execution != Some(Execution::Move) {
-            anyhow::bail!(
-                "--exec {} runs Move transactions: --mode {} has none",
-                args.exec,
-                args.mode.as_str()
-            );
-        }
+        // What each flag needs of the mode was checked against `RULES` on the command line.
         exec_config(args.exec, args.exec_threads, args.fees)?;
-        if args.verify != Verify::All && !pipeline.signatures {
-            anyhow::bail!(
-                "--verify {} is about signatures: --mode {} checks none",
-                args.verify.as_str(),
-                args.mode.as_str()
-            );
-        }
-        if args.fees != FeeCredit::Block && args.vm != Vm::Adapter {
-            anyhow::bail!("--fees is for the adapter's fees: give --vm adapter");
-        }
         let genesis = match (pipeline.execution, &args.genesis) {
             (None, _) => None,
             (Some(_), None) => anyhow::bail!("--mode {} needs --genesis", args.mode.as_str()),

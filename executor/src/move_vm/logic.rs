@@ -28,6 +28,8 @@ pub enum FeeCredit {
 }
 
 impl FeeCredit {
+    pub const ALL: [FeeCredit; 2] = [FeeCredit::Block, FeeCredit::PerTransaction];
+
     pub fn as_str(&self) -> &'static str {
         match self {
             FeeCredit::Block => "block",

@@ -3,6 +3,7 @@
 //! feeds them from a generator, with no consensus at all.
 //!
 //! - [`pipeline`]: what each mode runs, and the wiring of the stages;
+//! - [`flags`]: which flags of `node run` and `client` each mode takes, checked and described;
 //! - [`stage`]: the stage trait and the one runner every stage runs in;
 //! - [`verifier`], [`execution`]: the two stages;
 //! - [`checkpointing`]: the last stage's part in state sync (checkpoints and restores);
@@ -17,6 +18,7 @@
 
 pub mod checkpointing;
 pub mod execution;
+pub mod flags;
 pub mod logging;
 pub mod metrics;
 pub mod pipeline;
