@@ -188,7 +188,7 @@ pub struct Parameters {
     /// Pacemaker: ms without progress before a node times out of its round.
     pub timeout_delay: u64,
     /// Who leads a round: `round-robin`, or `reputation` (drawn among the members that took
-    /// part in the last `leader_window` blocks; see `hotstuff/leader.rs`).
+    /// part in the last `leader_window` blocks; see `hotstuff/src/liveness/leader.rs`).
     pub leader: LeaderRule,
     /// Blocks of history the reputation rule reads. Below `gc_depth`, so the blocks it reads
     /// are still stored.

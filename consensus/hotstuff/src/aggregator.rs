@@ -1,7 +1,7 @@
 //! Collects votes into QCs and timeouts into TCs. Messages must be verified before they get here;
 //! the aggregator only counts distinct committee stake.
 
-use super::messages::{Timeout, Vote, QC, TC};
+use crate::messages::{Timeout, Vote, QC, TC};
 use config::{Committee, Round, Stake};
 use crypto::{Digest, PublicKey, Signature};
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -2,11 +2,14 @@
 //! its own timers in turn, and hands committed blocks to the committer.
 //!
 //! This is the two-chain variant (as in Jolteon / DiemBFT v4): a block commits once it and a
-//! child of the next round are both certified. The core's concerns each have a file below
-//! `core/`, with the state it owns: voting and what it must not forget across a crash
-//! (`voting.rs`, whose rules are in `safety.rs`), the pacemaker (`pacemaker.rs`), our own
-//! proposals (`proposing.rs`), the commit rule (`commit.rs`), pruning stored blocks
-//! (`pruning.rs`) and adopting a checkpoint from peers (`adoption.rs`).
+//! child of the next round are both certified. The decisions are the parts' (each with the
+//! state it owns, tested alone): what we may vote for and must not forget (`safety::Voting`),
+//! the round and its leader (`liveness::Pacemaker`), what a commit brings and the fork it must
+//! not be (`commit::Committed`), which stored blocks leave the window
+//! (`payload::pruning::BlockPruning`). The core takes the inputs and acts on what the parts
+//! decide; its handlers are grouped the same way below `core/`: voting, the pacemaker, our own
+//! proposals (`proposing.rs`, with the state of our next proposal), committing, pruning, and
+//! adopting a checkpoint from peers (`adoption.rs`).
 
 mod adoption;
 mod commit;
@@ -18,22 +21,25 @@ mod voting;
 #[cfg(test)]
 mod tests;
 
-use super::aggregator::Aggregator;
-use super::commit_proof::DirectCommits;
-use super::committer::ToCommitter;
-use super::error::{ConsensusError, FatalError};
-use super::gc::GcWindow;
-use super::holders::PeerRounds;
-use super::messages::Block;
-use super::metrics::ConsensusMetrics;
-use super::payload::PayloadWaiter;
-use super::synchronizer::Synchronizer;
-use super::wire;
-use super::wire::ConsensusMessage;
-use adoption::Adoption;
+use crate::aggregator::Aggregator;
+use crate::commit::committer::ToCommitter;
+use crate::commit::Committed;
+use crate::error::{ConsensusError, FatalError};
+use crate::liveness::Pacemaker;
+use crate::messages::Block;
+use crate::metrics::ConsensusMetrics;
+use crate::payload::gc::GcWindow;
+use crate::payload::holders::PeerRounds;
+use crate::payload::pruning::BlockPruning;
+use crate::payload::waiter::PayloadWaiter;
+use crate::safety::Voting;
+use crate::sync::adoption::Adoption;
+use crate::sync::commit_proof::DirectCommits;
+use crate::sync::synchronizer::Synchronizer;
+use crate::wire;
+use crate::wire::ConsensusMessage;
 use checkpoint::PipelineProgress;
 use checkpoint::{Checkpoint, CheckpointSlot};
-use commit::Committed;
 use config::{Committee, Parameters, Round};
 use crypto::{Digest, Hash, PublicKey, SignatureService};
 use mempool::{AuthorQuota, ConsensusMempoolMessage};
@@ -42,10 +48,8 @@ use network::{
     CancelHandler, ReliableSender, SimpleSender, DEFAULT_RELIABLE_CAPACITY,
     DEFAULT_SIMPLE_QUEUE_CAPACITY,
 };
-use pacemaker::Pacemaker;
 use plumbing::budgeted::BudgetedReceiver;
 use proposing::Proposals;
-use pruning::BlockPruning;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -53,7 +57,6 @@ use std::time::Duration;
 use store::Store;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
-use voting::Voting;
 
 /// Cancel handlers of reliable broadcasts are kept this many rounds, then dropped: by then the
 /// message is moot, and a peer that missed it catches up through sync.
@@ -145,7 +148,7 @@ pub struct CoreChannels {
     pub checkpoints: CheckpointSlot,
     /// Fed with every QC the core verifies (see `PeerRounds`).
     pub peer_rounds: PeerRounds,
-    /// Where the core records what made each direct commit (see `commit_proof.rs`).
+    /// Where the core records what made each direct commit (see `sync/commit_proof.rs`).
     pub direct_commits: DirectCommits,
     /// How far the application is behind (see `checkpoint::PipelineProgress`).
     pub progress: Arc<PipelineProgress>,
@@ -403,7 +406,7 @@ impl Core {
     pub(crate) fn leader_for(
         &self,
         round: Round,
-        opening: crate::leader::Opening<'_>,
+        opening: crate::liveness::leader::Opening<'_>,
     ) -> Option<PublicKey> {
         self.leader(round, opening)
     }

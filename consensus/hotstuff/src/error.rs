@@ -1,10 +1,10 @@
 //! What stops a consensus message from being processed, and what stops the node.
 
-use super::aggregator::AggregatorError;
-use super::messages::MessageError;
-use super::payload::PayloadError;
-use super::safety_state::SafetyStateError;
-use super::synchronizer::SyncError;
+use crate::aggregator::AggregatorError;
+use crate::messages::MessageError;
+use crate::payload::waiter::PayloadError;
+use crate::safety::SafetyStateError;
+use crate::sync::synchronizer::SyncError;
 use config::Round;
 use crypto::Digest;
 use store::StoreError;

@@ -1,8 +1,8 @@
 //! The consensus port's message handler: decode, acknowledge, route.
 
-use super::helper::HelperRequest;
-use super::wire;
-use super::wire::ConsensusMessage;
+use crate::sync::helper::HelperRequest;
+use crate::wire;
+use crate::wire::ConsensusMessage;
 use bytes::Bytes;
 use crypto::PublicKey;
 use futures::SinkExt;

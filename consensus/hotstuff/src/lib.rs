@@ -9,27 +9,22 @@
 //! `checkpoint::Checkpoint`). Framing and authentication belong to `network`, bytes on disk to `store`.
 
 mod aggregator;
-pub mod commit_proof;
-mod committer;
+mod commit;
 mod core;
 mod error;
-mod gc;
 mod handler;
-mod helper;
-mod holders;
-pub mod leader;
+mod liveness;
 pub mod messages;
 mod metrics;
 mod payload;
-mod payload_buffer;
 mod safety;
-mod safety_state;
-mod state_sync;
-mod synchronizer;
-mod timer;
+mod sync;
 #[cfg(test)]
 mod twins;
 pub mod wire;
+
+pub use liveness::leader;
+pub use sync::commit_proof;
 
 #[cfg(test)]
 #[global_allocator]
@@ -146,10 +141,10 @@ impl Consensus {
                 .hearing(presence);
         // The core learns from QCs which rounds every peer holds; the committer frees batches
         // by it.
-        let (peer_rounds, held_by_all) = holders::PeerRounds::new(name, &committee);
-        let direct_commits = commit_proof::DirectCommits::default();
+        let (peer_rounds, held_by_all) = payload::holders::PeerRounds::new(name, &committee);
+        let direct_commits = sync::commit_proof::DirectCommits::default();
 
-        helper::Helper::spawn(
+        sync::helper::Helper::spawn(
             name,
             committee.clone(),
             store.clone(),
@@ -163,13 +158,13 @@ impl Consensus {
             )
             .with_max_bytes(parameters.queue_budget_bytes()),
         );
-        committer::Committer::spawn(
+        commit::committer::Committer::spawn(
             store.clone(),
-            gc::GcWindow::new(&parameters),
+            payload::gc::GcWindow::new(&parameters),
             rx_commit,
             tx_output,
             metrics.clone(),
-            committer::CommitterLinks {
+            commit::committer::CommitterLinks {
                 held_by_all,
                 progress: state_sync.progress.clone(),
                 checkpoints: Some(state_sync.checkpoints.clone()),

@@ -253,7 +253,7 @@ impl Block {
     }
 
     /// The checks that cost no cryptography, run before any signature is looked at. Whether the
-    /// author leads the round depends on the chain (`leader.rs`): the core checks it.
+    /// author leads the round depends on the chain (`liveness/leader.rs`): the core checks it.
     pub fn check_structure(&self, committee: &Committee) -> Result<(), MessageError> {
         check_round(self.round)?;
         if committee.stake(&self.author) == 0 {
@@ -267,7 +267,7 @@ impl Block {
         }
         // Only the certificate of the round before opens a round (the QC check above makes
         // `round - 1` safe): its QC when the block carries no TC, else the TC. An older TC
-        // would let the proposer pick the history the leader rule reads (see `leader.rs`).
+        // would let the proposer pick the history the leader rule reads (see `liveness/leader.rs`).
         let before = self.round - 1;
         match &self.tc {
             Some(tc) if tc.round != before => Err(MessageError::Malformed(format!(

@@ -2,10 +2,10 @@
 //! other consensus value is encoded: bincode with fixed-width integers and a size limit, so a
 //! hostile length prefix cannot make a node allocate more than a frame can hold.
 //!
-//! The message types it carries (`messages.rs`, `commit_proof.rs`) know nothing of it.
+//! The message types it carries (`messages.rs`, `sync/commit_proof.rs`) know nothing of it.
 
-use super::commit_proof::CommitProof;
-use super::messages::{Block, MessageError, Timeout, Vote, TC};
+use crate::messages::{Block, MessageError, Timeout, Vote, TC};
+use crate::sync::commit_proof::CommitProof;
 use bincode::Options;
 use bytes::Bytes;
 use config::{Committee, Round};

@@ -10,7 +10,7 @@
 //! The restarted nodes here run on fresh in-memory stores, so they have lost their safety state
 //! (last voted round, high QC) and may vote a second time in a round they voted in before the
 //! crash. That is harmless in this test (the other nodes are honest and no quorum can form while
-//! they are down); `node run --store` keeps that state (see `hotstuff/safety_state.rs`).
+//! they are down); `node run --store` keeps that state (see `hotstuff/src/safety/state.rs`).
 
 mod common;
 

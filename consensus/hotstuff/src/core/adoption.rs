@@ -1,63 +1,21 @@
-//! State-sync adoption: asking peers for a checkpoint when we are too far behind to replay the
-//! chain, adopting one that f+1 members report, and resuming from our own after a restart.
+//! The core's side of state sync (`sync::adoption` keeps its state): asking peers for a
+//! checkpoint when we are too far behind to replay the chain, adopting one that f+1 members
+//! report, and resuming from our own after a restart.
 
 use super::Core;
-use crate::committer::ToCommitter;
+use crate::commit::committer::ToCommitter;
 use crate::error::ConsensusError;
 use crate::messages::Block;
-use crate::state_sync::{Adopted, StateSync};
+use crate::sync::state_sync::Adopted;
 use crate::wire::{CheckpointReply, ConsensusMessage};
 use checkpoint::{Checkpoint, CheckpointSlot};
-use config::{Committee, Parameters, Round};
+use config::Round;
 use crypto::Hash;
 use mempool::ConsensusMempoolMessage;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 use tracing::{debug, info, warn};
-
-pub(super) struct Adoption {
-    /// Collects peers' checkpoint reports (see `state_sync.rs`).
-    pub(super) state_sync: StateSync,
-    /// Where an adopted checkpoint goes to the application (see `StateSyncLink`).
-    pub(super) tx_restore: std::sync::mpsc::Sender<Arc<Checkpoint>>,
-    /// The application's latest checkpoint: its block is never pruned (peers may ask for it, and
-    /// a restart on a durable store resumes from it).
-    pub(super) checkpoints: CheckpointSlot,
-    /// Blocks that committed without passing through `commit` (below a checkpoint taken as our
-    /// root), whose batches the mempool and the committer have yet to hear of (see
-    /// `settle_skipped`): the core is built outside the runtime, so a root taken there is
-    /// announced once it runs.
-    pub(super) skipped: Vec<Block>,
-    /// Our batches of blocks below a root we took whose fate we cannot tell (`take_root`):
-    /// never proposed again, so our mempool must stop counting them as waiting for a commit
-    /// (its backlog would stay full, and its batch maker paused, for good). Announced with
-    /// `skipped`.
-    pub(super) abandoned: Vec<crypto::Digest>,
-}
-
-impl Adoption {
-    pub(super) fn new(
-        committee: &Committee,
-        parameters: &Parameters,
-        tx_restore: std::sync::mpsc::Sender<Arc<Checkpoint>>,
-        checkpoints: CheckpointSlot,
-    ) -> Self {
-        Adoption {
-            // Asked again each timeout: by then peers are at their next checkpoint, or the first
-            // request's replies were lost.
-            state_sync: StateSync::new(
-                committee.clone(),
-                Duration::from_millis(parameters.timeout_delay),
-            ),
-            tx_restore,
-            checkpoints,
-            skipped: Vec::new(),
-            abandoned: Vec::new(),
-        }
-    }
-}
 
 impl Core {
     /// Asks peers for a checkpoint when `block` certifies a round more than `gc_depth` rounds
@@ -95,7 +53,7 @@ impl Core {
     /// Counts a member's checkpoint report, cheapest checks first: a block not past our last
     /// commit is of no use, a reply we did not ask for (or a member's second to one request) is
     /// not looked at, and the proof that the block committed is checked before the state is
-    /// hashed (see `state_sync.rs`).
+    /// hashed (see `sync/state_sync.rs`).
     pub(super) async fn handle_checkpoint(
         &mut self,
         reply: CheckpointReply,

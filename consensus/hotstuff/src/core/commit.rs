@@ -1,72 +1,29 @@
-//! The commit rule's outcome: committing a block and its uncommitted ancestors, in order, and
-//! refusing a commit that would fork the chain.
+//! The core's side of committing (`commit::committed` decides what a commit brings and refuses a
+//! fork): handing the committed blocks on, in order, and what each commit lets go of.
 
 use super::Core;
-use crate::commit_proof::DirectCommits;
-use crate::committer::ToCommitter;
-use crate::error::{ConsensusError, FatalError};
+use crate::commit::committer::ToCommitter;
+use crate::error::ConsensusError;
 use crate::messages::Block;
-use config::Round;
-use crypto::{Digest, Hash};
 use mempool::ConsensusMempoolMessage;
 use plumbing::now_ms;
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use tracing::info;
-
-/// What committed so far: the chain every later commit must extend, and the certificates that
-/// made its blocks commit (from which the helper proves our checkpoint's block committed).
-pub(super) struct Committed {
-    pub(super) last_round: Round,
-    pub(super) last: Digest,
-    pub(super) direct: DirectCommits,
-}
-
-impl Committed {
-    /// Nothing but genesis.
-    pub(super) fn new(direct: DirectCommits) -> Self {
-        let last = Block::genesis().qc.hash;
-        Committed {
-            last_round: 0,
-            last,
-            direct,
-        }
-    }
-}
 
 impl Core {
     /// Commits `block` and every uncommitted ancestor, oldest first.
     pub(super) async fn commit(&mut self, block: Block) -> Result<(), ConsensusError> {
-        let mut chain = VecDeque::from([block]);
-        loop {
-            let oldest = &chain[0];
-            let parent = *oldest.parent();
-            let ancestor = self
-                .synchronizer
-                .stored_block(&parent)?
-                .ok_or(ConsensusError::MissingAncestor(parent))?;
-            if ancestor.round <= self.committed.last_round {
-                if parent != self.committed.last {
-                    // Two-chain safety says this cannot happen with f or fewer faults. Checked
-                    // before anything of `chain` is output, so the conflicting blocks never are.
-                    return Err(FatalError::Fork {
-                        block: chain[0].digest(),
-                        round: chain[0].round,
-                        last_committed: self.committed.last,
-                        last_committed_round: self.committed.last_round,
-                    }
-                    .into());
-                }
-                break;
-            }
-            chain.push_front(ancestor);
-        }
+        let synchronizer = &self.synchronizer;
+        let chain = self.committed.chain_to(block, |digest| {
+            synchronizer
+                .stored_block(digest)
+                .map_err(ConsensusError::from)
+        })?;
         let Some(last) = chain.back() else {
             return Ok(());
         };
-        self.committed.last_round = last.round;
+        self.committed.advance(last);
         self.synchronizer.committed(last.round);
-        self.committed.last = last.digest();
         self.pruning.committed(last.round);
         for block in chain {
             self.proposals.settle(&block, &self.name);

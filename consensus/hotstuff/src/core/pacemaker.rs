@@ -1,91 +1,18 @@
-//! The pacemaker: which round we are in, who leads it, and how certificates and timeouts move
-//! us on (including joining f+1 members' timeouts of a higher round).
+//! The core's side of the pacemaker (`liveness::pacemaker`): timing out of a round, handling
+//! timeouts, TCs and the certificates that move the round, and acting on what the pacemaker
+//! decides (sending our timeout, cleaning up the old round, proposing when we lead).
 
 use super::Core;
 use crate::aggregator::AggregatorError;
 use crate::error::ConsensusError;
-use crate::holders::PeerRounds;
-use crate::leader::{LeaderElector, Opening};
+use crate::liveness::leader::Opening;
+use crate::liveness::pacemaker::OpenedBy;
 use crate::messages::{Timeout, QC, TC};
-use crate::timer::Timer;
 use crate::wire::ConsensusMessage;
-use config::{Committee, Parameters, Round, Stake};
-use crypto::{Digest, PublicKey};
-use std::collections::HashMap;
+use config::Round;
+use crypto::PublicKey;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 use tracing::{debug, warn};
-
-pub(super) struct Pacemaker {
-    pub(super) round: Round,
-    /// Fires when the current round has lasted `timeout_delay`.
-    pub(super) timer: Timer,
-    /// Per member, the highest round above ours (and within the window) it sent us a valid
-    /// timeout for: what timeout joining counts (see `join_timeouts`). One entry per member
-    /// at most, whatever the rounds; the timeouts themselves are in the aggregator.
-    pub(super) timeout_rounds: HashMap<PublicKey, Round>,
-    /// Who leads each round (see `leader.rs`).
-    pub(super) elector: LeaderElector,
-    /// The leader of the current round, if this node can tell: whom its timeout blames.
-    pub(super) round_leader: Option<PublicKey>,
-    /// The certificate that opened the current round: while this node cannot tell its leader,
-    /// each block that arrives may complete the window (see `Core::lead_once_known`).
-    pub(super) opened_by: Option<OpenedBy>,
-    /// Who signed which certified rounds: tells the committer when every peer holds a batch.
-    pub(super) peer_rounds: PeerRounds,
-    /// Our latest timeout: sent again to a member found behind us (see `help_a_member_behind`).
-    pub(super) last_timeout: Option<Timeout>,
-    /// Per member, the round of ours in which we last sent it `last_timeout`.
-    pub(super) helped: HashMap<PublicKey, Round>,
-    /// The node resumed a stored safety state: it times out of its round as it starts (see
-    /// `Core::start_round`).
-    pub(super) restarted: bool,
-}
-
-/// What opened a round, kept (`Opening` borrows).
-#[derive(Clone)]
-pub(super) enum OpenedBy {
-    Qc(Digest),
-    Tc(TC),
-}
-
-impl OpenedBy {
-    fn of(opening: Opening<'_>) -> Self {
-        match opening {
-            Opening::Qc(digest) => OpenedBy::Qc(*digest),
-            Opening::Tc(tc) => OpenedBy::Tc(tc.clone()),
-        }
-    }
-
-    fn opening(&self) -> Opening<'_> {
-        match self {
-            OpenedBy::Qc(digest) => Opening::Qc(digest),
-            OpenedBy::Tc(tc) => Opening::Tc(tc),
-        }
-    }
-}
-
-impl Pacemaker {
-    pub(super) fn new(
-        round: Round,
-        committee: &Committee,
-        parameters: &Parameters,
-        peer_rounds: PeerRounds,
-    ) -> Self {
-        Pacemaker {
-            round,
-            timer: Timer::new(Duration::from_millis(parameters.timeout_delay)),
-            timeout_rounds: HashMap::new(),
-            elector: LeaderElector::new(parameters.leader, committee, parameters.leader_window),
-            round_leader: None,
-            opened_by: None,
-            peer_rounds,
-            last_timeout: None,
-            helped: HashMap::new(),
-            restarted: false,
-        }
-    }
-}
 
 impl Core {
     pub(super) async fn local_timeout_round(&mut self) -> Result<(), ConsensusError> {
@@ -157,24 +84,15 @@ impl Core {
         &mut self,
         author: &PublicKey,
     ) -> Result<(), ConsensusError> {
-        let round = self.pacemaker.round;
-        let Some(timeout) = self
-            .pacemaker
-            .last_timeout
-            .as_ref()
-            .filter(|t| t.round == round)
-        else {
-            return Ok(());
-        };
         let Some(authority) = self.committee.authority(author) else {
             return Ok(());
         };
-        if author == &self.name || self.pacemaker.helped.get(author) >= Some(&round) {
-            return Ok(());
-        }
         let address = authority.consensus_address;
-        let bytes = crate::wire::encode(&ConsensusMessage::Timeout(timeout.clone()))?;
-        self.pacemaker.helped.insert(*author, round);
+        let Some(timeout) = self.pacemaker.help(author, &self.name) else {
+            return Ok(());
+        };
+        let round = timeout.round;
+        let bytes = crate::wire::encode(&ConsensusMessage::Timeout(timeout))?;
         debug!("{author} timed out of a round below ours ({round}): sending it our timeout");
         let handler = self.network.sender.send(address, bytes).await;
         self.keep_handlers(vec![handler]);
@@ -182,24 +100,15 @@ impl Core {
     }
 
     pub(super) async fn advance_round(&mut self, round: Round) {
-        if round < self.pacemaker.round {
+        if !self.pacemaker.advance(round) {
             return;
         }
-        self.pacemaker.timer.reset();
-        self.pacemaker.round = round + 1;
         self.metrics
             .round
             .store(self.pacemaker.round, Ordering::Relaxed);
         debug!("moved to round {}", self.pacemaker.round);
-        // Nothing of the old round's opening carries over: callers that hold the certificate
-        // of the round before (`enter_round_opened_by`) say who leads; timeout joining holds
-        // none, and then only a rule that reads the round alone can tell.
-        self.pacemaker.opened_by = None;
-        self.pacemaker.round_leader = self.pacemaker.elector.leader_of_round(round + 1);
         self.metrics.set_leader(self.pacemaker.round_leader);
         self.aggregator.cleanup(round);
-        let current = self.pacemaker.round;
-        self.pacemaker.timeout_rounds.retain(|_, r| *r > current);
         // A proposal held back for an earlier round is moot.
         self.proposals.pending = None;
         self.network.forget_before(self.pacemaker.round);
@@ -208,9 +117,7 @@ impl Core {
     /// `qc` was verified by the caller (or assembled here from verified votes).
     pub(super) fn update_high_qc(&mut self, qc: &QC) {
         self.pacemaker.peer_rounds.certified(qc);
-        if qc.round > self.voting.high_qc.round {
-            self.voting.high_qc = qc.clone();
-        }
+        self.voting.raise_high_qc(qc);
     }
 
     pub(super) async fn process_qc(&mut self, qc: &QC) {
@@ -224,24 +131,17 @@ impl Core {
 
     /// The leader of `round`, opened by `opening`, if this node can tell (see `leader.rs`).
     pub(super) fn leader(&self, round: Round, opening: Opening<'_>) -> Option<PublicKey> {
-        self.pacemaker.elector.leader(round, opening)
+        self.pacemaker.leader(round, opening)
     }
 
     pub(super) fn is_leader(&self, round: Round, opening: Opening<'_>) -> bool {
         self.leader(round, opening) == Some(self.name)
     }
 
-    /// Notes who leads the round just entered through `opening` (its timeout, if any, blames
-    /// that leader; the METRICS line shows it).
+    /// Notes who leads the round just entered through `opening` (the METRICS line shows it).
     pub(super) fn enter_round_opened_by(&mut self, opening: Opening<'_>) {
-        self.pacemaker.round_leader = self.leader(self.pacemaker.round, opening);
-        self.metrics.set_leader(self.pacemaker.round_leader);
-        // Kept only while it may still be needed (a TC is a few kilobytes at n = 48).
-        self.pacemaker.opened_by = self
-            .pacemaker
-            .round_leader
-            .is_none()
-            .then(|| OpenedBy::of(opening));
+        let leader = self.pacemaker.enter_opened_by(opening);
+        self.metrics.set_leader(leader);
     }
 
     /// Under leader reputation a node may enter a round before it holds the window that names
@@ -250,10 +150,7 @@ impl Core {
     /// Once the missing block arrives the node can tell, and if it is the leader it proposes
     /// now: nobody else will, and the round would time out.
     pub(super) async fn lead_once_known(&mut self) {
-        if self.pacemaker.round_leader.is_some() {
-            return;
-        }
-        let Some(opened_by) = self.pacemaker.opened_by.take() else {
+        let Some(opened_by) = self.pacemaker.take_unresolved() else {
             return;
         };
         self.enter_round_opened_by(opened_by.opening());
@@ -301,41 +198,18 @@ impl Core {
         self.join_timeouts(author, round).await
     }
 
-    /// Timeout joining (Bracha-style amplification, as in DiemBFT v4 / Jolteon): once members
-    /// with f+1 stake sent valid timeouts for rounds at or above r > ours, at least one honest
-    /// member got to r, so we move to r and time out of it too. Without it, nodes stuck in
-    /// different rounds (a restarted node whose high QC leaves it below the survivors, who can
-    /// form no TC without it) each wait for a TC of their own round that never comes. A single
-    /// (maybe Byzantine) member cannot move us; only a verified timeout within the window gets
-    /// here, and each member holds one entry, its highest.
+    /// Timeout joining (see `Pacemaker::join`): without it, nodes stuck in different rounds (a
+    /// restarted node whose high QC leaves it below the survivors, who can form no TC without
+    /// it) each wait for a TC of their own round that never comes. Only a verified timeout
+    /// within the window gets here.
     pub(super) async fn join_timeouts(
         &mut self,
         author: PublicKey,
         round: Round,
     ) -> Result<(), ConsensusError> {
-        if round <= self.pacemaker.round {
-            return Ok(());
-        }
-        let highest = self.pacemaker.timeout_rounds.entry(author).or_insert(round);
-        *highest = (*highest).max(round);
-        let mut rounds: Vec<(Round, Stake)> = self
-            .pacemaker
-            .timeout_rounds
-            .iter()
-            .map(|(name, r)| (*r, self.committee.stake(name)))
-            .collect();
-        rounds.sort_unstable_by_key(|(r, _)| std::cmp::Reverse(*r));
-        let threshold = self.committee.validity_threshold();
-        let mut stake: Stake = 0;
-        let Some(join) = rounds.into_iter().find_map(|(r, s)| {
-            stake += s;
-            (stake >= threshold).then_some(r)
-        }) else {
+        let Some(join) = self.pacemaker.join(author, round, &self.committee) else {
             return Ok(());
         };
-        if join <= self.pacemaker.round {
-            return Ok(());
-        }
         debug!("joining the timeouts of round {join}");
         // `advance_round(r)` enters round r + 1.
         self.advance_round(join - 1).await;
@@ -389,17 +263,7 @@ impl Core {
 
     /// Rejects a round too far ahead of ours (see `Parameters::max_rounds_ahead`).
     pub(super) fn check_window(&self, round: Round) -> Result<(), ConsensusError> {
-        if round
-            > self
-                .pacemaker
-                .round
-                .saturating_add(self.parameters.max_rounds_ahead)
-        {
-            return Err(ConsensusError::TooFarAhead {
-                round,
-                current: self.pacemaker.round,
-            });
-        }
-        Ok(())
+        self.pacemaker
+            .check_window(round, self.parameters.max_rounds_ahead)
     }
 }

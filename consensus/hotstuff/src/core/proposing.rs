@@ -3,9 +3,9 @@
 
 use super::Core;
 use crate::error::ConsensusError;
-use crate::leader::Opening;
+use crate::liveness::leader::Opening;
 use crate::messages::{Block, TC};
-use crate::payload_buffer::PayloadBuffer;
+use crate::payload::buffer::PayloadBuffer;
 use crate::wire::ConsensusMessage;
 use checkpoint::PipelineProgress;
 use std::collections::VecDeque;
@@ -134,14 +134,7 @@ impl Core {
             );
             return Ok(());
         }
-        self.voting.last_proposed_round = self.pacemaker.round;
-        // The leader votes for its own block next, so the write that records the proposal
-        // records that vote too: its vote then finds the state on disk already, and the round
-        // costs this node one synced write, not two. Recording a vote early only restrains a
-        // restarted node (it will not vote in this round), which is always safe.
-        let mut state = self.safety_state();
-        state.last_voted_round = state.last_voted_round.max(self.pacemaker.round);
-        self.voting.store.save(state).await?;
+        self.voting.record_proposal(self.pacemaker.round).await?;
         let payload = if self.application_behind() {
             self.metrics
                 .withheld_proposals

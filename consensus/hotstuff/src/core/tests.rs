@@ -3,11 +3,11 @@
 
 use super::*;
 use crate::aggregator::AggregatorError;
-use crate::commit_proof::CommitProof;
-use crate::leader::{LeaderElector, Opening};
+use crate::liveness::leader::{LeaderElector, Opening};
 use crate::messages::tests::{committee, keys, qc, signed_block, tc, timeout, vote};
 use crate::messages::{MessageError, QC, TC};
-use crate::state_sync::StateSync;
+use crate::sync::commit_proof::CommitProof;
+use crate::sync::state_sync::StateSync;
 use crate::wire::CheckpointReply;
 use crypto::KeyPair;
 use network::handshake::Purpose;

@@ -1,5 +1,5 @@
-//! Voting: which blocks we vote for (the rules are in `safety.rs`), what those rules must not
-//! forget across a crash, and where our vote goes.
+//! The core's side of voting (`safety::voting` decides what we may vote for and keeps it on
+//! disk): handling proposals, votes and chains, and where our vote goes.
 //!
 //! A vote, timeout or proposal leaves the node only once the state it commits us to is on disk
 //! (`persist_safety`): a node restarted on its store must never vote twice in a round, vote in a
@@ -8,83 +8,28 @@
 use super::Core;
 use crate::aggregator::AggregatorError;
 use crate::error::ConsensusError;
-use crate::leader::Opening;
-use crate::messages::{Block, MessageError, Vote, QC};
-use crate::safety::{self, SafetyRules};
-use crate::safety_state::{SafetyState, SafetyStateError, SafetyStore};
+use crate::liveness::leader::Opening;
+use crate::messages::{Block, MessageError, Vote};
+use crate::safety::{self, SafetyStateError};
 use crate::wire;
 use crate::wire::ConsensusMessage;
-use config::Round;
-use store::Store;
-use tracing::{debug, error, info};
-
-/// The voting rules and what they must keep across a restart.
-pub(super) struct Voting {
-    pub(super) rules: SafetyRules,
-    /// Where `rules`, `last_proposed_round` and `high_qc` are kept across restarts.
-    pub(super) store: SafetyStore,
-    /// An honest leader proposes once per round, however many certificates reach it.
-    pub(super) last_proposed_round: Round,
-    /// The highest certificate we know of: what our blocks extend and our timeouts report.
-    pub(super) high_qc: QC,
-    /// Our vote of the current round, re-broadcast if the round times out (see
-    /// `local_timeout_round`).
-    pub(super) last_vote: Option<Vote>,
-}
-
-impl Voting {
-    /// Loads the safety state a durable store kept from before a restart (none on a new
-    /// store); returns it, the round to resume in, and whether there was one to load.
-    pub(super) fn resume(store: &Store) -> Result<(Self, Round, bool), SafetyStateError> {
-        let mut safety_store = SafetyStore::new(store.safety());
-        let resumed = safety_store.load()?;
-        if let Some(state) = &resumed {
-            info!(
-                "resuming from the stored safety state: last voted round {}, last proposed \
-                 round {}, high QC of round {}",
-                state.last_voted_round, state.last_proposed_round, state.high_qc.round
-            );
-        }
-        let restarted = resumed.is_some();
-        let resumed = resumed.unwrap_or_default();
-        let round = resumed.resume_round();
-        let voting = Voting {
-            rules: SafetyRules::resume(resumed.last_voted_round),
-            store: safety_store,
-            last_proposed_round: resumed.last_proposed_round,
-            high_qc: resumed.high_qc,
-            last_vote: None,
-        };
-        Ok((voting, round, restarted))
-    }
-}
+use tracing::{debug, error};
 
 impl Core {
-    /// Writes what must survive a crash (see `safety_state.rs`); called before a vote, timeout
-    /// or proposal leaves the node, which must not leave if this fails.
+    /// Writes what must survive a crash (see `safety::voting`).
     pub(super) async fn persist_safety(&mut self) -> Result<(), SafetyStateError> {
-        let state = self.safety_state();
-        self.voting.store.save(state).await
-    }
-
-    pub(super) fn safety_state(&self) -> SafetyState {
-        SafetyState {
-            last_voted_round: self.voting.rules.last_voted_round(),
-            last_proposed_round: self.voting.last_proposed_round,
-            high_qc: self.voting.high_qc.clone(),
-        }
+        self.voting.persist().await
     }
 
     pub(super) async fn make_vote(&mut self, block: &Block) -> Option<Vote> {
-        if !self.voting.rules.vote(block) {
-            return None;
+        match self.voting.may_vote(block).await {
+            Ok(true) => Some(Vote::new(block, self.name, &self.signature_service).await),
+            Ok(false) => None,
+            Err(e) => {
+                error!("not voting in round {}: {e}", block.round);
+                None
+            }
         }
-        if let Err(e) = self.persist_safety().await {
-            // Not voting is always safe; a vote the node could forget is not.
-            error!("not voting in round {}: {e}", block.round);
-            return None;
-        }
-        Some(Vote::new(block, self.name, &self.signature_service).await)
     }
 
     pub(super) async fn handle_vote(&mut self, vote: Vote) -> Result<(), ConsensusError> {

@@ -13,7 +13,7 @@
 use super::instance::{Delivered, Instance};
 use super::scenario::Scenario;
 use crate::core::Core;
-use crate::leader::Opening;
+use crate::liveness::leader::Opening;
 use crate::messages::TC;
 use crate::wire;
 use config::Round;

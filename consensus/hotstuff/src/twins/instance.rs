@@ -5,13 +5,13 @@
 //! tests consensus, not batch dissemination.
 
 use super::network::{Inbox, Sent, Source};
-use crate::commit_proof::DirectCommits;
-use crate::committer::{Committer, CommitterLinks};
+use crate::commit::committer::{Committer, CommitterLinks};
 use crate::core::{Core, CoreChannels, CoreSenders};
-use crate::gc::GcWindow;
-use crate::helper::Helper;
-use crate::holders::PeerRounds;
 use crate::metrics::ConsensusMetrics;
+use crate::payload::gc::GcWindow;
+use crate::payload::holders::PeerRounds;
+use crate::sync::commit_proof::DirectCommits;
+use crate::sync::helper::Helper;
 use crate::FatalError;
 use batch::{BatchBuilder, CommittedBatch};
 use checkpoint::{CheckpointSlot, PipelineProgress};

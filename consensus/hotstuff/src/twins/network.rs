@@ -11,7 +11,7 @@
 //! before it, and messages due at the same instant are delivered in the order of those keys.
 
 use super::scenario::Scenario;
-use crate::helper::HelperRequest;
+use crate::sync::helper::HelperRequest;
 use crate::wire::{self, ConsensusMessage};
 use bytes::Bytes;
 use config::Round;

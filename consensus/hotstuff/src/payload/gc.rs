@@ -1,7 +1,7 @@
 //! The GC window: how long committed blocks and batches stay for peers that are behind, and the
 //! record of recently committed batches that the window bounds.
 
-use super::messages::Block;
+use crate::messages::Block;
 use config::{Parameters, Round};
 use crypto::{Digest, Hash};
 use std::collections::hash_map::Entry;

@@ -10,7 +10,7 @@
 //! that is behind (partitioned, crashed, slow, or Byzantine and pretending to be) stops signing,
 //! the round this returns stops moving, and batches stay for the full GC window as before.
 
-use super::messages::QC;
+use crate::messages::QC;
 use config::{Committee, Round};
 use crypto::PublicKey;
 use std::collections::HashMap;

@@ -1,9 +1,9 @@
 //! Answers other replicas' requests for blocks they are missing, and for this node's latest
 //! checkpoint (state sync).
 
-use super::commit_proof::{CommitProof, DirectCommits};
-use super::wire;
-use super::wire::{CheckpointReply, ConsensusMessage, MAX_CHAIN_BLOCKS};
+use crate::sync::commit_proof::{CommitProof, DirectCommits};
+use crate::wire;
+use crate::wire::{CheckpointReply, ConsensusMessage, MAX_CHAIN_BLOCKS};
 use checkpoint::CheckpointSlot;
 use config::{Committee, Round};
 use crypto::{Digest, PublicKey};
@@ -194,7 +194,7 @@ impl Helper {
         }))
     }
 
-    fn read_block(&self, digest: &Digest) -> Option<super::messages::Block> {
+    fn read_block(&self, digest: &Digest) -> Option<crate::messages::Block> {
         let bytes = match self.store.read(digest) {
             Ok(Some(bytes)) => bytes,
             Ok(None) => {
@@ -318,7 +318,7 @@ mod tests {
         use crypto::Hash;
         let keys = keys(4);
         let store = Store::new();
-        let mut blocks: Vec<super::super::messages::Block> = Vec::new();
+        let mut blocks: Vec<crate::messages::Block> = Vec::new();
         for round in 1..=40 {
             let parent = blocks
                 .last()

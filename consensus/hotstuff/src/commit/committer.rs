@@ -1,9 +1,9 @@
 //! Turns committed blocks into committed batches: the crate's one output.
 
-use super::error::FatalError;
-use super::gc::{GcWindow, RecentlyCommitted, Recorded};
-use super::messages::Block;
-use super::metrics::ConsensusMetrics;
+use crate::error::FatalError;
+use crate::messages::Block;
+use crate::metrics::ConsensusMetrics;
+use crate::payload::gc::{GcWindow, RecentlyCommitted, Recorded};
 use batch::{Batch, CommittedBatch};
 use bytes::Bytes;
 use checkpoint::CheckpointSlot;

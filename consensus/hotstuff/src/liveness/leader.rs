@@ -40,7 +40,7 @@
 //! Byzantine member can thereby lead more of the rounds that follow timeouts than its share, but
 //! it cannot keep an honest member out of them.
 
-use super::messages::{Block, TC};
+use crate::messages::{Block, TC};
 use config::{Committee, LeaderRule, Round, Stake};
 use crypto::{Digest, Hash, PublicKey};
 use std::cell::RefCell;

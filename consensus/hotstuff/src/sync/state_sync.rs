@@ -12,7 +12,7 @@
 //! and the hashing of a state of up to megabytes, so what replies cost is bounded by members
 //! times requests, one request per `retry` at most.
 
-use super::wire::CheckpointReply;
+use crate::wire::CheckpointReply;
 use bytes::Bytes;
 use config::{Committee, Stake};
 use crypto::{Digest, Hash, PublicKey};
@@ -26,7 +26,7 @@ const REPORTS_PER_MEMBER: usize = 3;
 
 /// A checkpoint enough members agree on.
 pub struct Adopted {
-    pub block: super::messages::Block,
+    pub block: crate::messages::Block,
     pub state: Bytes,
     pub digest: Digest,
 }
@@ -152,9 +152,9 @@ impl StateSync {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commit_proof::CommitProof;
     use crate::messages::tests::{committee, keys, signed_block};
     use crate::messages::QC;
+    use crate::sync::commit_proof::CommitProof;
     use config::Round;
     use crypto::{Hash, KeyPair};
 

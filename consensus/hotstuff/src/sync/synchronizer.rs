@@ -13,9 +13,9 @@
 //! pruned it, must not hold a block forever). A dropped block is not lost for good: the next
 //! block that extends it names it as its parent and it is fetched then.
 
-use super::messages::{Block, QC};
-use super::wire;
-use super::wire::ConsensusMessage;
+use crate::messages::{Block, QC};
+use crate::wire;
+use crate::wire::ConsensusMessage;
 use config::{Committee, Round};
 use crypto::{Digest, Hash, PublicKey};
 use futures::stream::{FuturesUnordered, StreamExt};

@@ -9,7 +9,7 @@
 //! every block from their checkpoint up, see the core's `prune_floor`) and from the QCs of the
 //! direct commits it saw (`DirectCommits`).
 
-use super::messages::{Block, MessageError, QC};
+use crate::messages::{Block, MessageError, QC};
 use config::{Committee, Round};
 use crypto::{Digest, Hash};
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,7 @@
 //!
 //! A replica that forgets its last voted round may vote again in that round after a restart, for
 //! a different block of an equivocating leader: two certificates of one round, and the safety
-//! argument of `safety.rs` is gone. It likewise must not forget the highest QC it reported: that
+//! argument of `rules.rs` is gone. It likewise must not forget the highest QC it reported: that
 //! argument counts on every honest signer of a TC reporting a QC at least as high as any it held
 //! when it voted. And a leader that forgets it proposed may propose a second block in the round.
 //!
@@ -10,8 +10,8 @@
 //! before any vote, timeout or proposal that depends on it leaves the node, and reads it back
 //! when it starts. On the in-memory store the record dies with the process, like everything else.
 
-use super::messages::QC;
-use super::wire::options;
+use crate::messages::QC;
+use crate::wire::options;
 use bincode::Options;
 use config::Round;
 use crypto::Digest;

@@ -1,0 +1,13 @@
+//! Catching up: fetching the blocks a member lacks, serving them to peers, and adopting a
+//! checkpoint from peers when replaying the chain is no longer possible.
+//!
+//! - `synchronizer`: the ancestors of a block that arrived before them, asked of peers;
+//! - `helper`: the answers to peers' block and checkpoint requests;
+//! - `state_sync`: a checkpoint adopted from f+1 matching replies, with the proof its block
+//!   committed (`commit_proof`); `adoption`: what the core keeps while it adopts one.
+
+pub(crate) mod adoption;
+pub mod commit_proof;
+pub(crate) mod helper;
+pub(crate) mod state_sync;
+pub(crate) mod synchronizer;
