@@ -214,26 +214,12 @@ def test_only_emulated_runs_give_the_nodes_a_file(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     assert emulates(BenchParameters(delay_ms=0), ())
     assert emulates(BenchParameters(), (Partition((1,), 1.0, 2.0),))
+    files = {"keys": "k", "committee": "c", "parameters": "p", "genesis": None}
     flags = described_flags("hotcrypto")
-    plain = node_command(
-        "node",
-        keys="k",
-        committee="c",
-        parameters="p",
-        genesis=None,
-        bench=BenchParameters(),
-        flags=flags,
-    )
+    plain = node_command("node", bench=BenchParameters(), flags=flags, **files)
     assert "--net-emulation" not in plain
     emulated = node_command(
-        "node",
-        keys="k",
-        committee="c",
-        parameters="p",
-        genesis=None,
-        bench=BenchParameters(),
-        flags=flags,
-        net_emulation="net-emulation.json",
+        "node", bench=BenchParameters(), flags=flags, net_emulation="net-emulation.json", **files
     )
     assert emulated[-2:] == ["--net-emulation", "net-emulation.json"]
 
