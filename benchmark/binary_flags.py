@@ -11,6 +11,7 @@ its help line in `fabfile.py` and the flag itself in the binary.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -144,7 +145,21 @@ class ModeFlags:
 
 
 def describe(node_binary: Path, mode: str) -> ModeFlags:
-    """Ask `node` and `client` (beside it) which flags `mode` takes."""
+    """Ask `node` and `client` (beside it) which flags `mode` takes; asked once per build of
+    the binaries (a run's check and its command lines read the same answer)."""
+    client = node_binary.with_name("client")
+    return _described(node_binary, mode, _built_at(node_binary), _built_at(client))
+
+
+def _built_at(binary: Path) -> int:
+    try:
+        return binary.stat().st_mtime_ns
+    except OSError:
+        return 0  # asking it fails with the reason
+
+
+@functools.lru_cache(maxsize=32)
+def _described(node_binary: Path, mode: str, node_built: int, client_built: int) -> ModeFlags:
     node = _printed([str(node_binary), "describe", "--mode", mode])
     client = _printed([str(node_binary.with_name("client")), "--describe", "--mode", mode])
     return ModeFlags.from_descriptions(mode, node, client, str(node_binary))

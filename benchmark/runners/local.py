@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from .. import binary_flags
 from ..analysis.options import AnalysisOptions
 from ..analysis.resources.profiles import PROFILE_GRACE
 from ..analysis.run_summary import Summary
@@ -282,19 +283,14 @@ class LocalBench:
 
     @contextlib.contextmanager
     def session(
-        self,
-        bench: BenchParameters,
-        flags: ModeFlags,
-        run_id: str,
-        log_dir: Path,
-        files: RunFiles | None,
+        self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
     ) -> Iterator[LocalSession]:
         grace = max(self.grace, PROFILE_GRACE) if self.profile else self.grace
         budget = self._budget(bench, run_id)
         try:
             # The budget's groups go once every process has stopped (ProcessSet exits first).
             with budget or contextlib.nullcontext(), ProcessSet(grace) as processes:
-                yield LocalSession(self, bench, flags, processes, log_dir, budget)
+                yield LocalSession(self, bench, processes, log_dir, budget)
                 if budget is not None:
                     # What the groups counted (throttled periods) is read before they go.
                     processes.stop_all()
@@ -331,12 +327,16 @@ class LocalSession:
 
     bench_runner: LocalBench
     bench: BenchParameters
-    flags: ModeFlags
     processes: ProcessSet
     log_dir: Path
     budget: CpuBudget | None
     nodes: list[ManagedProcess] = field(default_factory=list)
     clients: list[ManagedProcess] = field(default_factory=list)
+
+    @property
+    def flags(self) -> ModeFlags:
+        """What the binaries say the mode takes (asked once per build)."""
+        return binary_flags.describe(self.bench_runner.node_binary, self.bench.mode)
 
     def start_nodes(self, files: RunFiles, emulation: Path | None) -> NodeControl:
         runner, bench = self.bench_runner, self.bench

@@ -23,7 +23,6 @@ from ..analysis import pipeline as pipelines
 from ..analysis.options import AnalysisOptions
 from ..analysis.resources.energy import EnergyMeter
 from ..analysis.run_summary import Summary
-from ..binary_flags import ModeFlags
 from ..config import BenchParameters, Ports, RunFiles, write_run_files
 from ..faults.injector import FaultInjector, NodeControl
 from ..faults.members import committee_names
@@ -102,15 +101,10 @@ class Transport(Protocol):
         """Say which run starts (`index` of `bench.runs`), and where."""
 
     def session(
-        self,
-        bench: BenchParameters,
-        flags: ModeFlags,
-        run_id: str,
-        log_dir: Path,
-        files: RunFiles | None,
+        self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
     ) -> AbstractContextManager[Session]:
         """The run's processes (`files` is None for a run without a committee), their command
-        lines passing what `flags` says the binaries take."""
+        lines passing what the binaries say the mode takes (`binary_flags.describe`)."""
 
     def measures_energy(self) -> bool:
         """Whether this machine's energy counters see the run's processes."""
@@ -132,13 +126,12 @@ class RunPlan:
         bench = self.transport.fault_schedule.bench_for(bench)
         self.transport.check(bench)
         # The binaries are built by now: they say which of the settings the mode takes.
-        flags = binary_flags.describe(self.transport.local_node_binary, bench.mode)
-        flags.check(bench)
+        binary_flags.describe(self.transport.local_node_binary, bench.mode).check(bench)
         # SIGTERM and SIGHUP become an exception, so every session stops what it started.
         with signals_interrupt():
-            return [self.run_once(bench, flags, index) for index in range(bench.runs)]
+            return [self.run_once(bench, index) for index in range(bench.runs)]
 
-    def run_once(self, bench: BenchParameters, flags: ModeFlags, index: int = 0) -> Summary:
+    def run_once(self, bench: BenchParameters, index: int = 0) -> Summary:
         transport = self.transport
         run_id = transport.run_id(bench, index)
         log_dir = transport.log_directory(run_id)
@@ -151,10 +144,9 @@ class RunPlan:
         pipeline = pipelines.describe(transport.local_node_binary, bench.mode)
         pipelines.save(pipeline, log_dir)
         if pipeline.consensus:
-            self._run_committee(bench, flags, pipeline.genesis, run_id, log_dir)
+            self._run_committee(bench, pipeline.genesis, run_id, log_dir)
         else:
-            session_of = transport.session(bench, flags, run_id, log_dir, None)
-            with session_of as session, self._meter(log_dir):
+            with transport.session(bench, run_id, log_dir, None) as session, self._meter(log_dir):
                 session.run_standalone()
         transport.after_run(log_dir)
         summary, _ = finish_run(
@@ -174,7 +166,7 @@ class RunPlan:
         return summary
 
     def _run_committee(
-        self, bench: BenchParameters, flags: ModeFlags, genesis: bool, run_id: str, log_dir: Path
+        self, bench: BenchParameters, genesis: bool, run_id: str, log_dir: Path
     ) -> None:
         transport = self.transport
         files = write_run_files(
@@ -196,7 +188,7 @@ class RunPlan:
         )
         faults = None
         try:
-            with transport.session(bench, flags, run_id, log_dir, files) as session:
+            with transport.session(bench, run_id, log_dir, files) as session:
                 control = session.start_nodes(files, emulation)
                 wait_for_clients_start(clients_at, lead, transport.out)
                 session.start_clients(files)

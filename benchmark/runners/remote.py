@@ -29,6 +29,7 @@ from fabric import Connection, ThreadingGroup
 from fabric.exceptions import GroupException
 from invoke.exceptions import UnexpectedExit
 
+from .. import binary_flags
 from ..analysis import pipeline as pipelines
 from ..analysis.metrics import MalformedLineError, Record, load_run, parse_line
 from ..analysis.options import AnalysisOptions
@@ -572,18 +573,13 @@ class RemoteBench:
 
     @contextlib.contextmanager
     def session(
-        self,
-        bench: BenchParameters,
-        flags: ModeFlags,
-        run_id: str,
-        log_dir: Path,
-        files: RunFiles | None,
+        self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
     ) -> Iterator[RemoteSession]:
         if files is None:
             raise RemoteError(f"{bench.mode} runs no committee: run it with fab local")
         self.upload(files, bench.nodes)
         try:
-            yield RemoteSession(self, bench, flags)
+            yield RemoteSession(self, bench)
         finally:
             # Whatever happened, nothing of this run keeps running on the hosts.
             self.stop(bench.nodes)
@@ -642,7 +638,11 @@ class RemoteSession:
 
     remote: RemoteBench
     bench: BenchParameters
-    flags: ModeFlags
+
+    @property
+    def flags(self) -> ModeFlags:
+        """What the binaries (this machine's build) say the mode takes."""
+        return binary_flags.describe(self.remote.local_node_binary, self.bench.mode)
 
     def start_nodes(self, files: RunFiles, emulation: Path | None) -> NodeControl:
         return self.remote.start_nodes(files, self.bench, self.flags, emulation)

@@ -76,7 +76,14 @@ def test_command_lines_carry_the_address_only_when_given() -> None:
     node = node_command("n", bench=bench, flags=flags, prometheus="a:1", **files)
     assert node[-2:] == ["--prometheus", "a:1"]
     client = client_command(
-        "c", bench=bench, flags=flags, target="t", nodes=["t"], index=0, genesis="g", prometheus="a:2"
+        "c",
+        bench=bench,
+        flags=flags,
+        target="t",
+        nodes=["t"],
+        index=0,
+        genesis="g",
+        prometheus="a:2",
     )
     assert client[-2:] == ["--prometheus", "a:2"]
     movevm = movevm_command("c", BenchParameters(mode="movevm"), described_flags("movevm"), "a:3")
