@@ -66,6 +66,8 @@ BENCH_FLAGS = {
     "leader": "round-robin | reputation: who leads a round (reputation skips members that stopped"
     " taking part)",
     "verifier_threads": "verifier threads per node (the node uses every core unless set)",
+    "consensus_threads": "worker threads of a node's consensus runtime (consensus, mempool,"
+    " network; every core unless set)",
     "channel_capacity": "capacity of every channel between actors and stages",
     "max_uncommitted_bytes": "back-pressure bound: a node's own sealed, uncommitted bytes past"
     " which its mempool stops reading client transactions",

@@ -76,6 +76,8 @@ class BenchParameters:
     duration: int = 10
     # A flag of `node run`, not a parameters field; None: the node's default (every core).
     verifier_threads: int | None = passed(None)
+    # A flag of `node run`: the worker threads of its consensus runtime; None: every core.
+    consensus_threads: int | None = passed(None)
     # Test only (a flag of `node run`): the executor busy-spins this many µs per transaction, so
     # it becomes the bottleneck on purpose (the injected-bottleneck tests). None: no delay.
     executor_delay_us: int | None = passed(None)

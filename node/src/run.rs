@@ -85,6 +85,10 @@ pub struct RunArgs {
     /// Signature-verifier threads (default: all cores).
     #[arg(long)]
     pub verifier_threads: Option<usize>,
+    /// Worker threads of the runtime that runs consensus, the mempool and the network (default:
+    /// all cores): with `--verifier-threads` and `--exec-threads`, how a node's cores are split.
+    #[arg(long)]
+    pub consensus_threads: Option<usize>,
     /// Who checks the signatures of a committed batch (modes with signatures): `all` (every
     /// node checks every signature, the report's model) or `attested` (each batch is checked
     /// by its author and members named by its digest, f+1 stake in all, who sign what they
@@ -129,6 +133,7 @@ pub const RULES: &[FlagRule] = &[
         .at_least(1.0),
     FlagRule::new("fees", Needs::Move).with("vm", &["adapter"]),
     FlagRule::new("verifier-threads", Needs::Signatures).at_least(1.0),
+    FlagRule::new("consensus-threads", Needs::Consensus).at_least(1.0),
     FlagRule::new("verify", Needs::Signatures),
     FlagRule::new("genesis", Needs::Execution),
     FlagRule::new("executor-delay-us", Needs::Execution).at_least(0.0),
@@ -189,7 +194,11 @@ impl NodeConfig {
 }
 
 pub fn run(config: NodeConfig) -> Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = config.args.consensus_threads {
+        runtime.worker_threads(threads);
+    }
+    let runtime = runtime
         .enable_all()
         .thread_name(CONSENSUS_THREADS)
         .build()
