@@ -19,7 +19,7 @@ from ..faults.injector import RoundView, round_view
 class RemoteNodeControl:
     run: Callable[[int, str], str]  # run a shell command on host i, return its stdout
     bench_dir: str
-    # Node i's start command, as `remote.background_script(..., append=True)` makes it.
+    # Node i's start command, as `host_scripts.background_script(..., append=True)` makes it.
     restart_scripts: dict[int, str]
 
     def kill(self, node: int) -> None:
