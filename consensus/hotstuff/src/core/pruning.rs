@@ -32,9 +32,7 @@ impl Core {
         self.pacemaker.elector.prune(floor);
         self.committed.direct.prune_below(floor);
         let left = self.pruning.take_below(floor);
-        if !left.is_empty() {
-            self.store.blocks().remove_in_background(&left);
-        }
+        self.store.blocks().remove_in_background(&left);
     }
 
     /// Writes `block` to the store, tracked for pruning like every block we keep.
