@@ -454,6 +454,8 @@ def plot(
         "settings": "settings file (with --remote)",
         "only": "run only the configurations whose label contains this text; the page takes the"
         " others from the last run recorded here",
+        "resume": "go on with a run of this experiment that stopped halfway (recorded here, at"
+        " this commit): run only the configurations it did not get to",
     },
 )
 def experiment(
@@ -471,11 +473,13 @@ def experiment(
     remote: bool = False,
     settings: str = "settings.json",
     only: str = "",
+    resume: bool = False,
 ) -> None:
     """Run a named experiment end to end and write its results page (docs/results/NAME.md);
-    `--remote`: on the hosts of `fab remote`; `--rewrite`: write the page again from the logs
-    of its last run, running nothing; `--only=TEXT`: run the configurations whose label contains
-    TEXT, the others taken from the last run."""
+        `--remote`: on the hosts of `fab remote`; `--rewrite`: write the page again from the logs
+        of its last run, running nothing; `--only=TEXT`: run the configurations whose label contains
+        TEXT, the others taken from the last run; `--resume`: go on with a run that stopped halfway
+    (same commit), running only the configurations it did not get to."""
 
     def action() -> None:
         from benchmark.experiments import EXPERIMENTS  # noqa: PLC0415
@@ -504,6 +508,7 @@ def experiment(
                 if base_port
                 else DEFAULT_BASE_PORT,
                 "only": only or None,
+                "resume": resume,
             }
             if remote:
                 with _remote_bench(settings) as bench:

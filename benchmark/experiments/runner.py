@@ -11,13 +11,15 @@ one process (`movevm`) is left out, said so on the page.
 Each run of an experiment is recorded under the logs (`logs/experiments/NAME.json`: the machine,
 the commit, and every run's configuration and log directory), so `--rewrite` can write the page
 again from those logs, with today's analysis, without running anything: an hour of runs is not
-lost to a better explanation of them.
+lost to a better explanation of them. While it runs, the record is kept up to date after every
+configuration (`NAME.unfinished.json`), so a run stopped halfway (a crash, a closed session)
+goes on from where it stopped with `--resume`, at the same commit, instead of from the start.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -133,10 +135,13 @@ def run_experiment(
     base_port: int = DEFAULT_BASE_PORT,
     testbed: Testbed | None = None,
     only: str | None = None,
+    resume: bool = False,
 ) -> Path:
     """Runs every configuration of `experiment` on `testbed` (this machine unless given) and
     writes its page into `output`; returns the page's path. With `only`, runs the configurations
-    whose label contains it and takes the others from the last recorded run (`--rewrite`'s)."""
+    whose label contains it and takes the others from the last recorded run (`--rewrite`'s).
+    With `resume`, runs the configurations an unfinished run of the same commit did not get to,
+    and takes the others from it."""
     where = testbed or LocalTestbed(
         repo_root, logs_dir, results_dir, out, work_dir, binaries, base_port
     )
@@ -144,22 +149,62 @@ def run_experiment(
     configurations = experiment.configurations(quick)
     kept: dict[str, Outcome] = {}
     kept_from = None
-    if only is not None:
+    # The checkout the binaries are built from: read before the runs, which take long enough for
+    # the tree to change under them.
+    commit = commit_of(repo_root)
+    unfinished = unfinished_path(logs_dir, experiment.name, quick)
+    if resume:
+        if only is not None:
+            raise HarnessError("--resume goes on with a whole run: it takes no --only")
+        earlier, kept = _recorded(experiment, quick, logs_dir, path=unfinished)
+        if earlier.commit != commit:
+            raise HarnessError(
+                f"the unfinished run of {experiment.name} is of commit {earlier.commit}, this"
+                f" checkout is {commit}: a page holds one commit's runs (check that commit out,"
+                " or start again without --resume)"
+            )
+        machine = earlier.machine
+        configurations = [c for c in configurations if c.label not in kept]
+    elif only is not None:
         if not any(only in c.label for c in configurations):
             raise HarnessError(f"no configuration of {experiment.name} has {only!r} in its label")
         earlier, kept = _recorded(experiment, quick, logs_dir)
         kept_from = earlier.commit
         configurations = [c for c in configurations if only in c.label or c.label not in kept]
     prepared = [prepare(c, repo_root) for c in configurations]
-    # The checkout the binaries are built from: read before the runs, which take long enough for
-    # the tree to change under them.
-    commit = commit_of(repo_root)
     if build:
         cargo_build(repo_root, out)
     probing = where.task == "local"
     prober = Prober(QUICK_SECONDS if quick else SECONDS) if probing else None
+
+    def recorded(ran: Sequence[Outcome]) -> tuple[Record, list[Outcome]]:
+        """The record of `ran` with what was kept, in the experiment's order."""
+        by_label = {o.configuration.label: o for o in ran}
+        outcomes = [
+            by_label.get(c.label) or kept[c.label]
+            for c in experiment.configurations(quick)
+            if c.label in by_label or c.label in kept
+        ]
+        commands = {o.configuration.label: o.configuration.command(where.task) for o in outcomes}
+        record = Record(
+            machine,
+            commit,
+            where.task,
+            where.hosts(),
+            commands,
+            only=only,
+            kept_from=kept_from,
+            resumed=len(kept) if resume else 0,
+        )
+        return record, outcomes
+
+    def save_progress(ran: Sequence[Outcome]) -> None:
+        # `--only` runs are short and keep a finished record: only whole runs are resumable.
+        if only is None:
+            _record(unfinished, *recorded(ran))
+
     try:
-        outcomes = _run_all(
+        ran = _run_all(
             experiment,
             prepared,
             where=where,
@@ -168,22 +213,15 @@ def run_experiment(
             out=out,
             repo_root=repo_root,
             quick=quick,
+            save_progress=save_progress,
         )
     finally:
         if prober is not None:
             prober.close()
-    ran = {o.configuration.label: o for o in outcomes}
-    outcomes = [
-        ran.get(c.label) or kept[c.label]
-        for c in experiment.configurations(quick)
-        if c.label in ran or c.label in kept
-    ]
-    configurations = [o.configuration for o in outcomes]
-    commands = {c.label: c.command(where.task) for c in configurations}
-    record = Record(
-        machine, commit, where.task, where.hosts(), commands, only=only, kept_from=kept_from
-    )
+    record, outcomes = recorded(ran)
     _record(record_path(logs_dir, experiment.name, quick), record, outcomes)
+    if only is None:
+        unfinished.unlink(missing_ok=True)
     return _write_page(experiment, outcomes, record, quick=quick, output=output)
 
 
@@ -197,9 +235,10 @@ def _run_all(
     out: TextIO,
     repo_root: Path,
     quick: bool,
+    save_progress: Callable[[Sequence[Outcome]], None],
 ) -> list[Outcome]:
     """Runs each prepared configuration in turn, the machine probed before each and after the
-    last (with `prober`)."""
+    last (with `prober`); hands `save_progress` what ran after each."""
     outcomes: list[Outcome] = []
     for configuration, points, schedule in prepared:
         out.write(
@@ -227,6 +266,7 @@ def _run_all(
         if outcome.error is not None:
             out.write(f"{configuration.label} stopped: {outcome.error}\n")
         outcomes.append(outcome)
+        save_progress(outcomes)
     if prober is not None and outcomes:
         outcomes[-1].probe_after = prober.probe()
     return outcomes
@@ -290,6 +330,8 @@ class Record:
     # configurations were taken from.
     only: str | None = None
     kept_from: str | None = None
+    # With `--resume`: how many configurations came from the run that stopped halfway.
+    resumed: int = 0
 
 
 def rewrite_experiment(
@@ -308,11 +350,12 @@ def rewrite_experiment(
 
 
 def _recorded(
-    experiment: Experiment, quick: bool, logs_dir: Path
+    experiment: Experiment, quick: bool, logs_dir: Path, path: Path | None = None
 ) -> tuple[Record, dict[str, Outcome]]:
-    """The last run of `experiment` recorded on this machine: where it ran, and each
-    configuration's outcome read again from its logs with this checkout's analysis."""
-    path = record_path(logs_dir, experiment.name, quick)
+    """The last run of `experiment` recorded on this machine (or the record at `path`): where it
+    ran, and each configuration's outcome read again from its logs with this checkout's
+    analysis."""
+    path = path or record_path(logs_dir, experiment.name, quick)
     try:
         saved = json.loads(path.read_text())
         machine = Machine(**{**saved["machine"], "load": tuple(saved["machine"]["load"])})
@@ -327,6 +370,7 @@ def _recorded(
             commands,
             only=saved.get("only"),
             kept_from=saved.get("kept_from"),
+            resumed=saved.get("resumed", 0),
         )
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise HarnessError(
@@ -364,6 +408,12 @@ def record_path(logs_dir: Path, name: str, quick: bool) -> Path:
     return logs_dir / "experiments" / f"{name}{'-quick' if quick else ''}.json"
 
 
+def unfinished_path(logs_dir: Path, name: str, quick: bool) -> Path:
+    """Where a run of experiment `name` that is going on (or stopped halfway) is recorded."""
+    path = record_path(logs_dir, name, quick)
+    return path.with_name(f"{path.stem}.unfinished.json")
+
+
 def table_path(logs_dir: Path, name: str, quick: bool, label: str) -> Path:
     """Where the bench of configuration `label` of experiment `name` writes its table (beside
     the record, for `--rewrite`)."""
@@ -384,6 +434,7 @@ def _record(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
         "hosts": record.hosts,
         "only": record.only,
         "kept_from": record.kept_from,
+        "resumed": record.resumed,
         "configurations": [
             {
                 "label": o.configuration.label,
@@ -551,6 +602,15 @@ def _header(
                 f" commit (`--only`); the others are from the run before, at `{record.kept_from}`."
             ]
             if record.only
+            else []
+        ),
+        *(
+            [
+                f"- The run stopped halfway and went on with `--resume` at the same commit:"
+                f" {record.resumed} of its configurations ran before the stop (their probes show"
+                " the machine then)."
+            ]
+            if record.resumed
             else []
         ),
         *again,

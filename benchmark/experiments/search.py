@@ -11,6 +11,10 @@ rate whose runs did not all keep up becomes the new `high`; one whose runs all d
 `low`. When the gap is small enough, `low` gets runs added until it has `Search.runs` of them; if
 one of those falls short, `low` was luck, and the search goes on below it. A sweep whose highest
 rate kept up, or whose lowest did not, cannot be settled by narrowing: it says so and stops.
+
+A rate's runs go one at a time and stop at the first that falls short: that run alone decides
+that the rate does not hold, so the runs after it would only cost time (above the edge, most of
+what a search asks).
 """
 
 from __future__ import annotations
@@ -84,7 +88,7 @@ def settle(summaries: list[Summary], run: RunRate, search: Search) -> Settled:
         if high - low <= max(search.step * low, search.multiple):
             missing = search.runs - len(by_rate(summaries).get(low, []))
             if missing > 0:
-                summaries += run(low, missing)
+                summaries += _until_one_falls_short(run, low, missing)
             if all_kept_up(by_rate(summaries)[low], low):
                 return Settled(low, f"{len(by_rate(summaries)[low])} runs at it all kept up")
             # `low` was luck: look below it.
@@ -97,13 +101,25 @@ def settle(summaries: list[Summary], run: RunRate, search: Search) -> Settled:
             low = max(below)
             continue
         middle = _round(low + (high - low) / 2, search.multiple)
-        runs = run(middle, search.runs)
+        runs = _until_one_falls_short(run, middle, search.runs)
         summaries += runs
         if all_kept_up(runs, middle):
             low = middle
         else:
             high = middle
     return Settled(None, f"not settled after {search.max_probes} rates asked")
+
+
+def _until_one_falls_short(run: RunRate, rate: int, runs: int) -> list[Summary]:
+    """Up to `runs` runs at `rate`, one at a time, stopping after the first that did not keep
+    up."""
+    done: list[Summary] = []
+    for _ in range(runs):
+        one = run(rate, 1)
+        done += one
+        if not all_kept_up(one, rate):
+            break
+    return done
 
 
 def _round(rate: float, multiple: int) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,3 +160,46 @@ def test_a_page_names_the_commit_its_runs_started_from(
     assert "abc123" in page
     assert "with uncommitted changes" not in page
     assert _saved(tmp_path / "logs")["commit"] == "abc123"
+
+
+def test_a_run_stopped_halfway_goes_on_from_where_it_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = tmp_path / "logs"
+    run = _stand_in_runs(tmp_path, monkeypatch)
+    with pytest.raises(HarnessError, match="no usable record"):
+        run(output=tmp_path / "nothing", resume=True)
+
+    # The session closes while the second configuration runs.
+    real = runner._run_configuration
+
+    def stopped_at_faster(where: runner.Testbed, outcome: Outcome, *args: Any, **kw: Any) -> None:
+        if outcome.configuration.label == "faster":
+            raise KeyboardInterrupt
+        real(where, outcome, *args, **kw)
+
+    monkeypatch.setattr(runner, "_run_configuration", stopped_at_faster)
+    with pytest.raises(KeyboardInterrupt):
+        run(output=tmp_path / "first")
+    unfinished = runner.unfinished_path(logs, "two-rates", quick=False)
+    halfway = json.loads(unfinished.read_text())
+    assert [e["label"] for e in halfway["configurations"]] == ["slow"]
+    assert not runner.record_path(logs, "two-rates", quick=False).exists()
+
+    # Another commit's runs do not go on this page.
+    monkeypatch.setattr(runner, "_run_configuration", real)
+    monkeypatch.setattr(runner, "commit_of", lambda _root: "0123456789ab")
+    with pytest.raises(HarnessError, match="is of commit unknown, this checkout is 0123456789ab"):
+        run(output=tmp_path / "other", resume=True)
+
+    monkeypatch.setattr(runner, "commit_of", lambda _root: "unknown")
+    page = run(output=tmp_path / "resumed", resume=True).read_text()
+    saved = _saved(logs)
+    # "slow" kept its runs from before the stop; only "faster" ran now.
+    assert saved["configurations"][0]["runs"] == halfway["configurations"][0]["runs"]
+    assert [len(e["runs"]) for e in saved["configurations"]] == [1, 2]
+    assert saved["resumed"] == 1
+    assert "went on with `--resume` at the same commit: 1 of its configurations ran" in page
+    assert "| slow |" in page
+    assert "| faster |" in page
+    assert not unfinished.exists()

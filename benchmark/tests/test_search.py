@@ -88,3 +88,20 @@ def test_a_sweep_that_cannot_be_narrowed_says_why(
     assert settled.rate is None
     assert why in settled.why
     assert system.asked == []
+
+
+def test_a_rate_above_the_edge_costs_the_search_one_run(base: Summary) -> None:
+    system = System(base, capacity=23_500)
+    coarse = [system.one(r) for r in (10_000, 20_000, 30_000, 40_000) for _ in range(3)]
+    settled = settle(coarse, system.run, Search())
+    assert settled.rate is not None
+    asked: dict[int, int] = {}
+    for rate, runs in system.asked:
+        asked[rate] = asked.get(rate, 0) + runs
+    # Runs go one at a time: the first that falls short ends its rate.
+    assert all(runs == 1 for _, runs in system.asked)
+    assert asked[settled.rate] >= 1
+    assert len(by_rate(coarse)[settled.rate]) >= 5
+    above = [rate for rate in asked if rate > 23_500 / 0.95]
+    assert above, "the search asked no rate above the edge"
+    assert all(asked[rate] == 1 for rate in above)
