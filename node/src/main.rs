@@ -14,15 +14,10 @@ use stages::flags::{self, FlagDescription};
 use stages::pipeline::{Description, Mode};
 use std::path::PathBuf;
 
+mod allocator;
 mod attesting;
 mod consensus_source;
 mod run;
-
-/// mimalloc instead of glibc malloc: the Move VM allocates and frees several small objects per
-/// transaction (values, frames, change sets), and glibc's allocator took about 12 % of a Move
-/// transfer in profiles; mimalloc's thread-local free lists make those calls cheap.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(name = "node", about = "A HotMove replica", version)]
@@ -74,6 +69,7 @@ enum Command {
 const PANIC_EXIT: i32 = 101;
 
 fn main() {
+    allocator::tune();
     // A panic is a bug, and it must end the node: a panicked stage thread would otherwise leave
     // a node that still runs consensus but no longer verifies or executes, and whose METRICS
     // would quietly report a stalled stage as if it were a measurement.

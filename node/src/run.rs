@@ -5,7 +5,7 @@
 use crate::attesting::Verify;
 use crate::consensus_source::ConsensusSource;
 use anyhow::{Context, Result};
-use batch::CommittedBatch;
+use batch::{CommittedBatch, SampleIndex};
 use checkpoint::StateSyncLink;
 use clap::Args;
 use config::read_json;
@@ -13,7 +13,7 @@ use config::{Committee, Parameters};
 use crypto::KeyPair;
 use executor::{FeeCredit, Genesis, Scheme, Workload};
 use hotstuff::{Consensus, MempoolLink};
-use mempool::{Mempool, MempoolMetrics, SampleHooks};
+use mempool::{Mempool, MempoolMetrics, ReportHop, SampleHooks};
 use network::{EmulationSpec, NetEmulation};
 use plumbing::metered;
 use stages::checkpointing::Checkpointing;
@@ -236,15 +236,30 @@ async fn run_async(config: NodeConfig) -> Result<()> {
     let mempool = Arc::new(MempoolMetrics::default());
     let samples = Arc::new(SampleLog::default());
     let instrumented = !args.no_instrumentation;
+    // Without execution, the commit sink reports the last hop of samples (the end of the
+    // end-to-end latency, kept without instrumentation too): the mempool notes each batch's
+    // while it is in cache, so the sink need not walk every committed transaction.
+    let sample_index = args
+        .mode
+        .pipeline()
+        .execution
+        .is_none()
+        .then(SampleIndex::default);
     let sample_hooks = args
         .mode
         .sample_detector()
-        .filter(|_| instrumented)
+        .filter(|_| instrumented || sample_index.is_some())
         .map(|detect| {
             let log = samples.clone();
+            let report: Arc<ReportHop> = if instrumented {
+                Arc::new(move |id, event, t_ms| log.push(SampleEvent { id, event, t_ms }))
+            } else {
+                Arc::new(|_, _, _| {})
+            };
             SampleHooks {
                 detect: Arc::new(detect),
-                report: Arc::new(move |id, event, t_ms| log.push(SampleEvent { id, event, t_ms })),
+                report,
+                index: sample_index.clone(),
             }
         });
     let verifier_threads = args.verifier_threads.unwrap_or(0);
@@ -315,6 +330,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 channel_budget_bytes: parameters.pipeline_budget_bytes(),
                 max_backlog_per_sender: parameters.max_backlog_per_sender,
                 samples: Some(samples),
+                sample_index,
                 hops: instrumented,
                 executor_delay: Duration::from_micros(args.executor_delay_us),
                 vm: args.vm,

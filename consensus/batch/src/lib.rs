@@ -22,9 +22,11 @@ use thiserror::Error;
 
 mod committed;
 mod frames;
+mod samples;
 
 pub use committed::CommittedBatch;
 pub use frames::{take_frames, OversizedFrame, TxFrames, TxSlices, TX_PREFIX_LEN};
+pub use samples::SampleIndex;
 
 /// 2: transactions framed as clients frame them (big-endian lengths).
 const VERSION: u8 = 2;

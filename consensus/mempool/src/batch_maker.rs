@@ -234,6 +234,9 @@ impl BatchMaker {
             found.push(id);
         }
         self.arrivals.clear();
+        if let Some(index) = &hooks.index {
+            index.note(batch.digest(), found.clone());
+        }
         found
     }
 }
@@ -262,6 +265,15 @@ mod tests {
         max_batch_delay: Duration,
         max_uncommitted_bytes: u64,
     ) -> Harness {
+        harness_with(batch_size, max_batch_delay, max_uncommitted_bytes, None)
+    }
+
+    fn harness_with(
+        batch_size: usize,
+        max_batch_delay: Duration,
+        max_uncommitted_bytes: u64,
+        samples: Option<SampleHooks>,
+    ) -> Harness {
         let (tx, rx_transactions) = mpsc::channel(16);
         let (tx_quorum_waiter, rx) = mpsc::channel(16);
         let store = store::Store::new().batches();
@@ -274,7 +286,7 @@ mod tests {
             Vec::new(),
             store.clone(),
             metrics.clone(),
-            None,
+            samples,
             rx_transactions,
             tx_quorum_waiter,
             ReliableSender::new(),
@@ -306,6 +318,28 @@ mod tests {
             .expect("readable")
             .expect("stored at sealing");
         Batch::parse(bytes).expect("valid batch")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sealed_batch_has_its_samples_noted_for_the_commit() {
+        let index = batch::SampleIndex::default();
+        let hooks = SampleHooks {
+            detect: Arc::new(|tx: &[u8]| (tx[0] == 7).then(|| tx.len().to_string())),
+            report: Arc::new(|_, _, _| {}),
+            index: Some(index.clone()),
+        };
+        let tx_size = 100;
+        let mut h = harness_with(
+            4 * (TX_PREFIX_LEN + tx_size),
+            Duration::from_secs(3600),
+            u64::MAX,
+            Some(hooks),
+        );
+        let txs: Vec<Bytes> = (5..9u8).map(|i| Bytes::from(vec![i; tx_size])).collect();
+        h.tx.send(chunk(&txs)).await.expect("send");
+        let sealed = h.rx.recv().await.expect("a batch");
+        assert_eq!(sealed.samples, vec!["100".to_string()]);
+        assert_eq!(index.take(&sealed.digest), Some(vec!["100".to_string()]));
     }
 
     #[tokio::test(start_paused = true)]

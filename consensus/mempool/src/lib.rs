@@ -41,7 +41,7 @@ pub use tx_receiver::{TxReceiverHandle, MAX_TRANSACTION_SIZE};
 
 use attest::{Attester, Attesting};
 use backlog::Backlog;
-use batch::{HEADER_LEN, TX_PREFIX_LEN};
+use batch::{Batch, SampleIndex, HEADER_LEN, TX_PREFIX_LEN};
 use batch_maker::BatchMaker;
 use config::{Committee, Parameters, Round};
 use crypto::{Digest, PublicKey, SecretKey};
@@ -84,11 +84,28 @@ pub enum ConsensusMempoolMessage {
 /// application and the mempool never decodes a transaction, so the node hands it these two
 /// functions: `detect` recognises a sample from fixed offsets of its bytes (called once per
 /// transaction of each sealed batch, so it must only peek), `report` records one hop of a
-/// sample (`receive`, `seal`, `quorum`) with its time in ms since the epoch.
+/// sample (`receive`, `seal`, `quorum`) with its time in ms since the epoch. With `index`, the
+/// samples of every batch this node stores (sealed here or received) are noted there by digest,
+/// found while the batch is in cache, for whoever reports their commit (see `batch::SampleIndex`).
 #[derive(Clone)]
 pub struct SampleHooks {
     pub detect: Arc<DetectSample>,
     pub report: Arc<ReportHop>,
+    pub index: Option<SampleIndex>,
+}
+
+impl SampleHooks {
+    /// Notes the samples of a peer's batch in the index, if there is one (the batch maker notes
+    /// its own batches' from the walk it makes anyway).
+    fn note_received(&self, batch: &Batch) {
+        if let Some(index) = &self.index {
+            let found = batch
+                .tx_slices()
+                .filter_map(|tx| (self.detect)(tx))
+                .collect();
+            index.note(batch.digest(), found);
+        }
+    }
 }
 
 /// The id of a transaction if it is a latency sample.
@@ -175,6 +192,7 @@ impl Mempool {
             max_request_digests: parameters.max_request_digests,
             quota: quota.clone(),
             author: None,
+            samples: samples.clone(),
             attesting: attesting.as_ref().map(|attesting| PeerAttesting {
                 table: attesting.table.clone(),
                 tx_attester: tx_attester.clone(),

@@ -7,6 +7,7 @@ use super::helper::HelperRequest;
 use super::message::{MempoolMessage, ACK, REFUSED};
 use super::metrics::MempoolMetrics;
 use super::quota::{Admission, AuthorQuota};
+use super::SampleHooks;
 use batch::Batch;
 use bytes::Bytes;
 use crypto::PublicKey;
@@ -33,6 +34,8 @@ pub struct PeerHandler {
     pub author: Option<PublicKey>,
     /// With `--verify=attested`: the statements held, and the attester's queue.
     pub attesting: Option<PeerAttesting>,
+    /// Latency samples: a new batch's are noted for its commit while it is in cache.
+    pub samples: Option<SampleHooks>,
 }
 
 #[derive(Clone)]
@@ -112,6 +115,9 @@ impl MessageHandler for PeerHandler {
                         .write(digest, batch.bytes().clone())
                         .await
                         .map_err(|e| HandlerError::Other(e.to_string()))?;
+                    if let Some(samples) = &self.samples {
+                        samples.note_received(&batch);
+                    }
                     self.attest(batch).await?;
                 }
                 MempoolMetrics::add(&self.metrics.received_batches, 1);
@@ -176,7 +182,7 @@ impl MessageHandler for PeerHandler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use batch::BatchBuilder;
+    use batch::{BatchBuilder, SampleIndex};
     use crypto::{Digest, KeyPair};
     use futures::StreamExt;
     use network::{codec, Receiver, ReliableSender, DEFAULT_MAX_FRAME_SIZE};
@@ -213,6 +219,7 @@ mod tests {
             quota: AuthorQuota::new(1_000, 50),
             author: None,
             attesting: None,
+            samples: None,
         }
     }
 
@@ -297,6 +304,42 @@ mod tests {
         );
         assert_eq!(metrics.received_batches.load(Ordering::Relaxed), 1);
         assert_eq!(metrics.rejected_frames.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn a_stored_batch_has_its_samples_noted_for_the_commit() {
+        let index = SampleIndex::default();
+        let (tx_helper, _rx_helper, _) = helper_queue(2 * DEFAULT_MAX_FRAME_SIZE);
+        let handler = PeerHandler {
+            samples: Some(SampleHooks {
+                detect: Arc::new(|tx: &[u8]| {
+                    let id = tx.strip_prefix(b"sample ")?;
+                    Some(String::from_utf8_lossy(id).into_owned())
+                }),
+                report: Arc::new(|_, _, _| {}),
+                index: Some(index.clone()),
+            }),
+            ..handler(tx_helper)
+        };
+        let (address, _) = Receiver::spawn(
+            "127.0.0.1:0".parse().expect("addr"),
+            DEFAULT_MAX_FRAME_SIZE,
+            handler,
+        )
+        .await
+        .expect("bind");
+        let mut builder = BatchBuilder::with_frame_prefix(&[super::super::message::BATCH_TAG], 64);
+        builder.push(b"tx");
+        builder.push(b"sample 9");
+        let (batch, frame) = builder.seal_framed(1, 64);
+        let mut sender = ReliableSender::new();
+        let ack = sender.send(address, frame).await;
+        let ack = tokio::time::timeout(DEADLINE, ack)
+            .await
+            .expect("acked in time")
+            .expect("acked");
+        assert_eq!(&ack[..], ACK);
+        assert_eq!(index.take(&batch.digest()), Some(vec!["9".to_string()]));
     }
 
     #[tokio::test]

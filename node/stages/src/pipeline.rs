@@ -13,7 +13,7 @@ use crate::metrics::{ChannelSource, Registry, SampleEvent, SampleLog};
 use crate::stage::{spawn_stage, StageMetrics};
 use crate::verifier::{AttestedBatches, Signatures, VerifiedBatch, VerifierStage};
 use anyhow::{Context, Result};
-use batch::CommittedBatch;
+use batch::{CommittedBatch, SampleIndex};
 use clap::ValueEnum;
 use crypto::ParallelVerifier;
 use executor::{
@@ -236,6 +236,9 @@ pub struct StageSettings {
     pub max_backlog_per_sender: usize,
     /// Where sample transactions are reported (a node's METRICS line).
     pub samples: Option<Arc<SampleLog>>,
+    /// Each batch's samples, noted by the mempool as the batch arrived: the commit sink (no
+    /// execution) looks a committed batch up there instead of walking its transactions.
+    pub sample_index: Option<SampleIndex>,
     /// Whether the verifier reports the `commit` and `verify` hops of samples (the executor's
     /// `execute`, the end of the end-to-end latency, is reported whenever `samples` is set).
     pub hops: bool,
@@ -292,7 +295,10 @@ impl Pipeline {
             });
             return Ok(vec![spawn_commit_sink(
                 input,
-                settings.samples,
+                settings.samples.map(|log| CommitSamples {
+                    log,
+                    index: settings.sample_index,
+                }),
                 settings.checkpointing,
             )?]);
         };
@@ -410,13 +416,48 @@ impl ExecutorStageSpec {
     }
 }
 
+/// Where the commit sink reports the `commit` hop of samples, and where it finds them.
+struct CommitSamples {
+    log: Arc<SampleLog>,
+    index: Option<SampleIndex>,
+}
+
+impl CommitSamples {
+    /// Reports the samples of `committed`: noted in the index when the batch arrived, or (a
+    /// batch the index does not know, e.g. stored before a restart) found by walking it.
+    fn report(&self, committed: &CommittedBatch) {
+        let t_ms = committed.committed_at_ms;
+        let push = |id: String| {
+            self.log.push(SampleEvent {
+                id,
+                event: "commit",
+                t_ms,
+            })
+        };
+        let noted = self
+            .index
+            .as_ref()
+            .and_then(|index| index.take(&committed.batch.digest()));
+        match noted {
+            Some(ids) => ids.into_iter().for_each(push),
+            // Borrowed slices: a `Bytes` per transaction would cost two atomic reference
+            // count updates on a count the consensus threads update too.
+            None => committed
+                .batch
+                .tx_slices()
+                .filter_map(opaque_sample_id)
+                .for_each(|id| push(id.to_string())),
+        }
+    }
+}
+
 /// The end of the pipeline in `hotstuff` mode: transactions are opaque, so committed batches are
-/// only scanned for sample transactions (format in `executor::opaque`). There is no state, but
+/// only looked at for sample transactions (format in `executor::opaque`). There is no state, but
 /// consensus still checkpoints (empty states at the policy's blocks), so a restarted node can
 /// adopt a root past what its peers have deleted.
 fn spawn_commit_sink(
     mut input: MeteredReceiver<CommittedBatch>,
-    samples: Option<Arc<SampleLog>>,
+    samples: Option<CommitSamples>,
     mut checkpointing: Option<Checkpointing>,
 ) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
@@ -432,18 +473,8 @@ fn spawn_commit_sink(
                     }
                     checkpointing.applied(&position, || Ok::<_, Infallible>(Vec::new()));
                 }
-                let Some(samples) = &samples else { continue };
-                let t_ms = committed.committed_at_ms;
-                // Borrowed slices: a `Bytes` per transaction would cost two atomic reference
-                // count updates on a count the consensus threads update too.
-                for tx in committed.batch.tx_slices() {
-                    if let Some(id) = opaque_sample_id(tx) {
-                        samples.push(SampleEvent {
-                            id: id.to_string(),
-                            event: "commit",
-                            t_ms,
-                        });
-                    }
+                if let Some(samples) = &samples {
+                    samples.report(&committed);
                 }
             }
         })
@@ -453,6 +484,58 @@ fn spawn_commit_sink(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A committed batch of three opaque transactions, the second a sample with id 42.
+    fn committed_with_a_sample() -> CommittedBatch {
+        let mut builder = batch::BatchBuilder::with_capacity(1_000);
+        for (id, sample) in [(1, false), (42, true), (3, false)] {
+            builder.push(&executor::opaque_transaction(100, id, sample));
+        }
+        CommittedBatch {
+            round: 1,
+            block: crypto::Digest::default(),
+            last_of_block: true,
+            batch: builder.seal(5, 0),
+            committed_at_ms: 9,
+        }
+    }
+
+    #[test]
+    fn the_sink_reports_the_samples_noted_as_the_batch_arrived() {
+        let committed = committed_with_a_sample();
+        let index = SampleIndex::default();
+        // What the mempool noted is what is reported: the batch is not walked again.
+        index.note(committed.batch.digest(), vec!["noted".into()]);
+        let samples = CommitSamples {
+            log: Arc::new(SampleLog::default()),
+            index: Some(index.clone()),
+        };
+        samples.report(&committed);
+        let ids: Vec<String> = samples.log.drain().into_iter().map(|e| e.id).collect();
+        assert_eq!(ids, ["noted"]);
+        assert!(index.is_empty());
+    }
+
+    #[test]
+    fn the_sink_walks_a_batch_nobody_noted() {
+        let committed = committed_with_a_sample();
+        for index in [None, Some(SampleIndex::default())] {
+            let samples = CommitSamples {
+                log: Arc::new(SampleLog::default()),
+                index,
+            };
+            samples.report(&committed);
+            let events = samples.log.drain();
+            assert_eq!(
+                events,
+                [SampleEvent {
+                    id: "42".into(),
+                    event: "commit",
+                    t_ms: 9
+                }]
+            );
+        }
+    }
 
     #[test]
     fn each_mode_drops_what_is_below_the_one_above() {

@@ -240,7 +240,7 @@ impl Core {
             return Ok(false);
         }
         // `QC::verify` checks the round and the quorum of signers before the aggregate signature.
-        qc.verify(&self.committee)?;
+        self.check_qc(qc)?;
         self.process_qc(qc).await;
         Ok(true)
     }

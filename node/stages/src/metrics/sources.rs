@@ -84,7 +84,7 @@ impl SampleLog {
         }
     }
 
-    fn drain(&self) -> Vec<SampleEvent> {
+    pub(crate) fn drain(&self) -> Vec<SampleEvent> {
         self.0
             .lock()
             .map(|mut e| std::mem::take(&mut *e))

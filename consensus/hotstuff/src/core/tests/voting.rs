@@ -2,6 +2,7 @@
 //! member's messages cost the node.
 
 use super::*;
+use crate::messages::Vote;
 
 /// A member signs votes and timeouts for rounds far ahead. Each is a valid
 /// message, but none may create an aggregator entry the node keeps until it reaches them.
@@ -372,4 +373,75 @@ async fn a_chain_of_missing_blocks_is_taken_oldest_first() {
             .load(std::sync::atomic::Ordering::Relaxed),
         0
     );
+}
+
+/// The QC of a round we voted in is checked without our own vote: the entry equal to the vote we
+/// cast is taken as made (a planted "vote" with a signature nobody could verify shows it is not
+/// checked), while a different signature under our key, or a bad one of another member, is
+/// still refused.
+#[tokio::test]
+async fn our_own_vote_in_a_qc_is_not_checked_again() {
+    let mut h = harness(Parameters::default());
+    let hash = Digest::of(b"b1");
+    let mut certified = qc(hash, 1, &h.keys[..3]);
+    let ours = &mut certified.votes[0];
+    assert_eq!(ours.0, h.keys[0].name);
+    // What we "cast": a signature of another message, so a check of it would fail.
+    ours.1 = vote(Digest::of(b"elsewhere"), 1, &h.keys[0]).signature;
+    h.core.voting.last_vote = Some(Vote {
+        hash,
+        round: 1,
+        author: h.keys[0].name,
+        signature: ours.1,
+    });
+    assert_eq!(h.core.check_qc(&certified), Ok(()));
+    // Anyone else's QC check (no vote of theirs in it) does check that entry.
+    assert_eq!(
+        certified.verify(&h.core.committee),
+        Err(MessageError::InvalidSignature)
+    );
+
+    // Our key with a signature we did not cast is checked.
+    let mut forged = qc(hash, 1, &h.keys[..3]);
+    forged.votes[0].1 = vote(Digest::of(b"other"), 1, &h.keys[0]).signature;
+    assert_eq!(
+        h.core.check_qc(&forged),
+        Err(MessageError::InvalidSignature)
+    );
+    // Our vote trusted, a bad signature of another member still fails the QC.
+    let mut bad_other = certified.clone();
+    bad_other.votes[1].1 = vote(Digest::of(b"other"), 1, &h.keys[1]).signature;
+    assert_eq!(
+        h.core.check_qc(&bad_other),
+        Err(MessageError::InvalidSignature)
+    );
+    // Our vote is only trusted in the QC of the block and round we voted for.
+    let mut other_round = qc(hash, 2, &h.keys[..3]);
+    other_round.votes[0].1 = certified.votes[0].1;
+    assert_eq!(
+        h.core.check_qc(&other_round),
+        Err(MessageError::InvalidSignature)
+    );
+}
+
+/// The leader of the next round hands its own vote to itself: it is not checked, while the same
+/// bytes under any other round or block would be.
+#[tokio::test]
+async fn the_next_leader_does_not_check_its_own_vote() {
+    let mut h = harness(Parameters::default());
+    let hash = Digest::of(b"b1");
+    let mut ours = vote(hash, 1, &h.keys[0]);
+    ours.signature = vote(Digest::of(b"elsewhere"), 1, &h.keys[0]).signature;
+    h.core.voting.last_vote = Some(ours.clone());
+    h.core
+        .handle_vote(ours.clone())
+        .await
+        .expect("ours, taken as made");
+    assert!(h.core.aggregator.has_voted(1, &h.keys[0].name));
+    let mut replayed = ours;
+    replayed.round = 2;
+    assert!(matches!(
+        h.core.handle_vote(replayed).await,
+        Err(ConsensusError::Message(MessageError::InvalidSignature))
+    ));
 }
