@@ -485,6 +485,12 @@ def test_the_store_table_takes_medians_of_alternated_pairs(base: Summary) -> Non
         "0.90 (0.50-1.00), 3 pairs",
     ]
     assert store.pair_rows(pairs)[1] == ["2", "1,000", "500", "0.50", "1.00"]
+    # 950 of 1,000 is 95 %: pair 3's 800 and the store's 900 and 500 fall short.
+    line = store.kept_up_line(pairs, 1000)
+    assert "2 of 3 without --store, 0 of 3 with it." in line
+    assert "overloaded" in line
+    kept = store.pairs_of("hotcrypto", outcomes)[:1]
+    assert "overloaded" not in store.kept_up_line(kept, 900)
 
 
 # -- parallel ------------------------------------------------------------------------------------
