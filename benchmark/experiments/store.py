@@ -132,6 +132,10 @@ def kept_up_line(pairs: Sequence[Pair], rate: int) -> str:
     return line
 
 
+def _pairs(count: int) -> str:
+    return f"{count} pair{'' if count == 1 else 's'}"
+
+
 def pair_rows(pairs: Sequence[Pair]) -> list[list[str]]:
     return [
         [
@@ -149,16 +153,15 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
     modes = list(dict.fromkeys(o.configuration.flags["mode"] for o in outcomes))
     for mode in modes:
         pairs = pairs_of(str(mode), outcomes)
-        rate = next(
-            (
-                o.configuration.flags["rate"]
-                for o in outcomes
-                if o.configuration.flags["mode"] == mode
-            ),
-            None,
-        )
-        page.section(f"`{mode}` at {fmt(float(str(rate)))} tx/s asked, {len(pairs)} pairs")
-        page.add(kept_up_line(pairs, int(str(rate))), "")
+        # The rate the runs were asked for, as they recorded it: a page written again from
+        # older runs (`--rewrite`) must not take the experiment's rate of today.
+        rates = sorted({int(p.without.config.get("rate") or 0) for p in pairs})
+        if len(rates) != 1:
+            page.section(f"`{mode}`: {_pairs(len(pairs))}, at rates {rates}")
+            continue
+        rate = rates[0]
+        page.section(f"`{mode}` at {fmt(rate)} tx/s asked, {_pairs(len(pairs))}")
+        page.add(kept_up_line(pairs, rate), "")
         page.table(
             [
                 "measure",

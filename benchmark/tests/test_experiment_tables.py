@@ -29,6 +29,7 @@ from benchmark.experiments import (
 )
 from benchmark.experiments import fault_scenarios as faults
 from benchmark.experiments.measures import capacity, common_rate
+from benchmark.experiments.page import Page
 from benchmark.experiments.report_figures import CAPACITY
 from benchmark.experiments.runner import prepare
 from benchmark.experiments.scaling import fit as scaling_fit
@@ -491,6 +492,26 @@ def test_the_store_table_takes_medians_of_alternated_pairs(base: Summary) -> Non
     assert "overloaded" in line
     kept = store.pairs_of("hotcrypto", outcomes)[:1]
     assert "overloaded" not in store.kept_up_line(kept, 900)
+
+
+def test_the_store_page_reads_the_rate_its_runs_were_asked_for(
+    base: Summary, tmp_path: Path
+) -> None:
+    # The experiment asks 24,000 today; these runs were asked 32,000 (a page written again).
+    outcomes = [
+        Outcome(
+            Configuration(
+                store.label_of("hotcrypto", 1, side), {"mode": "hotcrypto", "rate": "24000"}
+            ),
+            [shaped(base, rate=32_000, delivered=30_000)],
+        )
+        for side in (store.WITHOUT, store.WITH)
+    ]
+    page = Page(name="store", title="Store", directory=tmp_path)
+    store.STORE.write(outcomes, page)
+    text = "\n".join(page.lines)
+    assert "`hotcrypto` at 32,000 tx/s asked, 1 pair\n" in text
+    assert "0 of 1 without --store, 0 of 1 with it" in text
 
 
 # -- parallel ------------------------------------------------------------------------------------
