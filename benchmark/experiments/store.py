@@ -161,7 +161,7 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
             continue
         rate = rates[0]
         page.section(f"`{mode}` at {fmt(rate)} tx/s asked, {_pairs(len(pairs))}")
-        page.add(kept_up_line(pairs, rate), "")
+        page.add(kept_up_line(pairs, rate))
         page.table(
             [
                 "measure",
