@@ -16,6 +16,7 @@ from benchmark.analysis.run_summary import Summary, summarize
 from benchmark.experiments import EXPERIMENTS, Configuration, diemvm
 from benchmark.experiments import fault_scenarios as faults
 from benchmark.experiments.experiment import Outcome
+from benchmark.experiments.leaders import ROUND_ROBIN_LOSSES
 from benchmark.experiments.overload import verdict
 from benchmark.experiments.page import Page
 from benchmark.experiments.probe import Probe, probe
@@ -79,6 +80,8 @@ def test_each_leaders_row_is_held_to_the_fault_free_run_of_as_many_nodes(
     assert "| --faults=1 | 1 | 900 | 90% |" in text
     assert "| --nodes=7 | 1 | 500 | 100% |" in text
     assert "| --nodes=7 --faults=2 | 1 | 450 | 90% |" in text
+    # The round-robin table says why a crashed member costs it two rounds in every n.
+    assert ("`--leader=round-robin`" in text) == (ROUND_ROBIN_LOSSES in text)
 
 
 def test_a_leaders_row_of_several_runs_gives_their_spread_and_the_ratio_of_medians(
