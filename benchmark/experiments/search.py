@@ -10,7 +10,8 @@ above it that did not keep up in median (`high`); each rate it asks runs `Search
 rate whose runs did not all keep up becomes the new `high`; one whose runs all did, the new
 `low`. When the gap is small enough, `low` gets runs added until it has `Search.runs` of them; if
 one of those falls short, `low` was luck, and the search goes on below it. A sweep whose highest
-rate kept up, or whose lowest did not, cannot be settled by narrowing: it says so and stops.
+rate kept up is first extended upwards, a run at each rate a sweep's step above the last, until
+one falls short; one whose lowest rate did not keep up cannot be settled: it says so and stops.
 
 A rate's runs go one at a time and stop at the first that falls short: that run alone decides
 that the rate does not hold, so the runs after it would only cost time (above the edge, most of
@@ -81,9 +82,14 @@ def settle(summaries: list[Summary], run: RunRate, search: Search) -> Settled:
         return Settled(None, f"no rate kept up in every run (the lowest {min(rates):,})")
     low = max(lows)
     highs = [r for r, runs in rates.items() if r > low and not median_kept_up(runs, r)]
-    if not highs:
-        return Settled(None, f"the highest rate asked, {max(rates):,}, kept up: raise the sweep")
-    high = min(highs)
+    if highs:
+        high = min(highs)
+    else:
+        found = _above_the_sweep(summaries, run, search, low)
+        if found is None:
+            top = max(by_rate(summaries))
+            return Settled(None, f"the highest rate asked, {top:,}, kept up: raise the sweep")
+        low, high = found
     for _ in range(search.max_probes):
         if high - low <= max(search.step * low, search.multiple):
             missing = search.runs - len(by_rate(summaries).get(low, []))
@@ -108,6 +114,26 @@ def settle(summaries: list[Summary], run: RunRate, search: Search) -> Settled:
         else:
             high = middle
     return Settled(None, f"not settled after {search.max_probes} rates asked")
+
+
+def _above_the_sweep(
+    summaries: list[Summary], run: RunRate, search: Search, low: int
+) -> tuple[int, int] | None:
+    """When the sweep's highest rate kept up: one run at each rate above it, a sweep's step
+    apart (the gap between its two highest rates, or `low` itself), until one falls short;
+    returns (the last rate that kept up, the one that did not), or `None` after
+    `search.max_probes` rates that all kept up."""
+    asked = sorted(by_rate(summaries))
+    step = asked[-1] - asked[-2] if len(asked) > 1 else low
+    step = max(step, search.multiple)
+    for _ in range(search.max_probes):
+        rate = _round(low + step, search.multiple)
+        runs = run(rate, 1)
+        summaries += runs
+        if not all_kept_up(runs, rate):
+            return low, rate
+        low = rate
+    return None
 
 
 def _until_one_falls_short(run: RunRate, rate: int, runs: int) -> list[Summary]:

@@ -72,22 +72,34 @@ def test_a_rate_that_kept_up_by_luck_is_found_out(base: Summary) -> None:
     assert settled.rate <= 20_000 / 0.95
 
 
+def test_a_sweep_whose_top_kept_up_is_extended_until_a_rate_falls_short(base: Summary) -> None:
+    system = System(base, capacity=33_000)
+    coarse = [system.one(r) for r in (10_000, 20_000)]
+    settled = settle(coarse, system.run, Search())
+    assert settled.rate is not None
+    assert 33_000 * 0.95 <= settled.rate <= 33_000 / 0.95
+    # Upwards a sweep's step (10,000) at a time, a run each: 30,000 kept up, 40,000 did not.
+    assert system.asked[:2] == [(30_000, 1), (40_000, 1)]
+    assert len(by_rate(coarse)[settled.rate]) >= 5
+
+
 @pytest.mark.parametrize(
-    ("rates", "why"),
+    ("rates", "capacity", "why"),
     [
-        ((10_000, 20_000), "kept up: raise the sweep"),
-        ((40_000, 50_000), "no rate kept up in every run"),
+        ((10_000, 20_000), 10_000_000, "kept up: raise the sweep"),
+        ((40_000, 50_000), 30_000, "no rate kept up in every run"),
     ],
 )
-def test_a_sweep_that_cannot_be_narrowed_says_why(
-    base: Summary, rates: tuple[int, ...], why: str
+def test_a_sweep_that_cannot_be_settled_says_why(
+    base: Summary, rates: tuple[int, ...], capacity: int, why: str
 ) -> None:
-    system = System(base, capacity=30_000)
+    system = System(base, capacity=capacity)
     coarse = [system.one(r) for r in rates for _ in range(3)]
-    settled = settle(coarse, system.run, Search())
+    settled = settle(coarse, system.run, Search(max_probes=3))
     assert settled.rate is None
     assert why in settled.why
-    assert system.asked == []
+    # Only a sweep whose top kept up is extended (a run at each of `max_probes` rates above).
+    assert system.asked == ([(30_000, 1), (40_000, 1), (50_000, 1)] if capacity > 50_000 else [])
 
 
 def test_a_rate_above_the_edge_costs_the_search_one_run(base: Summary) -> None:
