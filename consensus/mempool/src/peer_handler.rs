@@ -246,6 +246,11 @@ mod tests {
         let (tx_helper, rx_helper, queue) = helper_queue(budget);
         let handler = handler(tx_helper);
         let (store, metrics) = (handler.store.clone(), handler.metrics.clone());
+        (serve(handler).await, store, metrics, rx_helper, queue)
+    }
+
+    /// `handler` on a loopback port; returns its address.
+    async fn serve(handler: PeerHandler) -> SocketAddr {
         let (address, _) = Receiver::spawn(
             "127.0.0.1:0".parse().expect("addr"),
             DEFAULT_MAX_FRAME_SIZE,
@@ -253,7 +258,24 @@ mod tests {
         )
         .await
         .expect("bind");
-        (address, store, metrics, rx_helper, queue)
+        address
+    }
+
+    /// Sends the handler at `address` a batch of `txs` and waits for its ack; returns the batch.
+    async fn send_acked_batch(address: SocketAddr, txs: &[&[u8]]) -> Batch {
+        let mut builder = BatchBuilder::with_frame_prefix(&[super::super::message::BATCH_TAG], 64);
+        for tx in txs {
+            builder.push(tx);
+        }
+        let (batch, frame) = builder.seal_framed(1, 64);
+        let mut sender = ReliableSender::new();
+        let ack = sender.send(address, frame).await;
+        let ack = tokio::time::timeout(DEADLINE, ack)
+            .await
+            .expect("acked in time")
+            .expect("acked");
+        assert_eq!(&ack[..], ACK);
+        batch
     }
 
     /// Connects to the handler at `address` and sends it a request for `digests` on behalf of
@@ -288,16 +310,7 @@ mod tests {
     #[tokio::test]
     async fn stores_and_acks_a_valid_batch() {
         let (address, store, metrics, _rx) = start().await;
-        let mut builder = BatchBuilder::with_frame_prefix(&[super::super::message::BATCH_TAG], 64);
-        builder.push(b"tx");
-        let (batch, frame) = builder.seal_framed(1, 64);
-        let mut sender = ReliableSender::new();
-        let ack = sender.send(address, frame).await;
-        let ack = tokio::time::timeout(DEADLINE, ack)
-            .await
-            .expect("acked in time")
-            .expect("acked");
-        assert_eq!(&ack[..], ACK);
+        let batch = send_acked_batch(address, &[b"tx"]).await;
         assert_eq!(
             store.read(&batch.digest()).expect("read").as_ref(),
             Some(batch.bytes())
@@ -321,24 +334,8 @@ mod tests {
             }),
             ..handler(tx_helper)
         };
-        let (address, _) = Receiver::spawn(
-            "127.0.0.1:0".parse().expect("addr"),
-            DEFAULT_MAX_FRAME_SIZE,
-            handler,
-        )
-        .await
-        .expect("bind");
-        let mut builder = BatchBuilder::with_frame_prefix(&[super::super::message::BATCH_TAG], 64);
-        builder.push(b"tx");
-        builder.push(b"sample 9");
-        let (batch, frame) = builder.seal_framed(1, 64);
-        let mut sender = ReliableSender::new();
-        let ack = sender.send(address, frame).await;
-        let ack = tokio::time::timeout(DEADLINE, ack)
-            .await
-            .expect("acked in time")
-            .expect("acked");
-        assert_eq!(&ack[..], ACK);
+        let address = serve(handler).await;
+        let batch = send_acked_batch(address, &[b"tx", b"sample 9"]).await;
         assert_eq!(index.take(&batch.digest()), Some(vec!["9".to_string()]));
     }
 
