@@ -96,6 +96,9 @@ class Outcome:
     probe_after: Probe | None = None
     # What the capacity search found, for a configuration with one.
     settled: Settled | None = None
+    # The commit its binaries were built from: configurations of one page can differ
+    # (`--only` runs some again on a later checkout).
+    commit: str | None = None
 
 
 @dataclass(frozen=True)

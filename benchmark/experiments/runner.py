@@ -213,6 +213,7 @@ def run_experiment(
             out=out,
             repo_root=repo_root,
             quick=quick,
+            commit=commit,
             save_progress=save_progress,
         )
     finally:
@@ -235,6 +236,7 @@ def _run_all(
     out: TextIO,
     repo_root: Path,
     quick: bool,
+    commit: str,
     save_progress: Callable[[Sequence[Outcome]], None],
 ) -> list[Outcome]:
     """Runs each prepared configuration in turn, the machine probed before each and after the
@@ -245,11 +247,13 @@ def _run_all(
             f"\n== {experiment.name}: {configuration.label}: {configuration.command(where.task)}\n"
         )
         out.flush()
-        outcome = Outcome(configuration)
+        outcome = Outcome(configuration, commit=commit)
         if prober is not None:
             outcome.probe_before = prober.probe()
             if outcomes:
                 outcomes[-1].probe_after = outcome.probe_before
+                # Kept now: a run stopped during this configuration keeps the last one's probe.
+                save_progress(outcomes)
         outcome.error = where.cannot_run(points)
         try:
             _run_configuration(
@@ -381,12 +385,12 @@ def _recorded(
     for configuration in experiment.configurations(quick):
         entry = entries.get(configuration.label)
         if entry is not None:
-            outcomes[configuration.label] = _outcome_of(configuration, entry)
+            outcomes[configuration.label] = _outcome_of(configuration, entry, record)
     return record, outcomes
 
 
-def _outcome_of(configuration: Configuration, entry: Mapping[str, Any]) -> Outcome:
-    outcome = Outcome(configuration)
+def _outcome_of(configuration: Configuration, entry: Mapping[str, Any], record: Record) -> Outcome:
+    outcome = Outcome(configuration, commit=entry.get("commit") or _commit_before(record, entry))
     outcome.error = entry["error"]
     try:
         outcome.summaries = [summary_from_logs(Path(run["logs"]), run) for run in entry["runs"]]
@@ -401,6 +405,14 @@ def _outcome_of(configuration: Configuration, entry: Mapping[str, Any]) -> Outco
             f"{configuration.label}: a run's logs cannot be read again ({error})"
         ) from error
     return outcome
+
+
+def _commit_before(record: Record, entry: Mapping[str, Any]) -> str:
+    """The commit a configuration ran at, for a record written before each configuration kept
+    its own: an `--only` run's commit for what it matched, the run before's for the others."""
+    if record.only and record.kept_from and record.only not in entry["label"]:
+        return record.kept_from
+    return record.commit
 
 
 def record_path(logs_dir: Path, name: str, quick: bool) -> Path:
@@ -438,6 +450,7 @@ def _record(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
         "configurations": [
             {
                 "label": o.configuration.label,
+                "commit": o.commit,
                 "command": record.commands.get(o.configuration.label),
                 "error": o.error,
                 "runs": [s.config for s in o.summaries],
@@ -472,6 +485,7 @@ def _write_page(
         experiment,
         [o.configuration for o in outcomes],
         record,
+        commits={o.configuration.label: o.commit for o in outcomes},
         quick=quick,
         rewritten=rewritten,
     )
@@ -499,18 +513,24 @@ def _probe(saved: object) -> Probe | None:
 
 def _machine_section(page: Page, outcomes: Sequence[Outcome]) -> None:
     """The speed probe before and after each configuration, and how far it drifted."""
-    probed = [o for o in outcomes if o.probe_before is not None and o.probe_after is not None]
+    probed = [o for o in outcomes if o.probe_before is not None]
     if not probed:
         return
+
+    def pair(before: float, after: float | None) -> str:
+        return f"{before:,.0f} / {'-' if after is None else f'{after:,.0f}'}"
+
+    # A configuration without its `after` probe (its run was stopped before the next began, in
+    # a record older than saving it at once) keeps its row, with `-` for what is missing.
     rows = [
         [
             o.configuration.label,
-            f"{o.probe_before.sha256_mb_per_s:,.0f} / {o.probe_after.sha256_mb_per_s:,.0f}",
-            f"{o.probe_before.signatures_per_s:,.0f} / {o.probe_after.signatures_per_s:,.0f}",
-            f"{o.probe_after.load:.2f}",
+            pair(o.probe_before.sha256_mb_per_s, o.probe_after and o.probe_after.sha256_mb_per_s),
+            pair(o.probe_before.signatures_per_s, o.probe_after and o.probe_after.signatures_per_s),
+            "-" if o.probe_after is None else f"{o.probe_after.load:.2f}",
         ]
         for o in probed
-        if o.probe_before is not None and o.probe_after is not None
+        if o.probe_before is not None
     ]
     # Every probe once: a configuration's `before` is the one before it's `after` when they ran
     # in one go, and a probe of its own when only it ran again (`--only`).
@@ -561,12 +581,36 @@ def prepare(
     return configuration, points, schedule
 
 
+def _commit_lines(record: Record, commits: Mapping[str, str | None]) -> list[str]:
+    """What ran at another commit than the record's, by commit (`--only` runs leave a page whose
+    configurations ran at several)."""
+    earlier: dict[str, list[str]] = {}
+    for label, commit in commits.items():
+        if commit is not None and commit != record.commit:
+            earlier.setdefault(commit, []).append(label)
+    if record.only is None and not earlier:
+        return []
+    head = (
+        f"- Only the configurations whose label contains `{record.only}` ran at this commit"
+        " (`--only`); the others are from earlier runs"
+        if record.only is not None
+        else "- Some configurations ran at other commits"
+    )
+    if not earlier:
+        return [f"{head}, at the same commit."]
+    return [
+        f"{head}:",
+        *[f"  - at `{commit}`: {', '.join(labels)}." for commit, labels in earlier.items()],
+    ]
+
+
 def _header(
     page: Page,
     experiment: Experiment,
     configurations: Sequence[Configuration],
     record: Record,
     *,
+    commits: Mapping[str, str | None],
     quick: bool,
     rewritten: str | None,
 ) -> None:
@@ -596,14 +640,7 @@ def _header(
         *comparison_lines(record.machine.cpu, experiment.compared_with, page.directory),
         *([f"- Hosts: {record.hosts}."] if record.hosts else []),
         f"- Commit: `{record.commit}`.",
-        *(
-            [
-                f"- Only the configurations whose label contains `{record.only}` ran at this"
-                f" commit (`--only`); the others are from the run before, at `{record.kept_from}`."
-            ]
-            if record.only
-            else []
-        ),
+        *_commit_lines(record, commits),
         *(
             [
                 f"- The run stopped halfway and went on with `--resume` at the same commit:"

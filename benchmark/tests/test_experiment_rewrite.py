@@ -140,6 +140,43 @@ def test_only_reruns_the_configurations_it_names_and_keeps_the_others(
         run(output=tmp_path / "none", only="fastest")
 
 
+def test_a_page_says_which_commit_each_configuration_ran_at(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = tmp_path / "logs"
+    run = _stand_in_runs(tmp_path, monkeypatch)
+    checkout = {"commit": "aaa"}
+    monkeypatch.setattr(runner, "commit_of", lambda _root: checkout["commit"])
+    run(output=tmp_path / "first")
+    checkout["commit"] = "bbb"
+    run(output=tmp_path / "second", only="faster")
+
+    # A record written before configurations kept their commit: the others are the run before's.
+    saved = _saved(logs)
+    for entry in saved["configurations"]:
+        del entry["commit"]
+    runner.record_path(logs, "two-rates", quick=False).write_text(json.dumps(saved))
+    old = runner.rewrite_experiment(
+        TWO_RATES, quick=False, repo_root=tmp_path, output=tmp_path / "old", logs_dir=logs
+    ).read_text()
+    assert "- Commit: `bbb`." in old
+    assert "  - at `aaa`: slow." in old
+
+    # Twice `--only`: "slow" is still the first run's, not the second's.
+    checkout["commit"] = "ccc"
+    third = run(output=tmp_path / "third", only="faster").read_text()
+    assert {e["label"]: e["commit"] for e in _saved(logs)["configurations"]} == {
+        "slow": "aaa",
+        "faster": "ccc",
+    }
+    assert "- Commit: `ccc`." in third
+    assert (
+        "- Only the configurations whose label contains `faster` ran at this commit (`--only`);"
+        " the others are from earlier runs:\n  - at `aaa`: slow.\n"
+    ) in third
+    assert "bbb" not in third
+
+
 def _saved(logs: Path) -> dict:
     return json.loads(runner.record_path(logs, "two-rates", quick=False).read_text())
 
@@ -184,6 +221,8 @@ def test_a_run_stopped_halfway_goes_on_from_where_it_stopped(
     unfinished = runner.unfinished_path(logs, "two-rates", quick=False)
     halfway = json.loads(unfinished.read_text())
     assert [e["label"] for e in halfway["configurations"]] == ["slow"]
+    # The probe that began "faster" is "slow"'s after-probe: kept though "faster" never ended.
+    assert halfway["configurations"][0]["probe_after"] is not None
     assert not runner.record_path(logs, "two-rates", quick=False).exists()
 
     # Another commit's runs do not go on this page.
@@ -200,6 +239,18 @@ def test_a_run_stopped_halfway_goes_on_from_where_it_stopped(
     assert [len(e["runs"]) for e in saved["configurations"]] == [1, 2]
     assert saved["resumed"] == 1
     assert "went on with `--resume` at the same commit: 1 of its configurations ran" in page
-    assert "| slow |" in page
-    assert "| faster |" in page
+    # Both in the table of probes and in the experiment's own.
+    assert sum(line.startswith("| slow |") for line in page.splitlines()) == 2
+    assert sum(line.startswith("| faster |") for line in page.splitlines()) == 2
     assert not unfinished.exists()
+
+    # A record kept before the after-probe was saved at once: the row stays, its gap shown.
+    saved["configurations"][0]["probe_after"] = None
+    runner.record_path(logs, "two-rates", quick=False).write_text(json.dumps(saved))
+    gap = runner.rewrite_experiment(
+        TWO_RATES, quick=False, repo_root=tmp_path, output=tmp_path / "gap", logs_dir=logs
+    ).read_text()
+    slow_probe = next(
+        line for line in gap.splitlines() if line.startswith("| slow |") and " / " in line
+    )
+    assert slow_probe.endswith(" / - | - |")
