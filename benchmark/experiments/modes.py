@@ -25,6 +25,7 @@ from .measures import (
     delivered,
     fmt,
     median_of,
+    over_runs,
     projection_cores,
     projection_tps,
     spread,
@@ -124,7 +125,7 @@ def capacity_rows(
             [
                 label,
                 found.describe() if found else none,
-                fmt(found.delivered) if found else "-",
+                over_runs([delivered(s) for s in found.runs]) if found else "-",
                 fmt(projected),
                 limited_by(found) if found else "-",
                 report.text() if report else "-",
@@ -235,7 +236,7 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         [
             "configuration",
             "capacity (tx/s)",
-            "delivered at capacity, median (tx/s)",
+            "delivered at capacity, median (min-max) (tx/s)",
             f"projection, {cores} cores per node (tx/s)",
             "projection limited by",
             "report's (tx/s)",

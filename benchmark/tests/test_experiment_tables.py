@@ -183,6 +183,11 @@ def test_the_modes_table_sets_the_report_beside_ours(base: Summary) -> None:
     # system with consensus and signatures has no figure of the report beside it.
     assert rows[modes.ADAPTER][5:] == ["-", "-", "-"]
     assert rows["movevm"][1:3] == ["240,000", "240,000"]
+    # Several runs at capacity: what they delivered, with its spread.
+    twice = capacity(
+        [shaped(base, rate=1000, delivered=d, projected_us=5.0) for d in (990.0, 1010.0, 1000.0)]
+    )
+    assert modes.capacity_rows({"hotstuff": twice})[0][1:3] == ["≥ 1,000", "1,000 (990-1,010)"]
     assert rows["movevm"][6] == "3.00"
     assert rows[modes.MOVEVM_ADAPTER][5:7] == ["10,000", "6.00"]
     ratios = {row[0]: row[1:] for row in modes.ratio_rows(capacities)}
@@ -429,6 +434,7 @@ def test_the_workloads_table_has_a_row_per_workload_and_payload(base: Summary) -
         ["kvstore", "entry", "-", "-", "7,000", "140.0", "-"],
     ]
     assert workloads.rows("hotmove", runs) == []
+    assert len(workloads.headers("movevm")) == 7
     # hotmove: a capacity per VM; a sweep that kept up nowhere shows its best run, and the
     # executor's cost at its lowest rate.
     hotmove = {
@@ -442,7 +448,7 @@ def test_the_workloads_table_has_a_row_per_workload_and_payload(base: Summary) -
         ],
     }
     assert workloads.rows("hotmove", hotmove) == [
-        ["cpuheavy", "entry", "160", "500.0", "none kept up (best 120)", "600.0", "-"],
+        ["cpuheavy", "entry", "160", "160", "500.0", "none kept up (best 120)", "-", "600.0", "-"],
     ]
 
 
