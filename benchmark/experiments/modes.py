@@ -11,7 +11,7 @@ capacity is the median of what its runs delivered.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 
@@ -45,6 +45,8 @@ from .search import Search
 ADAPTER = "hotmove --vm=adapter"
 # After a ratio of capacities one of which is its sweep's highest rate.
 UNSETTLED = " *"
+# After a ratio of configurations that ran at different commits (`--only`).
+ACROSS_COMMITS = " †"
 MOVEVM_ADAPTER = "movevm --vm=adapter"
 
 
@@ -145,7 +147,12 @@ def _ratio(top: float | None, bottom: float | None, mark: str = "") -> str:
     return "-" if top is None or not bottom else f"{top / bottom:.2f}{mark}"
 
 
-def ratio_rows(capacities: dict[str, Capacity | None]) -> list[list[str]]:
+def ratio_rows(
+    capacities: dict[str, Capacity | None], commits: Mapping[str, str | None] | None = None
+) -> list[list[str]]:
+    """Each ratio of the report's beside ours; `commits` (by label) marks a ratio whose two
+    sides ran at different commits."""
+
     def ours(label: str) -> float | None:
         return value(capacities.get(label))
 
@@ -163,11 +170,15 @@ def ratio_rows(capacities: dict[str, Capacity | None]) -> list[list[str]]:
     def mark(*labels: str) -> str:
         return UNSETTLED if any(_unsettled(capacities.get(label)) for label in labels) else ""
 
+    def across(top: str, bottom: str) -> str:
+        ran_at = commits or {}
+        return ACROSS_COMMITS if ran_at.get(top) != ran_at.get(bottom) else ""
+
     return [
         [
             label,
-            _ratio(ours(top), ours(bottom), mark(top, bottom)),
-            _ratio(projected(top), projected(bottom)),
+            _ratio(ours(top), ours(bottom), mark(top, bottom) + across(top, bottom)),
+            _ratio(projected(top), projected(bottom), across(top, bottom)),
             report.text(3),
         ]
         for label, top, bottom, report in pairs
@@ -281,14 +292,21 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         f" ${PRICE_USD_PER_HOUR} an hour (`--instance-price`; {PRICE_OF}).",
     )
     page.section("Ratios between modes")
-    page.table(
-        ["ratio", "capacity", f"projection ({cores} cores)", "report's"], ratio_rows(capacities)
-    )
-    page.add(
-        "",
+    ratios = ratio_rows(capacities, {o.configuration.label: o.commit for o in outcomes})
+    page.table(["ratio", "capacity", f"projection ({cores} cores)", "report's"], ratios)
+    cells = [cell for row in ratios for cell in row[1:3]]
+    notes = [
         f"{UNSETTLED.strip()}: a capacity in the ratio is its sweep's highest rate, so the ratio"
-        " is not settled; the projections' ratio is.",
-    )
+        " is not settled; the projections' ratio is."
+        if any(c.endswith(UNSETTLED) or UNSETTLED + " " in c for c in cells)
+        else None,
+        f"{ACROSS_COMMITS.strip()}: its two configurations ran at different commits (`--only`,"
+        " above): the ratio holds a change of the code between them as well as the modes'"
+        " difference."
+        if any(c.endswith(ACROSS_COMMITS) for c in cells)
+        else None,
+    ]
+    page.add("", *[n for n in notes if n is not None])
     page.section("Every rate of every sweep")
     page.table(
         [

@@ -195,6 +195,11 @@ def test_the_modes_table_sets_the_report_beside_ours(base: Summary) -> None:
     assert ratios["hotcrypto / hotstuff"][2] == "0.250"
     assert ratios["adapter / bare, in hotmove"] == ["0.50", "0.50", "0.125"]
     assert ratios["adapter / bare, in movevm"][0] == "0.25"
+    # hotstuff ran again at a later commit (`--only`): its ratio says so, the others do not.
+    commits = {label: "aaa" for label in capacities} | {"hotstuff": "bbb"}
+    marked = {row[0]: row[1:] for row in modes.ratio_rows(capacities, commits)}
+    assert marked["hotcrypto / hotstuff"][:2] == ["0.10 †", "0.25 †"]
+    assert marked["hotmove / hotcrypto"][:2] == ["0.50", "0.50"]
     # A mode that kept up nowhere is said so, and its ratios are left out.
     capacities["hotmove"] = None
     tried = {"hotmove": [shaped(base, rate=1000, delivered=600)]}
