@@ -25,7 +25,7 @@ from .measures import delivered, e2e_p50, fmt, median_of, node_us_per_tx, spread
 from .page import Page
 from .scaling import COMMITTEE_BUDGET, rounds_per_second, sent_per_tx, txs_per_round
 
-LINK_MODES = {"hotstuff": "1500000", "hotcrypto": "40000"}
+LINK_MODES = {"hotstuff": "3000000", "hotcrypto": "40000"}
 LINK_DELAY_MS = "1"
 # Mbit/s of every link; None: no limit (loopback).
 LINK_RATES: tuple[int | None, ...] = (None, 1000, 100, 25)
