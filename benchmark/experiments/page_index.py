@@ -13,6 +13,8 @@ INDEX = "README.md"
 _TITLE = re.compile(r"^# (.+)$", re.MULTILINE)
 _MACHINE = re.compile(r"^- Machine: (\d+) cores, (.+?), (?:Linux|Darwin|Windows)\b", re.MULTILINE)
 _COMMIT = re.compile(r"^- Commit: `([^`]+)`", re.MULTILINE)
+# The commits some configurations ran at before (`--only`), as `runner._commit_lines` writes them.
+_EARLIER = re.compile(r"^  - at `([^`]+)`: ", re.MULTILINE)
 _PROBE = re.compile(r"^- SHA-256 on every core: ([^.]+ MB/s)", re.MULTILINE)
 _QUICK = "`--quick`: a CI-sized version"
 
@@ -24,6 +26,8 @@ class PageFacts:
     cores: int | None
     processor: str | None
     commit: str | None
+    # Commits some of its configurations ran at, before `commit` (`--only` reran the others).
+    earlier: tuple[str, ...]
     hashing: str | None
     quick: bool
 
@@ -46,6 +50,7 @@ def read_facts(path: Path) -> PageFacts | None:
         cores=int(machine.group(1)) if machine else None,
         processor=machine.group(2) if machine else None,
         commit=commit.group(1) if commit else None,
+        earlier=tuple(_EARLIER.findall(text)),
         hashing=probe.group(1) if probe else None,
         quick=_QUICK in text,
     )
@@ -90,14 +95,16 @@ def index_lines(directory: Path) -> list[str]:
             else "these all ran on one."
         ),
         "",
-        "| page | processor | cores | commit | SHA-256 probe on every core |",
+        "| page | processor | cores | commit (then those some configurations ran at before) |"
+        " SHA-256 probe on every core |",
         "|---|---|---:|---|---|",
     ]
     for p in pages:
         quick = " (`--quick`)" if p.quick else ""
         lines.append(
             f"| [{p.title}]({p.name}.md){quick} | {p.processor or '-'} | {p.cores or '-'}"
-            f" | `{p.commit or '-'}` | {p.hashing or 'not probed'} |"
+            f" | `{p.commit or '-'}`{''.join(f', `{c}`' for c in p.earlier)}"
+            f" | {p.hashing or 'not probed'} |"
         )
     return lines
 

@@ -69,6 +69,15 @@ def test_the_index_lists_every_page_and_says_when_processors_differ(tmp_path: Pa
         "| [Scaling: a question](scaling.md) | AMD EPYC | 2 | `abc7` | 3,350-3,589 MB/s |" in text
     )
     assert "[Modes: a question](modes.md) (`--quick`)" in text
+    # A page whose configurations ran at several commits (`--only`) names them all.
+    modes = tmp_path / "modes.md"
+    modes.write_text(
+        modes.read_text()
+        + "- Only the configurations whose label contains `x` ran at this commit (`--only`); the"
+        " others are from earlier runs:\n  - at `def1`: y.\n  - at `def2`: z.\n"
+    )
+    assert "| `abc5`, `def1`, `def2` |" in write_index(tmp_path).read_text()
+    text = path.read_text()
     assert "notes" not in text
     # Rewriting it reads the pages again, not the index itself.
     assert index_lines(tmp_path) == text.rstrip("\n").split("\n")
