@@ -298,12 +298,12 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
     notes = [
         f"{UNSETTLED.strip()}: a capacity in the ratio is its sweep's highest rate, so the ratio"
         " is not settled; the projections' ratio is."
-        if any(c.endswith(UNSETTLED) or UNSETTLED + " " in c for c in cells)
+        if any(UNSETTLED in c for c in cells)
         else None,
         f"{ACROSS_COMMITS.strip()}: its two configurations ran at different commits (`--only`,"
         " above): the ratio holds a change of the code between them as well as the modes'"
         " difference."
-        if any(c.endswith(ACROSS_COMMITS) for c in cells)
+        if any(ACROSS_COMMITS in c for c in cells)
         else None,
     ]
     page.add("", *[n for n in notes if n is not None])

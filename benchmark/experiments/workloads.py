@@ -113,22 +113,21 @@ def _cells(mode: str, runs: Sequence[Summary]) -> list[str]:
     up, the best run and the cost at the lowest rate."""
     executor = stage_us_per_tx("executor")
     found = capacity(runs)
-    cells: list[str]
     if found is not None:
-        cost = over_runs([executor(s) for s in found.runs], 1)
-        if mode == "movevm":
-            # Runs that saturate on their own: their spread is the throughput's.
-            cells = [over_runs([delivered(s) for s in found.runs]), cost]
-        else:
-            cells = [found.describe(), over_runs([processed(s) for s in found.runs]), cost]
-        return cells
-    width = 2 if mode == "movevm" else 3
-    if not runs:
-        return ["-"] * width
-    lowest = by_rate(runs)[min(by_rate(runs))]
-    best = f"none kept up (best {fmt(max(delivered(s) for s in runs))})"
-    cost = fmt(median_of([executor(s) for s in lowest]), 1)
-    return [best, cost] if mode == "movevm" else [best, "-", cost]
+        # Runs that saturate on their own (`movevm`): their spread is the throughput's.
+        tps = (
+            over_runs([delivered(s) for s in found.runs]) if mode == "movevm" else found.describe()
+        )
+        at_it = over_runs([processed(s) for s in found.runs])
+        cells = [tps, at_it, over_runs([executor(s) for s in found.runs], 1)]
+    elif runs:
+        lowest = by_rate(runs)[min(by_rate(runs))]
+        best = f"none kept up (best {fmt(max(delivered(s) for s in runs))})"
+        cells = [best, "-", fmt(median_of([executor(s) for s in lowest]), 1)]
+    else:
+        cells = ["-", "-", "-"]
+    # `movevm` asks no rate: it has no "processed at it" column.
+    return [cells[0], cells[2]] if mode == "movevm" else cells
 
 
 def headers(mode: str) -> list[str]:
