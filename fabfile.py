@@ -83,6 +83,11 @@ BENCH_FLAGS = {
     "delay_matrix": "CSV file, N rows of N one-way latencies (ms): row i to column j",
     "node_cpus": "fab local: every node in a cgroup with a CPU quota of X cores (a fraction"
     " too), the clients in another without one; nodes x X must fit in the machine's cores",
+    "dilation": "fab local: time dilation K, every node's and client's clock K times slower and"
+    " a virtual CPU 1/K of a core, figures in dilated time (with --vcpus)",
+    "vcpus": "fab local: every node a machine of V virtual CPUs (each thread at most one), a"
+    " cgroup quota of V/K cores (root); nodes x V + --client-vcpus must fit K x the cores",
+    "client_vcpus": "fab local, with --vcpus: the clients' virtual CPUs together",
     "bandwidth": "rate (Mbit/s) of every committee link, each direction, emulated by the sending"
     " node as a token bucket (unlimited unless given)",
     "vm": "bare | adapter: the Move VM alone or behind Diem's adapter (hotmove, movevm)",

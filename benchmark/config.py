@@ -123,6 +123,14 @@ class BenchParameters:
     # fraction), the clients in another without one (runners/cgroups.py). None: no budget, the
     # nodes share whatever the machine has.
     node_cpus: float | None = None
+    # `fab local` only: a cluster in slow motion (runners/vcpus.py, runners/run_clock.py). Every
+    # node and client runs `dilation` times slower in wall time (a flag of both binaries: their
+    # clocks), each node a machine of `vcpus` virtual CPUs of 1/K of a core each (its threads
+    # one each at most), the clients `client_vcpus` together; figures are in dilated time.
+    # `vcpus` at dilation 1 is the undilated run of the same emulation. None: no such budget.
+    dilation: int = passed(1)
+    vcpus: float | None = None
+    client_vcpus: float = 1.0
     bandwidth_mbit: float | None = None
     node: NodeParameters = field(default_factory=NodeParameters)
 
@@ -142,6 +150,7 @@ class BenchParameters:
                 raise ConfigError(f"{name} must be positive, got {value}")
         self._check_links()
         self._check_node_cpus()
+        self._check_vcpus()
         self._check_dest()
         if self.mode in NODE_MODES:
             if self.nodes <= 0:
@@ -185,6 +194,28 @@ class BenchParameters:
             # Its load generator is a thread of the same process: a quota would cap both.
             raise ConfigError(
                 f"node_cpus caps nodes; {self.mode} runs its generator and stages in one process"
+            )
+
+    def _check_vcpus(self) -> None:
+        if self.dilation < 1:
+            raise ConfigError(f"dilation must be at least 1, got {self.dilation}")
+        if self.vcpus is None:
+            if self.dilation > 1:
+                raise ConfigError(
+                    "--dilation slows the clocks; give --vcpus too, the virtual CPUs of each"
+                    " node (a virtual CPU is 1/K of a core)"
+                )
+            return
+        if self.node_cpus is not None:
+            raise ConfigError("give --vcpus or --node-cpus, not both")
+        if not self.vcpus > 0 or not self.client_vcpus > 0:
+            raise ConfigError(
+                f"--vcpus and --client-vcpus must be positive, got {self.vcpus:g} and"
+                f" {self.client_vcpus:g}"
+            )
+        if self.mode not in NODE_MODES:
+            raise ConfigError(
+                f"--vcpus and --dilation emulate a cluster of nodes; {self.mode} runs one process"
             )
 
     @property

@@ -26,7 +26,7 @@ FIELD_OF_FLAG: Mapping[str, str] = {
     "bandwidth": "bandwidth_mbit",
 }
 # Bench fields whose None means "off" rather than "the node's default".
-OFF_UNLESS_GIVEN = ("delay_ms", "delay_matrix", "node_cpus", "bandwidth_mbit")
+OFF_UNLESS_GIVEN = ("delay_ms", "delay_matrix", "node_cpus", "vcpus", "bandwidth_mbit")
 # Bench fields whose None means a default that depends on another setting.
 NONE_MEANS: Mapping[str, str] = {
     "workload_arg": "the workload's (cpuheavy 128, kvstore 4)",

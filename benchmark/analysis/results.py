@@ -50,6 +50,10 @@ SETTING_DEFAULTS: dict[str, Any] = {
         "delay_matrix",
         # The CPU budget of every node (`fab local --node-cpus`): the cores axis on one machine.
         "node_cpus",
+        # A cluster in slow motion (`fab local --dilation --vcpus`): figures in dilated time.
+        "dilation",
+        "vcpus",
+        "client_vcpus",
         "bandwidth_mbit",
     )
 } | dict.fromkeys(NodeParameters.names())

@@ -29,6 +29,11 @@ Everything is computed from METRICS records (see `metrics.py`):
   per node (`resources/cost.py`) and per-second series per stage (`timelines.py`).
 * With `node_cpus` (`fab local --node-cpus`), every node is judged against its CPU budget too
   (`resources/usage.py`, `stages/cpu_bound.py`).
+* A dilated run (`fab local --dilation=K --vcpus=V`) needs no rescaling here: its processes'
+  clocks ran K times slower, so their timestamps, and every rate, latency and window computed
+  from them, are in dilated time already, and a second of CPU time is a second of a virtual CPU.
+  The machine is then K times its cores of virtual CPUs, and every node is judged against its
+  V (`dilation`, `node_cpus`).
 
 Node-level numbers are averaged over nodes (every honest node processes the same transactions);
 queue maxima and invalid/failed/dropped counts take the worst node.
@@ -154,7 +159,15 @@ def summarize(
         if run.clients:
             clients_stats = client_stats(run.clients, window, len(latencies), sent)
     stages = stage_table(processes, window, pipeline.stages)
-    used = resources(run, window, _local_cores(config), _hosts(config), node_cpus(config))
+    used = resources(
+        run,
+        window,
+        _local_cores(config),
+        _hosts(config),
+        node_cpus=node_cpus(config),
+        dilation=dilation(config),
+        virtual=config.get("vcpus") is not None,
+    )
     rounds = rounds_of(run.nodes, counted, window) if consensus is not None else None
     project_cores = int(config.get("project_cores") or DEFAULT_PROJECT_CORES)
     price = config.get("instance_price")
@@ -192,9 +205,20 @@ def summarize(
 
 
 def _local_cores(config: dict[str, Any]) -> int | None:
-    """The cores of the machine a local run used (the runner reads them: `os.cpu_count()`)."""
+    """The cores of the machine a local run used (the runner reads them: `os.cpu_count()`), in
+    virtual CPUs when it was dilated (each a 1/K share of a core, K times as many)."""
     cores = config.get("cores")
-    return int(cores) if isinstance(cores, int | float) and cores > 0 else None
+    if not isinstance(cores, int | float) or cores <= 0:
+        return None
+    return int(cores) * dilation(config)
+
+
+def dilation(config: dict[str, Any]) -> int:
+    """K of a dilated run (`--dilation`), 1 for a run in real time."""
+    factor = config.get("dilation")
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or factor < 1:
+        return 1
+    return int(factor)
 
 
 def _project(
@@ -222,8 +246,11 @@ def _fitted_cores(used: Resources, config: dict[str, Any]) -> float | None:
 
 
 def node_cpus(config: dict[str, Any]) -> float | None:
-    """The CPU budget of every node of a local run (`--node-cpus`), None without one."""
-    cores = config.get("node_cpus")
+    """The CPU budget of every node of a local run (`--node-cpus`, or `--vcpus` virtual CPUs),
+    None without one."""
+    cores = config.get("vcpus")
+    if cores is None:
+        cores = config.get("node_cpus")
     if isinstance(cores, bool) or not isinstance(cores, int | float) or cores <= 0:
         return None
     return float(cores)
@@ -238,6 +265,16 @@ def _with_caveat(
     if projection is None or config.get("where") != "local" or cores is None:
         return projection
     budget = node_cpus(config)
+    if budget is not None and config.get("vcpus") is not None:
+        factor = dilation(config)
+        caveat = (
+            f"µs/tx measured on nodes of {budget:g} virtual CPUs (--vcpus, dilated ×{factor}:"
+            f" CFS quotas of 1/{factor} of a core per thread, {nodes}"
+            f" node{'s' if nodes > 1 else ''} and the clients on {cores // factor} shared"
+            " cores): caches, memory bandwidth and the kernel's own work were shared, so the"
+            " projection may err low"
+        )
+        return replace(projection, caveat=caveat, measured_cores=budget)
     if budget is not None:
         # Each node had its own share of CPU time, but not cores of its own.
         caveat = (

@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 import json
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any, TextIO
 
 from ..config import MAX_DELAY_MS, BenchParameters
 from ..errors import HarnessError
+from ..run_clock import RunClock
 
 FILE_NAME = "net-emulation.json"
 # Seconds between writing the node file and the clients' start when partitions are scheduled:
@@ -196,20 +196,24 @@ def write_node_file_if_emulating(
     return write_node_file(directory, names, bench, partitions, start_ms)
 
 
-def wait_for_clients_start(clients_at: float | None, lead: float, out: TextIO) -> None:
-    """Sleep until the clients' planned start (wall clock s; None: no plan, start now). Nodes that
-    took longer than the `lead` allowed are worth a warning, not a stop: the partitions still
-    count from the planned start, before the clients'."""
+def wait_for_clients_start(
+    clients_at: float | None, lead: float, out: TextIO, clock: RunClock | None = None
+) -> None:
+    """Sleep until the clients' planned start (seconds on the processes' `clock`, real unless
+    dilated; None: no plan, start now). Nodes that took longer than the `lead` allowed are worth
+    a warning, not a stop: the partitions still count from the planned start, before the
+    clients'."""
     if clients_at is None:
         return
-    late = time.time() - clients_at
+    clock = clock or RunClock()
+    late = clock.now() - clients_at
     if late > 0:
         out.write(
             f"warning: the nodes took {late:.1f} s longer to start than the {lead:g} s allowed;"
             " partitions count from the planned start, before the clients'\n"
         )
     else:
-        time.sleep(-late)
+        clock.sleep(-late)
 
 
 def write_node_file(

@@ -46,7 +46,12 @@ def resources_section(used: Resources | None) -> list[str]:
     node = used.node_role
     budget = used.node_cpus
     head = " + RESOURCES:"
-    if budget is not None:
+    if budget is not None and used.virtual:
+        head = (
+            f" + RESOURCES (--vcpus: every node {budget:g} virtual CPUs, each thread at most one;"
+            f" cores are virtual CPUs, this machine's cores x {used.dilation}):"
+        )
+    elif budget is not None:
         head = (
             f" + RESOURCES (--node-cpus: every node capped at {budget:g} cores, a CFS quota;"
             " the clients outside it):"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from ..analysis.run_summary import Summary
+from ..analysis.run_summary import Summary, dilation
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,10 @@ def sweep_rows(summaries: Sequence[Summary]) -> list[SweepRow]:
 def render_sweep(summaries: Sequence[Summary]) -> str:
     """The sweep table and, per committee size, the capacity it found."""
     rows = sweep_rows(summaries)
+    factors = sorted({dilation(s.config) for s in summaries} - {1})
+    dilated = "".join(f", dilated ×{factor}" for factor in factors)
     lines = [
-        " + SWEEP (medians over runs):",
+        f" + SWEEP (medians over runs{dilated}):",
         "   nodes    input tx/s   end-to-end tx/s   e2e p50   kept up   limited by",
     ]
     for row in rows:

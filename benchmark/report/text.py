@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..analysis.consensus.rounds import rounds_section
-from ..analysis.run_summary import StageRow, Summary, Throughput
+from ..analysis.run_summary import StageRow, Summary, Throughput, dilation
 from ..analysis.stats import LatencyStats
 from .sections import (
     cost_section,
@@ -115,6 +115,18 @@ def _config(summary: Summary) -> list[str]:
         f"   Duration: {config.get('duration', '-')} s "
         f"(steady window {summary.window.seconds:.1f} s after warm-up)",
     ]
+    factor = dilation(config)
+    if config.get("vcpus") is not None:
+        lines.append(
+            f"   Emulated nodes: {config['vcpus']:g} virtual CPUs each, each thread at most one,"
+            f" clients {config.get('client_vcpus', 1):g} together"
+            + (
+                f"; time dilated ×{factor}: every clock {factor} times slower, a virtual CPU"
+                f" 1/{factor} of a core, figures in dilated time"
+                if factor > 1
+                else " (undilated)"
+            )
+        )
     if config.get("run") is not None:
         lines.append(f"   Run: {config['run']}")
     return lines
@@ -185,7 +197,16 @@ def render_summary(summary: Summary) -> str:
     if malformed:
         lines.append(f"   ({malformed} malformed METRICS lines skipped)")
     lines += [RULE, ""]
-    return "\n".join(lines)
+    return "\n".join(_labelled(lines, dilation(summary.config)))
+
+
+def _labelled(lines: list[str], factor: int) -> list[str]:
+    """Every section of a dilated run's summary says so in its heading: its figures are in
+    dilated time."""
+    if factor <= 1:
+        return lines
+    mark = f" + [dilated ×{factor}] "
+    return [mark + line[3:] if line.startswith(" + ") else line for line in lines]
 
 
 def _evidence(key: str, value: float) -> str:

@@ -173,6 +173,13 @@ class CgroupFs:
         path.write_text(text)
 
 
+def write_stats(log_dir: Path, stats: dict[str, Any]) -> Path:
+    """A run's budget and its groups' counters, beside its logs (`cpu-budget.json`)."""
+    path = log_dir / STATS_FILE
+    path.write_text(json.dumps(stats, indent=2) + "\n")
+    return path
+
+
 def in_group(command: Sequence[str], group: Path) -> list[str]:
     """`command` started so that it runs in `group` from its first instruction: a shell writes
     its own pid into the group, then executes the command in its place (same pid)."""
@@ -351,9 +358,7 @@ class CpuBudget:
         }
 
     def save_stats(self, log_dir: Path) -> Path:
-        path = log_dir / STATS_FILE
-        path.write_text(json.dumps(self.stats(), indent=2) + "\n")
-        return path
+        return write_stats(log_dir, self.stats())
 
     def remove(self, timeout: float = REMOVE_TIMEOUT) -> None:
         """Remove every group this budget created, children first, waiting up to `timeout` for

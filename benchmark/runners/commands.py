@@ -8,6 +8,7 @@ from what they say the mode takes (`flags`, see `binary_flags.py`), not from lis
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ..binary_flags import ModeFlags
@@ -28,10 +29,13 @@ def node_command(
     profile: str | None = None,
     store: str | None = None,
     net_emulation: str | None = None,
+    dilation_origin_ms: int | None = None,
 ) -> list[str]:
     """`profile`: the directory the node writes its flame graph and folded stacks to on exit;
     `store`: the file of the node's durable store (`bench.store`), None keeps it in memory;
-    `net_emulation`: the file of the emulated links (faults/net_emulation.py)."""
+    `net_emulation`: the file of the emulated links (faults/net_emulation.py);
+    `dilation_origin_ms`: where a dilated run's clocks agree (run_clock.py). A node of
+    `bench.vcpus` virtual CPUs sizes its pools as on that many cores."""
     command = [
         binary,
         "run",
@@ -49,6 +53,9 @@ def node_command(
         command += ["--store", store]
     if net_emulation is not None:
         command += ["--net-emulation", net_emulation]
+    if bench.vcpus is not None:
+        command += ["--cores", str(math.ceil(bench.vcpus))]
+    command += _origin(dilation_origin_ms)
     return command + _prometheus(prometheus) + _profile(profile)
 
 
@@ -62,6 +69,7 @@ def client_command(
     index: int,
     genesis: str | None,
     prometheus: str | None = None,
+    dilation_origin_ms: int | None = None,
 ) -> list[str]:
     """Client `index` sends to `target` and first waits until every address in `nodes` is up."""
     command = [
@@ -84,6 +92,7 @@ def client_command(
     ]
     if genesis is not None:
         command += ["--genesis", genesis]
+    command += _origin(dilation_origin_ms)
     return command + flags.client_arguments(bench) + _prometheus(prometheus)
 
 
@@ -96,6 +105,7 @@ def committee_client_command(
     *,
     genesis: str | None,
     endpoints: MetricsEndpoints | None,
+    dilation_origin_ms: int | None = None,
 ) -> list[str]:
     """Client `index` of a committee run: it sends to node `index`, waits for every live node,
     and serves its metrics where `endpoints` says (`genesis` as the client's host sees it)."""
@@ -109,6 +119,7 @@ def committee_client_command(
         index=index,
         genesis=genesis,
         prometheus=endpoints.clients[index].listen if endpoints else None,
+        dilation_origin_ms=dilation_origin_ms,
     )
 
 
@@ -136,6 +147,10 @@ def movevm_command(
     if bench.node.channel_capacity is not None:
         command += ["--channel-capacity", str(bench.node.channel_capacity)]
     return command + _prometheus(prometheus) + _profile(profile)
+
+
+def _origin(dilation_origin_ms: int | None) -> list[str]:
+    return [] if dilation_origin_ms is None else ["--dilation-origin-ms", str(dilation_origin_ms)]
 
 
 def _prometheus(address: str | None) -> list[str]:

@@ -7,7 +7,11 @@ Node i listens on base+3i (consensus), base+3i+1 (mempool) and base+3i+2 (transa
 (or the movevm process) writes its flame graph and folded stacks to `<logs>/<run>/profile-node-i/`
 when it stops. The summary knows this machine's cores (`os.cpu_count()`) for its CPU verdict.
 With `node_cpus` (`--node-cpus`), each node runs in a cgroup of its own capped at that many cores
-and the clients in another (`cgroups.py`); the groups last as long as the run.
+and the clients in another (`cgroups.py`); the groups last as long as the run. With `vcpus`
+(`--vcpus`, and `--dilation`), each node is a machine of that many virtual CPUs, each of its
+threads at most one, the clients a budget of their own (`vcpus.py`), and every process's clock
+runs `dilation` times slower (`run_clock.py`): whatever the harness times against them (boot,
+the run, the stop, the fault schedule) is stretched as much.
 """
 
 from __future__ import annotations
@@ -37,13 +41,15 @@ from ..faults.net_emulation import (
     check_links,
 )
 from ..faults.schedule import FaultSchedule
-from .cgroups import Cgroups, CpuBudget, in_group
+from ..run_clock import RunClock
+from .cgroups import CgroupError, Cgroups, CpuBudget, in_group
 from .commands import committee_client_command, movevm_command, node_command
 from .local_control import LocalNodeControl
 from .plan import RunPlan
 from .processes import DEFAULT_GRACE, ManagedProcess, ProcessSet
 from .progress import Progress
 from .prometheus import MAX_PORT, MetricsEndpoints, check_ports, local_endpoints
+from .vcpus import Fit, ThreadPlacer, VcpuBudget, machine_cores
 
 DEFAULT_BASE_PORT = 4000
 LOOPBACK = "127.0.0.1"
@@ -53,7 +59,8 @@ STARTUP_TIMEOUT = 30.0
 # counted from their first METRICS line: crypto clients sign their whole load before sending,
 # which on a busy machine took 40 s for 1.3 M transactions.
 EXIT_MARGIN = 30.0
-# How long a client may take to start sending (signing included).
+# How long a client may take to start sending (signing included; a client's first METRICS line
+# comes a second of its own time after it starts).
 LOAD_START_TIMEOUT = 600.0
 POLL_INTERVAL = 0.1
 
@@ -110,25 +117,40 @@ def wait_for_ports(addresses: list[str], processes: list[ManagedProcess], timeou
 
 @dataclass
 class ExitDeadline:
-    """When processes that run for `duration` must have exited: `EXIT_MARGIN` after the duration
-    counted from the moment all of them sent (their first METRICS line), and they have
-    `LOAD_START_TIMEOUT` to get there."""
+    """When processes that run for `duration` (of their own time) must have exited:
+    `EXIT_MARGIN` after the duration counted from the moment all of them sent (their first
+    METRICS line), and they have `LOAD_START_TIMEOUT` to get there; real seconds, stretched by
+    the run's clock."""
 
     duration: float
-    start_by: float = field(default_factory=lambda: time.monotonic() + LOAD_START_TIMEOUT)
+    clock: RunClock = field(default_factory=RunClock)
+    start_by: float = 0.0
     end_by: float | None = None
+
+    @property
+    def start_within(self) -> float:
+        # A dilated client's first line comes a second of its time, K real ones, after it sends.
+        return LOAD_START_TIMEOUT + self.clock.stretch(1.0) - 1.0
+
+    def __post_init__(self) -> None:
+        self.start_by = time.monotonic() + self.start_within
+
+    @property
+    def all_sent(self) -> bool:
+        return self.end_by is not None
 
     def check(self, processes: list[ManagedProcess], progress: Progress) -> None:
         now = time.monotonic()
+        margin = self.clock.stretch(EXIT_MARGIN)
         if self.end_by is None:
             silent = [p for p in processes if p.running() and not progress.has_reported(p.log_path)]
             if not silent:
-                self.end_by = now + self.duration + EXIT_MARGIN
+                self.end_by = now + self.clock.stretch(self.duration) + margin
             elif now > self.start_by:
-                raise _failure(silent[0], f"sent nothing within {LOAD_START_TIMEOUT:.0f} s")
+                raise _failure(silent[0], f"sent nothing within {self.start_within:.0f} s")
         elif now > self.end_by:
             late = next((p for p in processes if p.running()), processes[0])
-            raise _failure(late, f"still running {EXIT_MARGIN:.0f} s after its duration")
+            raise _failure(late, f"still running {margin:.0f} s after its duration")
 
 
 def _placed(command: list[str], group: Path | None) -> list[str]:
@@ -226,6 +248,8 @@ class LocalBench:
         check_links(bench)
         if bench.node_cpus is not None:
             self.check_budget(bench.node_cpus, bench.live_nodes)
+        if bench.vcpus is not None:
+            self.check_vcpus(bench)
 
     def check_budget(self, cores: float, nodes: int) -> None:
         """The nodes' budgets fit in this machine's cores, and its cgroups can hold them."""
@@ -240,6 +264,29 @@ class LocalBench:
                 f" this machine's {machine}: lower --node-cpus or --nodes"
             )
         self.cgroups.check(cores)
+
+    def check_vcpus(self, bench: BenchParameters) -> None:
+        """A dilated cluster's budgets fit in this machine's cores (leaving the harness its
+        share), and this process may make them: root, and a writable cpu controller."""
+        fit = Fit(
+            bench.live_nodes,
+            bench.vcpus or 0.0,
+            bench.client_vcpus,
+            bench.dilation,
+            machine_cores(),
+        )
+        refusal = fit.refusal()
+        if refusal is not None:
+            raise BenchError(refusal)
+        if os.geteuid() != 0:
+            raise BenchError(
+                "--vcpus holds every thread of a node in a cgroup of its own: run as root"
+            )
+        try:
+            with self._vcpu_budget(bench, "check", nodes=1):
+                pass
+        except CgroupError as error:
+            raise BenchError(f"--vcpus: {error}") from error
 
     def run(self, bench: BenchParameters) -> list[Summary]:
         """Run `bench.runs` times (`plan.py`); each run prints and saves its summary."""
@@ -283,14 +330,23 @@ class LocalBench:
 
     @contextlib.contextmanager
     def session(
-        self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
+        self,
+        bench: BenchParameters,
+        run_id: str,
+        log_dir: Path,
+        files: RunFiles | None,
+        clock: RunClock,
     ) -> Iterator[LocalSession]:
         grace = max(self.grace, PROFILE_GRACE) if self.profile else self.grace
         budget = self._budget(bench, run_id)
         try:
             # The budget's groups go once every process has stopped (ProcessSet exits first).
-            with budget or contextlib.nullcontext(), ProcessSet(grace) as processes:
-                yield LocalSession(self, bench, processes, log_dir, budget)
+            with budget or contextlib.nullcontext(), ProcessSet(clock.stretch(grace)) as processes:
+                session = LocalSession(self, bench, processes, log_dir, budget, clock)
+                try:
+                    yield session
+                finally:
+                    session.stop_placing()
                 if budget is not None:
                     # What the groups counted (throttled periods) is read before they go.
                     processes.stop_all()
@@ -309,12 +365,27 @@ class LocalBench:
         if not self.keep_stores:
             remove_stores(log_dir, self.out)
 
-    def _budget(self, bench: BenchParameters, run_id: str) -> CpuBudget | None:
-        if bench.node_cpus is None:
+    def _budget(self, bench: BenchParameters, run_id: str) -> CpuBudget | VcpuBudget | None:
+        budget: CpuBudget | VcpuBudget
+        if bench.vcpus is not None:
+            budget = self._vcpu_budget(bench, run_id, bench.live_nodes)
+        elif bench.node_cpus is not None:
+            budget = self.cgroups.budget(run_id, bench.node_cpus, bench.live_nodes)
+        else:
             return None
-        budget = self.cgroups.budget(run_id, bench.node_cpus, bench.live_nodes)
         self.out.write(budget.describe() + "\n")
         return budget
+
+    def _vcpu_budget(self, bench: BenchParameters, name: str, nodes: int) -> VcpuBudget:
+        return VcpuBudget(
+            self.cgroups.hierarchy(),
+            f"hotmove-{os.getpid()}-{name}",
+            dilation=bench.dilation,
+            vcpus=bench.vcpus or 0.0,
+            client_vcpus=bench.client_vcpus,
+            nodes=nodes,
+            fs=self.cgroups.fs,
+        )
 
     def _profile_dir(self, log_dir: Path, name: str) -> str | None:
         return str(log_dir / f"profile-{name}") if self.profile else None
@@ -329,9 +400,12 @@ class LocalSession:
     bench: BenchParameters
     processes: ProcessSet
     log_dir: Path
-    budget: CpuBudget | None
+    budget: CpuBudget | VcpuBudget | None
+    clock: RunClock = field(default_factory=RunClock)
     nodes: list[ManagedProcess] = field(default_factory=list)
     clients: list[ManagedProcess] = field(default_factory=list)
+    # Gives each thread of a node of several virtual CPUs its own group while the run goes.
+    placer: ThreadPlacer | None = None
 
     @property
     def flags(self) -> ModeFlags:
@@ -351,8 +425,13 @@ class LocalSession:
             )
             for i in range(bench.live_nodes)
         ]
+        if isinstance(self.budget, VcpuBudget):
+            self.placer = ThreadPlacer(
+                self.budget, lambda: [p.pid if p.running() else None for p in self.nodes]
+            ).__enter__()
         addresses = files.committee.transactions_addresses(bench.live_nodes)
-        wait_for_ports(addresses, self.nodes, runner.startup_timeout)
+        # A node booting on its budget boots as slowly as its clock runs.
+        wait_for_ports(addresses, self.nodes, self.clock.stretch(runner.startup_timeout))
         # A restart replaces node i in `self.nodes`, which `wait` watches.
         return LocalNodeControl(self.processes, self.nodes)
 
@@ -366,7 +445,14 @@ class LocalSession:
                 f"client-{i}",
                 _placed(
                     committee_client_command(
-                        binary, bench, self.flags, files, i, genesis=genesis, endpoints=endpoints
+                        binary,
+                        bench,
+                        self.flags,
+                        files,
+                        i,
+                        genesis=genesis,
+                        endpoints=endpoints,
+                        dilation_origin_ms=self._origin_ms,
                     ),
                     self.budget.clients_group if self.budget is not None else None,
                 ),
@@ -379,7 +465,18 @@ class LocalSession:
         logs = [p.log_path for p in self.nodes + self.clients]
         self.wait_for(self.clients, self.nodes, logs, faults)
 
+    def stop_placing(self) -> None:
+        """The placer stops (before the processes and the groups go); what it could not do is
+        said."""
+        if self.placer is None:
+            return
+        placer, self.placer = self.placer, None
+        placer.__exit__(None, None, None)
+        for error in placer.errors:
+            self.bench_runner.out.write(f"Warning: placing a node's threads: {error}\n")
+
     def stop_nodes(self) -> None:
+        self.stop_placing()
         # Without their budgets, so that they drain their connections in the time a stop is given.
         if self.budget is not None:
             self.budget.lift()
@@ -421,7 +518,12 @@ class LocalSession:
             # In the run's log directory: a restart (fault schedule) reopens the same file.
             store=str(self.log_dir / f"store-node-{index}.redb") if bench.store else None,
             net_emulation=str(emulation) if emulation is not None else None,
+            dilation_origin_ms=self._origin_ms,
         )
+
+    @property
+    def _origin_ms(self) -> int | None:
+        return self.clock.origin_ms() if self.clock.dilated else None
 
     def wait_for(
         self,
@@ -433,8 +535,9 @@ class LocalSession:
         """Wait for `finishing` to exit on their own while `watched` must keep running, except
         where `faults` killed a node (process i of either list belongs to node i)."""
         bench = self.bench
-        progress = Progress(self.bench_runner.out, float(bench.duration), logs)
-        deadline = ExitDeadline(float(bench.duration))
+        progress = Progress(self.bench_runner.out, float(bench.duration), logs, clock=self.clock)
+        deadline = ExitDeadline(float(bench.duration), self.clock)
+        clients_held = False
         try:
             while any(p.running() for p in finishing) or (
                 faults is not None and faults.holds_run(bench.duration)
@@ -450,6 +553,11 @@ class LocalSession:
                     if process.returncode not in (None, 0):
                         raise _failure(process, f"failed with code {process.returncode}")
                 deadline.check(finishing, progress)
+                if deadline.all_sent and not clients_held:
+                    # The clients signed their load at full speed; sending, they keep to theirs.
+                    clients_held = True
+                    if isinstance(self.budget, VcpuBudget):
+                        self.budget.hold_clients()
                 progress.tick()
                 time.sleep(POLL_INTERVAL)
             progress.tick(force=True)

@@ -11,7 +11,6 @@ energy meter and the finish are the plan's, so they behave the same on both.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from ..faults.injector import FaultInjector, NodeControl
 from ..faults.members import committee_names
 from ..faults.net_emulation import wait_for_clients_start, write_node_file_if_emulating
 from ..faults.schedule import FaultSchedule
+from ..run_clock import RunClock
 from .finish import finish_run
 from .processes import signals_interrupt
 from .prometheus import MetricsEndpoints
@@ -101,10 +101,16 @@ class Transport(Protocol):
         """Say which run starts (`index` of `bench.runs`), and where."""
 
     def session(
-        self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
+        self,
+        bench: BenchParameters,
+        run_id: str,
+        log_dir: Path,
+        files: RunFiles | None,
+        clock: RunClock,
     ) -> AbstractContextManager[Session]:
         """The run's processes (`files` is None for a run without a committee), their command
-        lines passing what the binaries say the mode takes (`binary_flags.describe`)."""
+        lines passing what the binaries say the mode takes (`binary_flags.describe`), their
+        clocks `clock` (dilated or real)."""
 
     def measures_energy(self) -> bool:
         """Whether this machine's energy counters see the run's processes."""
@@ -143,10 +149,15 @@ class RunPlan:
         # What the mode runs, asked of the node and kept beside the logs for their analysis.
         pipeline = pipelines.describe(transport.local_node_binary, bench.mode)
         pipelines.save(pipeline, log_dir)
+        # The processes' clock: dilated runs slow it, and the harness times them on it.
+        clock = RunClock.starting_now(bench.dilation)
         if pipeline.consensus:
-            self._run_committee(bench, pipeline.genesis, run_id, log_dir)
+            self._run_committee(bench, pipeline.genesis, run_id, log_dir, clock)
         else:
-            with transport.session(bench, run_id, log_dir, None) as session, self._meter(log_dir):
+            with (
+                transport.session(bench, run_id, log_dir, None, clock) as session,
+                self._meter(log_dir, clock),
+            ):
                 session.run_standalone()
         transport.after_run(log_dir)
         summary, _ = finish_run(
@@ -166,7 +177,7 @@ class RunPlan:
         return summary
 
     def _run_committee(
-        self, bench: BenchParameters, genesis: bool, run_id: str, log_dir: Path
+        self, bench: BenchParameters, genesis: bool, run_id: str, log_dir: Path, clock: RunClock
     ) -> None:
         transport = self.transport
         files = write_run_files(
@@ -180,17 +191,18 @@ class RunPlan:
         names = committee_names(files.committee_file)
         schedule = transport.fault_schedule
         # With partitions the clients' start is fixed now: the nodes' windows count from it (on
-        # hosts, their clocks are assumed synchronised, as for the latency hops).
+        # hosts, their clocks are assumed synchronised, as for the latency hops). Times on the
+        # processes' clock, as the nodes read the windows.
         lead = transport.partition_lead
-        clients_at = time.time() + lead if schedule.partitions else None
+        clients_at = clock.now() + lead if schedule.partitions else None
         emulation = write_node_file_if_emulating(
             files.directory, names, bench, schedule.partitions, clients_at
         )
         faults = None
         try:
-            with transport.session(bench, run_id, log_dir, files) as session:
+            with transport.session(bench, run_id, log_dir, files, clock) as session:
                 control = session.start_nodes(files, emulation)
-                wait_for_clients_start(clients_at, lead, transport.out)
+                wait_for_clients_start(clients_at, lead, transport.out, clock)
                 session.start_clients(files)
                 faults = FaultInjector(
                     schedule,
@@ -198,10 +210,11 @@ class RunPlan:
                     names,
                     bench.live_nodes,
                     transport.out,
+                    clock=clock.now,
                     duration=bench.duration,
                 )
                 faults.start(at=clients_at)
-                with self._meter(log_dir):
+                with self._meter(log_dir, clock):
                     session.wait(faults)
                 session.stop_nodes()
             session.collect(log_dir)
@@ -209,9 +222,13 @@ class RunPlan:
             if faults is not None:
                 faults.log.save(log_dir)
 
-    def _meter(self, log_dir: Path) -> AbstractContextManager[None]:
-        """The energy meter over the run's steady part, where this machine sees the processes."""
-        return _metered(log_dir) if self.transport.measures_energy() else nullcontext()
+    def _meter(self, log_dir: Path, clock: RunClock) -> AbstractContextManager[None]:
+        """The energy meter over the run's steady part, where this machine sees the processes
+        (not in a dilated run: the machine's energy over K times the time is not the emulated
+        cluster's, whose energy is then modelled from its CPU)."""
+        if not self.transport.measures_energy() or clock.dilated:
+            return nullcontext()
+        return _metered(log_dir)
 
 
 @contextmanager

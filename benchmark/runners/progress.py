@@ -9,6 +9,7 @@ from typing import TextIO
 
 from ..analysis.metrics import MalformedLineError, Record, parse_line
 from ..json_path import number
+from ..run_clock import RunClock
 
 
 @dataclass
@@ -43,11 +44,13 @@ class LogFollower:
 
 @dataclass
 class Progress:
-    """Prints one line per `every` seconds: elapsed time and the latest counters."""
+    """Prints one line per `every` seconds: elapsed time and the latest counters, in the
+    processes' time (a dilated run's line says so)."""
 
     out: TextIO
     duration: float
     logs: list[Path]
+    clock: RunClock = field(default_factory=RunClock)
     every: float = 1.0
     started: float = field(default_factory=time.monotonic)
     followers: list[LogFollower] = field(default_factory=list)
@@ -62,7 +65,9 @@ class Progress:
             return
         self.last_print = now
         records = [r for r in (f.poll() for f in self.followers) if r is not None]
-        line = f"[{now - self.started:5.1f}s / {self.duration:.0f}s] {describe(records)}"
+        elapsed = self.clock.shrink(now - self.started)
+        dilated = f", {self.clock.label()}" if self.clock.dilated else ""
+        line = f"[{elapsed:5.1f}s / {self.duration:.0f}s{dilated}] {describe(records)}"
         if self.out.isatty():
             self.out.write("\r" + line.ljust(100))
         else:

@@ -44,6 +44,7 @@ from ..faults.net_emulation import (
     check_links,
 )
 from ..faults.schedule import FaultSchedule
+from ..run_clock import RunClock
 from .commands import committee_client_command, node_command
 from .finish import finish_run
 from .host_scripts import (
@@ -405,6 +406,12 @@ class RemoteBench:
                 "--node-cpus caps nodes that share this machine (fab local); a remote node has its"
                 " host's cores (choose the instance type)"
             )
+        if bench.vcpus is not None:
+            # Dilation makes one machine hold a cluster; hosts are the cluster itself.
+            raise RemoteError(
+                "--dilation and --vcpus emulate a cluster on this machine (fab local); remote"
+                " nodes run on real hosts in real time"
+            )
         if bench.nodes > len(self.hosts):
             raise RemoteError(
                 f"{bench.nodes} nodes need {bench.nodes} hosts, have {len(self.hosts)}"
@@ -460,8 +467,14 @@ class RemoteBench:
 
     @contextlib.contextmanager
     def session(
-        self, bench: BenchParameters, run_id: str, log_dir: Path, files: RunFiles | None
+        self,
+        bench: BenchParameters,
+        run_id: str,
+        log_dir: Path,
+        files: RunFiles | None,
+        clock: RunClock,
     ) -> Iterator[RemoteSession]:
+        """`clock` is real: `check` refuses dilated runs."""
         if files is None:
             raise RemoteError(f"{bench.mode} runs no committee: run it with fab local")
         self.upload(files, bench.nodes)

@@ -14,11 +14,11 @@
 use anyhow::{bail, Result};
 use bytes::Bytes;
 use futures::SinkExt;
+use plumbing::clock::{sleep, timeout, Instant};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio::time::{sleep, timeout, Instant};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tracing::{info, warn};
 

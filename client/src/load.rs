@@ -7,6 +7,8 @@ use crate::metrics::{now_ms, ClientMetrics, SampleSent};
 use crate::Cli;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
+use plumbing::clock;
+use plumbing::clock::{interval, sleep, Instant};
 use stages::metrics::{serve_prometheus, ProcessSource, Registry};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::time::{interval, sleep, Instant, MissedTickBehavior};
+use tokio::time::MissedTickBehavior;
 use tracing::{info, warn};
 
 const BURST_INTERVAL: Duration = Duration::from_millis(50);
@@ -128,7 +130,7 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
     let end = (cli.duration > 0).then(|| Instant::now() + Duration::from_secs(cli.duration));
     let stop = async {
         match end {
-            Some(end) => tokio::time::sleep_until(end).await,
+            Some(end) => clock::sleep_until(end).await,
             None => std::future::pending().await,
         }
     };
@@ -228,7 +230,7 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
     // holding it back), or take it out of the count. The audit compares what clients sent with
     // what nodes committed; a burst counted but never written would read as lost transactions.
     if let Some(write) = writing.take() {
-        match tokio::time::timeout(LAST_WRITE_GRACE, write).await {
+        match clock::timeout(LAST_WRITE_GRACE, write).await {
             Ok((_, Ok(()))) => {}
             Ok((_, Err(e))) => {
                 warn!("{name}: the last burst was not written: {e}");

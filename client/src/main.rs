@@ -11,6 +11,8 @@ mod signed;
 use anyhow::{bail, Context, Result};
 use clap::{CommandFactory, FromArgMatches, Parser};
 use executor::{Dest, FeeCredit, Scheme, Workload};
+use plumbing::clock;
+use stages::dilation::DilationArgs;
 use stages::flags::{self, one_of, FlagRule, Needs};
 use stages::{Mode, PayloadKind, Vm};
 use std::net::SocketAddr;
@@ -101,6 +103,8 @@ pub struct Cli {
     /// and DIR/profile.folded.
     #[arg(long, value_name = "DIR")]
     profile: Option<PathBuf>,
+    #[command(flatten)]
+    dilation: DilationArgs,
     /// Print this command's flags as `--mode` takes them (defaults, choices, bounds) as JSON,
     /// and exit.
     #[arg(long)]
@@ -171,6 +175,8 @@ fn run() -> Result<()> {
     if cli.client_index >= cli.clients {
         bail!("--client-index must be below --clients");
     }
+    // Before anything reads the clock: the rate and the duration are then in dilated time.
+    cli.dilation.apply()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -194,7 +200,7 @@ fn run() -> Result<()> {
             }
             let count = usize::try_from(cli.rate.saturating_mul(cli.duration))
                 .context("--rate × --duration is too large")?;
-            let started = std::time::Instant::now();
+            let started = clock::Instant::now();
             let source = signed::SignedSource::new(signed::SignedConfig {
                 genesis: &genesis,
                 client_index: cli.client_index as usize,

@@ -24,7 +24,12 @@ pub fn run(cli: &Cli) -> Result<()> {
             workload: cli.workload,
             workload_arg: cli.workload_arg,
             dest: cli.dest,
-            execution: exec_config(cli.exec, cli.exec_threads, cli.fees)?,
+            execution: exec_config(
+                cli.exec,
+                cli.exec_threads,
+                cli.fees,
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            )?,
         },
         &stop,
     )

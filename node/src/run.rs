@@ -15,8 +15,10 @@ use executor::{FeeCredit, Genesis, Scheme, Workload};
 use hotstuff::{Consensus, MempoolLink};
 use mempool::{Mempool, MempoolMetrics, ReportHop, SampleHooks};
 use network::{EmulationSpec, NetEmulation};
+use plumbing::clock;
 use plumbing::metered;
 use stages::checkpointing::Checkpointing;
+use stages::dilation::DilationArgs;
 use stages::flags::{one_of, FlagRule, Needs};
 use stages::metrics::cpu::CONSENSUS_THREADS;
 use stages::metrics::{
@@ -73,7 +75,8 @@ pub struct RunArgs {
     /// and re-executed). The state after each batch is the same.
     #[arg(long, default_value_t = Scheme::Sequential, value_parser = one_of(&Scheme::ALL, Scheme::as_str))]
     pub exec: Scheme,
-    /// Worker threads of `--exec waves|blockstm`, each with its own VM (default: all cores).
+    /// Worker threads of `--exec waves|blockstm`, each with its own VM (default: one per
+    /// core, `--cores`).
     #[arg(long)]
     pub exec_threads: Option<usize>,
     /// When the adapter's fees reach the fee account (`hotmove --vm adapter`): `block` (each
@@ -82,13 +85,21 @@ pub struct RunArgs {
     /// fee account, a hotspot no two transactions can run in parallel around).
     #[arg(long, default_value_t = FeeCredit::Block, value_parser = one_of(&FeeCredit::ALL, FeeCredit::as_str))]
     pub fees: FeeCredit,
-    /// Signature-verifier threads (default: all cores).
+    /// Signature-verifier threads (default: one per core, `--cores`).
     #[arg(long)]
     pub verifier_threads: Option<usize>,
     /// Worker threads of the runtime that runs consensus, the mempool and the network (default:
-    /// all cores): with `--verifier-threads` and `--exec-threads`, how a node's cores are split.
+    /// one per core, `--cores`): with `--verifier-threads` and `--exec-threads`, how a node's
+    /// cores are split.
     #[arg(long)]
     pub consensus_threads: Option<usize>,
+    /// Size the node as on a machine of N cores: the default of `--consensus-threads`,
+    /// `--verifier-threads` and `--exec-threads`, and the cores its METRICS report (default:
+    /// the cores this process may use). A dilated run's nodes are sized to their virtual CPUs.
+    #[arg(long, value_name = "N")]
+    pub cores: Option<usize>,
+    #[command(flatten)]
+    pub dilation: DilationArgs,
     /// Who checks the signatures of a committed batch (modes with signatures): `all` (every
     /// node checks every signature, the report's model) or `attested` (each batch is checked
     /// by its author and members named by its digest, f+1 stake in all, who sign what they
@@ -134,6 +145,7 @@ pub const RULES: &[FlagRule] = &[
     FlagRule::new("fees", Needs::Move).with("vm", &["adapter"]),
     FlagRule::new("verifier-threads", Needs::Signatures).at_least(1.0),
     FlagRule::new("consensus-threads", Needs::Consensus).at_least(1.0),
+    FlagRule::new("cores", Needs::Consensus).at_least(1.0),
     FlagRule::new("verify", Needs::Signatures),
     FlagRule::new("genesis", Needs::Execution),
     FlagRule::new("executor-delay-us", Needs::Execution).at_least(0.0),
@@ -171,7 +183,7 @@ impl NodeConfig {
             anyhow::bail!("key {} is not in the committee", keys.name.to_hex());
         }
         // What each flag needs of the mode was checked against `RULES` on the command line.
-        exec_config(args.exec, args.exec_threads, args.fees)?;
+        exec_config(args.exec, args.exec_threads, args.fees, args.cores())?;
         let genesis = match (pipeline.execution, &args.genesis) {
             (None, _) => None,
             (Some(_), None) => anyhow::bail!("--mode {} needs --genesis", args.mode.as_str()),
@@ -193,12 +205,20 @@ impl NodeConfig {
     }
 }
 
-pub fn run(config: NodeConfig) -> Result<()> {
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(threads) = config.args.consensus_threads {
-        runtime.worker_threads(threads);
+impl RunArgs {
+    /// The cores the node is sized for: `--cores`, or those this process may use.
+    pub fn cores(&self) -> usize {
+        self.cores
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
-    let runtime = runtime
+}
+
+pub fn run(config: NodeConfig) -> Result<()> {
+    // Before anything reads the clock (the runtime's timers among them).
+    config.args.dilation.apply()?;
+    let cores = config.args.cores();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.args.consensus_threads.unwrap_or(cores))
         .enable_all()
         .thread_name(CONSENSUS_THREADS)
         .build()
@@ -262,7 +282,8 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 index: sample_index.clone(),
             }
         });
-    let verifier_threads = args.verifier_threads.unwrap_or(0);
+    let cores = args.cores();
+    let verifier_threads = args.verifier_threads.unwrap_or(cores);
     let (attesting, attested) =
         crate::attesting::attesting(args.verify, name, &committee, verifier_threads)?.unzip();
     let mempool_handle = Mempool::spawn(
@@ -336,7 +357,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 vm: args.vm,
                 checkpointing: Some(checkpointing),
                 workload: args.workload,
-                execution: exec_config(args.exec, args.exec_threads, args.fees)?,
+                execution: exec_config(args.exec, args.exec_threads, args.fees, cores)?,
                 attested,
             },
             &mut registry,
@@ -344,6 +365,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         .context("starting the stages")?;
     registry.add(
         ProcessSource::new(args.mode.pipeline().stage_names(), true)
+            .with_cores(cores)
             .with_store(args.store.is_some())
             .per_thread(instrumented),
     );
@@ -363,7 +385,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
 
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    let mut ticker = clock::interval(Duration::from_secs(1));
     ticker.tick().await;
     loop {
         tokio::select! {

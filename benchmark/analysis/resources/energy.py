@@ -146,8 +146,10 @@ def modelled_watts(resources: Resources | None) -> float | None:
     """Each machine's vCPUs idle, and the cores it used busy (CCF's line)."""
     if resources is None:
         return None
-    # A node's budget (`--node-cpus`) is a share of this machine, already counted with it.
-    machines = [m for m in resources.machines if not m.budget]
+    # A node's budget (`--node-cpus`) is a share of this machine, already counted with it; in a
+    # dilated run the nodes are the machines emulated (of `--vcpus` each), this one is not.
+    dilated = resources.dilation > 1
+    machines = [m for m in resources.machines if m.budget == dilated]
     watts = 0.0
     for machine in machines:
         if machine.cores is None or machine.cpu_used is None:
@@ -170,8 +172,11 @@ def energy_of(
     watts = modelled_watts(resources)
     if watts is None:
         return None
+    over = "the machines the run measured"
+    if resources is not None and resources.dilation > 1:
+        over = f"the nodes emulated (dilated ×{resources.dilation}; clients left out)"
     scope = (
         f"a model, not a measurement: {MIN_WATTS} W per vCPU idle, {MAX_WATTS} W busy (Cloud"
-        " Carbon Footprint's AWS coefficients), CPU only, over the machines the run measured"
+        f" Carbon Footprint's AWS coefficients), CPU only, over {over}"
     )
     return Energy(watts / tps, watts, MODELLED, scope)

@@ -61,8 +61,12 @@ class Resources:
     machines: tuple[Machine, ...]
     # What `nodes` are: the nodes, or the one movevm process.
     node_role: str = "node"
-    # The cores each node was capped at (`--node-cpus`); None: no budget.
+    # The cores each node was capped at (`--node-cpus`, or its `--vcpus`); None: no budget.
     node_cpus: float | None = None
+    # K of a dilated run (cores are virtual CPUs then), 1 in real time.
+    dilation: int = 1
+    # Whether the budgets are nodes of virtual CPUs (`--vcpus`) rather than `--node-cpus`.
+    virtual: bool = False
     # Per process (log name): t_s (seconds since the load started), cpu_cores, rss_mib.
     series: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
@@ -156,10 +160,15 @@ def resources(
     window: Window,
     local_cores: int | None,
     hosts: Sequence[str] = (),
+    *,
     node_cpus: float | None = None,
+    dilation: int = 1,
+    virtual: bool = False,
 ) -> Resources:
     nodes = run.nodes or run.movevm
     return Resources(
+        dilation=dilation,
+        virtual=virtual,
         node_role="node" if run.nodes else "movevm",
         nodes=role_usage(nodes, window),
         clients=role_usage(run.clients, window),

@@ -17,6 +17,7 @@ use config::Stake;
 use crypto::PublicKey;
 use network::ReliableSender;
 use plumbing::budgeted::BudgetedSender;
+use plumbing::clock::{self, Instant};
 use plumbing::now_ms;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,7 +25,6 @@ use std::time::Duration;
 use store::BatchStore;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio::time::{sleep, Instant};
 use tracing::{debug, error};
 
 pub struct BatchMaker {
@@ -93,7 +93,7 @@ impl BatchMaker {
     }
 
     async fn run(mut self) {
-        let timer = sleep(self.max_batch_delay);
+        let timer = clock::sleep(self.max_batch_delay);
         tokio::pin!(timer);
         loop {
             let full = self.backlog.is_full();
@@ -115,7 +115,7 @@ impl BatchMaker {
                         while let Some(run) = rest.take() {
                             if self.builder.is_empty() {
                                 // The delay counts from the batch's first transaction.
-                                timer.as_mut().reset(Instant::now() + self.max_batch_delay);
+                                clock::reset(timer.as_mut(), Instant::now() + self.max_batch_delay);
                             }
                             if tracing && (first || self.builder.is_empty()) {
                                 self.arrivals.push((self.builder.tx_count(), received_ms));

@@ -13,11 +13,11 @@ use config::Committee;
 use crypto::{Digest, PublicKey};
 use network::SimpleSender;
 use plumbing::budgeted::BudgetedReceiver;
+use plumbing::clock::{sleep_until, Instant};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 use store::BatchStore;
 use tokio::task::JoinHandle;
-use tokio::time::{sleep_until, Instant};
 use tracing::{debug, warn};
 
 /// The digests a peer wants, and who it is.

@@ -18,13 +18,14 @@ use crypto::{Digest, PublicKey};
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use network::SimpleSender;
+use plumbing::clock::{interval, Instant};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 use store::BatchStore;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio::time::{interval, Instant, MissedTickBehavior};
+use tokio::time::MissedTickBehavior;
 use tracing::debug;
 
 /// How often due retries are looked for, at most. Finer than the first retry delay, so a retry

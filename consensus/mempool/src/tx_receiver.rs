@@ -20,6 +20,7 @@ use super::metrics::MempoolMetrics;
 use super::tx_chunk::{FrameRuns, TxChunk};
 use batch::TX_PREFIX_LEN;
 use futures::{FutureExt, StreamExt};
+use plumbing::clock;
 use plumbing::now_ms;
 use std::io;
 use std::net::SocketAddr;
@@ -93,7 +94,7 @@ impl TxReceiverHandle {
     pub async fn drain(self, deadline: Duration) -> bool {
         self.drain.cancel();
         let mut task = self.task;
-        match tokio::time::timeout(deadline, &mut task).await {
+        match clock::timeout(deadline, &mut task).await {
             Ok(_) => true,
             Err(_) => {
                 task.abort();
@@ -153,7 +154,7 @@ impl TxReceiver {
                     }
                     Err(e) => {
                         warn!("failed to accept a transactions connection: {e}");
-                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                        clock::sleep(ACCEPT_BACKOFF).await;
                     }
                 },
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -201,7 +202,7 @@ async fn forward(frames: &mut Frames, peer: SocketAddr, port: &Port) -> Stop {
         let next = tokio::select! {
             biased;
             () = port.drain.cancelled() => return Stop::Drain,
-            next = tokio::time::timeout(port.idle_timeout, frames.next()) => next,
+            next = clock::timeout(port.idle_timeout, frames.next()) => next,
         };
         let Ok(next) = next else {
             debug!("closing idle transactions connection from {peer}");

@@ -27,14 +27,14 @@
 use super::link::Link;
 use config::{read_json, Committee, ConfigError};
 use crypto::PublicKey;
+use plumbing::clock::{self, Instant};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use thiserror::Error;
-use tokio::time::Instant;
 use tracing::info;
 
 /// A latency above this is taken for a unit mistake (µs given as ms), not an experiment.
@@ -171,7 +171,7 @@ impl NetEmulation {
     /// and healing them on its schedule (call within the node's runtime).
     pub fn start(spec: &EmulationSpec, me: &PublicKey, committee: &Committee) -> Arc<Self> {
         let emulation = Arc::new(Self::new(spec, me, committee));
-        let windows = emulation.windows(spec, me, SystemTime::now());
+        let windows = emulation.windows(spec, me, clock::now_ms());
         PartitionSchedule::spawn(emulation.clone(), windows);
         emulation
     }
@@ -207,14 +207,11 @@ impl NetEmulation {
         self.by_name.get(peer).cloned()
     }
 
-    /// The spec's windows as `me` sees them, on the runtime's clock (`now` is the wall clock
-    /// at this instant): which peers each one cuts `me` off from.
-    pub fn windows(&self, spec: &EmulationSpec, me: &PublicKey, now: SystemTime) -> Vec<Window> {
+    /// The spec's windows as `me` sees them, on the process's clock (`now_ms` is its wall
+    /// clock at this instant): which peers each one cuts `me` off from.
+    pub fn windows(&self, spec: &EmulationSpec, me: &PublicKey, now_ms: u64) -> Vec<Window> {
         let origin = Instant::now();
-        let now_ms = now
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| since.as_millis() as u64);
-        // A wall-clock time on the runtime's clock; the past is clamped to now.
+        // A wall-clock time on the process's clock; the past is clamped to now.
         let at = |unix_ms: u64| origin + Duration::from_millis(unix_ms.saturating_sub(now_ms));
         spec.partitions
             .iter()
@@ -270,7 +267,7 @@ impl PartitionSchedule {
         boundaries.dedup();
         self.apply(Instant::now());
         for boundary in boundaries {
-            tokio::time::sleep_until(boundary).await;
+            clock::sleep_until(boundary).await;
             self.apply(boundary);
         }
     }
@@ -461,7 +458,7 @@ mod tests {
         let keys = keys();
         let committee = committee(&keys);
         let names: Vec<_> = keys.iter().map(|k| k.name).collect();
-        let now = UNIX_EPOCH + Duration::from_secs(1_000);
+        let now = 1_000_000;
         // Nodes 2 and 3 isolated together from 1 s to 3 s from now.
         let spec = spec_with(vec![PartitionSpec {
             nodes: vec![names[2], names[3]],
@@ -488,13 +485,13 @@ mod tests {
                 }
             }
         };
-        tokio::time::sleep_until(start + Duration::from_millis(999)).await;
+        clock::sleep_until(start + Duration::from_millis(999)).await;
         check(false);
-        tokio::time::sleep_until(start + Duration::from_millis(1_001)).await;
+        clock::sleep_until(start + Duration::from_millis(1_001)).await;
         check(true);
-        tokio::time::sleep_until(start + Duration::from_millis(2_999)).await;
+        clock::sleep_until(start + Duration::from_millis(2_999)).await;
         check(true);
-        tokio::time::sleep_until(start + Duration::from_millis(3_001)).await;
+        clock::sleep_until(start + Duration::from_millis(3_001)).await;
         check(false);
         // The heal is stamped when it happened: frames held meanwhile leave from then.
         assert_eq!(
@@ -508,7 +505,7 @@ mod tests {
         let keys = keys();
         let committee = committee(&keys);
         let names: Vec<_> = keys.iter().map(|k| k.name).collect();
-        let now = UNIX_EPOCH + Duration::from_secs(1_000);
+        let now = 1_000_000;
         let spec = spec_with(vec![
             // Started before this node booted: cut from now.
             PartitionSpec {
@@ -535,9 +532,9 @@ mod tests {
         let to = |i: usize| emulation.link_of(&names[i]).expect("link");
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert!(to(1).state().cut && !to(2).state().cut && !to(3).state().cut);
-        tokio::time::sleep_until(start + Duration::from_millis(3_999)).await;
+        clock::sleep_until(start + Duration::from_millis(3_999)).await;
         assert!(to(1).state().cut, "the second window still holds it");
-        tokio::time::sleep_until(start + Duration::from_millis(4_001)).await;
+        clock::sleep_until(start + Duration::from_millis(4_001)).await;
         assert!(!to(1).state().cut);
     }
 }

@@ -30,6 +30,7 @@ use super::emulation::NetEmulation;
 use super::presence::Presence;
 use config::{Authority, Committee};
 use crypto::{PublicKey, SecretKey, Signature};
+use plumbing::clock;
 use rand::RngCore;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
@@ -252,7 +253,7 @@ fn signed_message(
 async fn bounded<T>(
     work: impl std::future::Future<Output = Result<T, HandshakeError>>,
 ) -> Result<T, HandshakeError> {
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, work)
+    clock::timeout(HANDSHAKE_TIMEOUT, work)
         .await
         .map_err(|_| HandshakeError::Timeout(HANDSHAKE_TIMEOUT))?
 }

@@ -11,11 +11,11 @@
 //! only once the link's token bucket holds its bytes. The bucket is the link's, shared by every
 //! sender of this node towards the peer, so the rate is that of one link per direction and pair.
 
+use plumbing::clock::{self, Instant};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 /// Whether a link is cut, and since when (the last cut or heal; the link's creation at first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,7 +234,7 @@ impl<T> DelayLine<T> {
 /// the head of a delay line).
 pub async fn sleep_until_due(due: Option<Instant>) {
     match due {
-        Some(due) => tokio::time::sleep_until(due).await,
+        Some(due) => clock::sleep_until(due).await,
         None => std::future::pending().await,
     }
 }

@@ -9,6 +9,7 @@ use super::traffic;
 use bytes::Bytes;
 use crypto::PublicKey;
 use futures::{FutureExt, SinkExt, StreamExt};
+use plumbing::clock;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -154,7 +155,7 @@ async fn accept_loop<H: MessageHandler>(listener: TcpListener, config: ReceiverC
                 }
                 Err(error) => {
                     warn!(%error, "failed to accept a connection");
-                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                    clock::sleep(ACCEPT_ERROR_PAUSE).await;
                 }
             },
             Some(finished) = connections.join_next(), if !connections.is_empty() => {
@@ -230,7 +231,7 @@ async fn read_frames<H: MessageHandler>(
                     debug!(%peer, %error, "failed to write replies; closing connection");
                     return;
                 }
-                match tokio::time::timeout(config.idle_timeout, reader.next()).await {
+                match clock::timeout(config.idle_timeout, reader.next()).await {
                     Ok(next) => next,
                     Err(_) => {
                         debug!(%peer, "idle connection; closing it");

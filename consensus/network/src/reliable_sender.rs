@@ -16,6 +16,7 @@ use super::transport::{connect, FrameWriter};
 use bytes::Bytes;
 use crypto::PublicKey;
 use futures::{FutureExt, StreamExt};
+use plumbing::clock::{self, Instant};
 use rand::seq::SliceRandom;
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -25,7 +26,6 @@ use std::time::Duration;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
-use tokio::time::Instant;
 use tokio_util::codec::{FramedRead, LengthDelimitedCodec};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -358,10 +358,10 @@ impl Peer {
                 match self.member_here() {
                     // A member that connects to us listens again: no reason to wait longer.
                     Some((presence, member)) => tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
+                        () = clock::sleep(delay) => {}
                         () = presence.arrival(member) => backoff.reset(),
                     },
-                    None => tokio::time::sleep(delay).await,
+                    None => clock::sleep(delay).await,
                 }
             }
         }

@@ -6,6 +6,7 @@ use super::link::{sleep_until_due, DelayLine, Link};
 use super::transport::{connect, FrameWriter};
 use bytes::Bytes;
 use plumbing::budgeted::{self, BudgetedReceiver, BudgetedSender, Held, TrySendError};
+use plumbing::clock::Instant;
 use rand::seq::SliceRandom;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -14,7 +15,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 use tracing::{debug, warn};
 
 /// Messages queued per peer by default; more are dropped until the connection catches up.

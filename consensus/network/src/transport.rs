@@ -4,6 +4,7 @@ use super::codec::LENGTH_PREFIX;
 use super::handshake::{self, Credentials, HandshakeError};
 use super::traffic;
 use bytes::Bytes;
+use plumbing::clock;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -38,7 +39,7 @@ pub(crate) async fn connect(
             )
         })?),
     };
-    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address))
+    let mut stream = clock::timeout(CONNECT_TIMEOUT, TcpStream::connect(address))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connection attempt timed out"))??;
     stream.set_nodelay(true)?;

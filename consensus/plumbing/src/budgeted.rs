@@ -18,9 +18,9 @@
 //!
 //! Channels are metered like [`crate::metered`] ones, bytes included: [`ChannelMetrics`].
 
+use crate::clock::Instant;
 use crate::metered::ChannelMetrics;
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
 pub use crate::metered::MAX_BUDGET;

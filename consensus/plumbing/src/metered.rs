@@ -4,10 +4,10 @@
 //! others back: a channel that is often full (and a sender often blocked on it) sits in front of
 //! the bottleneck.
 
+use crate::clock::Instant;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 pub use tokio::sync::mpsc::error::{SendError, TryRecvError};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 

@@ -48,13 +48,14 @@
 
 use crate::{Column, StoreError};
 use bytes::Bytes;
+use plumbing::clock::Instant;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A new segment starts once the head is this large.
 pub const SEGMENT_BYTES: u64 = 64 << 20;

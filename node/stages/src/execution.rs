@@ -8,6 +8,7 @@ use crate::stage::{Stage, StageMetrics};
 use crate::verifier::VerifiedBatch;
 use checkpoint::Checkpoint;
 use executor::{Address, Completed, DropReason, Executor, Genesis, Ledger};
+use plumbing::clock;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -232,7 +233,7 @@ impl<E: Executor> Stage for ExecutorStage<E> {
 
 /// Burns `delay` of CPU on this thread.
 fn spin(delay: Duration) {
-    let start = std::time::Instant::now();
+    let start = clock::Instant::now();
     while start.elapsed() < delay {
         std::hint::spin_loop();
     }

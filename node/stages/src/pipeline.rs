@@ -204,16 +204,21 @@ impl Mode {
 }
 
 /// How the Move executor runs batches, from `--exec`, `--exec-threads` (default: one worker per
-/// core) and `--fees`. Worker threads are named `executor-N`, so their CPU is the executor
-/// stage's, and record it as they end.
-pub fn exec_config(scheme: Scheme, threads: Option<usize>, fees: FeeCredit) -> Result<ExecConfig> {
+/// core of the `cores` the process is sized for) and `--fees`. Worker threads are named
+/// `executor-N`, so their CPU is the executor stage's, and record it as they end.
+pub fn exec_config(
+    scheme: Scheme,
+    threads: Option<usize>,
+    fees: FeeCredit,
+    cores: usize,
+) -> Result<ExecConfig> {
     if threads.is_some() && scheme == Scheme::Sequential {
         anyhow::bail!("--exec-threads is for --exec waves|blockstm");
     }
     let threads = match threads {
         Some(0) => anyhow::bail!("--exec-threads must be at least 1"),
         Some(threads) => threads,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        None => cores.max(1),
     };
     Ok(ExecConfig {
         scheme,

@@ -6,11 +6,12 @@
 //! is therefore measured the same way for every stage, in a node and in standalone `movevm`.
 
 use crate::metrics::{Snapshot, Source, Value};
+use plumbing::clock::{self, Instant};
 use plumbing::metered::{MeteredReceiver, MeteredSender};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::mpsc::error::TryRecvError;
 use tracing::{error, info};
 
@@ -118,8 +119,8 @@ impl<S: Stage> Runner<S> {
                     (Some(timer), Some(interval)) if stale => {
                         let due = interval.saturating_sub(last_tick.elapsed());
                         // Built inside `block_on`: a timer needs the runtime's context.
-                        let next = timer
-                            .block_on(async { tokio::time::timeout(due, self.input.recv()).await });
+                        let next =
+                            timer.block_on(async { clock::timeout(due, self.input.recv()).await });
                         match next {
                             Ok(Some(input)) => input,
                             Ok(None) => break,

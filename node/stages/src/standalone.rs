@@ -13,13 +13,14 @@ use batch::BatchBuilder;
 use batch::CommittedBatch;
 use crypto::PublicKey;
 use executor::{Address, Dest, ExecConfig, Genesis, Load, Payees, Transaction, Workload};
+use plumbing::clock::{self, Instant};
 use plumbing::metered::{self, MeteredSender};
 use plumbing::now_ms;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Every account starts with this much; transfers of 1 go round the ring of accounts, so no
 /// balance ever runs out (and SmallBank's amounts are as small).
@@ -145,7 +146,7 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
         if let Some(deadline) = deadline {
             wait = wait.min(deadline.duration_since(now));
         }
-        std::thread::sleep(wait);
+        clock::sleep_blocking(wait);
     }
     // The generator stops after its current batch and closes its channel; each stage then
     // drains what is queued, and the executor publishes its final state as it ends.
@@ -300,7 +301,7 @@ mod tests {
         for scheme in [Scheme::Waves, Scheme::BlockStm] {
             for workload in Workload::ALL {
                 for dest in [Dest::Uniform, Dest::Hot(1)] {
-                    let config = crate::pipeline::exec_config(scheme, Some(2), FeeCredit::Block)
+                    let config = crate::pipeline::exec_config(scheme, Some(2), FeeCredit::Block, 2)
                         .expect("config");
                     let registry =
                         run_with(Vm::Adapter, PayloadKind::Entry, workload, dest, config);

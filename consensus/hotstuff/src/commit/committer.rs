@@ -12,6 +12,7 @@ use config::Round;
 use crypto::Digest;
 use crypto::Hash;
 use mempool::ConsensusMempoolMessage;
+use plumbing::clock;
 use plumbing::metered::MeteredSender;
 use plumbing::now_ms;
 use std::sync::atomic::Ordering;
@@ -210,7 +211,7 @@ impl Committer {
         if self.tx_mempool.send(request).await.is_err() {
             return Err("it is not in the store, and no mempool runs to fetch it".into());
         }
-        match tokio::time::timeout(self.patience, self.store.notify_read(*batch)).await {
+        match clock::timeout(self.patience, self.store.notify_read(*batch)).await {
             Ok(Ok(bytes)) => {
                 info!("batch {batch} arrived from a peer");
                 Ok(bytes)

@@ -8,12 +8,13 @@ use crate::messages::{Block, TC};
 use crate::payload::buffer::PayloadBuffer;
 use crate::wire::ConsensusMessage;
 use checkpoint::PipelineProgress;
+use plumbing::clock::{self, Instant};
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::{sleep, Instant, Sleep};
+use tokio::time::Sleep;
 use tracing::{debug, warn};
 
 pub(super) struct Proposals {
@@ -36,7 +37,7 @@ impl Proposals {
             buffer: PayloadBuffer::default(),
             own_blocks: VecDeque::new(),
             pending: None,
-            deadline: Box::pin(sleep(Duration::ZERO)),
+            deadline: Box::pin(clock::sleep(Duration::ZERO)),
             progress,
         }
     }
@@ -93,10 +94,10 @@ impl Core {
                     .parameters
                     .max_batch_delay
                     .min(self.parameters.timeout_delay / 2);
-                self.proposals
-                    .deadline
-                    .as_mut()
-                    .reset(Instant::now() + Duration::from_millis(delay));
+                clock::reset(
+                    self.proposals.deadline.as_mut(),
+                    Instant::now() + Duration::from_millis(delay),
+                );
                 self.proposals.pending = Some(tc);
             }
             Ok(false) => {

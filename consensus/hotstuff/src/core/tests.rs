@@ -12,8 +12,8 @@ use crate::wire::CheckpointReply;
 use crypto::KeyPair;
 use network::handshake::Purpose;
 use plumbing::budgeted::{self, BudgetedSender};
+use plumbing::clock::Instant;
 use store::Column;
-use tokio::time::Instant;
 
 mod adoption;
 mod pacemaker;

@@ -1,10 +1,11 @@
 //! The pacemaker's round timer: fires once `delay` passes without a reset.
 
+use plumbing::clock::{self, Instant};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::time::{sleep, Instant, Sleep};
+use tokio::time::Sleep;
 
 pub struct Timer {
     delay: Duration,
@@ -15,18 +16,18 @@ impl Timer {
     pub fn new(delay: Duration) -> Self {
         Timer {
             delay,
-            sleep: Box::pin(sleep(delay)),
+            sleep: Box::pin(clock::sleep(delay)),
         }
     }
 
     pub fn reset(&mut self) {
-        self.sleep.as_mut().reset(Instant::now() + self.delay);
+        clock::reset(self.sleep.as_mut(), Instant::now() + self.delay);
     }
 
     /// When the timer fires next.
     #[cfg(test)]
     pub fn deadline(&self) -> Instant {
-        self.sleep.deadline()
+        clock::deadline(&self.sleep)
     }
 }
 

@@ -4,10 +4,10 @@
 use crate::messages::Block;
 use config::{Parameters, Round};
 use crypto::{Digest, Hash};
+use plumbing::clock::Instant;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
-use tokio::time::Instant;
 
 /// How long committed batches stay in the store: until they are both `rounds` rounds and
 /// `time` old.

@@ -6,9 +6,9 @@ use crate::payload::gc::GcWindow;
 use crate::wire;
 use config::Round;
 use crypto::Digest;
+use plumbing::clock::Instant;
 use std::collections::{BTreeMap, VecDeque};
 use store::{Store, StoreError};
-use tokio::time::Instant;
 use tracing::warn;
 
 pub(crate) struct BlockPruning {

@@ -8,11 +8,11 @@ use checkpoint::CheckpointSlot;
 use config::{Committee, Round};
 use crypto::{Digest, PublicKey};
 use network::SimpleSender;
+use plumbing::clock::Instant;
 use std::collections::HashMap;
 use std::time::Duration;
 use store::{BlockStore, Store};
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 use tracing::{debug, warn};
 
 /// A member gets at most one checkpoint per this interval. A request is a few bytes and a reply

@@ -16,9 +16,9 @@ use crate::wire::CheckpointReply;
 use bytes::Bytes;
 use config::{Committee, Stake};
 use crypto::{Digest, Hash, PublicKey};
+use plumbing::clock::Instant;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
-use tokio::time::Instant;
 
 /// Checkpoints remembered per member; older ones of the same member are forgotten first. A
 /// Byzantine member can thus occupy at most this many entries.

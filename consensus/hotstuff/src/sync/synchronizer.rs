@@ -20,6 +20,8 @@ use config::{Committee, Round};
 use crypto::{Digest, Hash, PublicKey};
 use futures::stream::{FuturesUnordered, StreamExt};
 use network::SimpleSender;
+use plumbing::clock;
+use plumbing::clock::{interval, Instant};
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -27,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use store::{BlockStore, Store, StoreError};
 use tokio::sync::mpsc;
-use tokio::time::{interval, Instant, MissedTickBehavior};
+use tokio::time::MissedTickBehavior;
 use tracing::{debug, warn};
 
 #[derive(Debug, thiserror::Error)]
@@ -283,7 +285,7 @@ impl SyncWorker {
                     let store = self.store.clone();
                     let patience = self.sync_retry_delay.saturating_mul(PARK_RETRIES);
                     waiting.push(async move {
-                        let arrived = tokio::time::timeout(patience, store.notify_read(parent))
+                        let arrived = clock::timeout(patience, store.notify_read(parent))
                             .await
                             .is_ok_and(|read| read.is_ok());
                         (parent, block, arrived)

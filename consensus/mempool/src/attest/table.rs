@@ -9,6 +9,7 @@
 use super::{attesters, Attestation, AttestationError};
 use config::{Committee, Stake};
 use crypto::{Digest, PublicKey};
+use plumbing::clock;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -164,7 +165,7 @@ impl Attestations {
                 changed.await;
             }
         };
-        if let Ok(answer) = tokio::time::timeout(timeout, wait).await {
+        if let Ok(answer) = clock::timeout(timeout, wait).await {
             return answer;
         }
         let mut state = self.state();

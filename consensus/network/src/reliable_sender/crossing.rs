@@ -2,8 +2,8 @@
 
 use super::Pending;
 use crate::link::{Bandwidth, LinkState};
+use plumbing::clock::Instant;
 use std::time::Duration;
-use tokio::time::Instant;
 
 /// What decides whether a message may be written on an emulated link now.
 pub(super) struct Crossing<'a> {

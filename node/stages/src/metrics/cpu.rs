@@ -198,6 +198,13 @@ impl ProcessSource {
         self
     }
 
+    /// The cores to report (`process.cores`) instead of those the process may use: the node's
+    /// size (`node run --cores`).
+    pub fn with_cores(mut self, cores: usize) -> Self {
+        self.cores = cores;
+        self
+    }
+
     /// Whether to attribute CPU to stages (on by default); off, a snapshot reads only the
     /// process's own totals, so the cost of reading every thread can be measured.
     pub fn per_thread(mut self, on: bool) -> Self {
