@@ -7,6 +7,7 @@ summaries become tables and plots; every number of a page comes from the runs it
 from __future__ import annotations
 
 from .diemvm import DIEMVM
+from .dilation import DILATION
 from .experiment import Configuration, Experiment, Outcome
 from .fault_scenarios import FAULTS
 from .leaders import LEADERS
@@ -33,6 +34,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         SCALING,
         LINKS,
         DIEMVM,
+        DILATION,
     )
 }
 

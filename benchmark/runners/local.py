@@ -425,13 +425,16 @@ class LocalSession:
             )
             for i in range(bench.live_nodes)
         ]
-        if isinstance(self.budget, VcpuBudget):
-            self.placer = ThreadPlacer(
-                self.budget, lambda: [p.pid if p.running() else None for p in self.nodes]
-            ).__enter__()
         addresses = files.committee.transactions_addresses(bench.live_nodes)
-        # A node booting on its budget boots as slowly as its clock runs.
-        wait_for_ports(addresses, self.nodes, self.clock.stretch(runner.startup_timeout))
+        wait_for_ports(addresses, self.nodes, runner.startup_timeout)
+        if isinstance(self.budget, VcpuBudget):
+            # Booted at full speed; from now on each a machine of its virtual CPUs.
+            placer = ThreadPlacer(
+                self.budget, lambda: [p.pid if p.running() else None for p in self.nodes]
+            )
+            placer.place_once()
+            self.budget.hold_nodes()
+            self.placer = placer.__enter__()
         # A restart replaces node i in `self.nodes`, which `wait` watches.
         return LocalNodeControl(self.processes, self.nodes)
 

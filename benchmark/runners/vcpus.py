@@ -21,7 +21,10 @@ one its group; until then a new thread runs in its creator's group, still inside
 cgroup v1's cpu controller takes thread ids in `tasks`; v2 takes them in `cgroup.threads` of a
 group made `threaded` (the node's group is then the root of a threaded subtree).
 
-The clients. Their transactions cost CPU too, and a client slowed K times sends K times fewer per
+When. A node boots before its budget holds it (keys, genesis, the Move VM's modules: work of no
+measured window, which a quota would stretch K times), and is held once every node listens
+(`hold_nodes`); a node the fault schedule restarts boots held. The clients. Their transactions
+cost CPU too, and a client slowed K times sends K times fewer per
 real second: together they get `client_vcpus` virtual CPUs in their group, from the moment every
 client sends (they sign their load before, which the quota would stretch K times for nothing).
 
@@ -204,10 +207,14 @@ class VcpuBudget:
         for index in range(self.nodes):
             group = self.node_group(index)
             self._mkdir(group)
-            self._set_quota(group, self.node_quota)
             if self.hierarchy.version == 2 and self.places_threads:
                 self._enable_cpu(group)
         self._mkdir(self.clients_group)
+
+    def hold_nodes(self) -> None:
+        """Every node's quota, once they all booted."""
+        for index in range(self.nodes):
+            self._set_quota(self.node_group(index), self.node_quota)
 
     def _check_quotas(self) -> None:
         for quota in (self.node_quota, self.thread_quota, self.client_quota):
@@ -389,6 +396,8 @@ class ThreadPlacer:
     _thread: threading.Thread | None = None
 
     def place_once(self) -> None:
+        if not self.budget.places_threads:
+            return
         for node, pid in enumerate(self.pids()):
             live = thread_ids(pid, self.proc) if pid is not None else set()
             for tid in sorted(live - self.budget.placed(node)):

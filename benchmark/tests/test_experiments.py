@@ -365,6 +365,18 @@ def _diemvm(page: str) -> None:
     assert re.search(r"^- Adapter over bare: \d\.\d\d here against the report's 0\.125", page, re.M)
 
 
+def _dilation(page: str) -> None:
+    """The gate's table: the undilated row and a dilated one with each figure, its deviation in
+    brackets, and a verdict by the rule; then which K passed."""
+    (gate,) = table_with(page, "verdict")
+    assert [r["K"] for r in gate] == ["1 (undilated)", "2"]
+    numbers_in(gate, "delivered tx/s", "e2e p50 ms", "rounds/s", "node CPU µs/tx")
+    assert re.search(r"\([+-]\d+%\)$", gate[1]["delivered tx/s"]), gate[1]
+    assert re.fullmatch(r"agrees|(\S.* [+-]\d+%(, )?)+", gate[1]["verdict"]), gate[1]
+    passed = r"^K passed by every configuration run at it .*: (2|none), of 2 tried"
+    assert re.search(passed, page, re.M)
+
+
 PAGE_CHECKS = {
     "overload": _first_columns,
     "leaders": _first_columns,
@@ -377,6 +389,7 @@ PAGE_CHECKS = {
     "scaling": _scaling,
     "links": _links,
     "diemvm": _diemvm,
+    "dilation": _dilation,
 }
 
 

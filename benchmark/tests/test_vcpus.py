@@ -63,6 +63,9 @@ def test_budgets_that_do_not_fit_the_machine_are_refused_with_the_factor_that_wo
 def test_nodes_threads_and_clients_get_their_quotas_v1(tmp_path: Path) -> None:
     with _budget(tmp_path, 1) as budget:
         node = budget.node_group(0)
+        # A node boots at full speed, and is held once every node listens.
+        assert _read(node / "cpu.cfs_quota_us") == "-1"
+        budget.hold_nodes()
         assert _read(node / "cpu.cfs_quota_us") == "4000"
         assert _read(node / "cpu.cfs_period_us") == "8000"
         # The clients sign at full speed; they are held once they send.
@@ -91,6 +94,7 @@ def test_nodes_threads_and_clients_get_their_quotas_v1(tmp_path: Path) -> None:
 def test_threads_go_in_threaded_groups_under_cgroup_v2(tmp_path: Path) -> None:
     with _budget(tmp_path, 2) as budget:
         node = budget.node_group(1)
+        budget.hold_nodes()
         assert _read(node / "cpu.max") == "4000 8000"
         assert "cpu" in _read(node / "cgroup.subtree_control")
         budget.place_thread(1, 77)
@@ -150,6 +154,7 @@ def test_nodes_of_one_virtual_cpu_or_less_need_no_thread_groups(tmp_path: Path) 
         assert not budget.places_threads
         with ThreadPlacer(budget, lambda: [100], proc=proc, every=0.01) as placer:
             assert placer._thread is None
+            placer.place_once()
         assert budget.placed(0) == set()
 
 
