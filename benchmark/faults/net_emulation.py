@@ -83,7 +83,9 @@ def parse_partitions(texts: Sequence[str] | None) -> tuple[Partition, ...]:
 
 
 def read_delay_matrix(path: Path, nodes: int) -> list[list[float]]:
-    """The N x N one-way latencies (ms) of `--delay-matrix`, checked against the committee."""
+    """The N x N one-way latencies (ms) of `--delay-matrix`, checked against the committee. A
+    file of R rows for R < N regions places node i in region i mod R: the latency from node i to
+    node j is that between their regions, the diagonal's within a region."""
     try:
         text = path.read_text()
     except OSError as error:
@@ -93,28 +95,31 @@ def read_delay_matrix(path: Path, nodes: int) -> list[list[float]]:
         for row in csv.reader(line for line in text.splitlines() if not line.startswith("#"))
         if any(cell.strip() for cell in row)
     ]
-    if len(rows) != nodes:
+    if not rows or len(rows) > nodes:
         raise EmulationError(
-            f"--delay-matrix {path}: {len(rows)} rows for {nodes} nodes (one row per node)"
+            f"--delay-matrix {path}: {len(rows)} rows for {nodes} nodes (one row per node, or"
+            " per region for fewer regions than nodes)"
         )
-    matrix = []
+    size = len(rows)
+    regions = []
     for i, row in enumerate(rows):
-        if len(row) != nodes:
+        if len(row) != size:
             raise EmulationError(
-                f"--delay-matrix {path}: row {i} has {len(row)} values for {nodes} nodes"
+                f"--delay-matrix {path}: row {i} has {len(row)} values for {size} rows"
             )
         try:
             values = [float(cell) for cell in row]
         except ValueError as error:
             raise EmulationError(f"--delay-matrix {path}: row {i}: {error}") from error
         for j, value in enumerate(values):
-            if i != j and not 0 <= value <= MAX_DELAY_MS:
+            if (i != j or size < nodes) and not 0 <= value <= MAX_DELAY_MS:
+                what = "node" if size == nodes else "region"
                 raise EmulationError(
-                    f"--delay-matrix {path}: {value:g} ms from node {i} to node {j} is not"
-                    f" within 0..{MAX_DELAY_MS} ms"
+                    f"--delay-matrix {path}: {value:g} ms from {what} {i} to {j} is not within"
+                    f" 0..{MAX_DELAY_MS} ms"
                 )
-        matrix.append(values)
-    return matrix
+        regions.append(values)
+    return [[regions[i % size][j % size] for j in range(nodes)] for i in range(nodes)]
 
 
 def check_partitions(partitions: Sequence[Partition], nodes: int, duration: float) -> None:

@@ -178,7 +178,7 @@ def test_delay_matrix_rows_are_from_columns_are_to(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ("0,1\n1,0\n", "2 rows for 3 nodes"),
+        ("0,1\n1,0\n1,1\n0,0\n", "4 rows for 3 nodes"),
         ("0,1,2\n1,0\n2,1,0\n", "row 1 has 2 values"),
         ("0,1,2\n1,0,x\n2,1,0\n", "row 1"),
         ("0,1,2\n1,0,-5\n2,1,0\n", "not within"),
@@ -187,6 +187,20 @@ def test_delay_matrix_rows_are_from_columns_are_to(tmp_path: Path) -> None:
 def test_bad_delay_matrices(tmp_path: Path, text: str, match: str) -> None:
     with pytest.raises(EmulationError, match=match):
         read_delay_matrix(write_matrix(tmp_path, text), 3)
+
+
+def test_a_matrix_of_regions_places_node_i_in_region_i_mod_r(tmp_path: Path) -> None:
+    # Three regions, one of them holding nodes 0 and 3: within it, the diagonal's 1 ms.
+    path = write_matrix(tmp_path, "1,40,70\n40,2,100\n70,100,3\n")
+    matrix = read_delay_matrix(path, 4)
+    assert matrix == [
+        [1, 40, 70, 1],
+        [40, 2, 100, 40],
+        [70, 100, 3, 70],
+        [1, 40, 70, 1],
+    ]
+    with pytest.raises(EmulationError, match="-1 ms from region 1 to 1"):
+        read_delay_matrix(write_matrix(tmp_path, "0,40\n40,-1\n"), 4)
 
 
 def test_a_missing_matrix_is_named(tmp_path: Path) -> None:
