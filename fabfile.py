@@ -443,7 +443,7 @@ def plot(
     auto_shortflags=False,
     help={
         "name": "the experiment: modes | multi-region | faults | workloads | store | overload"
-        " | leaders | parallel | scaling | links | diemvm",
+        " | leaders | parallel | scale | links | diemvm | dilation",
         "quick": "a CI-sized version (short runs at low rates): checks the machinery only",
         "output": "directory of the page and its figures (default: docs/results; --quick:"
         " results/experiments, so a quick page never replaces a full one)",

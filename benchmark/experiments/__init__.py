@@ -16,7 +16,7 @@ from .modes import MODES
 from .multi_region import MULTI_REGION
 from .overload import OVERLOAD
 from .parallel import PARALLEL
-from .scaling import SCALING
+from .scale import SCALE
 from .store import STORE
 from .workloads import WORKLOADS_EXPERIMENT
 
@@ -31,7 +31,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         OVERLOAD,
         LEADERS,
         PARALLEL,
-        SCALING,
+        SCALE,
         LINKS,
         DIEMVM,
         DILATION,

@@ -111,6 +111,22 @@ def rounds_per_second(summary: Summary) -> float | None:
     return summary.rounds.rounds_per_second if summary.rounds is not None else None
 
 
+def txs_per_round(summary: Summary) -> float | None:
+    """Transactions ordered per round."""
+    rounds = rounds_per_second(summary)
+    if not rounds or summary.consensus is None:
+        return None
+    return summary.consensus.tps / rounds
+
+
+def sent_per_tx(summary: Summary) -> float | None:
+    """Bytes a node sent to the committee per transaction ordered."""
+    traffic, consensus = summary.traffic, summary.consensus
+    if traffic is None or consensus is None or consensus.tps <= 0:
+        return None
+    return traffic.sent_bytes_per_s / consensus.tps
+
+
 def txs_per_batch(summary: Summary) -> float | None:
     """Transactions per committed batch (the consensus stage's batch size)."""
     row = summary.stage("consensus")

@@ -96,7 +96,7 @@ def projection_section(projection: Projection | None) -> list[str]:
     if reach is not None and projection.fitted_cores is not None:
         caveat.append(
             f"   (a model fitted on this run alone, at {projection.fitted_cores:.2g} cores per"
-            f" node: it extrapolates x{reach:.3g} in cores; `fab experiment scaling` prints its"
+            f" node: it extrapolates x{reach:.3g} in cores; `fab experiment scale` prints its"
             " error against runs it was not fitted on)"
         )
     return [*lines, f"   {why}", *caveat]

@@ -32,8 +32,8 @@ from benchmark.experiments.measures import capacity, common_rate
 from benchmark.experiments.page import Page
 from benchmark.experiments.report_figures import CAPACITY
 from benchmark.experiments.runner import prepare
-from benchmark.experiments.scaling import fit as scaling_fit
-from benchmark.experiments.scaling.points import Measured, Spec
+from benchmark.experiments.scale import judge as scale_judge
+from benchmark.experiments.scale.points import Measured, Spec
 from benchmark.faults.events import FaultLog
 from benchmark.faults.net_emulation import read_delay_matrix
 
@@ -625,40 +625,69 @@ def test_more_bandwidth_is_called_slower_only_when_no_run_overlaps(base: Summary
     assert "steadier (runs less than half as far apart) at 100 Mbit/s" in spread_line
 
 
-# -- scaling -------------------------------------------------------------------------------------
+# -- scale ---------------------------------------------------------------------------------------
 
 
-def test_the_model_is_judged_only_on_saturated_cpu_bound_points(base: Summary) -> None:
-    def point(nodes: int, cores: float, delivered: float, used: float, rate: int) -> Measured:
-        spec = Spec("cores", "hotcrypto", nodes, cores, (rate,))
-        runs = [shaped(base, rate=rate, delivered=delivered, node_cores=used)] * 3
-        return Measured(spec, tuple(runs), rate)
+def test_the_model_is_judged_on_every_point_it_was_not_fitted_on(base: Summary) -> None:
+    """The rule fixed before the runs: the `FITTED` points fit, every other point is judged; a
+    point that delivered what it was asked misses only if the model predicts less."""
 
-    # A node of K cores that used all of them at 20 µs a transaction and 10 ms/s besides.
-    def at(nodes: int, cores: float, rate: int, used_share: float = 1.0) -> Measured:
-        delivered = min(rate, (cores * 1e6 - 10_000) / 20)
-        return point(nodes, cores, delivered, cores * used_share, rate)
+    def at(axis: str, nodes: int, vcpus: float, rate: int, used_share: float = 1.0) -> Measured:
+        # Nodes that order 20 µs of CPU a transaction and 100 µs a round, 50 rounds a second.
+        capacity = (vcpus * 1e6 - 50 * 100) / 20
+        delivered = min(rate, capacity * used_share)
+        runs = [
+            shaped(
+                base,
+                rate=rate,
+                delivered=delivered,
+                node_cores=vcpus * used_share if delivered < rate else delivered * 20 / 1e6 + 0.005,
+                rounds_per_s=50.0,
+            )
+        ] * 3
+        # Consensus and the executor, a thread each at 2 µs a transaction: ceilings none of
+        # them reaches.
+        runs = [
+            replace(
+                run,
+                stages=tuple(
+                    replace(row, us_per_tx=2.0) if row.name in ("consensus", "executor") else row
+                    for row in run.stages
+                ),
+            )
+            for run in runs
+        ]
+        spec = Spec(axis, "hotcrypto", nodes, vcpus, rate)
+        return Measured(spec, tuple(runs), dilation=4, speed=None, one_way_ms=0.0)
 
     points = [
-        at(4, 0.2, 20_000),  # fitted (FITTED names 4 x 0.2 and 4 x 0.4 for hotcrypto)
-        at(4, 0.4, 40_000),  # fitted
-        at(4, 0.1, 10_000),  # predicted and judged
-        at(1, 0.5, 10_000),  # delivered the rate asked: not saturated
-        at(4, 0.05, 10_000, used_share=0.5),  # half its budget: not CPU-bound
+        *(at("committee", n, 1.0, 100_000) for n in (4, 16, 48)),  # fitted
+        at("cores", 4, 4.0, 400_000),  # fitted
+        at("cores", 4, 8.0, 800_000),  # judged: saturated, predicted as measured
+        at("cores", 4, 16.0, 10_000),  # judged: delivered all it was asked (a lower bound)
+        at("committee", 8, 1.0, 100_000, used_share=0.5),  # judged: held by something else
     ]
-    found = {(c.point.spec.nodes, c.point.spec.cores): c for c in scaling_fit.checks(points)}
-    assert found[(4, 0.2)].fitted
-    assert found[(4, 0.4)].fitted
-    judged = found[(4, 0.1)]
-    assert judged.judged
-    assert judged.error == pytest.approx(0.0, abs=1e-6)
-    assert found[(1, 0.5)].point.why_not_modelled == "not saturated: delivered the rate asked"
-    assert (
-        found[(4, 0.05)].point.why_not_modelled == "not CPU-bound: nodes used 50% of their budget"
-    )
-    lines = scaling_fit.error_summary(list(found.values()))
-    assert lines[0].startswith("- Prediction error on the 1 points not fitted: median 0%")
-    assert "Not judged: 2 points" in lines[1]
+    found = {
+        (c.point.spec.axis, c.point.spec.nodes, c.point.spec.vcpus): c
+        for c in scale_judge.checks(points)
+    }
+    assert [k for k, c in found.items() if c.fitted] == [
+        ("committee", 4, 1.0),
+        ("committee", 16, 1.0),
+        ("committee", 48, 1.0),
+        ("cores", 4, 4.0),
+    ]
+    assert found[("cores", 4, 8.0)].error == pytest.approx(0.0, abs=1e-6)
+    lower = found[("cores", 4, 16.0)]
+    assert not lower.point.saturated
+    assert (lower.error, lower.misses) == (0.0, False)
+    held = found[("committee", 8, 1.0)]
+    assert held.error == pytest.approx(1.0, abs=0.01)
+    assert held.misses
+    assert "nodes used 50% of their CPUs" in held.cause()
+    lines = scale_judge.error_lines(list(found.values()))
+    assert lines[0].startswith("- Error on the 3 points the model was not fitted on: median 0%")
+    assert lines[1].startswith("- Missed: committee: hotcrypto, 8 x 1 vCPUs (+100%)")
 
 
 def test_the_bound_verdict_tells_a_stopped_sweep_from_a_settled_one() -> None:

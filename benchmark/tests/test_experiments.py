@@ -311,36 +311,23 @@ def _parallel(page: str) -> None:
     numbers_in(projected, "delivered tx/s", "executor µs/tx", "projected tx/s")
 
 
-def _scaling(page: str) -> None:
-    committee = table_with(page, "signatures checked/round")
-    assert len(committee) == 2  # hotstuff, hotcrypto
-    for rows in committee:
-        assert [r["nodes"] for r in rows] == ["4", "7"]
-        numbers_in(
-            rows,
-            "delivered tx/s: median (min-max)",
-            "node CPU µs/tx",
-            "bytes sent/tx",
-            "bytes received/tx",
-            "frames/round",
-            "signatures checked/round",
-            "rounds/s",
-        )
-    (cores,) = table_with(page, "tx/s per core")
-    numbers_in(cores, "delivered tx/s: median (min-max)", "node CPU µs/tx")
-    (model,) = table_with(page, "nodes x cores")
-    left_out = [r for r in model if r["point"] in ("predicted", "not judged")]
-    assert len(left_out) >= 3
-    numbers_in(left_out, "model tx/s", "delivered tx/s")
-    judged = [r for r in left_out if r["point"] == "predicted"]
-    if judged:
-        numbers_in(judged, "error")
-        assert re.search(
-            rf"Prediction error on the {len(judged)} points not fitted: median \d+%", page
-        )
-    for row in left_out:
-        if row["point"] == "not judged":
-            assert row["bound (model), or why not judged"].startswith("not "), row
+def _scale(page: str) -> None:
+    (runs,) = table_with(page, "real s a run")
+    numbers_in(runs, "K", "V", "s (dilated)", "real s a run")
+    (committee,) = table_with(page, "one bound a round, tx/s")
+    assert [r["nodes"] for r in committee] == ["4", "7"]
+    numbers_in(committee, "K", "delivered tx/s", "rounds/s", "node µs/tx", "bytes moved/tx")
+    assert re.search(r"^- \*\*hotstuff at 7 nodes delivered \d\.\d\d times", page, re.M)
+    (cores,) = table_with(page, "verifier µs/tx")
+    numbers_in(cores, "delivered tx/s", "verifier µs/tx")
+    (regions,) = table_with(page, "placement")
+    assert [r["placement"] for r in regions] == ["one region", "three regions"]
+    (model,) = table_with(page, "model tx/s")
+    assert {r[""] for r in model} == {"fitted", "judged"}
+    numbers_in(model, "model tx/s", "delivered tx/s")
+    assert re.search(
+        r"^- Error on the 2 points the model was not fitted on: median \d+%", page, re.M
+    )
 
 
 def _links(page: str) -> None:
@@ -386,7 +373,7 @@ PAGE_CHECKS = {
     "workloads": _workloads,
     "store": _store,
     "parallel": _parallel,
-    "scaling": _scaling,
+    "scale": _scale,
     "links": _links,
     "diemvm": _diemvm,
     "dilation": _dilation,
