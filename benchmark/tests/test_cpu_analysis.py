@@ -233,3 +233,34 @@ def test_a_budget_is_judged_before_a_fuller_machine() -> None:
     verdict = cpu_bound({"consensus": 50.0}, [Machine("node-0", 0.125, 0.12, budget=True)])
     assert verdict is not None
     assert verdict.explanation.startswith("CPU-bound: 0.12 of 0.125 cores on node-0")
+
+
+# -- nodes of virtual CPUs in a dilated run (--dilation, --vcpus) --------------------------------
+
+
+def test_a_dilated_run_is_judged_in_virtual_cpus(tmp_path: Path) -> None:
+    """The same logs as a run dilated 4 times with nodes of 0.75 virtual CPUs: the processes wrote
+    their timestamps on their slowed clocks, so the figures need no rescaling; the machine is 4
+    times its 2 cores of virtual CPUs, each node judged against its 0.75, and every section of
+    the summary says the run was dilated."""
+    summary = _summary(tmp_path, where="local", vcpus=0.75, dilation=4, client_vcpus=1.0)
+    assert summary.resources is not None
+    machine, *budgets = summary.resources.machines
+    assert (machine.name, machine.cores) == ("this machine", 8.0)
+    assert [(m.name, m.cores, m.budget_flag) for m in budgets] == [
+        ("node-0", 0.75, "--vcpus"),
+        ("node-1", 0.75, "--vcpus"),
+    ]
+    assert summary.end_to_end.tps == pytest.approx(1000)
+    verdict = summary.bottleneck
+    assert verdict.explanation.startswith(
+        "CPU-bound: 0.70 of 0.75 cores on node-0 (its --vcpus budget)."
+    )
+    text = render_summary(summary)
+    assert " + [dilated ×4] END-TO-END:" in text
+    assert " + [dilated ×4] RESOURCES (--vcpus: every node 0.75 virtual CPUs" in text
+    assert "this machine: 1.90 of 8 cores used (24%)" in text
+    assert "time dilated ×4: every clock 4 times slower" in text
+    assert not [
+        line for line in text.splitlines() if line.startswith(" + ") and "dilated" not in line
+    ]

@@ -46,6 +46,8 @@ class Machine:
     cpu_used: float | None
     # The cores are a node's CPU budget (its cgroup's quota), not a machine's.
     budget: bool = False
+    # The flag that set the budget: `--node-cpus` (cores), or `--vcpus` (virtual CPUs).
+    budget_flag: str = "--node-cpus"
 
     @property
     def share(self) -> float | None:
@@ -122,11 +124,14 @@ def _host_of(process: ProcessMetrics) -> str:
     return process_label(process).rpartition("-")[2]
 
 
-def budgets(run: RunMetrics, window: Window, node_cpus: float) -> tuple[Machine, ...]:
+def budgets(
+    run: RunMetrics, window: Window, node_cpus: float, flag: str = "--node-cpus"
+) -> tuple[Machine, ...]:
     """Every node against its budget of `node_cpus` cores (a restarted node's lives are one
-    process: the same group)."""
+    process: the same group), set by `flag`."""
     return tuple(
-        Machine(process_label(p), node_cpus, cpu_cores(p, window), budget=True) for p in run.nodes
+        Machine(process_label(p), node_cpus, cpu_cores(p, window), budget=True, budget_flag=flag)
+        for p in run.nodes
     )
 
 
@@ -135,15 +140,18 @@ def machines(
     window: Window,
     local_cores: int | None,
     hosts: Sequence[str] = (),
+    *,
     node_cpus: float | None = None,
+    flag: str = "--node-cpus",
 ) -> tuple[Machine, ...]:
     """A local run (`local_cores` known) is one machine, and with `node_cpus` every node one more
-    (its budget); otherwise one machine per host."""
+    (its budget, set by `flag`); otherwise one machine per host."""
     processes = run.all_processes
     if local_cores is not None:
         used = _sum_or_none([cpu_cores(p, window) for p in processes])
         machine = Machine("this machine", float(local_cores), used)
-        return (machine, *(budgets(run, window, node_cpus) if node_cpus is not None else ()))
+        own = budgets(run, window, node_cpus, flag) if node_cpus is not None else ()
+        return (machine, *own)
     groups: dict[str, list[ProcessMetrics]] = {}
     for process in processes:
         groups.setdefault(_host_of(process), []).append(process)
@@ -172,7 +180,14 @@ def resources(
         node_role="node" if run.nodes else "movevm",
         nodes=role_usage(nodes, window),
         clients=role_usage(run.clients, window),
-        machines=machines(run, window, local_cores, hosts, node_cpus),
+        machines=machines(
+            run,
+            window,
+            local_cores,
+            hosts,
+            node_cpus=node_cpus,
+            flag="--vcpus" if virtual else "--node-cpus",
+        ),
         node_cpus=node_cpus,
         series={process_label(p): per_second(p, window.load_start_ms) for p in run.all_processes},
     )

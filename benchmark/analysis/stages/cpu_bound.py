@@ -57,7 +57,7 @@ def cpu_bound(costs: Mapping[str, float], machines: Sequence[Machine]) -> Bottle
         return None
     used, cores = machine.cpu_used or 0.0, machine.cores or 0.0
     where = "" if len(machines) == 1 and not machine.budget else f" on {machine.name}"
-    budget = " (its --node-cpus budget)" if machine.budget else ""
+    budget = f" (its {machine.budget_flag} budget)" if machine.budget else ""
     headline = f"CPU-bound: {used:.2f} of {_capacity(machine)} cores{where}{budget}"
     evidence = {"cpu_used_cores": used, "cpu_cores": cores}
     found = _budget_note(machine, machines)
