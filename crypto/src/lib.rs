@@ -7,6 +7,7 @@
 mod digest;
 mod error;
 mod keys;
+mod locate;
 mod service;
 mod signature;
 mod verifier;
