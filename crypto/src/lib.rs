@@ -18,3 +18,10 @@ pub use keys::{generate_keypair, generate_production_keypair, KeyPair, PublicKey
 pub use service::SignatureService;
 pub use signature::Signature;
 pub use verifier::{ParallelVerifier, VerifierError};
+
+/// The verification building blocks, public for this crate's benchmarks (which compare the
+/// verifier with other ways of using them); not an API to build on.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::signature::{KeyCache, Prepared};
+}

@@ -117,7 +117,7 @@ impl Signature {
 /// on its batch. Multiplying by the cofactor removes that term in both checks, which makes
 /// single and batch verification agree on every input (up to the 2^-128 soundness error of the
 /// batch's random weights). Honest signatures are valid under both rules.
-pub(crate) struct Prepared {
+pub struct Prepared {
     a: EdwardsPoint,
     r: EdwardsPoint,
     s: Scalar,
@@ -125,7 +125,7 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    pub(crate) fn new(
+    pub fn new(
         message: &[u8],
         signature: &Signature,
         key: &PublicKey,
@@ -134,7 +134,7 @@ impl Prepared {
     }
 
     /// As [`Self::new`] with the key already decoded by [`decode_key`] (or a cache of it).
-    pub(crate) fn with_key(
+    pub fn with_key(
         message: &[u8],
         signature: &Signature,
         key: &PublicKey,
@@ -166,7 +166,7 @@ impl Prepared {
     }
 
     /// The single check: [8]([s]B − [k]A − R) = 0.
-    pub(crate) fn check(&self) -> bool {
+    pub fn check(&self) -> bool {
         let sb_minus_ka =
             EdwardsPoint::vartime_double_scalar_mul_basepoint(&self.k, &-self.a, &self.s);
         (sb_minus_ka - self.r).mul_by_cofactor().is_identity()
@@ -176,7 +176,7 @@ impl Prepared {
     /// 128-bit weights z_i, in one multiscalar multiplication. Passes whenever every item passes
     /// [`Self::check`]; if one fails, passes only with probability about 2^-128 (the weights come
     /// from a CSPRNG, so an adversary cannot choose inputs against them).
-    pub(crate) fn check_batch(items: &[Prepared]) -> bool {
+    pub fn check_batch(items: &[Prepared]) -> bool {
         match items {
             [] => true,
             [one] => one.check(),
@@ -232,20 +232,20 @@ const SIGNER_CACHE_LIMIT: usize = 4096;
 /// verification, and a block's signers repeat (accounts send many transactions), so the
 /// verifier decodes each key once. Only valid keys are kept; the map is cleared when it reaches
 /// `limit` entries, which bounds memory without bookkeeping on the hot path.
-pub(crate) struct KeyCache {
+pub struct KeyCache {
     keys: std::sync::RwLock<std::collections::HashMap<PublicKey, EdwardsPoint>>,
     limit: usize,
 }
 
 impl KeyCache {
-    pub(crate) fn new(limit: usize) -> Self {
+    pub fn new(limit: usize) -> Self {
         KeyCache {
             keys: std::sync::RwLock::new(std::collections::HashMap::new()),
             limit,
         }
     }
 
-    pub(crate) fn decode(&self, key: &PublicKey) -> Result<EdwardsPoint, CryptoError> {
+    pub fn decode(&self, key: &PublicKey) -> Result<EdwardsPoint, CryptoError> {
         if let Some(point) = self
             .keys
             .read()
