@@ -20,24 +20,24 @@ use crate::signature::Prepared;
 
 /// Per-item cost of one batch check of `n` prepared items (key decoded, message hashed),
 /// relative to one single check of a prepared item, for the largest `n` listed at or below the
-/// batch's size: medians of several runs on the shared 2-core test machine (the `prepared`
-/// group of `cargo bench -p crypto --bench forged`), which are noisy; they only steer how items
-/// are grouped, never an answer.
+/// batch's size: CPU time in the `prepared` group of `cargo bench -p crypto --bench forged`,
+/// three runs on the shared 2-core test machine (a single check: 27 to 34 µs). Noisy, but they
+/// only steer how items are grouped, never an answer.
 const BATCH_COST: [(usize, f64); 14] = [
-    (2, 0.85),
-    (3, 0.65),
-    (4, 0.57),
-    (6, 0.52),
-    (8, 0.46),
-    (12, 0.42),
-    (16, 0.40),
-    (32, 0.37),
-    (64, 0.35),
-    (128, 0.32),
-    (256, 0.30),
-    (512, 0.26),
-    (1024, 0.23),
-    (2048, 0.22),
+    (2, 0.75),
+    (3, 0.62),
+    (4, 0.55),
+    (6, 0.48),
+    (8, 0.43),
+    (12, 0.40),
+    (16, 0.38),
+    (32, 0.36),
+    (64, 0.34),
+    (128, 0.30),
+    (256, 0.26),
+    (512, 0.23),
+    (1024, 0.21),
+    (2048, 0.20),
 ];
 
 /// Group sizes tried, besides everything that is left of a range.

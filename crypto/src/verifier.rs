@@ -19,7 +19,8 @@ pub enum VerifierError {
 /// Each call splits the slice into contiguous chunks of
 /// `max(min_chunk, ceil(len / threads))` items, so every thread gets one large batch (batch
 /// verification gets cheaper per signature as the batch grows) but a small slice is not cut into
-/// batches too small to pay off. A chunk is checked in groups sized for the share of invalid
+/// batches too small to pay off (while forgeries are common, smaller chunks: see
+/// `chunk_size_at`). A chunk is checked in groups sized for the share of invalid
 /// items seen so far (one batch for the whole chunk after clean calls); a group that fails is
 /// searched with smaller batches, so k forgeries cost a few small batches and single checks each
 /// on top of the clean price, not a single check per item; only where they are dense enough
@@ -88,6 +89,21 @@ impl ParallelVerifier {
         len.div_ceil(self.threads).max(self.min_chunk)
     }
 
+    /// [`Self::chunk_size`], unless recent calls saw so many invalid items that chunks will be
+    /// checked in groups of at most a sixteenth of a chunk: then about four chunks per thread
+    /// (not below the minimum). Batches lose nothing to it, and the threads share out searches
+    /// whose cost varies with each chunk's forgeries, instead of one waiting for the other.
+    fn chunk_size_at(&self, len: usize, invalid_rate: f64) -> usize {
+        let chunk = self.chunk_size(len);
+        if 16 * locate::group_size(invalid_rate, chunk) <= chunk {
+            len.div_ceil(4 * self.threads)
+                .max(self.min_chunk)
+                .min(chunk)
+        } else {
+            chunk
+        }
+    }
+
     /// A moving average of the share of decodable items found invalid by recent calls. It only
     /// sizes the first groups of a chunk, never decides an answer; the chunk's own checks soon
     /// outweigh it.
@@ -106,8 +122,8 @@ impl ParallelVerifier {
         if items.is_empty() {
             return valid;
         }
-        let chunk = self.chunk_size(items.len());
         let rate = self.invalid_rate();
+        let chunk = self.chunk_size_at(items.len(), rate);
         let work = self.pool.install(|| {
             valid
                 .par_chunks_mut(chunk)
