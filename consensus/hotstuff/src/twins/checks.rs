@@ -7,6 +7,11 @@
 //!   within a run a batch committed again is never the window's doing).
 //! - Agreement on leaders: for every certificate that opened a round (a stored block's QC, a
 //!   TC a block carries), the honest instances that can tell name the same leader.
+//! - No usurped round: every block an honest instance stored that carries the certificate of
+//!   the round before its own (the one that opened its round: its TC if that is of the round
+//!   before, else its QC if that is) is by the leader that certificate elects, on every honest
+//!   instance that can tell. A block that also carries an older certificate, whose election
+//!   names its author, does not make it the leader of a round another was elected for.
 //! - Liveness: after the heal, every honest instance commits a block of a round above every
 //!   round any instance had reached at the heal, within `LIVENESS_BOUND`.
 
@@ -14,7 +19,7 @@ use super::instance::{Delivered, Instance};
 use super::scenario::Scenario;
 use crate::core::Core;
 use crate::liveness::leader::Opening;
-use crate::messages::TC;
+use crate::messages::{Block, TC};
 use crate::wire;
 use config::Round;
 use crypto::{Digest, Hash, PublicKey};
@@ -45,6 +50,12 @@ pub enum Violation {
         instance: usize,
         committed: Round,
         round_at_heal: Round,
+    },
+    Usurped {
+        round: Round,
+        block: Digest,
+        author: PublicKey,
+        leaders: Vec<(usize, PublicKey)>,
     },
 }
 
@@ -86,6 +97,21 @@ impl fmt::Display for Violation {
                 f,
                 "instance {instance} committed up to round {committed} only; rounds reached \
                  {round_at_heal} at the heal"
+            ),
+            Violation::Usurped {
+                round,
+                block,
+                author,
+                leaders,
+            } => write!(
+                f,
+                "block {block} of round {round} by {author} was stored, but the certificate \
+                 of round {} it carries elects {:?}",
+                round.saturating_sub(1),
+                leaders
+                    .iter()
+                    .map(|(i, l)| format!("{i}:{l}"))
+                    .collect::<Vec<_>>()
             ),
         }
     }
@@ -184,6 +210,7 @@ fn leaders(
     violations: &mut Vec<Violation>,
 ) {
     let mut openings: BTreeMap<(Round, Digest), (Round, Opened)> = BTreeMap::new();
+    let mut blocks: BTreeMap<Digest, Block> = BTreeMap::new();
     for instance in honest {
         let Ok(stored) = instance.store().blocks().scan() else {
             continue;
@@ -193,6 +220,7 @@ fn leaders(
                 continue;
             };
             let digest = block.digest();
+            blocks.entry(digest).or_insert_with(|| block.clone());
             openings
                 .entry((block.round + 1, digest))
                 .or_insert((block.round + 1, Opened::Qc(digest)));
@@ -228,5 +256,44 @@ fn leaders(
             });
         }
     }
+    for (digest, block) in &blocks {
+        usurped(honest, cores, *digest, block, violations);
+    }
     let _ = scenario;
+}
+
+/// Whether `block`'s author is the leader the certificate of the round before elects, on every
+/// honest instance that can tell. A block with no certificate of the round before is not
+/// looked at: no honest instance votes for it (`safety::rules`), and nothing here says whom
+/// its round should have had.
+fn usurped(
+    honest: &[&Instance],
+    cores: &[Option<Core>],
+    digest: Digest,
+    block: &Block,
+    violations: &mut Vec<Violation>,
+) {
+    let Some(before) = block.round.checked_sub(1) else {
+        return;
+    };
+    let opening = match &block.tc {
+        Some(tc) if tc.round == before => Opening::Tc(tc),
+        _ if block.qc.round == before => Opening::Qc(&block.qc.hash),
+        _ => return,
+    };
+    let named: Vec<(usize, PublicKey)> = honest
+        .iter()
+        .filter_map(|instance| {
+            let core = cores.get(instance.index)?.as_ref()?;
+            Some((instance.index, core.leader_for(block.round, opening)?))
+        })
+        .collect();
+    if named.iter().any(|(_, leader)| *leader != block.author) {
+        violations.push(Violation::Usurped {
+            round: block.round,
+            block: digest,
+            author: block.author,
+            leaders: named,
+        });
+    }
 }

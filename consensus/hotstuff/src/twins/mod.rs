@@ -10,12 +10,20 @@
 //! vary with the Byzantine member's place and the partitions), and so are link delays, dropped
 //! messages and one honest instance's crash and restart.
 //!
+//! Twins alone only equivocate the way two honest cores can. So in most scenarios one of the two
+//! also lies (`liar.rs`): what its core sends is rewritten on the way out, signed with the
+//! member's real key, with the lies the seed picks (`scenario::Lies`): proposals carrying an older
+//! certificate than the round's, including blocks of rounds it was not elected for; different
+//! proposals, votes and timeouts of one round to different peers; votes and timeouts withheld or
+//! held until just before the receivers' timers fire; old signed messages sent again.
+//!
 //! Five instances (four members, one twinned) run their real cores, helpers and committers on
 //! one thread, on tokio's paused clock, joined by a simulated network (`network.rs`). Each
 //! scenario is a function of its seed: it replays exactly (a test checks it). After the run, the
 //! honest instances are checked (`checks.rs`): no two commit different blocks at a height, none
-//! delivers a batch twice, they name the same leader from the same certificate, and after the
-//! network heals every one of them commits again within a bound.
+//! delivers a batch twice, they name the same leader from the same certificate, no block they
+//! stored is by another member than the leader the certificate of its round before elects, and
+//! after the network heals every one of them commits again within a bound.
 //!
 //! Why an in-process network of our own rather than `turmoil`: the instances already talk
 //! through the senders of the `network` crate, and a tap on those (`Tap`) is all the
@@ -25,6 +33,7 @@
 
 mod checks;
 mod instance;
+mod liar;
 mod network;
 mod scenario;
 #[cfg(test)]
@@ -37,6 +46,7 @@ use crate::core::Core;
 use config::{Authority, Committee, LeaderRule, Parameters};
 use crypto::KeyPair;
 use instance::{Instance, Wiring};
+use liar::Liar;
 use network::{SimNetwork, Traffic};
 use scenario::{partitions, HEAL_AT, LIVENESS_BOUND, MEMBERS};
 use std::collections::HashMap;
@@ -133,16 +143,32 @@ async fn simulate(scenario: Scenario) -> Outcome {
     let (tx_sent, rx_sent) = mpsc::unbounded_channel();
     let inboxes = Arc::new(Mutex::new(vec![None; instances_n]));
     let healed = Arc::new(AtomicBool::new(false));
+    let parameters = parameters(scenario.rule);
+    let liar = scenario.lies.map(|lies| {
+        Liar::new(liar::Setting {
+            instance: lies.liar,
+            instances: instances_n,
+            keys: keys[scenario.twin].clone(),
+            committee: &committee,
+            rule: scenario.rule,
+            window: parameters.leader_window,
+            seed: scenario.seed,
+            lies,
+            timeout_delay: Duration::from_millis(parameters.timeout_delay),
+            max_link_delay: scenario.max_delay,
+        })
+    });
     let traffic = SimNetwork::spawn(
         scenario.clone(),
         healed.clone(),
         at_address,
         inboxes.clone(),
         rx_sent,
+        liar,
     );
     let wiring = Wiring {
         committee,
-        parameters: parameters(scenario.rule),
+        parameters,
         tx_sent,
         inboxes,
     };

@@ -9,16 +9,19 @@
 //! `HashMap`'s iteration). Nothing here depends on that order: a message's fate (delay, drop)
 //! is a hash of the seed, its sender, its receiver, its bytes and how many identical ones went
 //! before it, and messages due at the same instant are delivered in the order of those keys.
+//!
+//! The lying instance's core messages go through its `Liar` (`liar.rs`) as they enter: what
+//! it sends is what the liar makes of them, each to one receiver, and what reaches the lying
+//! instance is heard by the liar first.
 
+use super::liar::{hash, Forged, Liar, Told};
 use super::scenario::Scenario;
 use crate::sync::helper::HelperRequest;
 use crate::wire::{self, ConsensusMessage};
 use bytes::Bytes;
 use config::Round;
 use plumbing::budgeted::BudgetedSender;
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -56,6 +59,8 @@ pub struct Traffic {
     pub delivered: u64,
     pub partitioned: u64,
     pub dropped: u64,
+    /// What the lying instance sent, if one lies.
+    pub told: Told,
 }
 
 /// A message on its way, keyed so that messages due at one instant go in a fixed order.
@@ -76,12 +81,8 @@ pub struct SimNetwork {
     seen: HashMap<(usize, usize, u64), u64>,
     in_flight: BTreeMap<Key, Bytes>,
     traffic: Arc<Mutex<Traffic>>,
-}
-
-fn hash(parts: impl Hash) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    parts.hash(&mut hasher);
-    hasher.finish()
+    liar: Option<Liar>,
+    start: Instant,
 }
 
 impl SimNetwork {
@@ -91,6 +92,7 @@ impl SimNetwork {
         at_address: HashMap<SocketAddr, Vec<usize>>,
         inboxes: Arc<Mutex<Vec<Option<Inbox>>>>,
         rx_sent: mpsc::UnboundedReceiver<Sent>,
+        liar: Option<Liar>,
     ) -> Arc<Mutex<Traffic>> {
         let traffic = Arc::new(Mutex::new(Traffic::default()));
         let network = SimNetwork {
@@ -102,6 +104,8 @@ impl SimNetwork {
             seen: HashMap::new(),
             in_flight: BTreeMap::new(),
             traffic: traffic.clone(),
+            liar,
+            start: Instant::now(),
         };
         tokio::spawn(network.run(rx_sent));
         traffic
@@ -148,40 +152,83 @@ impl SimNetwork {
 
     fn schedule(&mut self, sent: Sent) {
         let round = self.round_of(&sent);
-        let now = Instant::now();
-        let healed = self.healed.load(Ordering::Relaxed);
-        let content = hash(&sent.bytes[..]);
-        let receivers = self.at_address.get(&sent.to).cloned().unwrap_or_default();
+        let receivers: Vec<usize> = self
+            .at_address
+            .get(&sent.to)
+            .map(|instances| {
+                instances
+                    .iter()
+                    .copied()
+                    .filter(|to| *to != sent.from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if sent.source == Source::Core {
+            if let Some(liar) = self.liar_at(sent.from) {
+                let forged = liar.rewrite(&sent.bytes, &receivers);
+                self.send_forged(sent.from, forged);
+                return;
+            }
+        }
         for to in receivers {
-            if to == sent.from {
-                continue;
+            self.send(sent.from, to, round, sent.bytes.clone(), Duration::ZERO);
+        }
+    }
+
+    /// The liar of `instance`, if it lies.
+    fn liar_at(&mut self, instance: usize) -> Option<&mut Liar> {
+        self.liar.as_mut().filter(|liar| liar.instance == instance)
+    }
+
+    /// What the liar at `from` sends, counted as it leaves.
+    fn send_forged(&mut self, from: usize, forged: Vec<Forged>) {
+        let at_ms = (Instant::now() - self.start).as_millis() as u64;
+        for message in forged {
+            if let Some(liar) = self.liar_at(from) {
+                liar.sent(&message, at_ms);
+                let told = liar.told;
+                self.count(|t| t.told = told);
             }
-            let seen = self.seen.entry((sent.from, to, content)).or_insert(0);
-            *seen += 1;
-            let nth = *seen;
-            let fate = hash((self.scenario.seed, sent.from, to, content, nth));
-            if !healed {
-                if !self.scenario.connected(round, sent.from, to) {
-                    self.count(|t| t.partitioned += 1);
-                    continue;
-                }
-                if fate % 1_000 < self.scenario.drops_per_mille {
-                    self.count(|t| t.dropped += 1);
-                    continue;
-                }
-            }
-            let max = self.scenario.max_delay.as_millis().max(1) as u64;
-            let delay = Duration::from_millis(1 + (fate >> 16) % max);
-            self.in_flight.insert(
-                (now + delay, sent.from, to, content, nth),
-                sent.bytes.clone(),
+            self.send(
+                from,
+                message.to,
+                message.round,
+                message.bytes,
+                message.after,
             );
         }
+    }
+
+    /// One message from `from` to `to`, which goes by `round` in the partitions, handed to the
+    /// link `after` a delay of the sender's.
+    fn send(&mut self, from: usize, to: usize, round: Round, bytes: Bytes, after: Duration) {
+        let now = Instant::now();
+        let healed = self.healed.load(Ordering::Relaxed);
+        let content = hash(&bytes[..]);
+        let seen = self.seen.entry((from, to, content)).or_insert(0);
+        *seen += 1;
+        let nth = *seen;
+        let fate = hash((self.scenario.seed, from, to, content, nth));
+        if !healed {
+            if !self.scenario.connected(round, from, to) {
+                self.count(|t| t.partitioned += 1);
+                return;
+            }
+            if fate % 1_000 < self.scenario.drops_per_mille {
+                self.count(|t| t.dropped += 1);
+                return;
+            }
+        }
+        let max = self.scenario.max_delay.as_millis().max(1) as u64;
+        let delay = after + Duration::from_millis(1 + (fate >> 16) % max);
+        self.in_flight
+            .insert((now + delay, from, to, content, nth), bytes);
     }
 
     /// Hands every message due by now to its receiver, if it runs.
     fn deliver_due(&mut self) {
         let now = Instant::now();
+        let mut answers = Vec::new();
         while let Some(entry) = self.in_flight.first_entry() {
             if entry.key().0 > now {
                 break;
@@ -196,6 +243,9 @@ impl SimNetwork {
             let Ok(message) = wire::decode(&bytes) else {
                 continue;
             };
+            if let Some(liar) = self.liar_at(to) {
+                answers.push((to, liar.hear_delivered(&bytes)));
+            }
             let delivered = match message {
                 ConsensusMessage::SyncRequest(digest, origin, floor) => inbox
                     .helper
@@ -212,6 +262,9 @@ impl SimNetwork {
             } else {
                 self.count(|t| t.dropped += 1);
             }
+        }
+        for (from, forged) in answers {
+            self.send_forged(from, forged);
         }
     }
 }

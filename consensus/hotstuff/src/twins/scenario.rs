@@ -1,6 +1,7 @@
 //! A scenario: who is Byzantine, which leader rule runs, how each round partitions the
-//! instances, and the network's delays, drops and restarts. All of it follows from one seed, so
-//! a scenario that fails replays exactly from its seed.
+//! instances, the network's delays, drops and restarts, and which lies one of the Byzantine
+//! member's instances tells (`Lies`). All of it follows from one seed, so a scenario that fails
+//! replays exactly from its seed.
 
 use config::{LeaderRule, Round};
 use std::time::Duration;
@@ -75,6 +76,65 @@ pub struct Scenario {
     /// Per mille of messages lost before the heal.
     pub drops_per_mille: u64,
     pub restart: Option<Restart>,
+    /// What the lying instance, if any, rewrites of what it sends (`liar.rs`).
+    pub lies: Option<Lies>,
+}
+
+/// How a lying instance holds back its votes and timeouts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Withhold {
+    /// Never sent.
+    Drop,
+    /// Sent so late that they arrive just before the receivers' round timers fire.
+    Delay,
+}
+
+/// Which lies a scenario's lying instance tells: one of the Byzantine member's two instances
+/// runs its core as its twin does, and what the core sends is rewritten on its way out, signed
+/// with the member's real key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lies {
+    /// The instance that lies (one of the Byzantine member's two).
+    pub liar: usize,
+    /// Proposals carry a certificate older than the one that opened their round: its own
+    /// proposals get an old TC or an older QC, and in rounds it does not lead it proposes with
+    /// the round before's QC and an old TC whose election names it.
+    pub old_certificates: bool,
+    /// Different signed messages of one round to different peers: two versions of its
+    /// proposals (another QC signer set, or another payload), votes for other blocks of the
+    /// round, timeouts reporting a lower high QC.
+    pub equivocate: bool,
+    pub withhold: Option<Withhold>,
+    /// Signed messages it heard or sent earlier go out again, to a peer and at a time drawn.
+    pub replay: bool,
+}
+
+impl Lies {
+    /// The lies of a scenario whose Byzantine member is `twin`, drawn after everything else
+    /// (so adding lies left the rest of every seed's scenario as it was): a quarter of the
+    /// scenarios keep two honest twins, the rest have a liar telling each lie with odds 1/2.
+    fn draw(rng: &mut SplitMix, twin: usize) -> Option<Self> {
+        if rng.below(4) == 0 {
+            return None;
+        }
+        let liar = if rng.below(2) == 0 { twin } else { MEMBERS };
+        let mut coin = || rng.below(2) == 0;
+        let old_certificates = coin();
+        let equivocate = coin();
+        let withhold = match rng.below(4) {
+            0 => Some(Withhold::Drop),
+            1 => Some(Withhold::Delay),
+            _ => None,
+        };
+        let replay = rng.below(2) == 0;
+        Some(Lies {
+            liar,
+            old_certificates,
+            equivocate,
+            withhold,
+            replay,
+        })
+    }
 }
 
 /// Every partition of `instances` instances into at most `groups` groups, each once (groups are
@@ -162,6 +222,7 @@ impl Scenario {
                 back_at: at + down,
             }
         });
+        let lies = Lies::draw(&mut rng, twin);
         Scenario {
             seed,
             rule,
@@ -170,6 +231,7 @@ impl Scenario {
             max_delay,
             drops_per_mille,
             restart,
+            lies,
         }
     }
 
