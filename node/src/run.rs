@@ -12,7 +12,7 @@ use config::read_json;
 use config::{Committee, Parameters};
 use crypto::KeyPair;
 use executor::{FeeCredit, Genesis, Scheme, Workload};
-use hotstuff::{Consensus, MempoolLink};
+use hotstuff::{Consensus, MempoolLink, MissingRecord};
 use mempool::{Mempool, MempoolMetrics, ReportHop, SampleHooks};
 use network::{EmulationSpec, NetEmulation};
 use plumbing::clock;
@@ -115,9 +115,17 @@ pub struct RunArgs {
     pub profile: Option<PathBuf>,
     /// Keep blocks, batches and the safety state (last voted round, high QC) in a durable store
     /// at PATH (one file, created if absent) instead of memory. A node restarted on its store
-    /// never votes twice in a round.
+    /// never votes twice in a round. A store without a vote record (a new one, or memory) makes
+    /// the node ask the other members what its key signed before it signs anything, and stop if
+    /// they hold its signatures (see --risk-equivocation-without-vote-record).
     #[arg(long, value_name = "PATH")]
     pub store: Option<PathBuf>,
+    /// Start even if the store holds no vote record (a new --store path, or none) while other
+    /// members hold signatures of this node's key: it then votes, times out and proposes only
+    /// above the rounds they show and their highest certificate, but may repeat an act that only
+    /// Byzantine members saw (an equivocation). Without it such a node stops with an error.
+    #[arg(long)]
+    pub risk_equivocation_without_vote_record: bool,
     /// Emulate the network on the committee's links: per-link latency and partition windows
     /// (JSON; see `network::emulation`). Client connections are not affected.
     #[arg(long, value_name = "FILE")]
@@ -324,6 +332,11 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         tx_output,
         state_sync,
         emulation,
+        if args.risk_equivocation_without_vote_record {
+            MissingRecord::RiskEquivocation
+        } else {
+            MissingRecord::Refuse
+        },
     )
     .await
     .context("starting consensus")?;

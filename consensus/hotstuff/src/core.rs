@@ -8,14 +8,16 @@
 //! not be (`commit::Committed`), which stored blocks leave the window
 //! (`payload::pruning::BlockPruning`). The core takes the inputs and acts on what the parts
 //! decide; its handlers are grouped the same way below `core/`: voting, the pacemaker, our own
-//! proposals (`proposing.rs`, with the state of our next proposal), committing, pruning, and
-//! adopting a checkpoint from peers (`adoption.rs`).
+//! proposals (`proposing.rs`, with the state of our next proposal), committing, pruning,
+//! adopting a checkpoint from peers (`adoption.rs`), and a vote record rebuilt from what the
+//! others hold (`recall.rs`).
 
 mod adoption;
 mod commit;
 mod pacemaker;
 mod proposing;
 mod pruning;
+mod recall;
 mod voting;
 
 #[cfg(test)]
@@ -32,6 +34,7 @@ use crate::payload::gc::GcWindow;
 use crate::payload::holders::PeerRounds;
 use crate::payload::pruning::BlockPruning;
 use crate::payload::waiter::PayloadWaiter;
+use crate::safety::witness::Witness;
 use crate::safety::Voting;
 use crate::sync::adoption::Adoption;
 use crate::sync::commit_proof::DirectCommits;
@@ -87,6 +90,8 @@ pub struct Core {
     committed: Committed,
     pruning: BlockPruning,
     adoption: Adoption,
+    /// Members' signatures we hold, and our own record while we do not know it.
+    records: recall::Records,
 }
 
 /// What the run loop waits on besides its timers.
@@ -191,6 +196,8 @@ pub enum Input {
     Timeout,
     /// A proposal held back on an idle chain is due.
     ProposalDue,
+    /// Our vote record is unknown: time to ask again the members that have not answered.
+    RecordDue,
 }
 
 impl Core {
@@ -213,9 +220,13 @@ impl Core {
         // before it: a node restarted on its store knows them from there, or the others would
         // elect it to rounds it cannot tell it leads (each of them a timeout) until it had seen
         // a window of new blocks.
+        // And what it stored is what it can show members that lost their vote record.
+        let mut witness = Witness::default();
         let pruning = BlockPruning::scan(&store, GcWindow::new(&parameters), |block| {
-            pacemaker.elector.record(block)
+            pacemaker.elector.record(block);
+            witness.block(block);
         })?;
+        let records = recall::Records::new(witness, channels.senders.sync.clone());
         let synchronizer = Synchronizer::spawn(
             name,
             committee.clone(),
@@ -262,6 +273,7 @@ impl Core {
             proposals: Proposals::new(channels.progress),
             committed: Committed::new(channels.direct_commits),
             pruning,
+            records,
         };
         core.pacemaker.restarted = restarted;
         core.resume_from_own_checkpoint()?;
@@ -294,7 +306,11 @@ impl Core {
         self.metrics
             .round
             .store(self.pacemaker.round, Ordering::Relaxed);
-        match self.start_round().await {
+        let started = match self.ask_for_record().await {
+            Ok(()) => self.start_round().await,
+            Err(e) => Err(e),
+        };
+        match started {
             Ok(()) => {}
             Err(ConsensusError::Fatal(e)) => {
                 self.stop(e);
@@ -312,10 +328,12 @@ impl Core {
     /// `twins`.)
     pub async fn next_input(&mut self) -> Option<Input> {
         let has_pending = self.proposals.pending.is_some();
+        let asking = self.records.check.is_some();
         tokio::select! {
             biased;
             () = &mut self.pacemaker.timer => Some(Input::Timeout),
             () = &mut self.proposals.deadline, if has_pending => Some(Input::ProposalDue),
+            () = &mut self.records.due, if asking => Some(Input::RecordDue),
             Some(block) = self.inputs.rx_loopback.recv() => Some(Input::Loopback(block)),
             Some(digest) = self.inputs.rx_digests.recv() => Some(Input::Digest(digest)),
             Some(message) = self.inputs.rx_message.recv() => Some(Input::Message(message)),
@@ -338,6 +356,8 @@ impl Core {
                 ConsensusMessage::SyncRequest(..) | ConsensusMessage::CheckpointRequest(..) => {
                     Ok(())
                 }
+                ConsensusMessage::RecordRequest(origin) => self.answer_record_request(origin).await,
+                ConsensusMessage::RecordReply(reply) => self.handle_record_reply(reply).await,
             },
             Input::Loopback(block) => {
                 self.payload.resolved(&block.digest());
@@ -356,6 +376,7 @@ impl Core {
                 let tc = self.proposals.pending.take().flatten();
                 self.propose(tc).await
             }
+            Input::RecordDue => self.record_due().await,
         };
         if let Err(e) = result {
             match e {

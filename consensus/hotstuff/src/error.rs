@@ -6,7 +6,7 @@ use crate::payload::waiter::PayloadError;
 use crate::safety::SafetyStateError;
 use crate::sync::synchronizer::SyncError;
 use config::Round;
-use crypto::Digest;
+use crypto::{Digest, PublicKey};
 use store::StoreError;
 use thiserror::Error;
 
@@ -56,6 +56,16 @@ pub enum FatalError {
         round: Round,
         reason: String,
     },
+    /// This node's store holds no vote record, and a member holds a signature of this node's key:
+    /// the key signed before, and the node could sign a second time in a round it signed in.
+    #[error(
+        "VOTE RECORD: member {peer} holds this node's signature of round {round}, but this \
+         node's store holds no vote record (a new --store path, or none): it could vote twice in \
+         a round it voted in. Start it on the store it ran on; or, accepting that risk, with \
+         --risk-equivocation-without-vote-record (it then signs only above the rounds its peers \
+         show it signed in and the committee's highest certificate)"
+    )]
+    VoteRecordMissing { round: Round, peer: PublicKey },
     /// Two different blocks committed at one height: more than f members are Byzantine (or
     /// this node is broken). Nothing of the conflicting chain was output.
     #[error(

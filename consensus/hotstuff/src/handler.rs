@@ -74,6 +74,17 @@ impl MessageHandler for ConsensusHandler {
                     .await
                     .is_ok()
             }
+            ConsensusMessage::RecordRequest(origin) => {
+                self.check_peer(&origin, "record request")?;
+                self.to_core(ConsensusMessage::RecordRequest(origin), size)
+                    .await?
+            }
+            ConsensusMessage::RecordReply(reply) => {
+                // An answer counts towards the quorum for its author: only the author may send it.
+                self.check_peer(&reply.author, "record reply")?;
+                self.to_core(ConsensusMessage::RecordReply(reply), size)
+                    .await?
+            }
             ConsensusMessage::Checkpoint(reply) => {
                 // A report counts towards f+1 for its author: only the author may send it.
                 self.check_peer(&reply.author, "checkpoint")?;

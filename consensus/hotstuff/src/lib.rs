@@ -33,6 +33,8 @@ static ALLOCATOR: plumbing::test_alloc::Counting = plumbing::test_alloc::Countin
 pub use error::FatalError;
 pub use messages::{signatures_checked, Block, Timeout, Vote, QC, TC};
 pub use metrics::{ConsensusMetrics, ConsensusSnapshot};
+pub use safety::witness::{Act, RecordReply};
+pub use safety::MissingRecord;
 pub use wire::{CheckpointReply, ConsensusMessage};
 
 use batch::CommittedBatch;
@@ -84,7 +86,10 @@ impl Consensus {
     /// returns once its port is bound. Committed batches leave, in commit order, through
     /// `tx_output`. Through `state_sync` the application publishes its checkpoints and gets
     /// one adopted from peers when this node is too far behind to replay the chain. With
-    /// `emulation`, links to the other members follow its latencies and partitions.
+    /// `emulation`, links to the other members follow its latencies and partitions. A store
+    /// without a vote record makes the core ask the others what its key signed before it signs
+    /// anything, and `missing_record` says what it does if they show it signed before
+    /// (`safety/recall.rs`).
     #[allow(clippy::too_many_arguments)]
     pub async fn spawn(
         name: PublicKey,
@@ -96,6 +101,7 @@ impl Consensus {
         tx_output: MeteredSender<CommittedBatch>,
         state_sync: StateSyncLink,
         emulation: Option<Arc<NetEmulation>>,
+        missing_record: MissingRecord,
     ) -> io::Result<ConsensusHandle> {
         let authority = committee.own_authority(&name)?;
         let capacity = parameters.channel_capacity;
@@ -200,6 +206,7 @@ impl Consensus {
             metrics.clone(),
         )
         .map_err(|e| io::Error::other(format!("consensus cannot start: {e}")))?
+        .check_record(missing_record)
         .spawn();
         Ok(ConsensusHandle {
             metrics,

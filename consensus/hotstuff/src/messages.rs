@@ -30,12 +30,12 @@ fn domain(tag: &'static [u8], parts: &[&[u8]]) -> Digest {
 }
 
 /// The digest a vote (and so every signature inside a QC) signs.
-fn vote_digest(block: &Digest, round: Round) -> Digest {
+pub(crate) fn vote_digest(block: &Digest, round: Round) -> Digest {
     domain(b"hotmove/vote", &[block.as_ref(), &round.to_le_bytes()])
 }
 
 /// The digest a timeout (and so every signature inside a TC) signs.
-fn timeout_digest(round: Round, high_qc_round: Round) -> Digest {
+pub(crate) fn timeout_digest(round: Round, high_qc_round: Round) -> Digest {
     domain(
         b"hotmove/timeout",
         &[&round.to_le_bytes(), &high_qc_round.to_le_bytes()],

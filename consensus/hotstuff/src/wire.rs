@@ -5,6 +5,7 @@
 //! The message types it carries (`messages.rs`, `sync/commit_proof.rs`) know nothing of it.
 
 use crate::messages::{Block, MessageError, Timeout, Vote, TC};
+use crate::safety::witness::RecordReply;
 use crate::sync::commit_proof::CommitProof;
 use bincode::Options;
 use bytes::Bytes;
@@ -44,6 +45,10 @@ pub enum ConsensusMessage {
     /// the `checkpoint` crate).
     CheckpointRequest(PublicKey),
     Checkpoint(CheckpointReply),
+    /// Asks, for the given authority (whose store holds no vote record), what the receiver
+    /// holds of its signatures and its highest certificates (see `safety/recall.rs`).
+    RecordRequest(PublicKey),
+    RecordReply(RecordReply),
 }
 
 /// A member's answer to `CheckpointRequest`: its latest checkpoint, the block it follows (which

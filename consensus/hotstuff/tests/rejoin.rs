@@ -8,9 +8,10 @@
 //! timeouts of a higher round make a node join that round (see `Core::handle_timeout`).
 //!
 //! The restarted nodes here run on fresh in-memory stores, so they have lost their safety state
-//! (last voted round, high QC) and may vote a second time in a round they voted in before the
-//! crash. That is harmless in this test (the other nodes are honest and no quorum can form while
-//! they are down); `node run --store` keeps that state (see `hotstuff/src/safety/state.rs`).
+//! (last voted round, high QC); their operator accepts the risk (`spawn_without_record`, the
+//! node's `--risk-equivocation-without-vote-record`), so they ask the survivors what they signed
+//! and sign only above the rounds the answers show (`hotstuff/src/safety/recall.rs`). `node run
+//! --store` keeps that state (see `hotstuff/src/safety/state.rs`).
 
 mod common;
 
@@ -78,7 +79,8 @@ fn commits_resume_after_more_than_f_nodes_restart_with_fresh_state() {
 
     // Restart with the same keys and committee, and nothing else: fresh in-memory state.
     for i in [2, 3] {
-        nodes[i] = TestNode::spawn(keys[i].clone(), committee.clone(), parameters.clone());
+        nodes[i] =
+            TestNode::spawn_without_record(keys[i].clone(), committee.clone(), parameters.clone());
     }
     let target = stalled.iter().copied().max().unwrap_or(0) + 20;
     wait_until(

@@ -53,7 +53,8 @@ fn a_node_restarted_after_peers_pruned_the_chain_rejoins_from_a_checkpoint() {
     );
 
     // Back with nothing: a fresh in-memory store, as after a crash without `--store`.
-    nodes[3] = TestNode::spawn(keys[3].clone(), committee.clone(), parameters.clone());
+    nodes[3] =
+        TestNode::spawn_without_record(keys[3].clone(), committee.clone(), parameters.clone());
     wait_until(
         "node 3 to adopt a checkpoint",
         Duration::from_secs(60),
@@ -126,7 +127,8 @@ fn a_node_restarted_while_the_chain_is_idle_rejoins_from_a_recent_checkpoint() {
         "the chain was not idle: batches still came in"
     );
 
-    nodes[3] = TestNode::spawn(keys[3].clone(), committee.clone(), parameters.clone());
+    nodes[3] =
+        TestNode::spawn_without_record(keys[3].clone(), committee.clone(), parameters.clone());
     wait_until(
         "node 3 to adopt a checkpoint",
         Duration::from_secs(60),
@@ -181,7 +183,8 @@ fn a_node_back_within_the_gc_window_replays_instead() {
         Duration::from_secs(60),
         || nodes[..3].iter().all(|n| n.round() > killed_at + 20),
     );
-    nodes[3] = TestNode::spawn(keys[3].clone(), committee.clone(), parameters.clone());
+    nodes[3] =
+        TestNode::spawn_without_record(keys[3].clone(), committee.clone(), parameters.clone());
     let target = nodes[0].committed_count() + 20;
     wait_until(
         "node 3 to replay the chain and commit with the others",

@@ -129,6 +129,7 @@ fn byzantine_member_relaying_handshakes_and_forging_checkpoints_splits_no_honest
                 && attacks.unasked_reports.load(Ordering::Relaxed) >= 10
                 && attacks.unproven_answers.load(Ordering::Relaxed) >= 1
                 && attacks.votes.load(Ordering::Relaxed) > 0
+                && attacks.record_answers.load(Ordering::Relaxed) > 0
         },
     );
     // The honest nodes go on under attack: each executes 500 more of the clients' transfers.

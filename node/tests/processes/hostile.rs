@@ -13,7 +13,9 @@
 //!   one: the latest proposal (a block above every member's last commit, which the chain has not
 //!   committed) with a state the chain never produced;
 //! - answers to real checkpoint requests with a block that has no valid commit proof: a recent
-//!   proposal, "proven" by its child and a QC of the child made of its own vote alone.
+//!   proposal, "proven" by its child and a QC of the child made of its own vote alone;
+//! - answers to vote record requests (a node whose store holds no record asks what its key
+//!   signed) that show none of the requester's signatures, whatever it holds: a lie low.
 //!
 //! Every frame it accepts it acknowledges as a node does; batches it acknowledges and drops.
 
@@ -23,7 +25,7 @@ use crypto::{Hash, KeyPair, PublicKey, SignatureService};
 use futures::{SinkExt, StreamExt};
 use hotstuff::commit_proof::CommitProof;
 use hotstuff::wire;
-use hotstuff::{Block, CheckpointReply, ConsensusMessage, Timeout, Vote, QC};
+use hotstuff::{Block, CheckpointReply, ConsensusMessage, RecordReply, Timeout, Vote, QC};
 use network::handshake::{self, Credentials, Gate, Purpose};
 use network::testing::{relay_handshake, Relay};
 use network::SimpleSender;
@@ -65,6 +67,8 @@ pub struct Attacks {
     pub unasked_reports: AtomicU64,
     /// Checkpoint requests of honest members answered with a block lacking a valid commit proof.
     pub unproven_answers: AtomicU64,
+    /// Vote record requests answered with none of the requester's signatures.
+    pub record_answers: AtomicU64,
 }
 
 pub struct HostileMember {
@@ -302,6 +306,20 @@ impl Member {
                 self.timed_out.retain(|r| *r >= oldest_kept);
             }
             ConsensusMessage::TC(tc) => self.raise(&tc.high_qc),
+            ConsensusMessage::RecordRequest(requester) => {
+                let reply = RecordReply {
+                    author: self.name,
+                    act: None,
+                    high_qc: self.high_qc.clone(),
+                    high_tc: None,
+                };
+                let address = self.honest.iter().find(|(m, _)| *m == requester);
+                let bytes = wire::encode(&ConsensusMessage::RecordReply(reply));
+                if let (Ok(bytes), Some((_, address))) = (bytes, address) {
+                    self.sender.send(*address, bytes).await;
+                    self.attacks.record_answers.fetch_add(1, Ordering::Relaxed);
+                }
+            }
             ConsensusMessage::CheckpointRequest(requester) => {
                 self.asked.insert(requester, Instant::now());
                 let address = self.honest.iter().find(|(m, _)| *m == requester);

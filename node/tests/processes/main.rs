@@ -5,6 +5,7 @@ mod byzantine;
 mod harness;
 mod hostile;
 mod recovery;
+mod vote_record;
 
 use harness::*;
 use serde_json::Value;

@@ -16,6 +16,14 @@ use tracing::{debug, warn};
 
 impl Core {
     pub(super) async fn local_timeout_round(&mut self) -> Result<(), ConsensusError> {
+        if !self.may_sign() {
+            debug!(
+                "round {} timed out; no timeout of ours leaves while our vote record is unknown",
+                self.pacemaker.round
+            );
+            self.pacemaker.timer.reset();
+            return Ok(());
+        }
         warn!("timeout in round {}", self.pacemaker.round);
         // First: whatever fails below, the next attempt is a timeout delay away. A timer left
         // expired fires again at once, and a safety write that keeps failing (a full disk) would
@@ -117,6 +125,7 @@ impl Core {
     /// `qc` was verified by the caller (or assembled here from verified votes).
     pub(super) fn update_high_qc(&mut self, qc: &QC) {
         self.pacemaker.peer_rounds.certified(qc);
+        self.records.witness.qc(qc);
         self.voting.raise_high_qc(qc);
     }
 
@@ -184,9 +193,11 @@ impl Core {
         if !qc_checked && timeout.high_qc != self.voting.high_qc {
             timeout.high_qc.verify(&self.committee)?;
         }
+        self.records.witness.timeout(&timeout);
         let (author, round) = (timeout.author, timeout.round);
         if let Some(tc) = self.aggregator.add_timeout(timeout)? {
             debug!("assembled {:?}", tc);
+            self.records.witness.tc(&tc);
             self.advance_round(tc.round).await;
             self.enter_round_opened_by(Opening::Tc(&tc));
             self.broadcast(&ConsensusMessage::TC(tc.clone())).await?;
@@ -223,6 +234,7 @@ impl Core {
             return Ok(());
         }
         tc.verify(&self.committee)?;
+        self.records.witness.tc(&tc);
         // Adopt the TC's QC first: the block we may propose next must extend it (safety rule 2).
         self.update_high_qc(&tc.high_qc);
         self.advance_round(tc.round).await;
@@ -251,6 +263,7 @@ impl Core {
             return Ok(false);
         }
         tc.verify(&self.committee)?;
+        self.records.witness.tc(tc);
         // Adopt the TC's QC first: a block we propose next must extend it (safety rule 2).
         self.update_high_qc(&tc.high_qc);
         let moved = tc.round >= self.pacemaker.round;

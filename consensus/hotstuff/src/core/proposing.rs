@@ -115,7 +115,8 @@ impl Core {
             Some(tc) => Opening::Tc(tc),
             None => Opening::Qc(&self.voting.high_qc.hash),
         };
-        if !self.is_leader(self.pacemaker.round, opening)
+        if !self.may_sign()
+            || !self.is_leader(self.pacemaker.round, opening)
             || self.pacemaker.round <= self.voting.last_proposed_round
         {
             return Ok(());

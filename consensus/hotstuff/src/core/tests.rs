@@ -19,6 +19,7 @@ mod adoption;
 mod pacemaker;
 mod proposing;
 mod pruning;
+mod recall;
 mod restarts;
 mod voting;
 

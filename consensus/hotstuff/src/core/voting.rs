@@ -35,6 +35,11 @@ impl Core {
     }
 
     pub(super) async fn make_vote(&mut self, block: &Block) -> Option<Vote> {
+        if !self.may_sign() {
+            debug!("not voting for {:?}: our vote record is unknown", block);
+            self.hold_for_record(block);
+            return None;
+        }
         match self.voting.may_vote(block).await {
             Ok(true) => Some(Vote::new(block, self.name, &self.signature_service).await),
             Ok(false) => None,
@@ -62,6 +67,7 @@ impl Core {
         if self.voting.last_vote.as_ref() != Some(&vote) {
             vote.verify(&self.committee)?;
         }
+        self.records.witness.vote(&vote);
         if let Some(qc) = self.aggregator.add_vote(vote)? {
             debug!("assembled {:?}", qc);
             self.process_qc(&qc).await;

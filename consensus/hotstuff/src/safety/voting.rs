@@ -87,6 +87,13 @@ impl Voting {
         self.store.save(state).await
     }
 
+    /// Signs nothing at or below `floor` from now on: a node that rebuilt its record from what
+    /// the other members hold (`recall.rs`).
+    pub(crate) fn raise_floor(&mut self, floor: Round) {
+        self.rules.timed_out(floor);
+        self.last_proposed_round = self.last_proposed_round.max(floor);
+    }
+
     /// Adopts `qc` as our high QC if it is higher.
     pub(crate) fn raise_high_qc(&mut self, qc: &QC) {
         if qc.round > self.high_qc.round {

@@ -9,7 +9,7 @@ use config::Authority;
 use config::{Committee, Parameters};
 use crypto::{Digest, KeyPair};
 use futures::SinkExt;
-use hotstuff::{Consensus, ConsensusHandle, MempoolLink};
+use hotstuff::{Consensus, ConsensusHandle, MempoolLink, MissingRecord};
 use mempool::{Mempool, MempoolMetrics};
 use network::NetEmulation;
 use plumbing::metered;
@@ -143,6 +143,26 @@ impl TestNode {
         Self::spawn_emulated(keys, committee, parameters, None)
     }
 
+    /// A member back with nothing (a fresh in-memory store, as after a crash without
+    /// `--store`) whose operator accepts the risk of starting without its vote record
+    /// (`node run --risk-equivocation-without-vote-record`): it signs only above what the
+    /// others show it signed.
+    pub fn spawn_without_record(
+        keys: KeyPair,
+        committee: Committee,
+        parameters: Parameters,
+    ) -> Self {
+        Self::spawn_full(
+            keys,
+            committee,
+            parameters,
+            None,
+            Store::new(),
+            Duration::ZERO,
+            MissingRecord::RiskEquivocation,
+        )
+    }
+
     /// A node whose committee links follow `emulation` (latencies, cuts the test sets).
     pub fn spawn_emulated(
         keys: KeyPair,
@@ -169,6 +189,7 @@ impl TestNode {
             emulation,
             store,
             Duration::ZERO,
+            MissingRecord::Refuse,
         )
     }
 
@@ -181,7 +202,15 @@ impl TestNode {
         store: Store,
         delay: Duration,
     ) -> Self {
-        Self::spawn_full(keys, committee, parameters, None, store, delay)
+        Self::spawn_full(
+            keys,
+            committee,
+            parameters,
+            None,
+            store,
+            delay,
+            MissingRecord::Refuse,
+        )
     }
 
     fn spawn_full(
@@ -191,6 +220,7 @@ impl TestNode {
         emulation: Option<Arc<NetEmulation>>,
         store: Store,
         delay: Duration,
+        missing_record: MissingRecord,
     ) -> Self {
         let committed = Arc::new(Mutex::new(Vec::new()));
         let restored = Arc::new(Mutex::new(Vec::new()));
@@ -250,6 +280,7 @@ impl TestNode {
                         tx,
                         state_sync,
                         emulation,
+                        missing_record,
                     )
                     .await
                     .expect("consensus starts");
