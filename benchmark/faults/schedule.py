@@ -11,7 +11,9 @@ long the run, and every kill tests a fresh leader change rather than a shrinking
 do it themselves (net_emulation.py); the injector only records it.
 
 A schedule that restarts nodes runs every node with `--store` (`FaultSchedule.bench_for`): a
-node restarted without its store has forgotten its votes and may vote twice in a round.
+node restarted without its store has no vote record, and its peers, who hold its signatures,
+would make it stop at start (or, with `--risk-equivocation-without-vote-record`, which the
+harness never passes, vote only above what they show: docs/store.md).
 
 `--faults=N` (nodes never booted) is a bench parameter, not part of this schedule; scheduled
 crashes and partitions may not name those nodes.
@@ -68,8 +70,8 @@ class FaultSchedule:
 
     def bench_for(self, bench: BenchParameters) -> BenchParameters:
         """`bench` as the schedule runs it: with `--store` when it restarts nodes, so a node
-        comes back with the safety state (its votes) it had; a node restarted on an empty
-        memory store could vote a second time in a round it had voted in."""
+        comes back with the safety state (its votes) it had; restarted on an empty memory
+        store, it would stop at start, since its peers hold signatures of its key."""
         if self.restarts and not bench.store:
             return dataclasses.replace(bench, store=True)
         return bench
