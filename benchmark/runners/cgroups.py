@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from ..errors import HarnessError
 
@@ -204,24 +204,25 @@ def read_stat(group: Path) -> dict[str, int]:
     return stat
 
 
-@dataclass
-class CpuBudget:
-    """The groups of one run: `nodes` groups with a quota of `cores` each and one for the clients,
-    under the parent `name`. A context manager: the groups exist inside the `with` and are
-    removed on the way out, whatever ended it."""
+class RunGroups:
+    """What the budgets of a run share: a parent group `name` at the top of the hierarchy, a
+    group per node and one for the clients under it; making them (the controller handed down
+    under cgroup v2), writing their files, and removing them, children first. A context manager:
+    the groups exist inside the `with` (`create`) and are removed on the way out, whatever
+    ended it. The budgets (`CpuBudget` here, `vcpus.VcpuBudget`) are dataclasses with these
+    fields."""
 
     hierarchy: CpuHierarchy
     name: str
-    cores: float
     nodes: int
-    fs: CgroupFs = field(default_factory=CgroupFs)
-    period_us: int = PERIOD_US
+    fs: CgroupFs
     # Where `remove` says what it could not remove (a warning, not an error: the run's own
     # outcome matters more than an empty directory left in /sys/fs/cgroup).
-    warnings: list[str] = field(default_factory=list)
-    _created: list[Path] = field(default_factory=list)
-    # The groups' `cpu.stat` when the quotas were lifted (`lift`): what the run itself counted.
-    _held: dict[str, Any] | None = None
+    warnings: list[str]
+    _created: list[Path]
+
+    def create(self) -> None:
+        raise NotImplementedError
 
     @property
     def parent(self) -> Path:
@@ -237,18 +238,7 @@ class CpuBudget:
     def groups(self) -> list[Path]:
         return [*(self.node_group(i) for i in range(self.nodes)), self.clients_group]
 
-    @property
-    def quota_us(self) -> int:
-        return round(self.cores * self.period_us)
-
-    def describe(self) -> str:
-        return (
-            f"Nodes capped at {self.cores:g} cores each (CFS quota {self.quota_us} µs per"
-            f" {self.period_us} µs), clients uncapped: cgroup v{self.hierarchy.version} groups"
-            f" under {self.parent}"
-        )
-
-    def __enter__(self) -> CpuBudget:
+    def __enter__(self) -> Self:
         try:
             self.create()
         except BaseException:
@@ -264,29 +254,26 @@ class CpuBudget:
     ) -> None:
         self.remove()
 
-    def create(self) -> None:
-        quota = self.quota_us
-        if quota < MIN_QUOTA_US:
-            raise CgroupError(
-                f"--node-cpus={self.cores:g} is a quota of {quota} µs per {self.period_us} µs"
-                f" period; the kernel's smallest is {MIN_QUOTA_US} µs"
-            )
+    def _make_groups(self) -> None:
+        """The parent, a group per node and the clients' one, none with a quota yet."""
         if self.hierarchy.version == 2:
             self._enable_cpu(self.hierarchy.root)
         self._mkdir(self.parent)
         if self.hierarchy.version == 2:
             self._enable_cpu(self.parent)
-        for index in range(self.nodes):
-            group = self.node_group(index)
+        for group in self.groups():
             self._mkdir(group)
-            if self.hierarchy.version == 1:
-                self._write(group / "cpu.cfs_period_us", str(self.period_us))
-            self._write(
-                group / self.hierarchy.quota_file,
-                self.hierarchy.quota_text(quota, self.period_us),
-            )
-        # No quota: the clients' group only keeps their CPU apart from the nodes'.
-        self._mkdir(self.clients_group)
+
+    def _set_quota(self, group: Path, quota_us: int, period_us: int) -> None:
+        if self.hierarchy.version == 1:
+            self._write(group / "cpu.cfs_period_us", str(period_us))
+        self._write(
+            group / self.hierarchy.quota_file, self.hierarchy.quota_text(quota_us, period_us)
+        )
+
+    def _lift(self, groups: list[Path], period_us: int) -> None:
+        for group in groups:
+            self._write(group / self.hierarchy.quota_file, self.hierarchy.no_quota_text(period_us))
 
     def _write(self, path: Path, text: str) -> None:
         try:
@@ -331,31 +318,8 @@ class CpuBudget:
             return []
         return [int(line) for line in text.split() if line.isdigit()]
 
-    def lift(self) -> None:
-        """Take every node's quota away, its group kept: the run's measured part is over (the
-        clients stopped), and a node stopping drains what its connections still hold, which a
-        budget sized for the load would stretch past the time a stop is given. The groups'
-        counters are kept as they were here, for `stats`."""
-        self._held = self.stats()
-        for index in range(self.nodes):
-            self._write(
-                self.node_group(index) / self.hierarchy.quota_file,
-                self.hierarchy.no_quota_text(self.period_us),
-            )
-
     def stats(self) -> dict[str, Any]:
-        """The budget and every group's `cpu.stat`, as `cpu-budget.json` holds them (as they were
-        when the quotas were lifted, if they were)."""
-        if self._held is not None:
-            return self._held
-        return {
-            "cgroup_version": self.hierarchy.version,
-            "parent": str(self.parent),
-            "cores_per_node": self.cores,
-            "period_us": self.period_us,
-            "quota_us": self.quota_us,
-            "groups": {group.name: read_stat(group) for group in self.groups()},
-        }
+        raise NotImplementedError
 
     def save_stats(self, log_dir: Path) -> Path:
         return write_stats(log_dir, self.stats())
@@ -386,6 +350,68 @@ class CpuBudget:
             else:
                 return None
             time.sleep(0.05)
+
+
+@dataclass
+class CpuBudget(RunGroups):
+    """The groups of one run: `nodes` groups with a quota of `cores` each and one for the clients,
+    under the parent `name`."""
+
+    hierarchy: CpuHierarchy
+    name: str
+    cores: float
+    nodes: int
+    fs: CgroupFs = field(default_factory=CgroupFs)
+    period_us: int = PERIOD_US
+    warnings: list[str] = field(default_factory=list)
+    _created: list[Path] = field(default_factory=list)
+    # The groups' `cpu.stat` when the quotas were lifted (`lift`): what the run itself counted.
+    _held: dict[str, Any] | None = None
+
+    @property
+    def quota_us(self) -> int:
+        return round(self.cores * self.period_us)
+
+    def describe(self) -> str:
+        return (
+            f"Nodes capped at {self.cores:g} cores each (CFS quota {self.quota_us} µs per"
+            f" {self.period_us} µs), clients uncapped: cgroup v{self.hierarchy.version} groups"
+            f" under {self.parent}"
+        )
+
+    def create(self) -> None:
+        quota = self.quota_us
+        if quota < MIN_QUOTA_US:
+            raise CgroupError(
+                f"--node-cpus={self.cores:g} is a quota of {quota} µs per {self.period_us} µs"
+                f" period; the kernel's smallest is {MIN_QUOTA_US} µs"
+            )
+        self._make_groups()
+        # No quota for the clients: their group only keeps their CPU apart from the nodes'.
+        for index in range(self.nodes):
+            self._set_quota(self.node_group(index), quota, self.period_us)
+
+    def lift(self) -> None:
+        """Take every node's quota away, its group kept: the run's measured part is over (the
+        clients stopped), and a node stopping drains what its connections still hold, which a
+        budget sized for the load would stretch past the time a stop is given. The groups'
+        counters are kept as they were here, for `stats`."""
+        self._held = self.stats()
+        self._lift([self.node_group(i) for i in range(self.nodes)], self.period_us)
+
+    def stats(self) -> dict[str, Any]:
+        """The budget and every group's `cpu.stat`, as `cpu-budget.json` holds them (as they were
+        when the quotas were lifted, if they were)."""
+        if self._held is not None:
+            return self._held
+        return {
+            "cgroup_version": self.hierarchy.version,
+            "parent": str(self.parent),
+            "cores_per_node": self.cores,
+            "period_us": self.period_us,
+            "quota_us": self.quota_us,
+            "groups": {group.name: read_stat(group) for group in self.groups()},
+        }
 
 
 @dataclass

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cgroups import CgroupError, CgroupFs, CpuHierarchy, read_stat, write_stats
+from .cgroups import REMOVE_TIMEOUT, CgroupError, CgroupFs, CpuHierarchy, RunGroups, read_stat
 
 MIN_QUOTA_US = 1_000
 MAX_PERIOD_US = 1_000_000
@@ -127,10 +127,9 @@ class Fit:
 
 
 @dataclass
-class VcpuBudget:
+class VcpuBudget(RunGroups):
     """The groups of one dilated run, under the parent `name`: `node-i` (V/K of a core), its
-    threads' `t-TID` (1/K each, when V > 1), `clients` (their virtual CPUs once they send). A
-    context manager: the groups exist inside the `with` and are removed on the way out."""
+    threads' `t-TID` (1/K each, when V > 1), `clients` (their virtual CPUs once they send)."""
 
     hierarchy: CpuHierarchy
     name: str
@@ -140,22 +139,11 @@ class VcpuBudget:
     nodes: int
     fs: CgroupFs = field(default_factory=CgroupFs)
     warnings: list[str] = field(default_factory=list)
-    # Every group made, parents first; thread groups by node and thread id.
+    # Every group made, parents first; the threads' groups by node and thread id.
     _created: list[Path] = field(default_factory=list)
     _threads: dict[int, dict[int, Path]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _held: dict[str, Any] | None = None
-
-    @property
-    def parent(self) -> Path:
-        return self.hierarchy.root / self.name
-
-    def node_group(self, index: int) -> Path:
-        return self.parent / f"node-{index}"
-
-    @property
-    def clients_group(self) -> Path:
-        return self.parent / "clients"
 
     @property
     def node_quota(self) -> Quota:
@@ -186,40 +174,26 @@ class VcpuBudget:
             f" they send: cgroup v{self.hierarchy.version} groups under {self.parent}"
         )
 
-    def __enter__(self) -> VcpuBudget:
-        try:
-            self.create()
-        except BaseException:
-            self.remove()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
-
     def create(self) -> None:
-        self._check_quotas()
-        if self.hierarchy.version == 2:
-            self._enable_cpu(self.hierarchy.root)
-        self._mkdir(self.parent)
-        if self.hierarchy.version == 2:
-            self._enable_cpu(self.parent)
-        for index in range(self.nodes):
-            group = self.node_group(index)
-            self._mkdir(group)
-            if self.hierarchy.version == 2 and self.places_threads:
-                self._enable_cpu(group)
-        self._mkdir(self.clients_group)
+        for quota in (self.node_quota, self.thread_quota, self.client_quota):
+            if quota.quota_us < MIN_QUOTA_US:
+                raise CgroupError(f"a quota of {quota.quota_us} µs is below the kernel's 1 ms")
+        self._make_groups()
+        if self.hierarchy.version == 2 and self.places_threads:
+            for index in range(self.nodes):
+                self._enable_cpu(self.node_group(index))
 
     def hold_nodes(self) -> None:
         """Every node's quota, once they all booted."""
         for index in range(self.nodes):
-            self._set_quota(self.node_group(index), self.node_quota)
+            self._hold(self.node_group(index), self.node_quota)
 
-    def _check_quotas(self) -> None:
-        for quota in (self.node_quota, self.thread_quota, self.client_quota):
-            if quota.quota_us < MIN_QUOTA_US:
-                raise CgroupError(f"a quota of {quota.quota_us} µs is below the kernel's 1 ms")
+    def hold_clients(self) -> None:
+        """The clients' quota, once every one of them sends."""
+        self._hold(self.clients_group, self.client_quota)
+
+    def _hold(self, group: Path, quota: Quota) -> None:
+        self._set_quota(group, quota.quota_us, quota.period_us)
 
     # -- threads -------------------------------------------------------------------------------
 
@@ -240,7 +214,7 @@ class VcpuBudget:
             placed[tid] = group
             if self.hierarchy.version == 2:
                 self._write(group / "cgroup.type", "threaded")
-            self._set_quota(group, self.thread_quota)
+            self._hold(group, self.thread_quota)
             member_file = "tasks" if self.hierarchy.version == 1 else "cgroup.threads"
             try:
                 self.fs.write(group / member_file, str(tid))
@@ -276,30 +250,27 @@ class VcpuBudget:
         with self._lock:
             return set(self._threads.get(node, {}))
 
-    # -- the run's phases ------------------------------------------------------------------------
+    def _thread_groups(self) -> list[Path]:
+        with self._lock:
+            return [g for threads in self._threads.values() for g in threads.values()]
 
-    def hold_clients(self) -> None:
-        """The clients' quota, once every one of them sends."""
-        self._set_quota(self.clients_group, self.client_quota)
+    # -- the end of the run ----------------------------------------------------------------------
 
     def lift(self) -> None:
         """Every quota off, groups kept (the measured part is over; stopping processes drain
         what their connections hold), the counters kept as they were for `stats`."""
         self._held = self.stats()
-        with self._lock:
-            groups = [self.node_group(i) for i in range(self.nodes)] + [self.clients_group]
-            groups += [g for threads in self._threads.values() for g in threads.values()]
-        for group in groups:
+        self._lift(self.groups(), self.node_quota.period_us)
+        for group in self._thread_groups():
+            # A thread that ended meanwhile took its group's files with it.
             with contextlib.suppress(CgroupError):
-                self._write(group / self.hierarchy.quota_file, self._no_quota())
+                self._lift([group], self.thread_quota.period_us)
 
     def stats(self) -> dict[str, Any]:
         """The budget and every node's and the clients' `cpu.stat` (throttled periods and time),
         with how many threads each node had placed: `cpu-budget.json`."""
         if self._held is not None:
             return self._held
-        groups = {f"node-{i}": read_stat(self.node_group(i)) for i in range(self.nodes)}
-        groups["clients"] = read_stat(self.clients_group)
         with self._lock:
             threads = {f"node-{n}": len(tids) for n, tids in self._threads.items()}
         node, thread = self.node_quota, self.thread_quota
@@ -314,63 +285,17 @@ class VcpuBudget:
             "thread_quota_us": thread.quota_us if self.places_threads else None,
             "thread_period_us": thread.period_us if self.places_threads else None,
             "threads_placed": threads,
-            "groups": groups,
+            "groups": {group.name: read_stat(group) for group in self.groups()},
         }
 
-    def save_stats(self, log_dir: Path) -> Path:
-        return write_stats(log_dir, self.stats())
-
-    def remove(self) -> None:
-        """Removes every group, threads' first (the processes are stopped by now)."""
+    def remove(self, timeout: float = REMOVE_TIMEOUT) -> None:
+        """Removes the threads' groups, then the others (the processes are stopped by now)."""
+        for group in self._thread_groups():
+            with contextlib.suppress(OSError):
+                self.fs.rmdir(group)
         with self._lock:
-            threads = [g for placed in self._threads.values() for g in placed.values()]
             self._threads.clear()
-        for path in [*threads, *reversed(self._created)]:
-            try:
-                self.fs.rmdir(path)
-            except FileNotFoundError:
-                continue
-            except OSError as error:
-                self.warnings.append(f"could not remove the cgroup {path}: {error.strerror}")
-        self._created = [p for p in self._created if p.exists()]
-
-    # -- files -----------------------------------------------------------------------------------
-
-    def _set_quota(self, group: Path, quota: Quota) -> None:
-        if self.hierarchy.version == 1:
-            self._write(group / "cpu.cfs_period_us", str(quota.period_us))
-        self._write(
-            group / self.hierarchy.quota_file,
-            self.hierarchy.quota_text(quota.quota_us, quota.period_us),
-        )
-
-    def _no_quota(self) -> str:
-        return "-1" if self.hierarchy.version == 1 else "max"
-
-    def _write(self, path: Path, text: str) -> None:
-        try:
-            self.fs.write(path, text)
-        except OSError as error:
-            why = error.strerror or str(error)
-            raise CgroupError(f"cannot write {text!r} to {path}: {why}") from error
-
-    def _mkdir(self, path: Path) -> None:
-        try:
-            self.fs.mkdir(path)
-        except OSError as error:
-            raise CgroupError(
-                f"cannot create the cgroup {path}: {error.strerror or error}"
-            ) from error
-        self._created.append(path)
-
-    def _enable_cpu(self, group: Path) -> None:
-        control = group / "cgroup.subtree_control"
-        try:
-            enabled = control.read_text().split()
-        except OSError as error:
-            raise CgroupError(f"cannot read {control}: {error.strerror or error}") from error
-        if "cpu" not in enabled:
-            self._write(control, "+cpu")
+        super().remove(timeout)
 
 
 def thread_ids(pid: int, proc: Path = Path("/proc")) -> set[int]:
