@@ -52,6 +52,8 @@ MAX_PERIOD_US = 1_000_000
 # whatever else runs: a tenth of its cores, at least 0.2 of one.
 RESERVE_SHARE = 0.1
 MIN_RESERVE_CORES = 0.2
+# The clients' CFS period in the processes' time (`client_quota`).
+CLIENT_PERIOD_US = 100_000
 # How often the placer looks for new threads (real seconds).
 PLACE_EVERY_S = 0.2
 
@@ -77,6 +79,16 @@ def vcpu_quota(vcpus: float, dilation: int) -> Quota:
             f" {quota.period_us:,} µs, beyond the kernel's {MAX_PERIOD_US:,}"
         )
     return quota
+
+
+def client_quota(vcpus: float, dilation: int) -> Quota:
+    """The clients' `vcpus` at `dilation`, over periods of `CLIENT_PERIOD_US` of the processes'
+    time (the kernel's longest, 1 s, when K times that is longer). A client writes its load in a
+    burst every 50 ms of its time: over periods shorter than a burst's work, the quota held the
+    bursts back, so that the clients sent far less than their share of CPU allowed, and a load
+    generator held back measures itself, not the nodes."""
+    period = min(MAX_PERIOD_US, CLIENT_PERIOD_US * dilation)
+    return Quota(max(MIN_QUOTA_US, round(vcpus * period / dilation)), period)
 
 
 def reserve_cores(machine_cores: float) -> float:
@@ -155,7 +167,7 @@ class VcpuBudget(RunGroups):
 
     @property
     def client_quota(self) -> Quota:
-        return vcpu_quota(self.client_vcpus, self.dilation)
+        return client_quota(self.client_vcpus, self.dilation)
 
     @property
     def places_threads(self) -> bool:

@@ -20,6 +20,7 @@ from benchmark.runners.vcpus import (
     Quota,
     ThreadPlacer,
     VcpuBudget,
+    client_quota,
     thread_ids,
     vcpu_quota,
 )
@@ -46,6 +47,12 @@ def test_a_virtual_cpu_is_a_millisecond_every_k_milliseconds() -> None:
     assert vcpu_quota(0.4, 8).cores == pytest.approx(0.05)
     with pytest.raises(CgroupError, match="beyond the kernel's 1,000,000"):
         vcpu_quota(0.01, 20)
+
+
+def test_the_clients_quota_spans_their_bursts() -> None:
+    # 100 ms of the processes' time, or the kernel's longest period, 1 s, when that is shorter.
+    assert client_quota(0.2, 1) == Quota(20_000, 100_000)
+    assert client_quota(1, 28) == Quota(35_714, 1_000_000)
 
 
 def test_budgets_that_do_not_fit_the_machine_are_refused_with_the_factor_that_would() -> None:
@@ -78,7 +85,9 @@ def test_nodes_threads_and_clients_get_their_quotas_v1(tmp_path: Path) -> None:
             "8000",
         )
         budget.hold_clients()
-        assert _read(budget.clients_group / "cpu.cfs_quota_us") == "1000"
+        # Their one virtual CPU over 100 ms of their time: 800 ms here, of which 100.
+        assert _read(budget.clients_group / "cpu.cfs_quota_us") == "100000"
+        assert _read(budget.clients_group / "cpu.cfs_period_us") == "800000"
         stats = budget.stats()
         assert stats["threads_placed"] == {"node-0": 1}
         assert (stats["node_quota_us"], stats["thread_period_us"]) == (4000, 8000)
