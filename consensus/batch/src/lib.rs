@@ -94,6 +94,12 @@ impl BatchBuilder {
         self.tx_count
     }
 
+    /// The frame prefix of the batch being built, to rewrite in place: for a prefix that
+    /// changes from batch to batch (its place in a sequence), still sent without a copy.
+    pub fn frame_prefix_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer[..self.prefix.len()]
+    }
+
     /// Bytes of transactions (with their length prefixes), excluding the header.
     pub fn payload_len(&self) -> usize {
         self.buffer.len() - self.prefix.len() - HEADER_LEN
@@ -322,6 +328,23 @@ mod tests {
         let (second, frame) = builder.seal_framed(6, 16);
         assert_eq!(frame[0], 7);
         assert_eq!(second.tx_count(), 1);
+    }
+
+    #[test]
+    fn a_rewritten_prefix_goes_out_with_its_batch_only() {
+        let mut builder = BatchBuilder::with_frame_prefix(&[7, 0], 16);
+        builder.push(b"tx");
+        builder.frame_prefix_mut()[1] = 42;
+        let (batch, frame) = builder.seal_framed(5, 16);
+        assert_eq!(&frame[..2], &[7, 42]);
+        assert_eq!(&frame[2..], &batch.bytes()[..]);
+        builder.push(b"next");
+        let (_, frame) = builder.seal_framed(6, 16);
+        assert_eq!(
+            &frame[..2],
+            &[7, 0],
+            "the next batch starts from the builder's prefix"
+        );
     }
 
     #[test]
