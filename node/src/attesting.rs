@@ -4,9 +4,9 @@
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use config::Committee;
+use config::{Committee, Parameters};
 use crypto::{Digest, ParallelVerifier, PublicKey};
-use mempool::attest::{Attestations, Attesting, Verdict};
+use mempool::attest::{Attestations, Attesting, Conduct, Verdict};
 use stages::pipeline::Attested;
 use stages::verifier::{check_batch, AttestedBatches};
 use std::sync::Arc;
@@ -28,15 +28,33 @@ impl Verify {
     }
 }
 
-/// Statements kept per member: with 500 KB batches, the latest 4,096 of each member's span
-/// about 2 GB of its batches, far more than are ever uncommitted at once.
-const STATEMENTS_PER_MEMBER: usize = 4_096;
+/// `--misbehave` (a hidden test knob): how a Byzantine member attests, to measure what it costs
+/// the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Misbehave {
+    /// Checks nothing and states nothing.
+    SilentAttester,
+    /// States wrong positions (keeping its true finding for itself).
+    LyingAttester,
+}
+
+impl Misbehave {
+    fn conduct(misbehave: Option<Misbehave>) -> Conduct {
+        match misbehave {
+            None => Conduct::Honest,
+            Some(Misbehave::SilentAttester) => Conduct::Silent,
+            Some(Misbehave::LyingAttester) => Conduct::Lying,
+        }
+    }
+}
 
 /// What the mempool and the stages get under `--verify`: nothing under `all`.
 pub fn attesting(
     verify: Verify,
+    misbehave: Option<Misbehave>,
     name: PublicKey,
     committee: &Committee,
+    parameters: &Parameters,
     verifier_threads: usize,
 ) -> Result<Option<(Attesting, Attested)>> {
     if verify == Verify::All {
@@ -44,12 +62,13 @@ pub fn attesting(
     }
     let verifier =
         Arc::new(ParallelVerifier::new(verifier_threads).context("starting the verifier pool")?);
-    let table = Attestations::new(name, committee.clone(), STATEMENTS_PER_MEMBER);
+    let table = Attestations::new(name, committee.clone(), mempool::attest_limits(parameters));
     let pool = verifier.clone();
     let mempool = Attesting {
         // Decoding on the pool too: all of a check is the verifier's CPU in the stage table.
         check: Arc::new(move |batch| pool.install(|| check_batch(&pool, batch).invalid())),
         table: table.clone(),
+        conduct: Misbehave::conduct(misbehave),
     };
     let stages = Attested {
         verifier,

@@ -51,6 +51,9 @@ impl Source for ConsensusSource {
             )
             .counter("attestations_refused", load(&mempool.attestations_refused))
             .counter("released_unattested", load(&mempool.released_unattested))
+            .counter("attesting_refused", load(&mempool.attesting_refused))
+            .counter("attest_pauses", load(&mempool.attest_pauses))
+            .gauge("attest_wait_ms", load(&mempool.attest_wait_ms))
             .counter("signatures_checked", hotstuff::signatures_checked() as f64)
             .counts(
                 "timed_out_leaders",

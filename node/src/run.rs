@@ -2,7 +2,7 @@
 //! side by side, the stages its mode keeps below them, the METRICS line and the optional
 //! Prometheus endpoint, and ends the process on SIGINT/SIGTERM after a final line.
 
-use crate::attesting::Verify;
+use crate::attesting::{Misbehave, Verify};
 use crate::consensus_source::ConsensusSource;
 use anyhow::{Context, Result};
 use batch::{CommittedBatch, SampleIndex};
@@ -102,10 +102,15 @@ pub struct RunArgs {
     pub dilation: DilationArgs,
     /// Who checks the signatures of a committed batch (modes with signatures): `all` (every
     /// node checks every signature, the report's model) or `attested` (each batch is checked
-    /// by its author and members named by its digest, f+1 stake in all, who sign what they
-    /// found; a node holding f+1 matching statements checks no signature of the batch).
+    /// by its author and members named by its place in the author's sequence, f+1 stake in
+    /// all, who sign what they found; a node holding f+1 matching statements checks no
+    /// signature of the batch).
     #[arg(long, value_enum, default_value_t = Verify::All)]
     pub verify: Verify,
+    /// Test knob, a Byzantine member under `--verify attested`: `silent-attester` checks and
+    /// states nothing, `lying-attester` states wrong positions (and executes what is true).
+    #[arg(long, value_enum, hide = true)]
+    pub misbehave: Option<Misbehave>,
     /// Serve Prometheus metrics on this address (`GET /metrics`).
     #[arg(long, value_name = "ADDR")]
     pub prometheus: Option<SocketAddr>,
@@ -155,6 +160,7 @@ pub const RULES: &[FlagRule] = &[
     FlagRule::new("consensus-threads", Needs::Consensus).at_least(1.0),
     FlagRule::new("cores", Needs::Consensus).at_least(1.0),
     FlagRule::new("verify", Needs::Signatures),
+    FlagRule::new("misbehave", Needs::Signatures).with("verify", &["attested"]),
     FlagRule::new("genesis", Needs::Execution),
     FlagRule::new("executor-delay-us", Needs::Execution).at_least(0.0),
 ];
@@ -292,8 +298,15 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         });
     let cores = args.cores();
     let verifier_threads = args.verifier_threads.unwrap_or(cores);
-    let (attesting, attested) =
-        crate::attesting::attesting(args.verify, name, &committee, verifier_threads)?.unzip();
+    let (attesting, attested) = crate::attesting::attesting(
+        args.verify,
+        args.misbehave,
+        name,
+        &committee,
+        &parameters,
+        verifier_threads,
+    )?
+    .unzip();
     let mempool_handle = Mempool::spawn(
         name,
         keys.secret.clone(),

@@ -135,10 +135,19 @@ async fn write_seeds() {
         &MempoolMessage::encode_request(&payload[..1], &keys()[0].name),
     );
     write("mempool_message", "request-three", &request);
+    write(
+        "mempool_message",
+        "authored-three",
+        &MempoolMessage::encode_authored(5, three.bytes()),
+    );
     let statement = mempool::attest::Attestation::new(
         three.digest(),
         keys()[0].name,
-        vec![1, 2],
+        5,
+        mempool::attest::Finding {
+            tx_count: 3,
+            invalid: vec![1, 2],
+        },
         keys()[1].name,
         &keys()[1].secret,
     );

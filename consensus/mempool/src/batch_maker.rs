@@ -2,11 +2,15 @@
 //!
 //! A batch is sealed when its payload reaches `batch_size` bytes, or `max_batch_delay` after its
 //! first transaction, whichever comes first; an empty batch is never sealed. While this node's
-//! sealed, uncommitted batches fill the [`Backlog`], no transactions are taken (see `backlog.rs`).
+//! sealed, uncommitted batches fill the [`Backlog`], or (`--verify=attested`) its attester is
+//! behind ([`CheckQueue`]), no transactions are taken (see `backlog.rs`, `attest/queue.rs`).
+//!
+//! Batches are numbered from 0 in the order they are sealed, and go out as `Authored` frames
+//! carrying their number, which names their attesters.
 
-use super::attest::AttesterInput;
+use super::attest::{Attestations, AttesterInput, CheckQueue};
 use super::backlog::Backlog;
-use super::message::BATCH_TAG;
+use super::message::{MempoolMessage, AUTHORED_PREFIX_LEN};
 use super::metrics::MempoolMetrics;
 use super::quorum_waiter::QuorumWaiterMessage;
 use super::tx_chunk::TxChunk;
@@ -50,9 +54,21 @@ pub struct BatchMaker {
     capacity: usize,
     /// This node's sealed, uncommitted batches: no transactions are taken while it is full.
     backlog: Backlog,
-    /// With `--verify=attested`: this node's name and its attester, which checks every batch
-    /// this node seals (an author attests its own batches).
-    attester: Option<(PublicKey, BudgetedSender<AttesterInput>)>,
+    /// The number of the next batch.
+    next_seq: u64,
+    /// With `--verify=attested`: this node's attester, which checks every batch this node seals
+    /// (an author attests its own batches).
+    attesting: Option<OwnAttesting>,
+}
+
+/// What the batch maker hands its own batches to under `--verify=attested`.
+pub struct OwnAttesting {
+    pub name: PublicKey,
+    pub tx_attester: BudgetedSender<AttesterInput>,
+    /// Where a sealed batch is noted (its statements are timed from then).
+    pub table: Attestations,
+    /// How far the attester is behind: no transactions are taken while it is.
+    pub queue: CheckQueue,
 }
 
 impl BatchMaker {
@@ -68,7 +84,7 @@ impl BatchMaker {
         tx_quorum_waiter: mpsc::Sender<QuorumWaiterMessage>,
         network: ReliableSender,
         backlog: Backlog,
-        attester: Option<(PublicKey, BudgetedSender<AttesterInput>)>,
+        attesting: Option<OwnAttesting>,
     ) -> JoinHandle<()> {
         let capacity = batch_size + TX_PREFIX_LEN + MAX_TRANSACTION_SIZE.min(batch_size);
         let maker = BatchMaker {
@@ -82,12 +98,14 @@ impl BatchMaker {
             rx_transactions,
             tx_quorum_waiter,
             network,
-            // The tag in front makes the sealed buffer a ready-to-send `Batch` message.
-            builder: BatchBuilder::with_frame_prefix(&[BATCH_TAG], capacity),
+            // The tag and number in front make the sealed buffer a ready-to-send `Authored`
+            // message.
+            builder: BatchBuilder::with_frame_prefix(&MempoolMessage::authored_prefix(0), capacity),
             tx_bytes: 0,
             capacity,
             backlog,
-            attester,
+            next_seq: 0,
+            attesting,
         };
         tokio::spawn(maker.run())
     }
@@ -96,9 +114,9 @@ impl BatchMaker {
         let timer = clock::sleep(self.max_batch_delay);
         tokio::pin!(timer);
         loop {
-            let full = self.backlog.is_full();
+            let full = self.backlog.is_full() || self.attesting_behind();
             tokio::select! {
-                () = Self::pause(&self.backlog, &self.metrics), if full => {}
+                () = Self::pause(&self.backlog, self.attesting.as_ref(), &self.metrics), if full => {}
                 chunk = self.rx_transactions.recv(), if !full => {
                     let Some(chunk) = chunk else {
                         // No more transactions: seal what is left so it is not lost.
@@ -146,11 +164,21 @@ impl BatchMaker {
         }
     }
 
-    /// Waits until the backlog has room, counting the time as back-pressure. A batch being
-    /// filled is still sealed by its timer meanwhile.
-    async fn pause(backlog: &Backlog, metrics: &MempoolMetrics) {
+    fn attesting_behind(&self) -> bool {
+        self.attesting
+            .as_ref()
+            .is_some_and(|attesting| attesting.queue.is_behind())
+    }
+
+    /// Waits until the backlog has room and the attester caught up, counting the time as
+    /// back-pressure. A batch being filled is still sealed by its timer meanwhile.
+    async fn pause(backlog: &Backlog, attesting: Option<&OwnAttesting>, metrics: &MempoolMetrics) {
         let start = Instant::now();
         MempoolMetrics::add(&metrics.backpressure_pauses, 1);
+        if let Some(attesting) = attesting.filter(|a| a.queue.is_behind()) {
+            MempoolMetrics::add(&metrics.attest_pauses, 1);
+            attesting.queue.caught_up().await;
+        }
         backlog.room().await;
         MempoolMetrics::add(&metrics.backpressure_ms, start.elapsed().as_millis() as u64);
     }
@@ -158,6 +186,9 @@ impl BatchMaker {
     /// Seals, stores and broadcasts the current batch. Returns false once the quorum waiter is
     /// gone (the node is shutting down).
     async fn seal(&mut self) -> bool {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.builder.frame_prefix_mut()[1..AUTHORED_PREFIX_LEN].copy_from_slice(&seq.to_le_bytes());
         let (batch, frame) = self.builder.seal_framed(now_ms(), self.capacity);
         let digest = batch.digest();
         MempoolMetrics::add(&self.metrics.sealed_batches, 1);
@@ -176,16 +207,22 @@ impl BatchMaker {
             return true;
         }
         self.backlog.sealed(digest, batch.bytes().len() as u64);
+        if let Some(attesting) = &self.attesting {
+            attesting.table.sealed(digest, seq);
+        }
         let addresses = self.peers.iter().map(|(address, _)| *address).collect();
         let handlers = self.network.broadcast(addresses, frame).await;
-        if let Some((name, attester)) = &self.attester {
+        if let Some(attesting) = &self.attesting {
             let size = batch.bytes().len();
             let input = AttesterInput {
                 batch,
-                author: *name,
+                author: attesting.name,
+                seq,
             };
+            attesting.queue.added(size as u64);
             // Waits for room: a node whose checks fall behind takes fewer transactions.
-            if attester.send(input, size).await.is_err() {
+            if attesting.tx_attester.send(input, size).await.is_err() {
+                attesting.queue.done(size as u64);
                 error!(
                     "cannot attest sealed batch {digest}: the attester is gone or it is too large"
                 );
@@ -197,14 +234,22 @@ impl BatchMaker {
             .map(|(_, stake)| *stake)
             .zip(handlers)
             .collect();
-        self.tx_quorum_waiter
+        let sent = self
+            .tx_quorum_waiter
             .send(QuorumWaiterMessage {
                 digest,
+                seq,
                 acks,
                 samples,
             })
             .await
-            .is_ok()
+            .is_ok();
+        // A chunk of client transactions fills many batches: the attester is looked at after
+        // each, not only between chunks, so this node seals at most one batch past its limit.
+        if let Some(attesting) = self.attesting.as_ref().filter(|a| a.queue.is_behind()) {
+            Self::pause(&self.backlog, Some(attesting), &self.metrics).await;
+        }
+        sent
     }
 
     /// One pass over a sealed batch: reports the `receive` and `seal` hops of its samples and

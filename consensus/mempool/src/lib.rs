@@ -39,10 +39,10 @@ pub use metrics::MempoolMetrics;
 pub use quota::{Admission, AuthorQuota};
 pub use tx_receiver::{TxReceiverHandle, MAX_TRANSACTION_SIZE};
 
-use attest::{Attester, Attesting};
+use attest::{Attester, Attesting, CheckQueue, Limits, Sequences};
 use backlog::Backlog;
 use batch::{Batch, SampleIndex, HEADER_LEN, TX_PREFIX_LEN};
-use batch_maker::BatchMaker;
+use batch_maker::{BatchMaker, OwnAttesting};
 use config::{Committee, Parameters, Round};
 use crypto::{Digest, PublicKey, SecretKey};
 use helper::Helper;
@@ -164,9 +164,14 @@ impl Mempool {
         // Batch requests vary from one digest to `max_request_digests`: bounded in bytes too.
         let (tx_helper, rx_helper, helper_queue) =
             budgeted::channel(capacity, parameters.queue_budget_bytes());
-        // Batches to attest (`--verify=attested`) wait within a byte budget as well.
-        let (tx_attester, rx_attester, attester_queue) =
-            budgeted::channel(capacity, parameters.queue_budget_bytes());
+        // Batches to attest (`--verify=attested`) wait within a byte budget as well: a few
+        // batches, so that statements come soon after their batches (see `attest/queue.rs`).
+        let (tx_attester, rx_attester, attester_queue) = budgeted::channel(
+            capacity,
+            ATTESTER_QUEUE_BATCHES * max_batch_bytes(&parameters),
+        );
+        let check_queue =
+            CheckQueue::new((ATTESTER_BEHIND_BATCHES * max_batch_bytes(&parameters)) as u64);
 
         let idle_timeout = Duration::from_millis(parameters.idle_timeout_ms);
         let backlog = Backlog::new(parameters.max_uncommitted_bytes, metrics.clone());
@@ -184,7 +189,8 @@ impl Mempool {
         let quota = AuthorQuota::new(
             parameters.max_uncommitted_batches_per_author,
             parameters.gc_depth,
-        );
+        )
+        .attesting(attest_bytes_per_author(&parameters));
         let handler = PeerHandler {
             store: store.clone(),
             metrics: metrics.clone(),
@@ -196,6 +202,8 @@ impl Mempool {
             attesting: attesting.as_ref().map(|attesting| PeerAttesting {
                 table: attesting.table.clone(),
                 tx_attester: tx_attester.clone(),
+                queue: check_queue.clone(),
+                sequences: Sequences::new(&committee),
             }),
         };
         let gate =
@@ -236,7 +244,12 @@ impl Mempool {
             ReliableSender::authenticated(capacity, parameters.max_frame_size, credentials.clone())
                 .with_max_bytes(peer_buffer_bytes(&parameters)),
             backlog.clone(),
-            attesting.as_ref().map(|_| (name, tx_attester.clone())),
+            attesting.as_ref().map(|attesting| OwnAttesting {
+                name,
+                tx_attester: tx_attester.clone(),
+                table: attesting.table.clone(),
+                queue: check_queue.clone(),
+            }),
         );
         QuorumWaiter::spawn(
             committee.stake(&name),
@@ -271,6 +284,7 @@ impl Mempool {
                 peers,
                 network.clone(),
                 rx_attester,
+                check_queue,
                 metrics,
             );
             queues.push(NamedChannel::new("batches_to_attest", attester_queue));
@@ -310,6 +324,39 @@ fn peer_buffer_bytes(parameters: &Parameters) -> usize {
     (parameters.max_uncommitted_bytes as usize)
         .saturating_mul(8)
         .max(2 * parameters.max_frame_size)
+}
+
+/// The largest batch an honest author seals, in bytes: a batch is sealed once it reaches
+/// `batch_size`, so it overflows it by one transaction at most.
+pub fn max_batch_bytes(parameters: &Parameters) -> usize {
+    HEADER_LEN + parameters.batch_size + TX_PREFIX_LEN + max_transaction_size(parameters)
+}
+
+/// What a node's table of statements holds (`--verify=attested`): a statement names at most as
+/// many transactions as the fullest honest batch holds (every one of them at its smallest, its
+/// length prefix alone).
+pub fn attest_limits(parameters: &Parameters) -> Limits {
+    let max_batch_txs =
+        (parameters.batch_size + TX_PREFIX_LEN + max_transaction_size(parameters)) / TX_PREFIX_LEN;
+    Limits {
+        max_batch_txs: u32::try_from(max_batch_txs).unwrap_or(u32::MAX),
+        max_batch_bytes: max_batch_bytes(parameters),
+        ..Limits::default()
+    }
+}
+
+/// The attester's queue of batches holds this many of the largest batches; peers' connections
+/// wait beyond it.
+const ATTESTER_QUEUE_BATCHES: usize = 4;
+/// Past this many of the largest batches waiting for the attester or being checked, the batch
+/// maker takes no client transactions.
+const ATTESTER_BEHIND_BATCHES: usize = 2;
+
+/// The bytes of a member's uncommitted batches a node attests: twice what an honest author may
+/// have uncommitted (its backlog, overflowing by a batch), for the commits it hears of before
+/// the attester does.
+fn attest_bytes_per_author(parameters: &Parameters) -> u64 {
+    2 * (parameters.max_uncommitted_bytes + max_batch_bytes(parameters) as u64)
 }
 
 /// The largest transaction accepted from clients: bounded by [`MAX_TRANSACTION_SIZE`], by the

@@ -5,9 +5,12 @@
 //!   tag 0 Batch:        body = the batch bytes (see `batch.rs`), acknowledged with one frame
 //!   tag 1 BatchRequest: body = bincode (Vec<Digest>, requestor PublicKey), never acknowledged
 //!   tag 2 Attestation:  body = bincode Attestation (`--verify=attested`), never acknowledged
+//!   tag 3 Authored:     body = seq u64 LE | the batch bytes, acknowledged with one frame
 //! ```
 //! A batch is not bincode-encoded: its body is the batch itself, so receiving one is a slice of
-//! the frame and sending one reuses the sealed buffer.
+//! the frame and sending one reuses the sealed buffer. An author sends its own batches as
+//! `Authored`, with their place in its sequence (which names their attesters); a batch sent on
+//! behalf of another (a reply to a batch request) is a plain `Batch`, which nobody attests.
 
 use crate::attest::Attestation;
 use bincode::Options;
@@ -25,6 +28,9 @@ pub const REFUSED: &[u8] = b"Full";
 pub const BATCH_TAG: u8 = 0;
 pub const BATCH_REQUEST_TAG: u8 = 1;
 pub const ATTESTATION_TAG: u8 = 2;
+pub const AUTHORED_TAG: u8 = 3;
+/// The frame prefix of an `Authored` batch: its tag and its number.
+pub const AUTHORED_PREFIX_LEN: usize = 1 + 8;
 
 #[derive(Debug, Error)]
 pub enum MessageError {
@@ -36,6 +42,8 @@ pub enum MessageError {
     Request(#[source] bincode::Error),
     #[error("undecodable attestation: {0}")]
     Attestation(#[source] bincode::Error),
+    #[error("an authored batch without its number")]
+    NoNumber,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -46,6 +54,8 @@ pub enum MempoolMessage {
     BatchRequest(Vec<Digest>, PublicKey),
     /// A member's statement of a batch's invalid transactions (not yet verified).
     Attestation(Attestation),
+    /// A batch from its author, with its place in the author's sequence (not yet validated).
+    Authored(u64, Bytes),
 }
 
 impl MempoolMessage {
@@ -66,8 +76,35 @@ impl MempoolMessage {
                 .deserialize(&frame[1..])
                 .map(MempoolMessage::Attestation)
                 .map_err(MessageError::Attestation),
+            AUTHORED_TAG => {
+                let number = frame
+                    .get(1..AUTHORED_PREFIX_LEN)
+                    .ok_or(MessageError::NoNumber)?;
+                let mut seq = [0u8; 8];
+                seq.copy_from_slice(number);
+                Ok(MempoolMessage::Authored(
+                    u64::from_le_bytes(seq),
+                    frame.slice(AUTHORED_PREFIX_LEN..),
+                ))
+            }
             other => Err(MessageError::UnknownTag(other)),
         }
+    }
+
+    /// The prefix of an `Authored` frame of batch number `seq`.
+    pub fn authored_prefix(seq: u64) -> [u8; AUTHORED_PREFIX_LEN] {
+        let mut prefix = [AUTHORED_TAG; AUTHORED_PREFIX_LEN];
+        prefix[1..].copy_from_slice(&seq.to_le_bytes());
+        prefix
+    }
+
+    /// Frames batch bytes as their author's batch number `seq` (a copy, as `encode_batch`; the
+    /// batch maker writes the prefix in the sealed buffer instead).
+    pub fn encode_authored(seq: u64, batch: &[u8]) -> Bytes {
+        let mut frame = BytesMut::with_capacity(AUTHORED_PREFIX_LEN + batch.len());
+        frame.put_slice(&Self::authored_prefix(seq));
+        frame.put_slice(batch);
+        frame.freeze()
     }
 
     /// Frames stored batch bytes. This copies the batch once; the hot path (freshly sealed
@@ -141,6 +178,15 @@ mod tests {
         assert!(matches!(
             MempoolMessage::decode(Bytes::from_static(&[9, 1])),
             Err(MessageError::UnknownTag(9))
+        ));
+        let authored = MempoolMessage::encode_authored(7, b"payload");
+        assert_eq!(
+            MempoolMessage::decode(authored.clone()).expect("authored"),
+            MempoolMessage::Authored(7, Bytes::from_static(b"payload"))
+        );
+        assert!(matches!(
+            MempoolMessage::decode(authored.slice(..AUTHORED_PREFIX_LEN - 1)),
+            Err(MessageError::NoNumber)
         ));
     }
 

@@ -44,6 +44,15 @@ pub struct MempoolMetrics {
     /// This node's batches handed to consensus without f+1 matching statements (an attester
     /// was silent or disagreed past the wait): every node checks those itself.
     pub released_unattested: AtomicU64,
+    /// Peers' batches this node would attest but did not: their author's uncommitted batches
+    /// attested here reached its attesting bytes (see `AuthorQuota::charge_attesting`).
+    pub attesting_refused: AtomicU64,
+    /// Of `backpressure_pauses`, the times the batch maker stopped because this node's attester
+    /// was behind (see `attest::CheckQueue`).
+    pub attest_pauses: AtomicU64,
+    /// Gauge: how long this node's batches wait for their statements now, in ms (adapted to the
+    /// committee's statement delays, see `attest::StatementDelays`).
+    pub attest_wait_ms: AtomicU64,
 }
 
 impl MempoolMetrics {

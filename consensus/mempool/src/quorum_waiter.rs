@@ -25,8 +25,8 @@ use network::CancelHandler;
 use plumbing::now_ms;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::warn;
@@ -34,6 +34,8 @@ use tracing::warn;
 /// One sealed batch and, for each peer it was sent to, the peer's stake and pending ack.
 pub struct QuorumWaiterMessage {
     pub digest: Digest,
+    /// Its number in this node's sequence of batches (which names its attesters).
+    pub seq: u64,
     pub acks: Vec<(Stake, CancelHandler)>,
     /// Ids of the latency samples in the batch (usually none), for their `quorum` hop.
     pub samples: Vec<String>,
@@ -49,16 +51,12 @@ pub struct QuorumWaiter {
     backlog: Backlog,
     /// Acks still due after their batch's quorum: the sends stay alive until they resolve.
     stragglers: FuturesUnordered<PendingAck>,
-    /// With `--verify=attested`: a batch also waits (up to [`ATTESTATION_WAIT`]) for f+1 stake
-    /// of matching statements, so the blocks that name it find it certified at every node.
+    /// With `--verify=attested`: a batch also waits for f+1 stake of matching statements, so
+    /// the blocks that name it find it certified at every node: until a time after its sealing
+    /// adapted to how long the committee's statements take (`Attestations::certified`).
     attestations: Option<Attestations>,
     metrics: Arc<MempoolMetrics>,
 }
-
-/// How long a batch with its quorum of acks waits for its statements. Checking a batch takes
-/// tens of milliseconds; an attester silent this long is slow or Byzantine, and then every node
-/// checks the batch itself.
-pub const ATTESTATION_WAIT: Duration = Duration::from_secs(1);
 
 impl QuorumWaiter {
     #[allow(clippy::too_many_arguments)]
@@ -120,9 +118,14 @@ impl QuorumWaiter {
             samples,
             stragglers,
             unattested,
+            ..
         } = quorum;
         if unattested {
             MempoolMetrics::add(&self.metrics.released_unattested, 1);
+        }
+        if let Some(attestations) = &self.attestations {
+            let wait = attestations.wait().as_millis() as u64;
+            self.metrics.attest_wait_ms.store(wait, Ordering::Relaxed);
         }
         self.stragglers.extend(stragglers);
         match result {
@@ -152,6 +155,7 @@ type PendingAck = Pin<Box<dyn Future<Output = Option<Stake>> + Send>>;
 struct Quorum {
     /// `Ok(digest)` at a quorum, `Err(digest)` if every send was dropped before one.
     result: Result<Digest, Digest>,
+    seq: u64,
     /// Ids of the latency samples in the batch.
     samples: Vec<String>,
     /// Acks still due at the quorum.
@@ -167,7 +171,7 @@ async fn wait_for_certificate(
 ) -> Quorum {
     let mut quorum = quorum.await;
     if let (Ok(digest), Some(attestations)) = (&quorum.result, attestations) {
-        quorum.unattested = !attestations.certified(digest, ATTESTATION_WAIT).await;
+        quorum.unattested = !attestations.certified(digest, quorum.seq).await;
     }
     quorum
 }
@@ -203,6 +207,7 @@ async fn wait_for_quorum(
             None => {
                 return Quorum {
                     result: Err(message.digest),
+                    seq: message.seq,
                     samples: message.samples,
                     stragglers: Vec::new(),
                     unattested: false,
@@ -212,6 +217,7 @@ async fn wait_for_quorum(
     }
     Quorum {
         result: Ok(message.digest),
+        seq: message.seq,
         samples: message.samples,
         stragglers: acks.into_iter().collect(),
         unattested: false,
@@ -239,6 +245,7 @@ mod tests {
         (
             QuorumWaiterMessage {
                 digest,
+                seq: 0,
                 acks,
                 samples: Vec::new(),
             },
@@ -349,5 +356,77 @@ mod tests {
             .await
             .expect("released");
         assert_eq!(released, Some(digest));
+    }
+
+    /// Statements have taken 10 ms; an attester then withholds one. The batch waits a few
+    /// times the committee's delay, not a fixed second (during which the author's later
+    /// batches, released in order, waited behind it).
+    #[tokio::test(start_paused = true)]
+    async fn a_withheld_statement_holds_its_batch_a_few_statement_delays() {
+        use crate::attest::{attesters, Attestation, Attestations, Finding, Limits};
+        use config::{Authority, Committee};
+        use crypto::KeyPair;
+        let keys: Vec<_> = (0..4).map(KeyPair::from_seed).collect();
+        let address = "127.0.0.1:1".parse().expect("address");
+        let authorities = keys
+            .iter()
+            .map(|k| {
+                let a = Authority {
+                    stake: 1,
+                    consensus_address: address,
+                    mempool_address: address,
+                    transactions_address: address,
+                };
+                (k.name, a)
+            })
+            .collect();
+        let committee = Committee { authorities };
+        let me = keys[0].name;
+        let table = Attestations::new(me, committee.clone(), Limits::default());
+        let (tx_batches, rx_batches) = mpsc::channel(8);
+        let (tx_consensus, mut rx) = mpsc::channel(8);
+        QuorumWaiter::spawn(
+            1,
+            1,
+            rx_batches,
+            tx_consensus,
+            None,
+            unbounded_backlog(),
+            Some(table.clone()),
+            Default::default(),
+        );
+        let clean = Finding {
+            tx_count: 1,
+            invalid: Vec::new(),
+        };
+        let sign = |seq: u64, digest: Digest, key: &KeyPair| {
+            Attestation::new(digest, me, seq, clean.clone(), key.name, &key.secret)
+        };
+        for seq in 0u64..21 {
+            let digest = Digest::of(&seq.to_le_bytes());
+            table.sealed(digest, seq);
+            table.insert_own(sign(seq, digest, &keys[0]));
+            let start = tokio::time::Instant::now();
+            tx_batches
+                .send(QuorumWaiterMessage {
+                    digest,
+                    seq,
+                    acks: Vec::new(),
+                    samples: Vec::new(),
+                })
+                .await
+                .expect("send");
+            let other = attesters(&committee, &me, seq)[1];
+            let withheld = seq == 20;
+            if !withheld {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                let key = keys.iter().find(|k| k.name == other).expect("member");
+                table.insert(sign(seq, digest, key)).expect("kept");
+            }
+            assert_eq!(rx.recv().await, Some(digest));
+            if withheld {
+                assert_eq!(start.elapsed(), crate::attest::MIN_WAIT);
+            }
+        }
     }
 }

@@ -30,6 +30,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 /// rounds of arriving, so the drain takes only what would otherwise stay for good; what a member
 /// can make a node hold is `limit` batches per `keep_rounds` rounds of commits.
 ///
+/// Under `--verify=attested` the same count bounds the checking a member can make this node do
+/// ([`AuthorQuota::charge_attesting`]): the bytes of its batches this node attests and that did
+/// not commit yet are held within `attest_bytes`, and leave the count as the batches do, when
+/// they commit or drain. An honest author never has more than its own backlog of batches
+/// uncommitted (`max_uncommitted_bytes`); a member whose batches never commit gets at most
+/// `attest_bytes` of them checked per `keep_rounds` rounds of commits, and the rest checked by
+/// every node if they ever commit, as under `--verify=all`.
+///
 /// Shared by every connection of the mempool port, by the synchronizer, which hears of commits,
 /// and by the consensus core, which drains it as it commits: whether a block that may still
 /// commit names a batch is the core's to tell, and deciding in the task that checks blocks'
@@ -39,6 +47,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 pub struct AuthorQuota {
     limit: usize,
     keep_rounds: Round,
+    attest_bytes: u64,
     state: Arc<Mutex<State>>,
 }
 
@@ -55,6 +64,9 @@ struct State {
     committed_at: BTreeMap<Round, Vec<Digest>>,
     /// The latest round announced by `cleanup`.
     round: Round,
+    /// Bytes of each member's uncommitted batches this node attests, and of each such batch.
+    attesting: HashMap<PublicKey, u64>,
+    attested: HashMap<Digest, u64>,
 }
 
 impl State {
@@ -63,6 +75,14 @@ impl State {
         let Some(author) = self.author_of.remove(digest) else {
             return false;
         };
+        if let Some(bytes) = self.attested.remove(digest) {
+            if let Some(held) = self.attesting.get_mut(&author) {
+                *held = held.saturating_sub(bytes);
+                if *held == 0 {
+                    self.attesting.remove(&author);
+                }
+            }
+        }
         if let Some(held) = self.by_author.get_mut(&author) {
             held.remove(digest);
             if held.is_empty() {
@@ -91,8 +111,34 @@ impl AuthorQuota {
         AuthorQuota {
             limit,
             keep_rounds,
+            attest_bytes: u64::MAX,
             state: Arc::default(),
         }
+    }
+
+    /// Each member's uncommitted batches this node attests hold at most `bytes`.
+    pub fn attesting(self, bytes: u64) -> Self {
+        AuthorQuota {
+            attest_bytes: bytes,
+            ..self
+        }
+    }
+
+    /// Whether this node may check `digest`, a batch of `bytes` that `author` made it store
+    /// (and that is uncommitted), within `author`'s attesting bytes; counts it if so. A batch
+    /// counted already, or counted against another member, is not checked again.
+    pub fn charge_attesting(&self, author: PublicKey, digest: Digest, bytes: u64) -> bool {
+        let mut state = self.lock();
+        if state.author_of.get(&digest) != Some(&author) || state.attested.contains_key(&digest) {
+            return false;
+        }
+        let held = state.attesting.get(&author).copied().unwrap_or(0);
+        if held.saturating_add(bytes) > self.attest_bytes {
+            return false;
+        }
+        state.attesting.insert(author, held + bytes);
+        state.attested.insert(digest, bytes);
+        true
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -170,6 +216,12 @@ impl AuthorQuota {
             }
         }
         drained
+    }
+
+    /// Bytes of `author`'s uncommitted batches this node attests.
+    #[cfg(test)]
+    pub fn attesting_bytes(&self, author: &PublicKey) -> u64 {
+        self.lock().attesting.get(author).copied().unwrap_or(0)
     }
 
     /// Uncommitted batches `author` has stored here.
@@ -260,5 +312,36 @@ mod tests {
         assert_eq!(quota.admit(a, d(4)), Admission::Store);
         quota.committed(&[d(4)], 41);
         assert!(quota.cleanup(60, none).is_empty());
+    }
+
+    /// A member whose batches never commit could make this node check as many of them as its
+    /// batch quota lets it store, again every `keep_rounds` rounds. Now what this node checks
+    /// of a member's uncommitted batches is bounded in bytes, and frees as they commit or drain.
+    #[test]
+    fn byzantine_attesting_work_per_author_is_bounded_until_its_batches_commit_or_drain() {
+        let quota = AuthorQuota::new(100, 10).attesting(250);
+        let (a, b) = (KeyPair::from_seed(1).name, KeyPair::from_seed(2).name);
+        let d = |i: u8| Digest::of(&[i]);
+        for i in 1..=4 {
+            assert_eq!(quota.admit(a, d(i)), Admission::Store);
+        }
+        assert!(quota.charge_attesting(a, d(1), 100));
+        assert!(!quota.charge_attesting(a, d(1), 100), "checked once");
+        assert!(quota.charge_attesting(a, d(2), 100));
+        assert!(!quota.charge_attesting(a, d(3), 100), "over its bytes");
+        assert_eq!(quota.attesting_bytes(&a), 200);
+        // Another member's share is its own; a batch stored for another member is not a's.
+        assert_eq!(quota.admit(b, d(9)), Admission::Store);
+        assert!(!quota.charge_attesting(a, d(9), 10));
+        assert!(quota.charge_attesting(b, d(9), 200));
+        // A commit frees its bytes...
+        quota.committed(&[d(1)], 1);
+        assert!(quota.charge_attesting(a, d(3), 100));
+        // ...and so does the drain of batches that never commit.
+        assert!(!quota.charge_attesting(a, d(4), 100));
+        quota.cleanup(20, |_| false);
+        assert_eq!(quota.attesting_bytes(&a), 0);
+        assert_eq!(quota.admit(a, d(5)), Admission::Store);
+        assert!(quota.charge_attesting(a, d(5), 250));
     }
 }

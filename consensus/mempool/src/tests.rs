@@ -43,11 +43,12 @@ async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<N
     spawn_attesting_committee(n, parameters, None).await
 }
 
-/// A committee whose members attest batches (`--verify=attested`), member i with `checks[i]`.
+/// A committee whose members attest batches (`--verify=attested`), member i with `members[i]`:
+/// its check, and how it behaves as an attester.
 async fn spawn_attesting_committee(
     n: usize,
     parameters: &Parameters,
-    checks: Option<Vec<Arc<attest::CheckBatch>>>,
+    members: Option<Vec<(Arc<attest::CheckBatch>, attest::Conduct)>>,
 ) -> (Committee, Vec<Node>) {
     let pairs: Vec<_> = (0..n as u64).map(KeyPair::from_seed).collect();
     let keys: Vec<_> = pairs.iter().map(|k| k.name).collect();
@@ -69,9 +70,10 @@ async fn spawn_attesting_committee(
     let mut nodes = Vec::new();
     for (i, pair) in pairs.into_iter().enumerate() {
         let name = pair.name;
-        let attesting = checks.as_ref().map(|checks| attest::Attesting {
-            check: checks[i].clone(),
-            table: attest::Attestations::new(name, committee.clone(), 1_000),
+        let attesting = members.as_ref().map(|members| attest::Attesting {
+            check: members[i].0.clone(),
+            table: attest::Attestations::new(name, committee.clone(), attest_limits(parameters)),
+            conduct: members[i].1,
         });
         let table = attesting.as_ref().map(|a| a.table.clone());
         let store = Store::new();
@@ -304,153 +306,4 @@ fn transactions_fit_in_a_frame_with_their_batch() {
     assert!(1 + HEADER_LEN + tight.batch_size + TX_PREFIX_LEN + max <= tight.max_frame_size);
 }
 
-/// The stand-in for the application's signature check: a transaction starting with 0xff is
-/// forged. `lying` calls every transaction valid (a Byzantine attester).
-fn check(lying: bool) -> Arc<attest::CheckBatch> {
-    Arc::new(move |batch: &Batch| {
-        if lying {
-            return Vec::new();
-        }
-        batch
-            .tx_slices()
-            .enumerate()
-            .filter(|(_, tx)| tx.first() == Some(&0xff))
-            .map(|(i, _)| i as u32)
-            .collect()
-    })
-}
-
-fn forged(i: u32) -> Bytes {
-    let mut tx = transaction(i).to_vec();
-    tx[0] = 0xff;
-    Bytes::from(tx)
-}
-
-/// Sends `total` transactions to node 0, every tenth forged, and returns the digests node 0
-/// releases to consensus until its batches hold them all, with each batch's forged positions.
-async fn attested_run(
-    nodes: &mut [Node],
-    committee: &Committee,
-    total: u32,
-) -> Vec<(Digest, Vec<u32>)> {
-    let txs = (0..total).map(|i| {
-        if i % 10 == 3 {
-            forged(i)
-        } else {
-            transaction(i)
-        }
-    });
-    send_to_first(committee, nodes, txs).await;
-    released(&mut nodes[0], total)
-        .await
-        .into_iter()
-        .map(|batch| (batch.digest(), check(false)(&batch)))
-        .collect()
-}
-
-/// With honest attesters, every batch node 0 hands consensus is certified at every node by
-/// f+1 statements naming exactly its forged transactions; a node that checked the batch itself
-/// (its author, its other attester) has its own finding.
-#[tokio::test]
-async fn attesters_name_the_forged_transactions_at_every_node() {
-    let parameters = Parameters {
-        batch_size: 2_000,
-        max_batch_delay: 50,
-        ..Parameters::default()
-    };
-    let checks = (0..4).map(|_| check(false)).collect();
-    let (committee, mut nodes) = spawn_attesting_committee(4, &parameters, Some(checks)).await;
-    let released = attested_run(&mut nodes, &committee, 400).await;
-    assert!(released.len() > 4, "several batches");
-    assert!(released.iter().any(|(_, forged)| !forged.is_empty()));
-    for (digest, forged) in &released {
-        for node in &nodes {
-            let table = node.table.as_ref().expect("attesting");
-            // Statements reach the others a moment after the author's release.
-            let verdict = timeout(DEADLINE, async {
-                loop {
-                    match table.verdict(digest) {
-                        attest::Verdict::Unattested => {
-                            tokio::time::sleep(Duration::from_millis(10)).await
-                        }
-                        verdict => return verdict,
-                    }
-                }
-            })
-            .await
-            .expect("every node learns the verdict");
-            let named = attest::attesters(&committee, digest, &nodes[0].name);
-            if named.contains(&node.name) {
-                assert_eq!(verdict, attest::Verdict::Checked(forged.clone()));
-            } else {
-                assert_eq!(verdict, attest::Verdict::Attested(forged.clone()));
-            }
-        }
-    }
-    assert_eq!(
-        nodes[0].metrics.released_unattested.load(Ordering::Relaxed),
-        0
-    );
-    // Each node checked only the batches it attests: node 0 all of its own, the others
-    // one in three (f = 1 other attester among 3 peers), give or take the digests' luck.
-    let checked: Vec<u64> = nodes
-        .iter()
-        .map(|n| n.metrics.attested_batches.load(Ordering::Relaxed))
-        .collect();
-    assert_eq!(checked[0], released.len() as u64);
-    assert_eq!(checked[1..].iter().sum::<u64>(), released.len() as u64);
-}
-
-/// A Byzantine attester that calls forged transactions valid: where it is one of a batch's two
-/// attesters, the statements disagree, no node holds a certificate, and every node not itself
-/// an attester must check the batch (it never executes the forgery on the liar's word). The
-/// author hands such a batch on without a certificate as soon as both statements are in.
-#[tokio::test]
-async fn a_lying_attester_leaves_its_batches_for_every_node_to_check() {
-    let parameters = Parameters {
-        batch_size: 2_000,
-        max_batch_delay: 50,
-        ..Parameters::default()
-    };
-    let liar = 3;
-    let checks = (0..4).map(|i| check(i == liar)).collect();
-    let (committee, mut nodes) = spawn_attesting_committee(4, &parameters, Some(checks)).await;
-    let released = attested_run(&mut nodes, &committee, 400).await;
-    let liar_name = nodes[liar].name;
-    let mut disputed = 0;
-    for (digest, forged) in &released {
-        let named = attest::attesters(&committee, digest, &nodes[0].name);
-        let observer = nodes
-            .iter()
-            .find(|n| !named.contains(&n.name) && n.name != liar_name)
-            .expect("an honest member that is no attester");
-        let table = observer.table.as_ref().expect("attesting");
-        // Both statements reach the observer, whatever they say.
-        timeout(DEADLINE, async {
-            while table.statements(digest) < named.len() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await
-        .expect("every attester's statement arrives");
-        let verdict = table.verdict(digest);
-        if named.contains(&liar_name) && !forged.is_empty() {
-            disputed += 1;
-            assert_eq!(
-                verdict,
-                attest::Verdict::Unattested,
-                "a forgery certified valid"
-            );
-        } else {
-            assert_eq!(verdict, attest::Verdict::Attested(forged.clone()));
-        }
-    }
-    assert!(
-        disputed > 0,
-        "the liar attested none of the forged batches: no test"
-    );
-    assert_eq!(
-        nodes[0].metrics.released_unattested.load(Ordering::Relaxed),
-        disputed
-    );
-}
+mod attested;

@@ -1,11 +1,12 @@
 //! Checks the batches this node attests (its own as it seals them, the peers' it is named for
 //! as they arrive), signs what it found and sends the statement to every other member.
 //!
-//! Batches wait in a channel bounded in bytes; the batch maker and the peers' connections wait
-//! for room, so a node whose checks fall behind slows its clients and the authors that send it
-//! batches, rather than skipping statements (which would only make every node check the batch).
+//! Batches wait in a channel bounded in bytes; the peers' connections wait for room, and the
+//! batch maker takes no client transactions while the [`CheckQueue`] says this attester is
+//! behind, so a node whose checks fall behind slows its clients and the authors that send it
+//! batches, rather than stating late (which would only make every node check the batch).
 
-use super::{Attestation, Attesting};
+use super::{Attestation, Attesting, CheckQueue, Finding};
 use crate::message::MempoolMessage;
 use crate::metrics::MempoolMetrics;
 use batch::Batch;
@@ -17,10 +18,27 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
-/// A batch to check, and its author (the first of its attesters).
+/// How a member behaves as an attester. Only `Honest` is the protocol: the others are a test
+/// knob (`node run --misbehave`) that makes a member Byzantine, to measure what it costs the
+/// others.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Conduct {
+    #[default]
+    Honest,
+    /// Checks nothing and states nothing (its own batches included): every batch that names it
+    /// waits for its statement in vain, once, and is then checked by every node.
+    Silent,
+    /// Checks what it attests and keeps its true finding for itself, but states wrong
+    /// positions: its statements never match an honest attester's.
+    Lying,
+}
+
+/// A batch to check, its author (the first of its attesters) and its number in the author's
+/// sequence (which names the others).
 pub struct AttesterInput {
     pub batch: Batch,
     pub author: PublicKey,
+    pub seq: u64,
 }
 
 pub struct Attester {
@@ -31,6 +49,7 @@ pub struct Attester {
     peers: Vec<SocketAddr>,
     network: SimpleSender,
     rx_batches: BudgetedReceiver<AttesterInput>,
+    queue: CheckQueue,
     metrics: Arc<MempoolMetrics>,
 }
 
@@ -43,6 +62,7 @@ impl Attester {
         peers: Vec<SocketAddr>,
         network: SimpleSender,
         rx_batches: BudgetedReceiver<AttesterInput>,
+        queue: CheckQueue,
         metrics: Arc<MempoolMetrics>,
     ) -> JoinHandle<()> {
         let attester = Attester {
@@ -52,31 +72,93 @@ impl Attester {
             peers,
             network,
             rx_batches,
+            queue,
             metrics,
         };
         tokio::spawn(attester.run())
     }
 
     async fn run(mut self) {
-        while let Some(AttesterInput { batch, author }) = self.rx_batches.recv().await {
-            let digest = batch.digest();
-            let check = self.attesting.check.clone();
-            // The check runs the verifier pool, which blocks its caller until it is done.
-            let invalid = match tokio::task::spawn_blocking(move || check(&batch)).await {
-                Ok(invalid) => invalid,
-                Err(e) => {
-                    warn!("checking batch {digest} failed: {e}");
-                    continue;
-                }
-            };
-            MempoolMetrics::add(&self.metrics.attested_batches, 1);
-            MempoolMetrics::add(&self.metrics.attested_invalid, invalid.len() as u64);
-            let statement = Attestation::new(digest, author, invalid, self.name, &self.secret);
-            self.attesting
-                .table
-                .insert_own(digest, statement.invalid.clone());
-            let frame = MempoolMessage::encode_attestation(&statement);
-            self.network.broadcast(self.peers.clone(), frame).await;
+        while let Some(input) = self.rx_batches.recv().await {
+            let size = input.batch.bytes().len() as u64;
+            self.attest(input).await;
+            self.queue.done(size);
+        }
+    }
+
+    async fn attest(&mut self, input: AttesterInput) {
+        let AttesterInput { batch, author, seq } = input;
+        let conduct = self.attesting.conduct;
+        if conduct == Conduct::Silent {
+            return;
+        }
+        let digest = batch.digest();
+        let tx_count = batch.tx_count();
+        let check = self.attesting.check.clone();
+        // The check runs the verifier pool, which blocks its caller until it is done.
+        let invalid = match tokio::task::spawn_blocking(move || check(&batch)).await {
+            Ok(invalid) => invalid,
+            Err(e) => {
+                warn!("checking batch {digest} failed: {e}");
+                return;
+            }
+        };
+        MempoolMetrics::add(&self.metrics.attested_batches, 1);
+        MempoolMetrics::add(&self.metrics.attested_invalid, invalid.len() as u64);
+        let finding = Finding { tx_count, invalid };
+        let own = Attestation::new(
+            digest,
+            author,
+            seq,
+            finding.clone(),
+            self.name,
+            &self.secret,
+        );
+        let stated = match conduct {
+            Conduct::Lying => {
+                Attestation::new(digest, author, seq, lie(finding), self.name, &self.secret)
+            }
+            Conduct::Honest | Conduct::Silent => own.clone(),
+        };
+        self.attesting.table.insert_own(own);
+        let frame = MempoolMessage::encode_attestation(&stated);
+        self.network.broadcast(self.peers.clone(), frame).await;
+    }
+}
+
+/// A finding that is never the true one: a clean batch gets its first transaction called
+/// invalid, any other is called clean.
+fn lie(finding: Finding) -> Finding {
+    let invalid = if finding.invalid.is_empty() && finding.tx_count > 0 {
+        vec![0]
+    } else {
+        Vec::new()
+    };
+    Finding {
+        tx_count: finding.tx_count,
+        invalid,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lie_differs_from_the_truth_and_names_only_positions_of_the_batch() {
+        for truth in [
+            Finding {
+                tx_count: 5,
+                invalid: vec![],
+            },
+            Finding {
+                tx_count: 5,
+                invalid: vec![1, 3],
+            },
+        ] {
+            let lie = lie(truth.clone());
+            assert_ne!(lie, truth);
+            assert!(lie.invalid.iter().all(|p| *p < lie.tx_count));
         }
     }
 }

@@ -7,16 +7,24 @@
 //! batch itself, so a Byzantine attester can make nodes work, never make them disagree.
 //!
 //! The attesters of a batch are its author (which checks its batch as it seals it) and members
-//! named by the batch digest, so the work spreads evenly over the committee
-//! ([`attesters`]). What "invalid" means (malformed, or a bad signature) is the application's:
-//! the node hands the mempool the check ([`CheckBatch`]); the mempool never decodes a
-//! transaction.
+//! named by the batch's place in its author's sequence ([`attesters`]): an author numbers its
+//! batches 0, 1, 2, ... and each member attests only a batch whose number follows the last one
+//! it got from that author ([`Sequences`]), so the author cannot choose, batch by batch, who
+//! checks it, and every member attests its share of every author's batches. What "invalid"
+//! means (malformed, or a bad signature) is the application's: the node hands the mempool the
+//! check ([`CheckBatch`]); the mempool never decodes a transaction.
 
 mod attester;
+mod delays;
+mod queue;
+mod sequence;
 mod table;
 
-pub use attester::{Attester, AttesterInput};
-pub use table::{Attestations, Verdict};
+pub use attester::{Attester, AttesterInput, Conduct};
+pub use delays::{StatementDelays, MAX_WAIT, MIN_WAIT};
+pub use queue::CheckQueue;
+pub use sequence::Sequences;
+pub use table::{Attestations, Limits, Verdict};
 
 use batch::Batch;
 use config::{Committee, Stake};
@@ -27,12 +35,14 @@ use std::sync::Arc;
 /// The positions, in batch order, of the transactions of `batch` that are invalid.
 pub type CheckBatch = dyn Fn(&Batch) -> Vec<u32> + Send + Sync;
 
-/// What a node attests with: the application's check and the table of statements it shares with
-/// the stage that executes committed batches.
+/// What a node attests with: the application's check, the table of statements it shares with
+/// the stage that executes committed batches, and how its attester behaves (honestly, but for
+/// the test knob that makes a member misbehave).
 #[derive(Clone)]
 pub struct Attesting {
     pub check: Arc<CheckBatch>,
     pub table: Attestations,
+    pub conduct: Conduct,
 }
 
 impl std::fmt::Debug for Attesting {
@@ -45,8 +55,13 @@ impl std::fmt::Debug for Attesting {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attestation {
     pub batch: Digest,
-    /// The batch's author, as the attester knows it (it names the other attesters).
+    /// The batch's author, as the attester got the batch from it...
     pub author: PublicKey,
+    /// ...and the batch's place in the author's sequence: with the author, it names the
+    /// attesters.
+    pub seq: u64,
+    /// The transactions the batch holds (its header's count): no position reaches it.
+    pub tx_count: u32,
     /// Positions of the invalid transactions, strictly ascending.
     #[serde(deserialize_with = "plumbing::bounded::vec")]
     pub invalid: Vec<u32>,
@@ -54,31 +69,69 @@ pub struct Attestation {
     pub signature: Signature,
 }
 
+/// What an attester found in a batch: how many transactions it holds and which are invalid.
+/// Statements count together only if they found exactly the same.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub tx_count: u32,
+    pub invalid: Vec<u32>,
+}
+
 impl Attestation {
     pub fn new(
         batch: Digest,
         author: PublicKey,
-        invalid: Vec<u32>,
+        seq: u64,
+        finding: Finding,
         attester: PublicKey,
         secret: &SecretKey,
     ) -> Self {
-        let signature = Signature::new(&statement_digest(&batch, &author, &invalid), secret);
+        let Finding { tx_count, invalid } = finding;
+        let digest = statement_digest(&batch, &author, seq, tx_count, &invalid);
         Attestation {
             batch,
             author,
+            seq,
+            tx_count,
             invalid,
             attester,
-            signature,
+            signature: Signature::new(&digest, secret),
         }
     }
 
-    /// Checks the positions' order and the attester's signature.
-    pub fn verify(&self) -> Result<(), AttestationError> {
+    /// Checks the positions (strictly ascending, each below the batch's count, a count no
+    /// batch exceeds) and the attester's signature.
+    pub fn verify(&self, max_batch_txs: u32) -> Result<(), AttestationError> {
+        if self.tx_count > max_batch_txs {
+            return Err(AttestationError::TooManyTransactions {
+                count: self.tx_count,
+                max: max_batch_txs,
+            });
+        }
         if self.invalid.windows(2).any(|w| w[0] >= w[1]) {
             return Err(AttestationError::Unordered);
         }
-        let digest = statement_digest(&self.batch, &self.author, &self.invalid);
+        if let Some(last) = self.invalid.last().filter(|p| **p >= self.tx_count) {
+            return Err(AttestationError::BeyondTheBatch {
+                position: *last,
+                count: self.tx_count,
+            });
+        }
+        let digest = statement_digest(
+            &self.batch,
+            &self.author,
+            self.seq,
+            self.tx_count,
+            &self.invalid,
+        );
         Ok(self.signature.verify(&digest, &self.attester)?)
+    }
+
+    pub fn finding(&self) -> Finding {
+        Finding {
+            tx_count: self.tx_count,
+            invalid: self.invalid.clone(),
+        }
     }
 }
 
@@ -86,34 +139,50 @@ impl Attestation {
 pub enum AttestationError {
     #[error("the invalid positions are not strictly ascending")]
     Unordered,
+    #[error("position {position} is beyond the batch's {count} transactions")]
+    BeyondTheBatch { position: u32, count: u32 },
+    #[error("a batch of {count} transactions: no batch holds more than {max}")]
+    TooManyTransactions { count: u32, max: u32 },
     #[error("bad attestation signature: {0}")]
     Signature(#[from] CryptoError),
-    #[error("{attester} is not an attester of batch {batch} by {author}")]
+    #[error("{attester} is not an attester of batch {seq} by {author}")]
     NotAnAttester {
         attester: PublicKey,
-        batch: Digest,
         author: PublicKey,
+        seq: u64,
     },
 }
 
-/// What an attester signs: the batch, its author and the invalid positions, under a tag of its
-/// own so no other signed message of the protocol can pass for a statement.
-fn statement_digest(batch: &Digest, author: &PublicKey, invalid: &[u32]) -> Digest {
-    let count = (invalid.len() as u64).to_le_bytes();
+/// What an attester signs: the batch, its author and place, and the finding, under a tag of
+/// its own so no other signed message of the protocol can pass for a statement.
+fn statement_digest(
+    batch: &Digest,
+    author: &PublicKey,
+    seq: u64,
+    tx_count: u32,
+    invalid: &[u32],
+) -> Digest {
+    let header = [
+        seq.to_le_bytes().as_slice(),
+        tx_count.to_le_bytes().as_slice(),
+        (invalid.len() as u64).to_le_bytes().as_slice(),
+    ]
+    .concat();
     let positions: Vec<u8> = invalid.iter().flat_map(|p| p.to_le_bytes()).collect();
     Digest::of_parts([
-        &b"hotmove-attestation-v1"[..],
+        &b"hotmove-attestation-v2"[..],
         batch.as_ref(),
         &author.0,
-        &count,
+        &header,
         &positions,
     ])
 }
 
-/// The attesters of `batch` by `author`: the author, then the other members in key order from a
-/// start the digest names, until they hold f+1 stake (the validity threshold). Digests are
-/// uniform, so every member attests its share of the others' batches.
-pub fn attesters(committee: &Committee, batch: &Digest, author: &PublicKey) -> Vec<PublicKey> {
+/// The attesters of batch number `seq` by `author`: the author, then the other members in key
+/// order from a start that moves by one with each batch, until they hold f+1 stake (the
+/// validity threshold). The start of an author's batch 0 is the author's own place in the key
+/// order, so the authors' batches of a given number do not all go to the same members.
+pub fn attesters(committee: &Committee, author: &PublicKey, seq: u64) -> Vec<PublicKey> {
     let threshold = committee.validity_threshold();
     let mut chosen = vec![*author];
     let mut stake: Stake = committee.stake(author);
@@ -126,9 +195,12 @@ pub fn attesters(committee: &Committee, batch: &Digest, author: &PublicKey) -> V
     if others.is_empty() {
         return chosen;
     }
-    let mut start = [0u8; 8];
-    start.copy_from_slice(&batch.as_ref()[..8]);
-    let start = (u64::from_le_bytes(start) % others.len() as u64) as usize;
+    let place = committee
+        .authorities
+        .keys()
+        .position(|name| name == author)
+        .unwrap_or(0) as u64;
+    let start = (place.wrapping_add(seq) % others.len() as u64) as usize;
     for name in others.iter().cycle().skip(start).take(others.len()) {
         if stake >= threshold {
             break;

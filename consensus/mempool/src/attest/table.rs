@@ -2,14 +2,23 @@
 //!
 //! Shared by the mempool (which adds this node's statements and those peers send, and holds a
 //! sealed batch back from consensus until it is certified) and the stage that executes
-//! committed batches (which asks for the verdict and then forgets the batch). Memory is bounded
-//! per attester: each member's latest `per_attester` statements are kept, so a member that
-//! floods statements (for batches that do not exist, say) only pushes out its own.
+//! committed batches (which asks for the verdict and then forgets the batch).
+//!
+//! A statement names the batch's author and its place in the author's sequence, which name its
+//! attesters; it is kept only from one of them, and counts only with the statements naming the
+//! same author and place. A member that names itself author of another's batch (an author is
+//! always one of its attesters) gets a group of its own, which its statement alone never
+//! certifies.
+//!
+//! Memory is bounded per member, in statements and in bytes ([`Limits`]): a statement names at
+//! most what a batch holds, and each member's latest statements are kept within its bytes, so a
+//! member that floods statements (for batches that do not exist, say) only pushes out its own.
 
-use super::{attesters, Attestation, AttestationError};
+use super::delays::StatementDelays;
+use super::{attesters, Attestation, AttestationError, Finding};
 use config::{Committee, Stake};
 use crypto::{Digest, PublicKey};
-use plumbing::clock;
+use plumbing::clock::{self, Instant};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -26,6 +35,33 @@ pub enum Verdict {
     Unattested,
 }
 
+/// What the table keeps per member.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Its latest statements, at most this many...
+    pub statements: usize,
+    /// ...and at most this many bytes of them ([`Attestations::bytes_of`]).
+    pub bytes: usize,
+    /// The most transactions a batch holds: a statement of a larger batch is refused.
+    pub max_batch_txs: u32,
+    /// The largest batch an honest author seals: a larger one is not attested.
+    pub max_batch_bytes: usize,
+}
+
+impl Default for Limits {
+    /// With 500 KB batches, 4,096 statements span about 2 GB of a member's batches, far more
+    /// than are ever uncommitted at once; 8 MiB hold them with a tenth of each batch's
+    /// transactions named invalid, or 13 statements naming every position of the fullest batch.
+    fn default() -> Self {
+        Limits {
+            statements: 4_096,
+            bytes: 8 << 20,
+            max_batch_txs: u32::MAX,
+            max_batch_bytes: usize::MAX,
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Attestations {
     inner: Arc<Inner>,
@@ -34,31 +70,71 @@ pub struct Attestations {
 struct Inner {
     me: PublicKey,
     committee: Committee,
-    per_attester: usize,
+    limits: Limits,
     state: Mutex<State>,
     changed: Notify,
 }
 
-#[derive(Default)]
+/// One member's statement on a batch.
+struct Stated {
+    attester: PublicKey,
+    author: PublicKey,
+    seq: u64,
+    finding: Finding,
+}
+
+/// The bytes a statement holds in the table: the entry, its place in its member's order, and
+/// its positions.
+fn cost(finding: &Finding) -> usize {
+    std::mem::size_of::<Stated>()
+        + std::mem::size_of::<(Digest, usize)>()
+        + std::mem::size_of_val(finding.invalid.as_slice())
+}
+
+/// One of this node's own batches: its number, and when it was sealed (statement delays are
+/// timed from it).
+#[derive(Clone, Copy)]
+struct Sealed {
+    seq: u64,
+    at: Instant,
+}
+
 struct State {
-    /// Each batch's statements: who stated which invalid positions (first statement per member).
-    batches: HashMap<Digest, Vec<(PublicKey, Vec<u32>)>>,
-    /// What this node found checking batches itself.
-    own: HashMap<Digest, Vec<u32>>,
-    /// Per member, the batches of its statements, oldest first (the memory bound).
-    order: HashMap<PublicKey, VecDeque<Digest>>,
-    /// Members whose statement this node waited for in vain, since their last statement.
+    /// Each batch's statements, first statement per member.
+    batches: HashMap<Digest, Vec<Stated>>,
+    /// Per member, its statements' batches and costs, oldest first (the memory bound).
+    order: HashMap<PublicKey, VecDeque<(Digest, usize)>>,
+    bytes: HashMap<PublicKey, usize>,
+    /// This node's recent batches, and their order (as many as a member's statements).
+    sealed: HashMap<Digest, Sealed>,
+    sealed_order: VecDeque<Digest>,
+    /// Members whose statement this node waited for in vain, since their next statement for
+    /// one of this node's batches that they attest.
     silent: HashSet<PublicKey>,
+    delays: StatementDelays,
 }
 
 impl Attestations {
-    pub fn new(me: PublicKey, committee: Committee, per_attester: usize) -> Self {
+    pub fn new(me: PublicKey, committee: Committee, limits: Limits) -> Self {
+        let limits = Limits {
+            statements: limits.statements.max(1),
+            ..limits
+        };
+        let state = State {
+            batches: HashMap::new(),
+            order: HashMap::new(),
+            bytes: HashMap::new(),
+            sealed: HashMap::new(),
+            sealed_order: VecDeque::new(),
+            silent: HashSet::new(),
+            delays: StatementDelays::new(committee.clone()),
+        };
         Attestations {
             inner: Arc::new(Inner {
                 me,
                 committee,
-                per_attester: per_attester.max(1),
-                state: Mutex::new(State::default()),
+                limits,
+                state: Mutex::new(state),
                 changed: Notify::new(),
             }),
         }
@@ -72,57 +148,98 @@ impl Attestations {
         &self.inner.committee
     }
 
-    /// Keeps a statement from a peer once its signature, its positions' order and its attester
-    /// (one of the batch's attesters) are checked.
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    /// Keeps a statement from a peer once its attester (one of the attesters its author and
+    /// number name), its positions and its signature are checked.
     pub fn insert(&self, statement: Attestation) -> Result<(), AttestationError> {
-        let named = attesters(self.committee(), &statement.batch, &statement.author);
+        let named = attesters(self.committee(), &statement.author, statement.seq);
         if !named.contains(&statement.attester) {
             return Err(AttestationError::NotAnAttester {
                 attester: statement.attester,
-                batch: statement.batch,
                 author: statement.author,
+                seq: statement.seq,
             });
         }
-        statement.verify()?;
-        self.keep(statement.attester, statement.batch, statement.invalid);
+        statement.verify(self.inner.limits.max_batch_txs)?;
+        self.keep(statement);
         Ok(())
     }
 
-    /// Keeps what this node found checking `batch` itself.
-    pub fn insert_own(&self, batch: Digest, invalid: Vec<u32>) {
-        self.state().own.insert(batch, invalid.clone());
-        self.keep(self.inner.me, batch, invalid);
+    /// Keeps what this node found checking a batch itself (its own statement).
+    pub fn insert_own(&self, statement: Attestation) {
+        self.keep(statement);
     }
 
-    fn keep(&self, attester: PublicKey, batch: Digest, invalid: Vec<u32>) {
+    /// This node sealed batch number `seq`: its statements are timed from now, and only a
+    /// statement for it (or another of this node's recent batches) clears an attester's silent
+    /// mark.
+    pub fn sealed(&self, batch: Digest, seq: u64) {
+        let mut state = self.state();
+        let at = Instant::now();
+        if state.sealed.insert(batch, Sealed { seq, at }).is_none() {
+            state.sealed_order.push_back(batch);
+        }
+        while state.sealed_order.len() > self.inner.limits.statements {
+            if let Some(oldest) = state.sealed_order.pop_front() {
+                state.sealed.remove(&oldest);
+            }
+        }
+    }
+
+    fn keep(&self, statement: Attestation) {
+        let Attestation {
+            batch,
+            author,
+            seq,
+            tx_count,
+            mut invalid,
+            attester,
+            ..
+        } = statement;
         {
             let mut state = self.state();
-            state.silent.remove(&attester);
-            let statements = state.batches.entry(batch).or_default();
-            if statements.iter().any(|(name, _)| *name == attester) {
-                // One statement per member and batch: a second, different one is equivocation
-                // and changes nothing.
+            // One statement per member and batch, checked before anything else: a second one
+            // (a repeat, or a different one: equivocation) changes nothing at all.
+            if state.stated(&batch, &attester) {
                 return;
             }
-            statements.push((attester, invalid));
-            let order = state.order.entry(attester).or_default();
-            order.push_back(batch);
-            if order.len() > self.inner.per_attester {
-                if let Some(oldest) = order.pop_front() {
-                    state.drop_statement(&attester, &oldest);
-                    if attester == self.inner.me {
-                        state.own.remove(&oldest);
+            invalid.shrink_to_fit();
+            let finding = Finding { tx_count, invalid };
+            let bytes = cost(&finding);
+            // A statement for one of this node's batches, by one of its attesters: it was asked
+            // for, and it tells how long statements take.
+            if author == self.inner.me {
+                if let Some(sealed) = state.sealed.get(&batch).copied() {
+                    if sealed.seq == seq {
+                        state.silent.remove(&attester);
+                        state.delays.record(attester, sealed.at.elapsed());
                     }
                 }
             }
+            state.batches.entry(batch).or_default().push(Stated {
+                attester,
+                author,
+                seq,
+                finding,
+            });
+            state
+                .order
+                .entry(attester)
+                .or_default()
+                .push_back((batch, bytes));
+            *state.bytes.entry(attester).or_default() += bytes;
+            state.trim(&attester, &self.inner.limits);
         }
         self.inner.changed.notify_waiters();
     }
 
     pub fn verdict(&self, batch: &Digest) -> Verdict {
         let state = self.state();
-        if let Some(invalid) = state.own.get(batch) {
-            return Verdict::Checked(invalid.clone());
+        if let Some(own) = state.statement(batch, &self.inner.me) {
+            return Verdict::Checked(own.finding.invalid.clone());
         }
         match state.certified(batch, &self.inner.committee) {
             Some(invalid) => Verdict::Attested(invalid),
@@ -130,22 +247,29 @@ impl Attestations {
         }
     }
 
-    /// Whether `batch`, one of this node's own, holds f+1 stake of matching statements (its own
-    /// included), waiting up to `timeout` for them.
+    /// How long this node's batches wait for their statements now, from their sealing.
+    pub fn wait(&self) -> Duration {
+        self.state().delays.wait()
+    }
+
+    /// Whether `batch`, this node's batch number `seq`, holds f+1 stake of matching statements
+    /// (its own included), waiting for them until [`Attestations::wait`] after its sealing.
     ///
-    /// An attester whose statement did not come within `timeout` is marked silent until a
-    /// statement of its own arrives, and this node's next batches it attests are not waited for:
-    /// a member that withholds its statements makes nodes check those batches themselves, and
-    /// does not hold this node's batches back by `timeout` each.
-    pub async fn certified(&self, batch: &Digest, timeout: Duration) -> bool {
-        let named = attesters(self.committee(), batch, &self.inner.me);
-        {
+    /// An attester whose statement did not come by then is marked silent until its statement
+    /// for one of this node's batches it attests arrives, and this node's next batches it
+    /// attests are not waited for: a member that withholds its statements makes nodes check
+    /// those batches themselves, and holds this node's batches back by one wait at most.
+    pub async fn certified(&self, batch: &Digest, seq: u64) -> bool {
+        let named = attesters(self.committee(), &self.inner.me, seq);
+        let deadline = {
             let state = self.state();
             let silent = named.iter().any(|name| state.silent.contains(name));
             if silent && state.certified(batch, self.committee()).is_none() {
                 return false;
             }
-        }
+            let sealed = state.sealed.get(batch).map_or_else(Instant::now, |s| s.at);
+            sealed + state.delays.wait()
+        };
         // Ends with the answer as soon as it is known: certified, or every attester has stated
         // and they disagree (waiting longer would change nothing).
         let wait = async {
@@ -165,13 +289,20 @@ impl Attestations {
                 changed.await;
             }
         };
-        if let Ok(answer) = clock::timeout(timeout, wait).await {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if let Ok(answer) = clock::timeout(left, wait).await {
             return answer;
         }
         let mut state = self.state();
+        if state.certified(batch, self.committee()).is_some() {
+            return true;
+        }
+        // This node's own statement may be late too: its attester is behind, which the batch
+        // maker answers by taking no transactions, not by waiting less.
+        let me = self.inner.me;
         let missing: Vec<PublicKey> = named
             .into_iter()
-            .filter(|name| !state.stated(batch, name))
+            .filter(|name| *name != me && !state.stated(batch, name))
             .collect();
         state.silent.extend(missing);
         false
@@ -182,15 +313,22 @@ impl Attestations {
         self.state().silent.contains(member)
     }
 
-    /// Drops everything held on `batch` (once it is executed).
+    /// Drops every statement held on `batch` (once it is executed).
     pub fn forget(&self, batch: &Digest) {
         let mut state = self.state();
-        state.own.remove(batch);
         if let Some(statements) = state.batches.remove(batch) {
-            for (attester, _) in statements {
-                if let Some(order) = state.order.get_mut(&attester) {
-                    order.retain(|d| d != batch);
+            for stated in statements {
+                let mut freed = 0;
+                if let Some(order) = state.order.get_mut(&stated.attester) {
+                    order.retain(|(digest, bytes)| {
+                        let gone = digest == batch;
+                        if gone {
+                            freed += bytes;
+                        }
+                        !gone
+                    });
                 }
+                state.release(&stated.attester, freed);
             }
         }
     }
@@ -205,6 +343,11 @@ impl Attestations {
         self.state().batches.get(batch).map_or(0, Vec::len)
     }
 
+    /// The bytes of `member`'s statements held (see [`Limits::bytes`]).
+    pub fn bytes_of(&self, member: &PublicKey) -> usize {
+        self.state().bytes.get(member).copied().unwrap_or(0)
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves a table of whole entries: still usable.
         self.inner
@@ -215,34 +358,68 @@ impl Attestations {
 }
 
 impl State {
-    /// The invalid positions that members holding f+1 stake agree on, if any.
+    /// The invalid positions that members holding f+1 stake agree on, in statements naming the
+    /// same author and number, if any.
     fn certified(&self, batch: &Digest, committee: &Committee) -> Option<Vec<u32>> {
         let statements = self.batches.get(batch)?;
         let threshold = committee.validity_threshold();
-        for (_, invalid) in statements {
+        for stated in statements {
             let stake: Stake = statements
                 .iter()
-                .filter(|(_, other)| other == invalid)
-                .map(|(name, _)| committee.stake(name))
+                .filter(|other| {
+                    other.author == stated.author
+                        && other.seq == stated.seq
+                        && other.finding == stated.finding
+                })
+                .map(|other| committee.stake(&other.attester))
                 .sum();
             if stake >= threshold {
-                return Some(invalid.clone());
+                return Some(stated.finding.invalid.clone());
             }
         }
         None
     }
 
-    fn stated(&self, batch: &Digest, member: &PublicKey) -> bool {
+    fn statement(&self, batch: &Digest, member: &PublicKey) -> Option<&Stated> {
         self.batches
-            .get(batch)
-            .is_some_and(|statements| statements.iter().any(|(name, _)| name == member))
+            .get(batch)?
+            .iter()
+            .find(|stated| stated.attester == *member)
     }
 
-    fn drop_statement(&mut self, attester: &PublicKey, batch: &Digest) {
-        if let Some(statements) = self.batches.get_mut(batch) {
-            statements.retain(|(name, _)| name != attester);
-            if statements.is_empty() {
-                self.batches.remove(batch);
+    fn stated(&self, batch: &Digest, member: &PublicKey) -> bool {
+        self.statement(batch, member).is_some()
+    }
+
+    /// Drops `member`'s oldest statements until it is within its limits.
+    fn trim(&mut self, member: &PublicKey, limits: &Limits) {
+        loop {
+            let Some(order) = self.order.get_mut(member) else {
+                return;
+            };
+            let bytes = self.bytes.get(member).copied().unwrap_or(0);
+            if order.len() <= limits.statements && bytes <= limits.bytes {
+                return;
+            }
+            let Some((oldest, freed)) = order.pop_front() else {
+                return;
+            };
+            if let Some(statements) = self.batches.get_mut(&oldest) {
+                statements.retain(|stated| stated.attester != *member);
+                if statements.is_empty() {
+                    self.batches.remove(&oldest);
+                }
+            }
+            self.release(member, freed);
+        }
+    }
+
+    fn release(&mut self, member: &PublicKey, freed: usize) {
+        if let Some(bytes) = self.bytes.get_mut(member) {
+            *bytes = bytes.saturating_sub(freed);
+            if *bytes == 0 {
+                self.bytes.remove(member);
+                self.order.remove(member);
             }
         }
     }
