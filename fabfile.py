@@ -106,6 +106,9 @@ BENCH_FLAGS = {
     "verify": "all | attested: every node checks every signature, or each batch's are checked by"
     " f+1 stake of attesters whose matching signed statements the others take (hotcrypto,"
     " hotmove)",
+    "misbehave": "TEST ONLY, with --verify=attested: silent-attester | lying-attester, or several"
+    " comma-separated: the last live nodes, one per entry, check and state nothing or state"
+    " wrong positions (at most f members less --faults)",
 }
 
 # The bench flags that are switches (`--store`): False unless given, and then no value.

@@ -6,7 +6,9 @@ checks a run's settings against this and passes the settings the binaries take t
 A setting of `BenchParameters` made with `passed(...)` is one of these flags: given a value other
 than the binaries' default, it must be one a binary running the mode takes, and it then reaches
 that binary's command line as `--flag value`. Adding such a setting is its field in `config.py`,
-its help line in `fabfile.py` and the flag itself in the binary.
+its help line in `fabfile.py` and the flag itself in the binary. A setting in `PER_MEMBER`
+(`--misbehave`) holds one entry per member that takes it: each entry is checked, and only those
+members' command lines carry it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from pathlib import Path
 
 from .config import BenchParameters, ConfigError, passed_fields, run_tool
 from .flags import flag_name
+
+# Passed settings that only some members take: one comma-separated entry per member
+# (`BenchParameters.misbehaving` says which).
+PER_MEMBER: tuple[str, ...] = ("misbehave",)
 
 
 @dataclass(frozen=True)
@@ -104,29 +110,36 @@ class ModeFlags:
         """Refuse a passed setting given a value no binary of the mode takes."""
         defaults = {f.name: f.default for f in fields(BenchParameters)}
         for setting, flag in passed_fields().items():
-            value = getattr(bench, setting)
-            # The harness's defaults are the binaries' (a test holds them together).
-            if value == defaults[setting]:
-                continue
-            described = [table[flag] for table in (self.node, self.client) if flag in table]
-            if not described:
-                raise ConfigError(
-                    f"{flag_name(setting)}: no binary that mode {bench.mode} runs takes --{flag}"
-                )
-            if all(known.is_default(value) for known in described):
-                continue
-            reasons = [
-                known.refuse(value, setting, bench.mode, _other(bench, known))
-                for known in described
-            ]
-            if all(reasons):
-                # The reason of a binary that takes the flag in this mode comes first.
-                taking = [r for r, known in zip(reasons, described, strict=True) if known.applies]
-                raise ConfigError(str((taking or reasons)[0]))
+            # A per-member setting: each member's entry (the conducts of `--misbehave`).
+            per_member = (bench.conducts() or [None]) if setting in PER_MEMBER else None
+            for value in per_member or [getattr(bench, setting)]:
+                self._check_one(bench, setting, flag, value, defaults[setting])
 
-    def node_arguments(self, bench: BenchParameters) -> list[str]:
-        """The passed settings `node run` takes in this mode, as its command line's flags."""
-        return _arguments(bench, self.node)
+    def _check_one(
+        self, bench: BenchParameters, setting: str, flag: str, value: object, default: object
+    ) -> None:
+        # The harness's defaults are the binaries' (a test holds them together).
+        if value == default:
+            return
+        described = [table[flag] for table in (self.node, self.client) if flag in table]
+        if not described:
+            raise ConfigError(
+                f"{flag_name(setting)}: no binary that mode {bench.mode} runs takes --{flag}"
+            )
+        if all(known.is_default(value) for known in described):
+            return
+        reasons = [
+            known.refuse(value, setting, bench.mode, _other(bench, known)) for known in described
+        ]
+        if all(reasons):
+            # The reason of a binary that takes the flag in this mode comes first.
+            taking = [r for r, known in zip(reasons, described, strict=True) if known.applies]
+            raise ConfigError(str((taking or reasons)[0]))
+
+    def node_arguments(self, bench: BenchParameters, index: int | None = None) -> list[str]:
+        """The passed settings `node run` takes in this mode, as node `index`'s command line's
+        flags (None: a member that takes no PER_MEMBER setting)."""
+        return _arguments(bench, self.node, index)
 
     def client_arguments(self, bench: BenchParameters) -> list[str]:
         """The passed settings the client takes in this mode."""
@@ -172,11 +185,15 @@ def text_of(value: object) -> str:
     return str(value)
 
 
-def _arguments(bench: BenchParameters, table: Mapping[str, Flag]) -> list[str]:
+def _arguments(
+    bench: BenchParameters, table: Mapping[str, Flag], index: int | None = None
+) -> list[str]:
     arguments: list[str] = []
     for setting, flag in passed_fields().items():
         known = table.get(flag)
         value = getattr(bench, setting)
+        if setting in PER_MEMBER:
+            value = None if index is None else bench.misbehaving().get(index)
         if known is None or not known.applies or known.is_default(value):
             continue
         arguments += [f"--{flag}"] if known.switch else [f"--{flag}", text_of(value)]

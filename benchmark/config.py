@@ -113,6 +113,10 @@ class BenchParameters:
     # Who checks signatures (hotcrypto, hotmove): "all" (every node, every signature; the
     # report's model) or "attested" (each batch by f+1 stake of attesters, who sign their finding).
     verify: str = passed("all")
+    # Test only (`node run --misbehave`, with verify "attested"): Byzantine attesters,
+    # "silent-attester" or "lying-attester", comma-separated, one per member (the last live
+    # nodes), at most f less the nodes down. None: every member honest.
+    misbehave: str | None = passed(None)
     runs: int = 1
     # Network emulation on the committee's links (faults/net_emulation.py): one-way latency of every
     # link (ms), or a CSV file of per-link latencies; the rate of every link, each direction
@@ -161,6 +165,29 @@ class BenchParameters:
                     f"faults must be between 0 and {(self.nodes - 1) // 3} for {self.nodes} nodes"
                     f" (HotStuff needs f < n/3), got {self.faults}"
                 )
+        self._check_misbehave()
+
+    def _check_misbehave(self) -> None:
+        conducts = self.conducts()
+        if self.misbehave is not None and not conducts:
+            raise ConfigError("--misbehave names no member's conduct")
+        if conducts and self.mode not in NODE_MODES:
+            raise ConfigError(f"--misbehave needs members; {self.mode} runs none")
+        room = (self.nodes - 1) // 3 - self.faults
+        if conducts and len(conducts) > room:
+            raise ConfigError(
+                f"--misbehave makes {len(conducts)} members Byzantine; with {self.nodes} nodes and"
+                f" {self.faults} down at most {max(room, 0)} may be (f in all)"
+            )
+
+    def conducts(self) -> list[str]:
+        """The entries of `misbehave`, one per misbehaving member."""
+        return [entry.strip() for entry in (self.misbehave or "").split(",") if entry.strip()]
+
+    def misbehaving(self) -> dict[int, str]:
+        """Node index -> its conduct: the last live nodes take `misbehave`'s entries in order."""
+        first = self.live_nodes - len(self.conducts())
+        return {first + i: conduct for i, conduct in enumerate(self.conducts())}
 
     def _check_links(self) -> None:
         if self.delay_ms is not None and not 0 <= self.delay_ms <= MAX_DELAY_MS:

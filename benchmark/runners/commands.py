@@ -30,12 +30,14 @@ def node_command(
     store: str | None = None,
     net_emulation: str | None = None,
     dilation_origin_ms: int | None = None,
+    index: int | None = None,
 ) -> list[str]:
     """`profile`: the directory the node writes its flame graph and folded stacks to on exit;
     `store`: the file of the node's durable store (`bench.store`), None keeps it in memory;
     `net_emulation`: the file of the emulated links (faults/net_emulation.py);
     `dilation_origin_ms`: where a dilated run's clocks agree (run_clock.py). A node of
-    `bench.vcpus` virtual CPUs sizes its pools as on that many cores."""
+    `bench.vcpus` virtual CPUs sizes its pools as on that many cores. `index`: the node's place
+    in the committee, for the settings only some members take (`--misbehave`)."""
     command = [
         binary,
         "run",
@@ -48,7 +50,7 @@ def node_command(
     ]
     if genesis is not None:
         command += ["--genesis", genesis]
-    command += ["--mode", bench.mode, *flags.node_arguments(bench)]
+    command += ["--mode", bench.mode, *flags.node_arguments(bench, index)]
     if store is not None:
         command += ["--store", store]
     if net_emulation is not None:

@@ -522,6 +522,7 @@ class LocalSession:
             store=str(self.log_dir / f"store-node-{index}.redb") if bench.store else None,
             net_emulation=str(emulation) if emulation is not None else None,
             dilation_origin_ms=self._origin_ms,
+            index=index,
         )
 
     @property

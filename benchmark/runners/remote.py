@@ -298,6 +298,7 @@ class RemoteBench:
                 profile=f"logs/profile-node-{index}" if self.profile else None,
                 store=f"store-node-{index}.redb" if bench.store else None,
                 net_emulation=emulation.name if emulation is not None else None,
+                index=index,
             )
             self.node_scripts[index] = bash(
                 background_script(f"node-{index}", command, append=True)

@@ -53,6 +53,15 @@ from .conftest import described_flags
         ({"mode": "hotstuff", "tx_size": 8}, "--tx-size must be at least 9, got 8"),
         ({"tx_size": 300}, "--tx-size needs opaque transactions: mode hotcrypto has none"),
         ({"mode": "hotstuff", "executor_delay_us": 5}, "--executor-delay-us needs an executor"),
+        ({"misbehave": "silent-attester"}, "--misbehave is for --verify attested, not all"),
+        (
+            {"verify": "attested", "misbehave": "honest"},
+            "unknown --misbehave 'honest'; expected one of silent-attester, lying-attester",
+        ),
+        (
+            {"nodes": 7, "verify": "attested", "misbehave": "silent-attester,lazy-attester"},
+            "unknown --misbehave 'lazy-attester'",
+        ),
     ],
 )
 def test_a_setting_the_binaries_would_refuse_is_refused_with_their_reason(
@@ -74,6 +83,8 @@ def test_a_setting_the_binaries_would_refuse_is_refused_with_their_reason(
         {"mode": "hotcrypto", "verify": "attested", "verifier_threads": 1, "invalid_share": 1.0},
         {"mode": "hotstuff", "tx_size": 9, "no_instrumentation": True},
         {"mode": "hotmove", "dest": "hot:3", "executor_delay_us": 10},
+        {"mode": "hotcrypto", "verify": "attested", "misbehave": "lying-attester"},
+        {"nodes": 7, "verify": "attested", "misbehave": "silent-attester,lying-attester"},
     ],
 )
 def test_settings_a_binary_of_the_mode_takes_pass(kwargs: dict[str, object]) -> None:
@@ -129,3 +140,35 @@ def test_a_setting_no_binary_of_the_mode_takes_is_named() -> None:
     bench = BenchParameters(mode="movevm", verify="attested")
     with pytest.raises(ConfigError, match="no binary that mode movevm runs takes --verify"):
         described_flags("movevm").check(bench)
+
+
+def test_only_the_misbehaving_members_take_their_conduct() -> None:
+    """`--misbehave` names one conduct per Byzantine member: the last live nodes take them, in
+    order, and the others' command lines carry no such flag."""
+    flags = described_flags("hotcrypto")
+    bench = BenchParameters(nodes=7, verify="attested", misbehave="silent-attester, lying-attester")
+    flags.check(bench)
+    taken = {index: flags.node_arguments(bench, index) for index in range(7)}
+    for index in range(5):
+        assert "--misbehave" not in taken[index], index
+    assert taken[5][-2:] == ["--misbehave", "silent-attester"]
+    assert taken[6][-2:] == ["--misbehave", "lying-attester"]
+    assert "--misbehave" not in flags.node_arguments(bench)
+    # The nodes left down come last: the misbehaving ones are the last that run.
+    down = BenchParameters(nodes=7, faults=1, verify="attested", misbehave="lying-attester")
+    assert down.misbehaving() == {5: "lying-attester"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"misbehave": "silent-attester,lying-attester"}, "--misbehave makes 2 members"),
+        ({"faults": 1, "misbehave": "silent-attester"}, "--misbehave makes 1 members"),
+        ({"misbehave": " , "}, "--misbehave names no member"),
+        ({"mode": "movevm", "misbehave": "silent-attester"}, "--misbehave needs members"),
+    ],
+)
+def test_more_byzantine_members_than_f_are_refused(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        BenchParameters(verify="attested", **kwargs)  # type: ignore[arg-type]
+    assert str(caught.value).startswith(message), caught.value
