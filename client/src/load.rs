@@ -1,9 +1,11 @@
 //! Open-loop load: a burst every `BURST_INTERVAL`, sized so the bursts add up to the rate,
 //! whatever the node does. A burst that cannot be written in time is counted (and warned
-//! about) instead of silently lowering the offered load.
+//! about) instead of silently lowering the offered load, and the bursts whose time came while
+//! a write was held back are counted as skipped, not sent later (`pacing.rs`).
 
 use crate::failover::{NodeConnection, ResendWindow};
 use crate::metrics::{now_ms, ClientMetrics, SampleSent};
+use crate::pacing::Pacer;
 use crate::Cli;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -16,7 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::time::MissedTickBehavior;
 use tracing::{info, warn};
 
 const BURST_INTERVAL: Duration = Duration::from_millis(50);
@@ -121,8 +122,7 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
     if let Some(address) = cli.prometheus {
         serve_prometheus(address, registry.clone())?;
     }
-    let mut ticker = interval(BURST_INTERVAL);
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Burst);
+    let mut pacer = Pacer::new(BURST_INTERVAL);
     let mut report = interval(Duration::from_secs(1));
     report.tick().await;
     let mut sigterm = signal(SignalKind::terminate())?;
@@ -143,13 +143,15 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
     // The connection travels with the write in progress, if any: a node that applies
     // back-pressure (its mempool is full) blocks the write, and the loop must still report
     // once a second and stop on time meanwhile. No burst is made while one is being written;
-    // the ticks missed meanwhile come as catch-up bursts (or count as late).
+    // the first due after it goes at once (late), the others due meanwhile are skipped.
     let mut idle = Some(connection);
     let mut writing = None;
     let mut in_flight = BurstTally::default();
     loop {
         tokio::select! {
-            deadline = ticker.tick(), if idle.is_some() && !exhausted => {
+            due = pacer.tick(), if idle.is_some() && !exhausted => {
+                ClientMetrics::add(&metrics.skipped_bursts, due.skipped);
+                ClientMetrics::add(&metrics.bursts, 1);
                 let mut txs = Vec::with_capacity(burst as usize);
                 let mut tally = BurstTally::default();
                 let now = Instant::now();
@@ -184,7 +186,7 @@ pub async fn run<S: TxSource>(cli: &Cli, target: SocketAddr, mut source: S) -> R
                 if exhausted {
                     info!("{name}: every pre-signed transaction was sent");
                 }
-                late = Some(deadline);
+                late = Some(due.deadline);
             },
             (mut connection, written) = async { writing.as_mut().expect("guarded").await }, if writing.is_some() => {
                 writing = None;

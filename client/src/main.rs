@@ -6,6 +6,7 @@ mod load;
 mod metrics;
 mod movevm;
 mod opaque;
+mod pacing;
 mod signed;
 
 use anyhow::{bail, Context, Result};

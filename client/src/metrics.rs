@@ -20,7 +20,12 @@ pub struct ClientMetrics {
     pub rate: u64,
     pub sent: AtomicU64,
     pub sent_bytes: AtomicU64,
+    /// Bursts written later than an interval after they were due.
     pub missed_bursts: AtomicU64,
+    /// Bursts made, and bursts skipped: due while the node held the write of the one before
+    /// back (`pacing.rs`). Their share is how much of the time the client was held back.
+    pub bursts: AtomicU64,
+    pub skipped_bursts: AtomicU64,
     pub invalid_sent: AtomicU64,
     /// Times the client's node went away and it moved to another (`failover.rs`).
     pub failovers: AtomicU64,
@@ -36,6 +41,8 @@ impl ClientMetrics {
             sent: AtomicU64::new(0),
             sent_bytes: AtomicU64::new(0),
             missed_bursts: AtomicU64::new(0),
+            bursts: AtomicU64::new(0),
+            skipped_bursts: AtomicU64::new(0),
             invalid_sent: AtomicU64::new(0),
             failovers: AtomicU64::new(0),
             resent: AtomicU64::new(0),
@@ -62,6 +69,8 @@ impl Source for ClientMetrics {
             .counter("sent", load(&self.sent))
             .counter("sent_bytes", load(&self.sent_bytes))
             .counter("missed_bursts", load(&self.missed_bursts))
+            .counter("bursts", load(&self.bursts))
+            .counter("skipped_bursts", load(&self.skipped_bursts))
             .counter("invalid_sent", load(&self.invalid_sent))
             .counter("failovers", load(&self.failovers))
             .counter("resent", load(&self.resent));
