@@ -50,7 +50,7 @@ from .consensus.rounds import Rounds, rounds_of
 from .counters import Window
 from .metrics import ProcessMetrics, RunMetrics
 from .pipeline import Pipeline
-from .resources.cost import Cost, cost
+from .resources.cost import Cost, cost, instances
 from .resources.energy import Energy
 from .resources.profiles import ProfileSummary
 from .resources.traffic import Traffic, traffic_of
@@ -171,7 +171,7 @@ def summarize(
     rounds = rounds_of(run.nodes, counted, window) if consensus is not None else None
     project_cores = int(config.get("project_cores") or DEFAULT_PROJECT_CORES)
     price = config.get("instance_price")
-    instances = int(config.get("nodes") or len(run.nodes) or 1) if pipeline.consensus else 1
+    rented = instances(int(config.get("nodes") or len(run.nodes) or 1), pipeline.consensus)
     return Summary(
         config={**config, "mode": mode},
         pipeline=pipeline,
@@ -192,7 +192,7 @@ def summarize(
             config,
             len(run.nodes),
         ),
-        cost=None if price is None else cost(float(price), instances, end_to_end.tps),
+        cost=None if price is None else cost(float(price), rented, end_to_end.tps),
         timeline=stage_timelines(processes, window.load_start_ms),
         batch_sizes=batch_size_series(processes, window),
         processes={

@@ -8,12 +8,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import HarnessError
-from .counters import Window, last_number, life_of, rate
+from .counters import Window, increase, last_number, life_of, rate
 from .metrics import ProcessMetrics, RunMetrics
 from .samples import first_sends, sample_events
 from .stats import LatencyStats, mean
 
 WARMUP_FRACTION = 0.1
+# What was delivered over a window and what the clients sent in it differ by the latency at its
+# two ends and the interpolation of counters reported a second apart; beyond this share, the
+# window delivered a backlog built before it (it is not a steady state).
+WINDOW_NOISE = 0.02
 # Processes write a METRICS line a second: a line this close to an end of the window is at it.
 LINE_SLACK_MS = 1500.0
 
@@ -39,6 +43,9 @@ class ClientStats:
     invalid_sent: int
     samples_sent: int
     samples_matched: int
+    # Share of the bursts due in the window that the clients skipped: their time came while the
+    # node held the write of the one before back. None for clients that do not count them.
+    held_back_share: float | None = None
 
 
 class SummaryError(HarnessError):
@@ -150,4 +157,34 @@ def client_stats(
         invalid_sent=round(sum(last_number(c.records, ("invalid_sent",)) or 0.0 for c in clients)),
         samples_sent=sent,
         samples_matched=matched,
+        held_back_share=held_back_share(clients, window),
     )
+
+
+def at_most_offered(tps: float, clients: ClientStats | None) -> float:
+    """`tps` delivered over the window, counted up to what the clients sent in it (give or take
+    `WINDOW_NOISE`): a steady window delivers what it is offered, and a backlog from before it
+    (batches queued in the warm-up, bursts the clients made up after a hold) is not its
+    throughput. Unchanged without clients (`movevm`)."""
+    if clients is None or clients.clients == 0:
+        return tps
+    return min(tps, clients.sent_tps * (1 + WINDOW_NOISE))
+
+
+def beyond_offered(tps: float, clients: ClientStats | None) -> float | None:
+    """How far `tps` exceeded what the clients sent in the window, as a share of it, when that
+    is more than `WINDOW_NOISE`; None otherwise."""
+    if clients is None or clients.sent_tps <= 0:
+        return None
+    excess = tps / clients.sent_tps - 1
+    return excess if excess > WINDOW_NOISE else None
+
+
+def held_back_share(clients: Sequence[ProcessMetrics], window: Window) -> float | None:
+    """Skipped bursts over the bursts due (made and skipped) in the window, over every client."""
+    made = [increase(c.records, ("bursts",), window) for c in clients]
+    skipped = [increase(c.records, ("skipped_bursts",), window) for c in clients]
+    if not clients or any(m is None for m in made) or any(s is None for s in skipped):
+        return None
+    due = sum(m or 0.0 for m in made) + sum(s or 0.0 for s in skipped)
+    return sum(s or 0.0 for s in skipped) / due if due > 0 else None

@@ -10,6 +10,9 @@
   `BATCH_SIZES` bytes: the capacity at each, and the batch size that did best at each n.
 
 A point's capacity is the median of what its runs delivered at a rate above what it orders.
+Every verdict compares the range of what runs delivered (`measures.compare`): one link rate or
+batch size beats another only where their ranges are apart; overlapping or too few runs settle
+nothing, and the page says so.
 """
 
 from __future__ import annotations
@@ -22,12 +25,18 @@ import matplotlib.pyplot as plt
 from ..analysis.run_summary import Summary
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (
+    APART,
+    OVERLAPPING,
+    Comparison,
+    Span,
+    compare,
     delivered,
     e2e_p50,
     fmt,
     median_of,
     node_us_per_tx,
     rounds_per_second,
+    runs_span,
     sent_per_tx,
     spread,
     txs_per_round,
@@ -43,7 +52,8 @@ LINK_DELAY_MS = "1"
 # Mbit/s of every link; None: no limit (loopback).
 LINK_RATES: tuple[int | None, ...] = (None, 1000, 100, 25)
 BATCH_COMMITTEES = (4, 10, 22)
-BATCH_SIZES = (50_000, 200_000, 500_000, 1_000_000)
+# Finer steps where the runs of the sizes around them overlapped (100,000 and 300,000 B).
+BATCH_SIZES = (50_000, 100_000, 200_000, 300_000, 500_000, 1_000_000)
 # Asked of each committee of 0.05-core nodes: above what it orders .
 BATCH_RATES = {4: "100000", 10: "60000", 22: "40000"}
 # One bound on a node's uncommitted bytes for every batch size: room for two of the largest
@@ -66,6 +76,8 @@ def _batch_label(nodes: int, size: int) -> str:
 
 def _configurations(quick: bool) -> Sequence[Configuration]:
     runs = {"runs": "1", "duration": "5"} if quick else {"runs": "3", "duration": "15"}
+    # Five runs a batch point: three left every committee's ranges overlapping.
+    batch_runs = runs if quick else {**runs, "runs": "5"}
     link_modes = {"hotstuff": "40000"} if quick else LINK_MODES
     link_rates = (None, 25) if quick else LINK_RATES
     configurations = []
@@ -88,7 +100,7 @@ def _configurations(quick: bool) -> Sequence[Configuration]:
                 "batch_size": str(size),
                 "max_uncommitted_bytes": str(BATCH_BOUND),
                 "rate": BATCH_RATES[nodes],
-                **runs,
+                **batch_runs,
             }
             configurations.append(Configuration(_batch_label(nodes, size), flags))
     return configurations
@@ -105,44 +117,81 @@ def megabits(summary: Summary) -> float | None:
     return summary.traffic.megabits_per_s if summary.traffic is not None else None
 
 
+def _links(rates: Sequence[int | None]) -> str:
+    return ", ".join(f"{r} Mbit/s" for r in rates)
+
+
 def link_verdict(mode: str, by_rate: dict[int | None, list[Summary]]) -> list[str]:
     """Whether more bandwidth delivered less, or less steadily: the fastest links against each
-    slower one."""
+    slower one, by the ranges of what their runs delivered (`measures.compare`)."""
     rates = [r for r in LINK_RATES if by_rate.get(r)]
     if len(rates) < 2:
         return [f"- `{mode}`: fewer than two link rates ran; nothing to compare."]
     fastest, *slower = rates
     top = by_rate[fastest]
-    lines = []
-    # Slower only where the runs do not overlap: every run on the fastest links delivered less
-    # than every run on the slower one (a difference inside the runs' spread is noise).
-    best_top = max(delivered(s) for s in top)
-    slower_won = [r for r in slower if min(delivered(s) for s in by_rate[r]) > best_top]
-    steadier = [r for r in slower if (erratic(by_rate[r]) or 0) < STEADIER * (erratic(top) or 0)]
     name = "without a limit" if fastest is None else f"at {fastest} Mbit/s"
-    if slower_won:
+    top_span = runs_span([delivered(s) for s in top])
+    found = {r: compare(top_span, runs_span([delivered(s) for s in by_rate[r]])) for r in slower}
+    won = [r for r, c in found.items() if c.verdict == APART and c.higher == 1]
+    lost = [r for r, c in found.items() if c.verdict == APART and c.higher == 0]
+    overlapping = [r for r, c in found.items() if c.verdict == OVERLAPPING]
+    unsettled = [r for r, c in found.items() if c.verdict not in (APART, OVERLAPPING)]
+    lines = []
+    if won:
         lines.append(
             f"- `{mode}`: **slower with more bandwidth**: every run {name} delivered less than"
-            f" every run at {', '.join(f'{r} Mbit/s' for r in slower_won)}."
+            f" every run at {_links(won)} (apart)."
         )
-    else:
+    if lost:
         lines.append(
-            f"- `{mode}`: **not slower with more bandwidth**: {name} delivered"
-            f" {fmt(median(delivered(s) for s in top))} tx/s (median); no slower link's runs all"
-            " delivered more than its best run."
+            f"- `{mode}`: **faster with more bandwidth**: every run {name} delivered more than"
+            f" every run at {_links(lost)} (apart)."
         )
+    if overlapping:
+        lines.append(
+            f"- `{mode}`: **overlapping**: the runs {name} and at {_links(overlapping)} delivered"
+            " within each other's range: neither is shown faster."
+        )
+    if unsettled:
+        why = found[unsettled[0]].why
+        lines.append(f"- `{mode}`: **not settled** against {_links(unsettled)}: {why}.")
+    steadier = [r for r in slower if (erratic(by_rate[r]) or 0) < STEADIER * (erratic(top) or 0)]
     spread_top = erratic(top)
     lines.append(
         f"- `{mode}`: runs {name} fell {fmt(None if spread_top is None else spread_top * 100)} %"
         " apart (max - min over the median); "
         + (
-            f"slower links were steadier (runs less than half as far apart) at"
-            f" {', '.join(f'{r} Mbit/s' for r in steadier)}."
+            f"slower links were steadier (runs less than half as far apart) at {_links(steadier)}."
             if steadier
             else "no slower link's runs fell less than half as far apart."
         )
     )
     return lines
+
+
+def best_batch(nodes: int, spans: dict[int, Span | None]) -> str:
+    """Which batch size delivered most at `nodes`: the one of the highest median (given as the
+    first of `spans`), apart from every other size's runs, or why no size is settled as best."""
+    (best, best_span), *others = spans.items()
+    if best_span is None:
+        return f"- {nodes} nodes: no run."
+    found: dict[int, Comparison] = {size: compare(best_span, span) for size, span in others}
+    below = [size for size, c in found.items() if c.verdict == APART and c.higher == 0]
+    if len(below) == len(found):
+        return (
+            f"- {nodes} nodes: **apart**: {best:,} B delivered most ({best_span.text()} tx/s),"
+            " above every other batch size's runs."
+        )
+    near = [size for size in found if size not in below]
+    verdicts = {found[size].verdict for size in near}
+    word = OVERLAPPING if verdicts == {OVERLAPPING} else "not settled"
+    ranges = "; ".join(f"{size:,} B {s.text()}" for size in near if (s := spans[size]) is not None)
+    return (
+        f"- {nodes} nodes: **{word}**: no single batch size delivered most; {best:,} B"
+        f" ({best_span.text()} tx/s, the highest median) against {ranges}"
+        + ("" if word == OVERLAPPING else f" ({found[near[0]].why})")
+        + "."
+    )
 
 
 def _link_section(outcomes: Sequence[Outcome], page: Page) -> None:
@@ -222,12 +271,14 @@ def _batch_section(outcomes: Sequence[Outcome], page: Page) -> None:
     figure, axes = plt.subplots()
     for nodes in BATCH_COMMITTEES:
         points = []
+        spans: dict[int, Span | None] = {}
         for size in BATCH_SIZES:
             runs = _runs(outcomes, _batch_label(nodes, size))
             if not runs:
                 continue
             capacity = median(delivered(s) for s in runs)
             points.append((size, capacity))
+            spans[size] = runs_span([delivered(s) for s in runs])
             rows.append(
                 [
                     str(nodes),
@@ -240,8 +291,8 @@ def _batch_section(outcomes: Sequence[Outcome], page: Page) -> None:
             )
         if points:
             axes.plot(*zip(*points, strict=True), marker="o", label=f"{nodes} nodes")
-            size, capacity = max(points, key=lambda p: p[1])
-            best.append(f"{nodes} nodes: {size:,} B ({fmt(capacity)} tx/s)")
+            size, _ = max(points, key=lambda p: p[1])
+            best.append(best_batch(nodes, {size: spans[size]} | spans))
     page.table(
         [
             "nodes",
@@ -254,7 +305,13 @@ def _batch_section(outcomes: Sequence[Outcome], page: Page) -> None:
         rows,
     )
     if best:
-        page.add("", "- The batch size that delivered most: " + "; ".join(best) + ".")
+        page.add(
+            "",
+            "Which batch size delivered most, by the ranges of what the runs delivered (apart:"
+            " the best size's range above every other's):",
+            "",
+            *best,
+        )
     axes.set_xscale("log")
     axes.set_xlabel("Batch size (bytes)")
     axes.set_ylabel("Delivered, median (tx/s)")

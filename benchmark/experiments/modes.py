@@ -3,9 +3,10 @@ node of 4 cores (the report's instances), the report's figure beside them, and t
 modes beside the report's.
 
 Each configuration of a node mode is a sweep of rates, each run `runs` times; its capacity is the
-highest rate at which every run kept up (`measures.capacity`), and the projection is
+highest rate at which every run kept up (`measures.CAPACITY_RULE`), and the projection is
 the median over the runs at that rate. `movevm` has no rate: it runs as fast as it can, and its
-capacity is the median of what its runs delivered.
+capacity is the median of what its runs delivered. Beside each capacity, the report's own metric:
+the peak mean delivered over the sweep.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 
+from ..analysis.resources.cost import REPORT_INSTANCE, cost, instances
 from ..analysis.run_summary import Summary
 from ..analysis.stages.projection import CPU_BOUND
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (
+    CAPACITY_RULE,
     Capacity,
     by_rate,
     capacity,
@@ -26,6 +29,7 @@ from .measures import (
     fmt,
     median_of,
     over_runs,
+    peak_mean,
     projection_cores,
     projection_tps,
     spread,
@@ -115,7 +119,9 @@ def limited_by(found: Capacity) -> str:
 def capacity_rows(
     capacities: dict[str, Capacity | None], runs: dict[str, list[Summary]] | None = None
 ) -> list[list[str]]:
-    """A row per configuration; one that kept up with no rate shows its best run."""
+    """A row per configuration; one that kept up with no rate shows its best run. The last two
+    columns are the report's own metric, the peak mean delivered over the sweep (`runs`), and
+    it over the report's figure."""
     rows = []
     for label, found in capacities.items():
         tried = (runs or {}).get(label, [])
@@ -123,6 +129,8 @@ def capacity_rows(
         report = CAPACITY.get(label)
         ours = value(found)
         projected = found.median(projection_tps) if found else None
+        peak = peak_mean(tried)
+        peak_tps = peak[1] if peak else None
         rows.append(
             [
                 label,
@@ -133,6 +141,8 @@ def capacity_rows(
                 report.text() if report else "-",
                 _unsettled(found) + report.against(ours) if report else "-",
                 report.against(projected) if report else "-",
+                fmt(peak_tps) + ("" if peak is None or not peak[0] else f" at {fmt(peak[0])}"),
+                report.against(peak_tps) if report else "-",
             ]
         )
     return rows
@@ -237,9 +247,11 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
     cores = _cores(outcomes)
     page.section(
         "Capacity beside the report's",
-        "Capacity: the highest rate asked at which every run delivered at least 95 % of it"
-        " (`≥`: the sweep's highest rate, the capacity may lie higher); `movevm` runs as fast"
-        " as it can, its capacity is its median. The projection is for one node of"
+        CAPACITY_RULE,
+        "",
+        "`≥`: the sweep's highest rate, the capacity may lie higher; `movevm` runs as fast as it"
+        " can, its capacity is its median. The report's maximum is a peak mean delivered, so"
+        " that column, not the capacity, is its like. The projection is for one node of"
         f" {cores} cores (the report's instances had 4 vCPUs), median of the runs at capacity;"
         " measured with every node on this machine's cores, it errs low.",
     )
@@ -253,6 +265,8 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
             "report's (tx/s)",
             "capacity / report's",
             "projection / report's",
+            "peak mean delivered over the sweep, at the rate asked (tx/s)",
+            "peak mean / report's",
         ],
         capacity_rows(capacities, {o.configuration.label: o.summaries for o in outcomes}),
     )
@@ -280,7 +294,7 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
             "energy per tx (mJ), median",
             "tx per joule",
             "energy figure",
-            "USD per million tx",
+            f"USD per million tx ({REPORT_INSTANCE.instance})",
         ],
         energy_rows(capacities),
     )
@@ -288,8 +302,8 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         "",
         "Energy: measured from RAPL counters where this machine exposes them, else a model"
         " (CPU use times Cloud Carbon Footprint's per-vCPU watts: `docs/summary.md`), as the"
-        " column says. Cost: one instance per node at"
-        f" ${PRICE_USD_PER_HOUR} an hour (`--instance-price`; {PRICE_OF}).",
+        " column says. Cost: one instance of the report's type per node, one for `movevm` (one"
+        f" process), at {REPORT_INSTANCE.describe()} (`benchmark/analysis/resources/cost.py`).",
     )
     page.section("Ratios between modes")
     ratios = ratio_rows(capacities, {o.configuration.label: o.commit for o in outcomes})
@@ -321,14 +335,9 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
     _plot(capacities, page, cores)
 
 
-# The on-demand price of the report's instance type, which the cost column assumes.
-PRICE_USD_PER_HOUR = 0.226
-PRICE_OF = "AWS m5d.xlarge, 4 vCPUs, on demand, as `benchmark/settings.example.json` prices it"
-
-
 def energy_rows(capacities: dict[str, Capacity | None]) -> list[list[str]]:
     """Energy and cost per transaction of the runs at each capacity (the runs' own figures; cost
-    at `PRICE_USD_PER_HOUR` per node whatever the run was given)."""
+    at the report's instance price, whatever the run was given)."""
     rows = []
     for label, found in capacities.items():
         if found is None:
@@ -336,9 +345,10 @@ def energy_rows(capacities: dict[str, Capacity | None]) -> list[list[str]]:
             continue
         joules = found.median(lambda s: s.energy.joules_per_tx if s.energy else None)
         sources = {s.energy.source for s in found.runs if s.energy is not None}
-        nodes = found.median(lambda s: float(s.config.get("nodes") or 1))
-        tps = found.delivered
-        usd = None if not tps or nodes is None else nodes * PRICE_USD_PER_HOUR / 3600 / tps * 1e6
+        rented = instances(
+            int(found.runs[0].config.get("nodes") or 1), found.runs[0].pipeline.consensus
+        )
+        usd = cost(REPORT_INSTANCE.usd_per_hour, rented, found.delivered).usd_per_million_tx
         rows.append(
             [
                 label,

@@ -4,13 +4,16 @@ it here, and what explains it either way?
 `hotcrypto` and `hotstuff`, each swept to its capacity twice at the same rates: the committee in
 one region (loopback, sub-millisecond, no emulation) and across four (`--delay-matrix` of
 `four-regions.csv`: published round-trip times between four AWS regions, its comments cite
-them). The page compares the capacities, then, at the highest rate both placements kept up
-(the same load), what a round carried and cost: rounds per second, transactions per batch and how
-full a batch was (the runs set `--batch-size`, the node's default, so the fill is known), batches
-per round, and the CPU a node spent per transaction (all its threads, and its consensus stage).
-Across four regions each mode also runs at the bounds `BOUNDS` on a node's uncommitted bytes
-beside the default, at rates around four regions' capacity: whether the verdict rests on the
-default bound, which a longer wait for commits fills sooner.
+them). Each capacity is settled by a search (finer steps at its edge, five runs there), and the
+two are compared by where each lies (`measures.compare`: apart, overlapping, not settled): the
+verdict line is that comparison, written from the table, never above it. Then, at the highest
+rate both placements kept up (the same load), what a round carried and cost: rounds per second,
+transactions per batch and how full a batch was (the runs set `--batch-size`, the node's default,
+so the fill is known), batches per round, and the CPU a node spent per transaction (all its
+threads, and its consensus stage). Each mode also runs both placements at each of the bounds
+`BOUNDS` on a node's uncommitted bytes beside the default (one bound across placements), at
+rates around four regions' capacity: whether the verdict rests on the default bound, which a
+longer wait for commits fills sooner.
 """
 
 from __future__ import annotations
@@ -26,20 +29,27 @@ from ..analysis.run_summary import Summary
 from ..faults.net_emulation import read_delay_matrix
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (
+    APART,
+    CAPACITY_RULE,
+    OVERLAPPING,
     Capacity,
     Measure,
+    Span,
     at_rate,
     batch_fill,
     batches_per_round,
     by_rate,
     capacity,
+    capacity_span,
     common_rate,
+    compare,
     consensus_p50,
     delivered,
     e2e_p50,
     fmt,
     held_back,
     median_of,
+    mempools_held_back,
     node_us_per_tx,
     rounds_per_second,
     share,
@@ -48,6 +58,7 @@ from .measures import (
     txs_per_batch,
 )
 from .page import Page
+from .search import Search
 
 MATRIX = "benchmark/experiments/four-regions.csv"
 ONE = "one region"
@@ -59,12 +70,17 @@ BATCH_SIZE = "500000"
 # at rates of the main sweep around four regions' capacity.
 BOUNDS = (2 * 1024 * 1024, 32 * 1024 * 1024)
 DEFAULT_BOUND = 8 * 1024 * 1024
-BOUND_RATES = {"hotcrypto": "8000,16000,24000,32000", "hotstuff": "50000,100000,200000,300000"}
+# Each starts at the main sweep's lowest rate, so that every sweep of a mode is held to the
+# unloaded p50 of the same rate.
+BOUND_RATES = {
+    "hotcrypto": "960,8000,16000,24000,32000",
+    "hotstuff": "4000,50000,100000,200000,300000",
+}
 QUICK_BOUND_RATES = {"hotcrypto": "2000", "hotstuff": "20000"}
 
 
-def bound_label(mode: str, bound: int) -> str:
-    return f"{mode}: {FOUR}, --max-uncommitted-bytes={bound}"
+def bound_label(mode: str, bound: int, placement: str = FOUR) -> str:
+    return f"{mode}: {placement}, --max-uncommitted-bytes={bound}"
 
 
 def _configurations(quick: bool) -> Sequence[Configuration]:
@@ -77,12 +93,14 @@ def _configurations(quick: bool) -> Sequence[Configuration]:
             "hotstuff": "4000,10000,20000,50000,100000,200000,300000,400000,500000",
         }
         runs = {"runs": "3", "duration": "30"}
+    # Every capacity settled: finer steps at its edge, five runs there.
+    search = None if quick else Search()
     configurations = []
     for mode in MODES:
         base = {"mode": mode, "rate": rates[mode], "batch_size": BATCH_SIZE, **runs}
         configurations += [
-            Configuration(f"{mode}: {ONE}", base),
-            Configuration(f"{mode}: {FOUR}", {**base, "delay_matrix": MATRIX}),
+            Configuration(f"{mode}: {ONE}", base, search=search),
+            Configuration(f"{mode}: {FOUR}", {**base, "delay_matrix": MATRIX}, search=search),
         ]
     for mode in MODES:
         rate = (QUICK_BOUND_RATES if quick else BOUND_RATES)[mode]
@@ -91,11 +109,15 @@ def _configurations(quick: bool) -> Sequence[Configuration]:
                 "mode": mode,
                 "rate": rate,
                 "batch_size": BATCH_SIZE,
-                "delay_matrix": MATRIX,
                 "max_uncommitted_bytes": str(bound),
                 **runs,
             }
-            configurations.append(Configuration(bound_label(mode, bound), flags))
+            configurations += [
+                Configuration(bound_label(mode, bound, ONE), flags, search=search),
+                Configuration(
+                    bound_label(mode, bound), {**flags, "delay_matrix": MATRIX}, search=search
+                ),
+            ]
     return configurations
 
 
@@ -137,7 +159,7 @@ class Placement:
             batches_per_round=m(batches_per_round),
             node_us=m(node_us_per_tx),
             consensus_us=m(stage_us_per_tx("consensus")),
-            held_back=m(held_back),
+            held_back=m(mempools_held_back),
             consensus_p50=m(consensus_p50),
         )
 
@@ -150,8 +172,9 @@ def verdict(one: Sequence[Summary], four: Sequence[Summary]) -> list[str]:
     """Whether four regions ran faster than one, and what the runs at the same load say why."""
     if not one or not four:
         return [f"- No run finished in {ONE if not one else FOUR}: nothing to compare."]
-    single, multi = capacity(one), capacity(four)
-    lines = [_claim(single, multi, min(by_rate(four)))]
+    multi = capacity(four)
+    found = compare(capacity_span(four), capacity_span(one))
+    lines = [claim(capacity_span(one), capacity_span(four))]
     rate = common_rate(one, four)
     if rate is not None:
         load = "the highest rate both kept up"
@@ -171,12 +194,9 @@ def verdict(one: Sequence[Summary], four: Sequence[Summary]) -> list[str]:
         f" {_against(a.node_us, b.node_us, 2, ' µs')} of CPU per transaction (its consensus stage"
         f" {_against(a.consensus_us, b.consensus_us, 2, ' µs')})."
     )
-    slower = (multi.rate if multi else 0) or 0
-    lines.append(
-        _why_not(a, b, _beyond(four, one, multi))
-        if slower < ((single.rate if single else 0) or 0)
-        else _why(a, b)
-    )
+    # Why one ran faster, where the capacities are apart; nothing to explain otherwise.
+    if found.verdict == APART:
+        lines.append(_why(a, b) if found.higher == 0 else _why_not(a, b, _beyond(four, one, multi)))
     return lines
 
 
@@ -201,47 +221,29 @@ def _beyond(
     return rate, Placement.of(at_rate(four, rate)), Placement.of(at_rate(one, rate))
 
 
-AT_LEAST = " (at least: the sweep's highest rate)"
+def where(span: Span | None) -> str:
+    """Where a capacity lies, as the claim says it."""
+    if span is None:
+        return "unknown (no runs)"
+    if span.low == 0 and span.high is not None:
+        return f"below {fmt(span.high)} tx/s (no rate asked kept up)"
+    return f"{span.text()} tx/s ({span.runs} runs at {fmt(span.low)})"
 
 
-def _claim(single: Capacity | None, multi: Capacity | None, lowest: int) -> str:
-    if single is None or multi is None:
-        return _claim_without(single, multi, lowest)
-    at_least = AT_LEAST
-    figures = (
-        f"capacity {fmt(multi.rate)} tx/s{at_least if multi.at_top else ''} across four"
-        f" regions against {fmt(single.rate)} tx/s{at_least if single.at_top else ''} in one"
-    )
-    faster, slower = multi.rate or 0, single.rate or 0
-    if faster > slower:
-        return f"- **The claim holds here**: {figures}."
-    if faster < slower:
-        return f"- **The claim does not hold here**: {figures}."
-    if multi.at_top:
-        return f"- **Not decided**: {figures}; raise the sweep's rates."
-    return f"- **Neither ran faster** (within the sweep's steps): {figures}."
-
-
-def _claim_without(single: Capacity | None, multi: Capacity | None, lowest: int) -> str:
-    """The claim when a placement kept up with none of the rates asked."""
-    at_least = AT_LEAST
-    if multi is None and single is None:
+def claim(one: Span | None, four: Span | None) -> str:
+    """The report's claim, by where the two capacities lie (`measures.compare`)."""
+    found = compare(four, one)
+    figures = f"four regions' capacity {where(four)}, one region's {where(one)}"
+    if found.verdict == APART:
+        holds = "holds" if found.higher == 0 else "does not hold"
+        return f"- **Apart: the claim {holds} here**: {figures}."
+    if found.verdict == OVERLAPPING and one is not None and four is not None:
+        low, high = max(one.low, four.low), min(one.high or 0, four.high or 0)
         return (
-            f"- **Not decided**: neither placement kept up with any rate asked (the lowest"
-            f" {fmt(lowest)} tx/s); lower the sweep's rates."
+            f"- **Overlapping: not decided**: {figures}; where they overlap, neither is shown"
+            f" faster (finer steps between {fmt(low)} and {fmt(high)} tx/s would settle it)."
         )
-    if multi is None:
-        return (
-            f"- **The claim does not hold here**: four regions kept up with none of the rates"
-            f" asked (the lowest {fmt(lowest)} tx/s), one region up to"
-            f" {fmt(single.rate if single else None)}"
-            f" tx/s{at_least if single and single.at_top else ''}."
-        )
-    return (
-        f"- **The claim holds here**: four regions kept up to {fmt(multi.rate if multi else None)}"
-        f" tx/s{at_least if multi and multi.at_top else ''}, one region with none of the rates"
-        " asked."
-    )
+    return f"- **Not settled**: {figures}: {found.why}."
 
 
 COSTLIER = (
@@ -352,13 +354,14 @@ def _plot(outcomes: Sequence[Outcome], page: Page) -> None:
         axis.set_xlabel("Input rate asked (tx/s)")
         axis.set_ylabel("Delivered, median (tx/s)")
         axis.grid(True, alpha=0.3)
-        axis.legend()
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend()
     page.figure(figure, "delivered", "Delivered against asked, one region and four")
 
 
 def _write(outcomes: Sequence[Outcome], page: Page) -> None:
     by_label = {o.configuration.label: o.summaries for o in outcomes}
-    page.add("", _matrix_line(Path(__file__).resolve().parents[2]))
+    page.add("", _matrix_line(Path(__file__).resolve().parents[2]), "", CAPACITY_RULE)
     for mode in MODES:
         page.section(
             f"`{mode}`",
@@ -375,75 +378,62 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
 
 
 def _bound_section(mode: str, by_label: dict[str, list[Summary]], page: Page) -> None:
-    """Four regions' capacity at each bound on a node's uncommitted bytes: whether the verdict
-    above rests on the default."""
-    sweeps = {DEFAULT_BOUND: by_label.get(f"{mode}: {FOUR}", [])}
-    sweeps |= {b: by_label.get(bound_label(mode, b), []) for b in BOUNDS}
-    rates = {r for b in BOUNDS for r in by_rate(sweeps[b])}
-    rows = []
-    for bound in sorted(sweeps):
-        runs = [s for s in sweeps[bound] if int(s.config.get("rate") or 0) in rates]
-        if not runs:
-            continue
-        found = capacity(runs)
-        top = at_rate(runs, max(by_rate(runs)))
-        rows.append(
-            [
-                f"{bound / 1024 / 1024:g} MiB" + (" (default)" if bound == DEFAULT_BOUND else ""),
-                "-" if found is None else found.describe(),
-                spread([delivered(s) for s in top]),
-                share(median_of([held_back(s) for s in top])),
-                fmt(median_of([consensus_p50(s) for s in top])),
-                fmt(median_of([rounds_per_second(s) for s in top]), 1),
-                fmt(median_of([node_us_per_tx(s) for s in top]), 2),
-            ]
-        )
+    """Both placements' capacity at each bound on a node's uncommitted bytes (one bound across
+    placements), and at each bound where they lie against each other: whether the verdict above
+    rests on the default."""
+    sweeps = {
+        DEFAULT_BOUND: (by_label.get(f"{mode}: {ONE}", []), by_label.get(f"{mode}: {FOUR}", []))
+    }
+    sweeps |= {
+        b: (by_label.get(bound_label(mode, b, ONE), []), by_label.get(bound_label(mode, b), []))
+        for b in BOUNDS
+    }
+    rows, lines = [], []
+    for bound, placements in sorted(sweeps.items()):
+        name = f"{bound / 1024 / 1024:g} MiB" + (" (default)" if bound == DEFAULT_BOUND else "")
+        for placement, runs in zip((ONE, FOUR), placements, strict=True):
+            if not runs:
+                continue
+            found = capacity(runs)
+            top = at_rate(runs, max(by_rate(runs)))
+            rows.append(
+                [
+                    name,
+                    placement,
+                    "-" if found is None else found.describe(),
+                    spread([delivered(s) for s in top]),
+                    share(median_of([held_back(s) for s in top])),
+                    fmt(median_of([consensus_p50(s) for s in top])),
+                    fmt(median_of([rounds_per_second(s) for s in top]), 1),
+                    fmt(median_of([node_us_per_tx(s) for s in top]), 2),
+                ]
+            )
+        if all(placements):
+            near, far = (capacity_span(runs) for runs in placements)
+            lines.append(f"- {name}: " + claim(near, far).removeprefix("- "))
     if not rows:
         return
     page.section(
-        f"`{mode}` across four regions: the bound on a node's uncommitted bytes",
+        f"`{mode}`: the bound on a node's uncommitted bytes, in both placements",
         "A node stops reading its clients while it holds `--max-uncommitted-bytes` of batches"
         " sealed but not committed; across regions a commit takes longer, so the same bound"
-        " holds fewer transactions a second. The sweep's rates only"
-        f" ({', '.join(fmt(r) for r in sorted(rates))} tx/s); the last columns at the highest.",
+        " holds fewer transactions a second. Both placements ran at every bound, at the same"
+        " rates; the last columns at each sweep's highest rate asked.",
     )
     page.table(
         [
             "bound",
+            "placement",
             "capacity (tx/s)",
             "delivered at the highest rate",
-            "held back",
+            "clients held back",
             "consensus p50 ms",
             "rounds/s",
             "node CPU µs/tx",
         ],
         rows,
     )
-    largest = max(b for b in sweeps if sweeps[b])
-    far = capacity([s for s in sweeps[largest] if int(s.config.get("rate") or 0) in rates])
-    near = capacity(by_label.get(f"{mode}: {ONE}", []))
-    page.add("", _bound_verdict(largest, far, near))
-
-
-def _bound_verdict(bound: int, far: Capacity | None, near: Capacity | None) -> str:
-    """Whether four regions at the largest bound catch up with one region at the default."""
-    if far is None or near is None or far.rate is None or near.rate is None:
-        return "- Four regions' capacity at the largest bound, or one region's, is not known."
-    head = (
-        f"- At the largest bound ({bound / 1024 / 1024:g} MiB), four regions kept up with"
-        f" {far.describe()} tx/s against {near.describe()} in one region at the default"
-    )
-    if far.rate > near.rate:
-        return head + ": with room for more commits in flight, four regions ran faster."
-    if far.at_top:
-        return (
-            head + ": the bound, not the regions, was the limit at the default; the sweep"
-            " stopped at its highest rate, so whether four regions fall behind one region is not"
-            " settled here."
-        )
-    if far.rate == near.rate:
-        return head + ": neither ran faster, whatever the bound."
-    return head + ": one region stays ahead whatever the bound."
+    page.add("", *lines)
 
 
 MULTI_REGION = Experiment(

@@ -2,9 +2,10 @@
 bounded latency, and does every rate below its capacity keep up, run after run?
 
 A sweep of `hotstuff` rates, each run several times, with the in-memory store and with `--store`.
-A run keeps up when it delivered at least 95 % of the rate asked. The capacity is the highest rate
-at which every run kept up; the page says whether any run below it did not (a hole in the curve
-is what a metastable collapse looks like), and what runs above it delivered against the best run.
+A run keeps up by the capacity rule (`measures.CAPACITY_RULE`: delivered, held back, latency).
+The capacity is the highest rate at which every run kept up; the page says whether any run below
+it did not (a hole in the curve is what a metastable collapse looks like), what runs above it
+delivered against the best run, and the report's metric beside it (the peak mean delivered).
 """
 
 from __future__ import annotations
@@ -16,7 +17,21 @@ import matplotlib.pyplot as plt
 
 from ..analysis.run_summary import Summary
 from .experiment import Configuration, Experiment, Outcome
-from .measures import KEEPS_UP, by_rate, fmt, median_of, node_us_per_tx, share, spread
+from .measures import (
+    CAPACITY_RULE,
+    Rule,
+    by_rate,
+    delivered,
+    e2e_p50,
+    fmt,
+    held_back,
+    median_of,
+    mempools_held_back,
+    node_us_per_tx,
+    peak_mean,
+    share,
+    spread,
+)
 from .page import Page
 
 # Runs above capacity should deliver at least this share of the best run.
@@ -39,20 +54,28 @@ def _configurations(quick: bool) -> Sequence[Configuration]:
     ]
 
 
-def kept_up(summary: Summary) -> bool:
-    rate = float(summary.config.get("rate") or 0)
-    return rate > 0 and summary.end_to_end.tps >= KEEPS_UP * rate
-
-
 def verdict(summaries: Sequence[Summary]) -> list[str]:
-    """What the sweep says: the capacity, holes below it, and what runs above it delivered."""
+    """What the sweep says: the capacity beside the peak mean delivered, holes below it, and
+    what runs above it delivered."""
+    rule = Rule.of(summaries)
     rates = by_rate(summaries)
-    full = [rate for rate, runs in rates.items() if all(kept_up(s) for s in runs)]
+    full = [rate for rate, runs in rates.items() if all(rule.kept_up(s) for s in runs)]
+    peak = peak_mean(summaries)
+    peak_line = (
+        []
+        if peak is None
+        else [
+            f"- Peak mean delivered over the sweep (the report's metric): {fmt(peak[1])} tx/s, at"
+            f" {fmt(peak[0])} tx/s asked; {rule.describe()}."
+        ]
+    )
     if not full:
-        return ["- No rate kept up in every run."]
+        return ["- No rate kept up in every run.", *peak_line]
     capacity = max(full)
     lines = [f"- Capacity (highest rate at which every run kept up): {capacity:,} tx/s."]
-    holes = [r for r, runs in rates.items() if r < capacity and not all(kept_up(s) for s in runs)]
+    holes = [
+        r for r, runs in rates.items() if r < capacity and not all(rule.kept_up(s) for s in runs)
+    ]
     lines.append(
         "- Every run at every rate below it kept up."
         if not holes
@@ -60,10 +83,10 @@ def verdict(summaries: Sequence[Summary]) -> list[str]:
         + ", ".join(f"{r:,}" for r in holes)
         + " tx/s."
     )
-    best = max(s.end_to_end.tps for s in summaries)
+    best = max(delivered(s) for s in summaries)
     above = [s for r, runs in rates.items() if r > capacity for s in runs]
     if above:
-        worst = min(s.end_to_end.tps for s in above)
+        worst = min(delivered(s) for s in above)
         p50s = [s.end_to_end.latency.p50_ms for s in above if s.end_to_end.latency.count]
         lines.append(
             f"- Above it, the worst run delivered {worst:,.0f} tx/s, {worst / best:.0%} of the best"
@@ -71,7 +94,7 @@ def verdict(summaries: Sequence[Summary]) -> list[str]:
             f" at most {fmt(max(p50s) if p50s else None)} ms."
         )
         lines.extend(_cpu_of(above))
-    return lines
+    return [*lines, *peak_line]
 
 
 def _node_cores(summary: Summary) -> float | None:
@@ -103,17 +126,28 @@ def _cpu_of(runs: Sequence[Summary]) -> list[str]:
     return [line]
 
 
+def kept_up_cell(rule: Rule, runs: Sequence[Summary]) -> str:
+    """`k of n`, and how many runs failed each condition of the rule (`a 2, c 1`)."""
+    failed = [rule.failed(s) for s in runs]
+    kept = sum(not f for f in failed)
+    counts = {c: sum(c in f for f in failed) for c in "abc"}
+    why = ", ".join(f"{c} {n}" for c, n in counts.items() if n)
+    return f"{kept} of {len(runs)}" + (f" ({why})" if why else "")
+
+
 def _rows(summaries: Sequence[Summary]) -> list[list[str]]:
+    rule = Rule.of(summaries)
     rows = []
     for rate, runs in by_rate(summaries).items():
         rows.append(
             [
                 f"{rate:,}",
-                f"{sum(kept_up(s) for s in runs)} of {len(runs)}",
-                spread([s.end_to_end.tps for s in runs]),
-                fmt(median_of([s.end_to_end.latency.p50_ms for s in runs])),
+                kept_up_cell(rule, runs),
+                spread([delivered(s) for s in runs]),
+                fmt(median_of([e2e_p50(s) for s in runs])),
                 spread([node_us_per_tx(s) for s in runs], 2),
-                share(median_of([s.rounds.backpressure_share if s.rounds else None for s in runs])),
+                share(median_of([held_back(s) for s in runs])),
+                share(median_of([mempools_held_back(s) for s in runs])),
                 fmt(median_of([s.rounds.rounds_per_second if s.rounds else None for s in runs])),
                 fmt(
                     median_of(
@@ -129,6 +163,13 @@ def _rows(summaries: Sequence[Summary]) -> list[list[str]]:
 
 
 def _write(outcomes: Sequence[Outcome], page: Page) -> None:
+    page.add(
+        "",
+        CAPACITY_RULE,
+        "Runs kept up: how many kept up, and after it how many failed each condition (a, b, c)."
+        " Clients held back: the rule's (b); mempools held back: the share of the window the"
+        " nodes' mempools sat at their bound on uncommitted bytes.",
+    )
     figure, axes = plt.subplots()
     for outcome in outcomes:
         label = outcome.configuration.label
@@ -140,16 +181,17 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
                 "delivered tx/s: median (min-max)",
                 "end-to-end p50 ms",
                 "node CPU µs/tx: median (min-max)",
+                "clients held back (share)",
                 "mempools held back (share)",
                 "rounds/s",
                 "node RSS MiB",
             ],
             _rows(outcome.summaries),
         )
-        points = [(float(s.config.get("rate") or 0), s.end_to_end.tps) for s in outcome.summaries]
+        points = [(float(s.config.get("rate") or 0), delivered(s)) for s in outcome.summaries]
         if points:
             medians = [
-                (r, median(s.end_to_end.tps for s in runs))
+                (r, median(delivered(s) for s in runs))
                 for r, runs in by_rate(outcome.summaries).items()
             ]
             line = axes.plot(*zip(*medians, strict=True), marker="o", label=f"{label} (median)")

@@ -3,7 +3,8 @@ until the capacity holds in every run of at least `Search.runs` and the next rat
 `Search.step` of it, did not keep up.
 
 The rule, in one sentence: the capacity is the highest rate asked at which every one of at least
-five runs delivered 95 % of it, with a rate at most 5 % above it (or one step of 80) that did not.
+five runs kept up (`measures.CAPACITY_RULE`), with a rate at most 5 % above it (or one step of 80)
+that did not. Every run is held to the unloaded p50 of the coarse sweep (its lowest rate's).
 
 The search bisects between the highest rate whose runs all kept up (`low`) and the lowest rate
 above it that did not keep up in median (`high`); each rate it asks runs `Search.runs` times. A
@@ -24,11 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..analysis.run_summary import Summary
-from .measures import KEEPS_UP, by_rate, processed
+from .measures import Rule, by_rate
 
 RULE = (
-    "the capacity is the highest rate asked at which every one of at least five runs delivered"
-    " 95 % of it, with a rate at most 5 % above it (or one step of 80) that did not"
+    "the capacity is the highest rate asked at which every one of at least five runs kept up,"
+    " with a rate at most 5 % above it (or one step of 80) that did not"
 )
 
 # Runs the points of a rate: (rate, runs) -> their summaries.
@@ -47,21 +48,13 @@ class Search:
     max_probes: int = 12
 
 
-def kept_up(summary: Summary, rate: int) -> bool:
-    return processed(summary) >= KEEPS_UP * rate
+def all_kept_up(runs: Sequence[Summary], rate: int, rule: Rule) -> bool:
+    return bool(runs) and all(rule.kept_up(s, rate) for s in runs)
 
 
-def all_kept_up(runs: Sequence[Summary], rate: int) -> bool:
-    return bool(runs) and all(kept_up(s, rate) for s in runs)
-
-
-def median_kept_up(runs: Sequence[Summary], rate: int) -> bool:
-    values = sorted(processed(s) for s in runs)
-    if not values:
-        return False
-    middle = len(values) // 2
-    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
-    return median >= KEEPS_UP * rate
+def median_kept_up(runs: Sequence[Summary], rate: int, rule: Rule) -> bool:
+    """At least half the runs kept up."""
+    return bool(runs) and 2 * sum(rule.kept_up(s, rate) for s in runs) >= len(runs)
 
 
 @dataclass(frozen=True)
@@ -77,15 +70,16 @@ def settle(summaries: list[Summary], run: RunRate, search: Search) -> Settled:
     rates = by_rate(summaries)
     if not rates:
         return Settled(None, "no run")
-    lows = [r for r, runs in rates.items() if all_kept_up(runs, r)]
+    rule = Rule.of(summaries)
+    lows = [r for r, runs in rates.items() if all_kept_up(runs, r, rule)]
     if not lows:
         return Settled(None, f"no rate kept up in every run (the lowest {min(rates):,})")
     low = max(lows)
-    highs = [r for r, runs in rates.items() if r > low and not median_kept_up(runs, r)]
+    highs = [r for r, runs in rates.items() if r > low and not median_kept_up(runs, r, rule)]
     if highs:
         high = min(highs)
     else:
-        found = _above_the_sweep(summaries, run, search, low)
+        found = _above_the_sweep(summaries, run, search, low, rule)
         if found is None:
             top = max(by_rate(summaries))
             return Settled(None, f"the highest rate asked, {top:,}, kept up: raise the sweep")
@@ -94,22 +88,24 @@ def settle(summaries: list[Summary], run: RunRate, search: Search) -> Settled:
         if high - low <= max(search.step * low, search.multiple):
             missing = search.runs - len(by_rate(summaries).get(low, []))
             if missing > 0:
-                summaries += _until_one_falls_short(run, low, missing)
-            if all_kept_up(by_rate(summaries)[low], low):
+                summaries += _until_one_falls_short(run, low, missing, rule)
+            if all_kept_up(by_rate(summaries)[low], low, rule):
                 return Settled(low, f"{len(by_rate(summaries)[low])} runs at it all kept up")
             # `low` was luck: look below it.
             high = low
             below = [
-                r for r, runs in by_rate(summaries).items() if r < low and all_kept_up(runs, r)
+                r
+                for r, runs in by_rate(summaries).items()
+                if r < low and all_kept_up(runs, r, rule)
             ]
             if not below:
                 return Settled(None, f"no rate below {low:,} kept up in every run")
             low = max(below)
             continue
         middle = _round(low + (high - low) / 2, search.multiple)
-        runs = _until_one_falls_short(run, middle, search.runs)
+        runs = _until_one_falls_short(run, middle, search.runs, rule)
         summaries += runs
-        if all_kept_up(runs, middle):
+        if all_kept_up(runs, middle, rule):
             low = middle
         else:
             high = middle
@@ -117,7 +113,7 @@ def settle(summaries: list[Summary], run: RunRate, search: Search) -> Settled:
 
 
 def _above_the_sweep(
-    summaries: list[Summary], run: RunRate, search: Search, low: int
+    summaries: list[Summary], run: RunRate, search: Search, low: int, rule: Rule
 ) -> tuple[int, int] | None:
     """When the sweep's highest rate kept up: one run at each rate above it, a sweep's step
     apart (the gap between its two highest rates, or `low` itself), until one falls short;
@@ -130,20 +126,20 @@ def _above_the_sweep(
         rate = _round(low + step, search.multiple)
         runs = run(rate, 1)
         summaries += runs
-        if not all_kept_up(runs, rate):
+        if not all_kept_up(runs, rate, rule):
             return low, rate
         low = rate
     return None
 
 
-def _until_one_falls_short(run: RunRate, rate: int, runs: int) -> list[Summary]:
+def _until_one_falls_short(run: RunRate, rate: int, runs: int, rule: Rule) -> list[Summary]:
     """Up to `runs` runs at `rate`, one at a time, stopping after the first that did not keep
     up."""
     done: list[Summary] = []
     for _ in range(runs):
         one = run(rate, 1)
         done += one
-        if not all_kept_up(one, rate):
+        if not all_kept_up(one, rate, rule):
             break
     return done
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from ..analysis.run_summary import Summary
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (
+    CAPACITY_RULE,
     Capacity,
     by_rate,
     capacity,
@@ -160,6 +161,7 @@ def rows(mode: str, runs: dict[str, list[Summary]]) -> list[list[str]]:
 
 def _write(outcomes: Sequence[Outcome], page: Page) -> None:
     runs = {o.configuration.label: o.summaries for o in outcomes}
+    page.add("", CAPACITY_RULE)
     for mode in MOVE_MODES:
         measure = (
             "tx/s: the median (min-max) of its runs, as fast as the VM runs"

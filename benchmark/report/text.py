@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..analysis.consensus.rounds import rounds_section
 from ..analysis.run_summary import StageRow, Summary, Throughput, dilation
 from ..analysis.stats import LatencyStats
+from ..analysis.throughput import beyond_offered
 from .sections import (
     cost_section,
     energy_section,
@@ -155,11 +156,22 @@ def render_summary(summary: Summary) -> str:
     lines += [*_throughput("END-TO-END", summary.end_to_end)]
     if summary.clients is not None:
         clients = summary.clients
+        held = (
+            ""
+            if clients.held_back_share is None
+            else f", held back {clients.held_back_share:.0%} of the window (bursts skipped)"
+        )
         lines += [
             f"   Clients: {clients.clients}, sent {_num(clients.sent_tps)} tx/s of "
-            f"{_num(clients.target_tps)} tx/s asked, {clients.missed_bursts:,} late bursts, "
+            f"{_num(clients.target_tps)} tx/s asked{held}, {clients.missed_bursts:,} late bursts, "
             f"{clients.samples_matched:,}/{clients.samples_sent:,} samples matched",
         ]
+        excess = beyond_offered(summary.end_to_end.tps, clients)
+        if excess is not None:
+            lines.append(
+                f"   Delivered {excess:.1%} more than the clients sent in the window: it drained"
+                " a backlog from before the window, so it is not a steady state"
+            )
     rounds = rounds_section(summary.rounds)
     if rounds:
         lines += ["", *rounds]

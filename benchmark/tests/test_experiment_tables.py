@@ -28,7 +28,7 @@ from benchmark.experiments import (
     workloads,
 )
 from benchmark.experiments import fault_scenarios as faults
-from benchmark.experiments.measures import capacity, common_rate
+from benchmark.experiments.measures import capacity, common_rate, runs_span
 from benchmark.experiments.page import Page
 from benchmark.experiments.report_figures import CAPACITY
 from benchmark.experiments.runner import prepare
@@ -88,8 +88,15 @@ def shaped(
     if node_cores is not None and resources is not None:
         resources = replace(resources, nodes=replace(resources.nodes, cpu_cores=node_cores))
     projection = project({"verifier": projected_us}, 4) if projected_us else summary.projection
+    # The clients sent the rate asked, unhindered; a run without a rate has none.
+    clients = (
+        replace(summary.clients, target_tps=float(rate), sent_tps=float(rate), held_back_share=None)
+        if rate is not None and summary.clients is not None
+        else None
+    )
     return replace(
         summary,
+        clients=clients,
         config={**summary.config, "mode": mode, "rate": rate, **config},
         pipeline=described(mode),
         end_to_end=end_to_end,
@@ -174,14 +181,15 @@ def test_the_modes_table_sets_the_report_beside_ours(base: Summary) -> None:
         modes.MOVEVM_ADAPTER: capacity([shaped(base, rate=None, delivered=60_000, mode="movevm")]),
     }
     rows = {row[0]: row for row in modes.capacity_rows(capacities)}
-    # configuration, capacity, delivered, projection, limited by, report's, ratios
+    # configuration, capacity, delivered, projection, limited by, report's, ratios, then the
+    # peak mean delivered and it over the report's
     assert rows["hotstuff"][1:4] == ["400,000", "400,000", "800,000"]
     assert rows["hotstuff"][4] == "the cores (CPU-bound)"
-    assert rows["hotstuff"][5:] == ["200,000", "2.00", "4.00"]
+    assert rows["hotstuff"][5:8] == ["200,000", "2.00", "4.00"]
     assert rows["hotmove"][5:7] == ["30,000-35,000", "0.57-0.67"]
     # The report's DiemVM figure is the VM behind the adapter alone, as `movevm` runs it: the
     # system with consensus and signatures has no figure of the report beside it.
-    assert rows[modes.ADAPTER][5:] == ["-", "-", "-"]
+    assert rows[modes.ADAPTER][5:8] == ["-", "-", "-"]
     assert rows["movevm"][1:3] == ["240,000", "240,000"]
     # Several runs at capacity: what they delivered, with its spread.
     twice = capacity(
@@ -209,6 +217,28 @@ def test_the_modes_table_sets_the_report_beside_ours(base: Summary) -> None:
     assert ratios["hotmove / hotcrypto"][:2] == ["-", "-"]
 
 
+def test_the_modes_table_sets_the_peak_mean_delivered_beside_the_report(base: Summary) -> None:
+    # hotcrypto keeps up to 28,000 tx/s; at 36,000 its runs deliver more, but not all of it.
+    sweep = [shaped(base, rate=r, delivered=r) for r in (24_000, 28_000) for _ in range(3)]
+    sweep += [shaped(base, rate=36_000, delivered=d) for d in (33_000, 34_090, 35_180)]
+    rows = modes.capacity_rows({"hotcrypto": capacity(sweep)}, {"hotcrypto": sweep})
+    (row,) = rows
+    assert row[1] == "28,000"
+    # The report's maximum is a peak mean delivered: 34,090 against its 50,000.
+    assert row[8:] == ["34,090 at 36,000", "0.68"]
+
+
+def test_cost_is_of_the_reports_instance_one_for_a_process_and_one_per_node(base: Summary) -> None:
+    capacities = {
+        "movevm": capacity([shaped(base, rate=None, delivered=100.0, mode="movevm")]),
+        "hotstuff": capacity([shaped(base, rate=100, delivered=100.0, mode="hotstuff", nodes=4)]),
+    }
+    rows = {row[0]: row for row in modes.energy_rows(capacities)}
+    # c5.xlarge at $0.17 an hour: one instance for movevm, four for four nodes, at 100 tx/s.
+    assert rows["movevm"][4] == "0.4722"
+    assert rows["hotstuff"][4] == "1.8889"
+
+
 def test_the_report_figures_say_what_they_measured() -> None:
     labels = [c.label for c in modes.MODES.configurations(False)]
     for label, figure in CAPACITY.items():
@@ -229,9 +259,9 @@ def _placement(
     *,
     held_back_above: float = 0.0,
 ) -> list[Summary]:
-    """Runs at 1,000, 2,000 and 3,000 tx/s that keep up to `kept`; above it the mempools held
-    their clients back `held_back_above` of the run."""
-    return [
+    """Three runs at each of 1,000, 2,000 and 3,000 tx/s that keep up to `kept`; above it the
+    mempools held their clients back `held_back_above` of the run."""
+    return 3 * [
         shaped(
             base,
             rate=r,
@@ -250,8 +280,11 @@ def test_multi_region_holds_when_four_regions_keep_up_with_more(base: Summary) -
     one = _placement(base, 2000, rounds=100.0, per_batch=50.0, cores=0.02)
     four = _placement(base, 3000, rounds=10.0, per_batch=500.0, cores=0.01)
     lines = multi_region.verdict(one, four)
-    assert lines[0].startswith("- **The claim holds here**: capacity 3,000 tx/s (at least")
-    assert "against 2,000 tx/s in one" in lines[0]
+    # Four regions' capacity lies at 3,000 or above (the sweep's top), one region's below 3,000.
+    assert lines[0] == (
+        "- **Apart: the claim holds here**: four regions' capacity ≥ 3,000 tx/s (3 runs at"
+        " 3,000), one region's 2,000 to below 3,000 tx/s (3 runs at 2,000)."
+    )
     # The same load: 2,000 tx/s, each placement's medians there.
     assert "At 2,000 tx/s asked (the highest rate both kept up)" in lines[1]
     assert "ran 10.0 against 100.0 rounds a second" in lines[1]
@@ -266,10 +299,18 @@ def test_multi_region_does_not_hold_when_one_region_keeps_up_with_more(base: Sum
     one = _placement(base, 2000, rounds=100.0, per_batch=50.0, cores=0.01)
     four = _placement(base, 1000, rounds=10.0, per_batch=500.0, cores=0.02)
     lines = multi_region.verdict(one, four)
-    assert lines[0].startswith("- **The claim does not hold here**: capacity 1,000 tx/s")
+    assert lines[0].startswith("- **Apart: the claim does not hold here**: four regions' capacity")
+    assert "1,000 to below 2,000 tx/s" in lines[0]
     assert lines[2].startswith("- Why not:")
     same = multi_region.verdict(one, _placement(base, 2000, 10.0, 500.0, 0.02))
-    assert same[0].startswith("- **Neither ran faster**")
+    assert same[0].startswith("- **Overlapping: not decided**")
+    assert "finer steps between 2,000 and 3,000 tx/s would settle it" in same[0]
+    # Nothing to explain where neither is shown faster.
+    assert not any(line.startswith("- Why") for line in same)
+    # A run each: too few to settle anything, whatever the capacities.
+    alone = multi_region.verdict(one[:3], four[:3])
+    assert alone[0].startswith("- **Not settled**: ")
+    assert "fewer than 3 runs on a side" in alone[0]
     assert multi_region.verdict(one, []) == [
         "- No run finished in four regions: nothing to compare."
     ]
@@ -284,7 +325,7 @@ def test_multi_region_names_the_bytes_in_flight_when_they_held_four_regions_back
     one = _placement(base, 3000, rounds=100.0, per_batch=50.0, cores=0.02)
     four = _placement(base, 2000, 10.0, 500.0, 0.01, held_back_above=0.6)
     lines = multi_region.verdict(one, four)
-    assert lines[0].startswith("- **The claim does not hold here**: capacity 2,000 tx/s")
+    assert lines[0].startswith("- **Apart: the claim does not hold here**: four regions' capacity")
     assert lines[2].startswith(
         "- Why not: across four regions the bound on bytes in flight set the limit (not the CPU:"
         " a transaction cost 10.00 µs against 20.00 µs at the same load). At 3,000 tx/s asked,"
@@ -304,15 +345,43 @@ def test_multi_region_compares_the_same_load_when_four_regions_keep_up_with_none
     four = _placement(base, 0, rounds=10.0, per_batch=50.0, cores=0.02)
     lines = multi_region.verdict(one, four)
     assert lines[0] == (
-        "- **The claim does not hold here**: four regions kept up with none of the rates asked"
-        " (the lowest 1,000 tx/s), one region up to 2,000 tx/s."
+        "- **Apart: the claim does not hold here**: four regions' capacity below 1,000 tx/s (no"
+        " rate asked kept up), one region's 2,000 to below 3,000 tx/s (3 runs at 2,000)."
     )
     assert lines[1].startswith(
         "- At 1,000 tx/s asked (the lowest rate both were asked, which not both kept up), four"
         " regions delivered 800 against 1,000 tx/s and ran 10.0 against 100.0 rounds a second"
     )
     neither = multi_region.verdict(four, four)
-    assert neither[0].startswith("- **Not decided**: neither placement kept up")
+    assert neither[0].startswith("- **Overlapping: not decided**: four regions' capacity below")
+
+
+def test_each_bound_runs_in_both_placements_and_is_judged_by_their_spans(
+    base: Summary, tmp_path: Path
+) -> None:
+    # At the default bound the placements overlap; at 32 MiB four regions keep up with more,
+    # apart from one region at the same bound.
+    big = 32 * 1024 * 1024
+    sweeps = {
+        "hotcrypto: one region": _placement(base, 2000, 100.0, 50.0, 0.02),
+        "hotcrypto: four regions": _placement(base, 2000, 10.0, 500.0, 0.01),
+        multi_region.bound_label("hotcrypto", big, multi_region.ONE): _placement(
+            base, 2000, 100.0, 50.0, 0.02
+        ),
+        multi_region.bound_label("hotcrypto", big): _placement(base, 3000, 10.0, 500.0, 0.01),
+    }
+    outcomes = [
+        Outcome(Configuration(label, {"mode": "hotcrypto"}), runs) for label, runs in sweeps.items()
+    ]
+    page = Page("multi-region", "Multi-region", tmp_path)
+    multi_region.MULTI_REGION.write(outcomes, page)
+    text = "\n".join(page.lines)
+    assert "| 32 MiB | one region | 2,000 |" in text
+    assert "| 32 MiB | four regions | ≥ 3,000 |" in text
+    assert "- 8 MiB (default): **Overlapping: not decided**: " in text
+    assert "- 32 MiB: **Apart: the claim holds here**: four regions' capacity ≥ 3,000" in text
+    # The rule the capacities follow is on the page.
+    assert multi_region.CAPACITY_RULE in text
 
 
 def test_the_four_regions_matrix_is_symmetric_round_trips_halved() -> None:
@@ -616,13 +685,35 @@ def test_more_bandwidth_is_called_slower_only_when_no_run_overlaps(base: Summary
 
     overlapping = {None: runs(100, 98, 102), 100: runs(101, 99, 103)}
     (slower, spread_line) = links.link_verdict("hotcrypto", overlapping)
-    assert "**not slower with more bandwidth**" in slower
+    assert "**overlapping**" in slower
+    assert "neither is shown faster" in slower
     assert "no slower link's runs fell less than half as far apart" in spread_line
     apart = {None: runs(100, 90, 102), 100: runs(110, 111, 112)}
     (slower, spread_line) = links.link_verdict("hotcrypto", apart)
     assert "**slower with more bandwidth**: every run without a limit" in slower
     assert "at 100 Mbit/s" in slower
     assert "steadier (runs less than half as far apart) at 100 Mbit/s" in spread_line
+    # Two runs a side settle nothing.
+    few = {None: runs(100, 90), 100: runs(110, 111)}
+    assert "**not settled** against 100 Mbit/s" in links.link_verdict("hotcrypto", few)[0]
+
+
+def test_the_best_batch_size_is_named_only_when_its_runs_are_apart_from_every_other() -> None:
+    spans = {
+        200_000: runs_span([37_882, 14_067, 40_959]),
+        50_000: runs_span([27_080, 24_604, 31_051]),
+        1_000_000: runs_span([27_548, 24_161, 28_386]),
+    }
+    line = links.best_batch(22, spans)
+    assert line.startswith("- 22 nodes: **overlapping**: no single batch size delivered most;")
+    assert "200,000 B (14,067-40,959 tx/s, the highest median)" in line
+    apart = {1_000_000: runs_span([99_431, 98_796, 100_229]), 50_000: runs_span([65_122, 62_532])}
+    assert "**not settled**" in links.best_batch(4, apart)
+    apart[50_000] = runs_span([65_122, 62_532, 70_000])
+    assert links.best_batch(4, apart) == (
+        "- 4 nodes: **apart**: 1,000,000 B delivered most (98,796-100,229 tx/s), above every"
+        " other batch size's runs."
+    )
 
 
 # -- scale ---------------------------------------------------------------------------------------
@@ -690,16 +781,16 @@ def test_the_model_is_judged_on_every_point_it_was_not_fitted_on(base: Summary) 
     assert lines[1].startswith("- Missed: committee: hotcrypto, 8 x 1 vCPUs (+100%)")
 
 
-def test_the_bound_verdict_tells_a_stopped_sweep_from_a_settled_one() -> None:
-    from benchmark.experiments.measures import Capacity  # noqa: PLC0415
-    from benchmark.experiments.multi_region import _bound_verdict  # noqa: PLC0415
+def test_the_claim_tells_a_stopped_sweep_from_a_settled_one() -> None:
+    from benchmark.experiments.measures import Span  # noqa: PLC0415
+    from benchmark.experiments.multi_region import claim  # noqa: PLC0415
 
-    def cap(rate: int, top: int) -> Capacity:
-        return Capacity(rate=rate, runs=(), top=top)
+    def cap(rate: int, above: int | None, runs: int = 5) -> Span:
+        return Span(rate, above, runs, high_excluded=True)
 
-    mib32 = 32 * 1024 * 1024
-    assert "four regions ran faster" in _bound_verdict(mib32, cap(30, 40), cap(20, 40))
-    assert "not settled" in _bound_verdict(mib32, cap(300, 300), cap(500, 500))
-    assert "neither ran faster" in _bound_verdict(mib32, cap(24, 32), cap(24, 40))
-    assert "one region stays ahead" in _bound_verdict(mib32, cap(16, 32), cap(24, 40))
-    assert "not known" in _bound_verdict(mib32, None, cap(24, 40))
+    assert "**Apart: the claim holds here**" in claim(cap(20, 24), cap(30, 32))
+    # Four regions stopped at their sweep's top below where one region may lie.
+    assert "**Not settled**" in claim(cap(500, None), cap(300, None))
+    assert "**Overlapping: not decided**" in claim(cap(24, 32), cap(24, 28))
+    assert "**Apart: the claim does not hold here**" in claim(cap(24, 28), cap(16, 24))
+    assert "unknown (no runs)" in claim(cap(24, 28), None)

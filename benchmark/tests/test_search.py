@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
 from benchmark.analysis.metrics import load_run
 from benchmark.analysis.run_summary import Summary, summarize
-from benchmark.experiments.measures import by_rate, capacity
+from benchmark.analysis.stats import LatencyStats
+from benchmark.experiments.measures import Rule, by_rate, capacity
 from benchmark.experiments.search import Search, all_kept_up, settle
 
 from .synthetic import write_run
@@ -51,8 +53,9 @@ def test_a_coarse_sweep_is_narrowed_to_five_runs_that_all_kept_up(base: Summary)
     assert 23_500 * 0.95 <= settled.rate <= 23_500 / 0.95
     runs = by_rate(coarse)
     assert len(runs[settled.rate]) >= 5
-    assert all_kept_up(runs[settled.rate], settled.rate)
-    above = [r for r in runs if r > settled.rate and not all_kept_up(runs[r], r)]
+    rule = Rule.of(coarse)
+    assert all_kept_up(runs[settled.rate], settled.rate, rule)
+    above = [r for r in runs if r > settled.rate and not all_kept_up(runs[r], r, rule)]
     assert min(above) - settled.rate <= 0.05 * settled.rate
     assert all(rate % 80 == 0 for rate, _ in system.asked)
     # The page's capacity is the search's.
@@ -117,3 +120,23 @@ def test_a_rate_above_the_edge_costs_the_search_one_run(base: Summary) -> None:
     above = [rate for rate in asked if rate > 23_500 / 0.95]
     assert above, "the search asked no rate above the edge"
     assert all(asked[rate] == 1 for rate in above)
+
+
+def test_the_search_holds_every_run_to_the_coarse_sweeps_unloaded_p50(base: Summary) -> None:
+    # Every rate is delivered in full, but past 23,500 tx/s the p50 is four times the lowest
+    # rate's: those rates did not keep up, and the search settles below them.
+    def one(rate: int) -> Summary:
+        run = shaped(base, rate=rate, delivered=rate)
+        p50 = 100.0 if rate <= 23_500 else 400.0
+        return replace(run, end_to_end=replace(run.end_to_end, latency=LatencyStats.of([p50])))
+
+    def run(rate: int, runs: int) -> list[Summary]:
+        return [one(rate) for _ in range(runs)]
+
+    coarse = [one(r) for r in (10_000, 20_000, 30_000, 40_000) for _ in range(3)]
+    settled = settle(coarse, run, Search())
+    assert settled.rate is not None
+    assert 23_500 * 0.95 <= settled.rate <= 23_500
+    found = capacity(coarse)
+    assert found is not None
+    assert found.rate == settled.rate
