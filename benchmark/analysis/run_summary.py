@@ -105,6 +105,9 @@ class Summary:
     # Energy per transaction, measured (RAPL) or modelled (see resources/energy.py); from the log
     # directory, filled in after the run like the profile.
     energy: Energy | None = None
+    # What an experiment's page read from the run's logs beyond this summary (`Experiment.
+    # read_logs`), kept with it so that the page can be written again where the logs are not.
+    readings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def mode(self) -> str:

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 
@@ -68,20 +69,32 @@ class Breakdown:
     flamegraphs: tuple[Path, ...]
 
 
+PROFILE = "profile"
+
+
+def read_logs(summary: Summary) -> dict[str, Any]:
+    """What the page reads from a run's logs: its profiles' samples by category, and its flame
+    graphs."""
+    counts: Counter[str] = Counter()
+    graphs = []
+    logs = summary.config.get("logs")
+    for folded in sorted(Path(str(logs)).glob(f"profile-*/{FOLDED}")) if logs else []:
+        for frames, count in parse_folded(folded.read_text().splitlines()):
+            counts[category_of(frames)] += count
+        graph = folded.with_name(FLAMEGRAPH)
+        if graph.exists():
+            graphs.append(str(graph))
+    return {PROFILE: {"samples": dict(sorted(counts.items())), "flamegraphs": graphs}}
+
+
 def breakdown(summaries: Sequence[Summary]) -> Breakdown | None:
     """The categories' shares over every profile of the runs."""
     counts: Counter[str] = Counter()
     graphs = []
     for summary in summaries:
-        logs = summary.config.get("logs")
-        if not logs:
-            continue
-        for folded in sorted(Path(str(logs)).glob(f"profile-*/{FOLDED}")):
-            for frames, count in parse_folded(folded.read_text().splitlines()):
-                counts[category_of(frames)] += count
-            graph = folded.with_name(FLAMEGRAPH)
-            if graph.exists():
-                graphs.append(graph)
+        profile = (summary.readings or read_logs(summary))[PROFILE]
+        counts.update(profile["samples"])
+        graphs += [Path(graph) for graph in profile["flamegraphs"]]
     total = sum(counts.values())
     if not total:
         return None
@@ -143,11 +156,14 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         found = parts.get(label)
         if found is None or not found.flamegraphs:
             continue
-        # Beside the page, so that the link works wherever the page is read.
+        # Beside the page, so that the link works wherever the page is read; a page written
+        # again where the runs' logs are not keeps the copy it has.
         page.figure_dir.mkdir(parents=True, exist_ok=True)
         copy = page.figure_dir / f"flamegraph-{stem}.svg"
-        shutil.copyfile(found.flamegraphs[0], copy)
-        graphs.append(f"[{label}]({page.name}/{copy.name})")
+        if found.flamegraphs[0].is_file():
+            shutil.copyfile(found.flamegraphs[0], copy)
+        if copy.is_file():
+            graphs.append(f"[{label}]({page.name}/{copy.name})")
     if graphs:
         page.add("", "Flame graphs of one run each: " + ", ".join(graphs) + ".")
     page.section("What Diem's framework does that this adapter does not", *DIEM_EXTRAS)
@@ -232,4 +248,5 @@ DIEMVM = Experiment(
     ),
     configurations=_configurations,
     write=_write,
+    read_logs=read_logs,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..analysis.run_summary import Summary
 from .page import Page
@@ -114,3 +115,7 @@ class Experiment:
     # The other pages whose figures this page sets beside its own: the page says whether each
     # ran on the same processor.
     compared_with: tuple[str, ...] = ()
+    # What the page reads from a run's logs beyond its summary (JSON-ready, by name): read once,
+    # when the run's summary is made, and kept with it (`Summary.readings`), so that the page
+    # can be written again from its committed record where the logs are not.
+    read_logs: Callable[[Summary], dict[str, Any]] | None = None

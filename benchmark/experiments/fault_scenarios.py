@@ -15,15 +15,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import median
+from typing import Any
 
 from ..analysis.audit.fault_report import FaultAnalysis, analyse_faults
+from ..analysis.codec import decode, encode
 from ..analysis.metrics import load_run
 from ..analysis.node_lives import mark_lives
 from ..analysis.run_summary import Summary
-from ..analysis.timelines import CatchUp
+from ..analysis.timelines import CatchUp, CommitsTimeline
 from ..faults.events import FaultLog
 from .experiment import Configuration, Experiment, Outcome
 from .leaders import OUTAGE, RULES, against, p50_of, resumed_after_ms, scenarios, tps_of
+from .leaders import read_logs as leaders_read_logs
 from .measures import fmt, over_runs
 from .page import Page
 
@@ -82,7 +85,31 @@ def _configurations(quick: bool) -> Sequence[Configuration]:
     ]
 
 
+FAULT_ANALYSIS = "fault_analysis"
+
+
+def read_logs(summary: Summary) -> dict[str, Any]:
+    """What the page reads from a run's logs: when commits resumed, and the catch-ups and the
+    audit of its fault analysis (not its per-second timeline, which the page does not show)."""
+    found = analysis_from_logs(summary)
+    if found is not None:
+        timeline = CommitsTimeline(
+            found.commits_timeline.start_ms, catch_ups=found.commits_timeline.catch_ups
+        )
+        found = FaultAnalysis(FaultLog(), timeline, found.audit)
+    return {**leaders_read_logs(summary), FAULT_ANALYSIS: encode(found)}
+
+
 def fault_analysis(summary: Summary) -> FaultAnalysis | None:
+    """The run's catch-ups and audit, as read from its logs when its summary was made
+    (`read_logs`), else from its logs now."""
+    if FAULT_ANALYSIS in summary.readings:
+        saved = summary.readings[FAULT_ANALYSIS]
+        return None if saved is None else decode(FaultAnalysis, saved)
+    return analysis_from_logs(summary)
+
+
+def analysis_from_logs(summary: Summary) -> FaultAnalysis | None:
     """The run's faults, catch-ups and audit, from the logs the summary names."""
     logs = summary.config.get("logs")
     if not isinstance(logs, str):
@@ -206,4 +233,5 @@ FAULTS = Experiment(
     configurations=_configurations,
     write=_write,
     compared_with=("leaders",),
+    read_logs=read_logs,
 )

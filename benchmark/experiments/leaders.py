@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ..analysis.metrics import load_run
 from ..analysis.run_summary import Summary
@@ -61,7 +62,24 @@ def _configurations(quick: bool) -> Sequence[Configuration]:
     ]
 
 
+RESUMED = "resumed_after_ms"
+
+
+def read_logs(summary: Summary) -> dict[str, Any]:
+    """What the page reads from a run's logs: when commits resumed."""
+    return {RESUMED: resumed_from_logs(summary)}
+
+
 def resumed_after_ms(summary: Summary) -> float | None:
+    """How long after the last restart of the run a node that stayed up committed again, as read
+    from its logs when its summary was made (`read_logs`), else from its logs now."""
+    if RESUMED in summary.readings:
+        found = summary.readings[RESUMED]
+        return float(found) if isinstance(found, int | float) else None
+    return resumed_from_logs(summary)
+
+
+def resumed_from_logs(summary: Summary) -> float | None:
     """How long after the last restart of the run a node that stayed up committed again (the
     earliest among them), from the nodes' `first_commit_ms` and the run's `faults.json`."""
     logs = summary.config.get("logs")
@@ -210,4 +228,5 @@ LEADERS = Experiment(
     ),
     configurations=_configurations,
     write=_write,
+    read_logs=read_logs,
 )

@@ -14,32 +14,45 @@ again from those logs, with today's analysis, without running anything: an hour 
 lost to a better explanation of them. While it runs, the record is kept up to date after every
 configuration (`NAME.unfinished.json`), so a run stopped halfway (a crash, a closed session)
 goes on from where it stopped with `--resume`, at the same commit, instead of from the start.
+Every page is written with its record beside it (`docs/results/NAME/record.json`, `records.py`):
+on a clone without the logs, `--rewrite` (and `--only`, for what it keeps) reads that instead.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
 from ..analysis.run_summary import Summary
 from ..config import NODE_MODES, BenchParameters
 from ..errors import HarnessError
 from ..faults.schedule import FaultSchedule, schedule_from_flags
 from ..flags import sweep_from_flags
-from ..runners.finish import summary_from_logs
 from ..runners.local import DEFAULT_BASE_PORT, LocalBench
 from ..runners.local import build as cargo_build
 from ..runners.remote import RemoteBench
 from ..runners.sweep import PointRunner
-from .bench import read_table, run_bench
+from .bench import run_bench
 from .experiment import Configuration, Experiment, Outcome
+from .machine_section import machine_section
 from .page import Machine, Page, commit_of
 from .page_index import comparison_lines, write_index
-from .probe import QUICK_SECONDS, SECONDS, Probe, Prober, drift
-from .search import Settled, settle
+from .probe import QUICK_SECONDS, SECONDS, Prober
+from .records import (
+    Record,
+    page_record_path,
+    read_beside_page,
+    record_path,
+    recorded,
+    save,
+    save_beside_page,
+    table_path,
+    unfinished_path,
+    with_readings,
+)
+from .search import settle
 
 # Flags whose value is a file.
 FILE_FLAGS = ("delay_matrix",)
@@ -156,7 +169,7 @@ def run_experiment(
     if resume:
         if only is not None:
             raise HarnessError("--resume goes on with a whole run: it takes no --only")
-        earlier, kept = _recorded(experiment, quick, logs_dir, path=unfinished)
+        earlier, kept = recorded(experiment, quick, logs_dir, path=unfinished)
         if earlier.commit != commit:
             raise HarnessError(
                 f"the unfinished run of {experiment.name} is of commit {earlier.commit}, this"
@@ -168,7 +181,7 @@ def run_experiment(
     elif only is not None:
         if not any(only in c.label for c in configurations):
             raise HarnessError(f"no configuration of {experiment.name} has {only!r} in its label")
-        earlier, kept = _recorded(experiment, quick, logs_dir)
+        earlier, kept, _ = _earlier(experiment, quick, logs_dir, output)
         kept_from = earlier.commit
         configurations = [c for c in configurations if only in c.label or c.label not in kept]
     prepared = [prepare(c, repo_root) for c in configurations]
@@ -177,7 +190,7 @@ def run_experiment(
     probing = where.task == "local"
     prober = Prober(QUICK_SECONDS if quick else SECONDS) if probing else None
 
-    def recorded(ran: Sequence[Outcome]) -> tuple[Record, list[Outcome]]:
+    def record_of(ran: Sequence[Outcome]) -> tuple[Record, list[Outcome]]:
         """The record of `ran` with what was kept, in the experiment's order."""
         by_label = {o.configuration.label: o for o in ran}
         outcomes = [
@@ -201,7 +214,7 @@ def run_experiment(
     def save_progress(ran: Sequence[Outcome]) -> None:
         # `--only` runs are short and keep a finished record: only whole runs are resumable.
         if only is None:
-            _record(unfinished, *recorded(ran))
+            save(unfinished, *record_of(ran))
 
     try:
         ran = _run_all(
@@ -219,8 +232,8 @@ def run_experiment(
     finally:
         if prober is not None:
             prober.close()
-    record, outcomes = recorded(ran)
-    _record(record_path(logs_dir, experiment.name, quick), record, outcomes)
+    record, outcomes = record_of(ran)
+    save(record_path(logs_dir, experiment.name, quick), record, outcomes)
     if only is None:
         unfinished.unlink(missing_ok=True)
     return _write_page(experiment, outcomes, record, quick=quick, output=output)
@@ -265,6 +278,7 @@ def _run_all(
                 name=experiment.name,
                 quick=quick,
             )
+            outcome.summaries = [with_readings(experiment, s) for s in outcome.summaries]
         except HarnessError as error:
             outcome.error = str(error).splitlines()[0]
         if outcome.error is not None:
@@ -319,155 +333,38 @@ def _run_configuration(
         files.out.write(f"{configuration.label}: capacity search: {outcome.settled.why}\n")
 
 
-@dataclass(frozen=True)
-class Record:
-    """What a page says of where and from what its runs came."""
-
-    machine: Machine
-    commit: str
-    task: str = "local"
-    hosts: str | None = None
-    # The command each configuration ran, by label: a page written again quotes what ran, even
-    # where the experiment's flags changed since.
-    commands: Mapping[str, str] = field(default_factory=dict)
-    # With `--only`: what it matched, and the commit of the earlier run the other
-    # configurations were taken from.
-    only: str | None = None
-    kept_from: str | None = None
-    # With `--resume`: how many configurations came from the run that stopped halfway.
-    resumed: int = 0
-
-
 def rewrite_experiment(
     experiment: Experiment, *, quick: bool, repo_root: Path, output: Path, logs_dir: Path
 ) -> Path:
-    """Writes `experiment`'s page again from the logs of its last run on this machine, with the
-    analysis of this checkout; returns the page's path."""
-    record, recorded = _recorded(experiment, quick, logs_dir)
+    """Writes `experiment`'s page again without running anything: from the logs of its last run
+    on this machine, with the analysis of this checkout; where they are not here (a clone), from
+    the record committed beside the page, as it was written. Returns the page's path."""
+    record, recorded_outcomes, from_logs = _earlier(experiment, quick, logs_dir, output)
+    if from_logs:
+        record = replace(record, rewritten=commit_of(repo_root))
     outcomes = [
-        recorded.get(c.label) or Outcome(c, error="not in the recorded run")
+        recorded_outcomes.get(c.label) or Outcome(c, error="not in the recorded run")
         for c in experiment.configurations(quick)
     ]
-    return _write_page(
-        experiment, outcomes, record, quick=quick, output=output, rewritten=commit_of(repo_root)
-    )
+    return _write_page(experiment, outcomes, record, quick=quick, output=output)
 
 
-def _recorded(
-    experiment: Experiment, quick: bool, logs_dir: Path, path: Path | None = None
-) -> tuple[Record, dict[str, Outcome]]:
-    """The last run of `experiment` recorded on this machine (or the record at `path`): where it
-    ran, and each configuration's outcome read again from its logs with this checkout's
-    analysis."""
-    path = path or record_path(logs_dir, experiment.name, quick)
+def _earlier(
+    experiment: Experiment, quick: bool, logs_dir: Path, output: Path
+) -> tuple[Record, dict[str, Outcome], bool]:
+    """The last run of `experiment`: from its logs on this machine, else from the record beside
+    its page; and whether it came from the logs."""
     try:
-        saved = json.loads(path.read_text())
-        machine = Machine(**{**saved["machine"], "load": tuple(saved["machine"]["load"])})
-        entries = {c["label"]: c for c in saved["configurations"]}
-        commands = {label: c["command"] for label, c in entries.items() if "command" in c}
-        task = saved.get("task", "local")
-        record = Record(
-            machine,
-            saved["commit"],
-            task,
-            saved.get("hosts"),
-            commands,
-            only=saved.get("only"),
-            kept_from=saved.get("kept_from"),
-            resumed=saved.get("resumed", 0),
-        )
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise HarnessError(
-            f"no usable record of a run of {experiment.name} at {path} ({error}); run"
-            f" `fab experiment --name={experiment.name}{' --quick' if quick else ''}` first"
-        ) from error
-    outcomes = {}
-    for configuration in experiment.configurations(quick):
-        entry = entries.get(configuration.label)
-        if entry is not None:
-            outcomes[configuration.label] = _outcome_of(configuration, entry, record)
-    return record, outcomes
-
-
-def _outcome_of(configuration: Configuration, entry: Mapping[str, Any], record: Record) -> Outcome:
-    outcome = Outcome(configuration, commit=entry.get("commit") or _commit_before(record, entry))
-    outcome.error = entry["error"]
-    try:
-        outcome.summaries = [summary_from_logs(Path(run["logs"]), run) for run in entry["runs"]]
-        if entry.get("table") and outcome.error is None:
-            outcome.table = read_table(Path(entry["table"]))
-        settled = entry.get("settled")
-        outcome.settled = Settled(**settled) if isinstance(settled, dict) else None
-        outcome.probe_before = _probe(entry.get("probe_before"))
-        outcome.probe_after = _probe(entry.get("probe_after"))
-    except (OSError, ValueError, KeyError) as error:
-        raise HarnessError(
-            f"{configuration.label}: a run's logs cannot be read again ({error})"
-        ) from error
-    return outcome
-
-
-def _commit_before(record: Record, entry: Mapping[str, Any]) -> str:
-    """The commit a configuration ran at, for a record written before each configuration kept
-    its own: an `--only` run's commit for what it matched, the run before's for the others."""
-    if record.only and record.kept_from and record.only not in entry["label"]:
-        return record.kept_from
-    return record.commit
-
-
-def record_path(logs_dir: Path, name: str, quick: bool) -> Path:
-    """Where the last run of experiment `name` on this machine is recorded."""
-    return logs_dir / "experiments" / f"{name}{'-quick' if quick else ''}.json"
-
-
-def unfinished_path(logs_dir: Path, name: str, quick: bool) -> Path:
-    """Where a run of experiment `name` that is going on (or stopped halfway) is recorded."""
-    path = record_path(logs_dir, name, quick)
-    return path.with_name(f"{path.stem}.unfinished.json")
-
-
-def table_path(logs_dir: Path, name: str, quick: bool, label: str) -> Path:
-    """Where the bench of configuration `label` of experiment `name` writes its table (beside
-    the record, for `--rewrite`)."""
-    return _beside(record_path(logs_dir, name, quick), label)
-
-
-def _beside(record: Path, label: str) -> Path:
-    """The file beside `record` that holds what configuration `label` wrote."""
-    slug = "".join(c if c.isalnum() else "-" for c in label)
-    return record.with_name(f"{record.stem}-{slug}.json")
-
-
-def _record(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
-    saved = {
-        "machine": asdict(record.machine),
-        "commit": record.commit,
-        "task": record.task,
-        "hosts": record.hosts,
-        "only": record.only,
-        "kept_from": record.kept_from,
-        "resumed": record.resumed,
-        "configurations": [
-            {
-                "label": o.configuration.label,
-                "commit": o.commit,
-                "command": record.commands.get(o.configuration.label),
-                "error": o.error,
-                "runs": [s.config for s in o.summaries],
-                "table": (
-                    str(_beside(path, o.configuration.label))
-                    if o.configuration.bench is not None
-                    else None
-                ),
-                "settled": asdict(o.settled) if o.settled else None,
-                "probe_before": asdict(o.probe_before) if o.probe_before else None,
-                "probe_after": asdict(o.probe_after) if o.probe_after else None,
-            }
-            for o in outcomes
-        ],
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(saved, indent=1, default=str))
+        record, outcomes = recorded(experiment, quick, logs_dir)
+        return record, outcomes, True
+    except HarnessError as no_logs:
+        committed = page_record_path(output, experiment.name)
+        if not committed.is_file():
+            raise HarnessError(
+                f"{no_logs}; nor is there a record beside the page at {committed}"
+            ) from no_logs
+        record, outcomes = read_beside_page(committed, experiment, quick)
+        return record, outcomes, False
 
 
 def _write_page(
@@ -477,8 +374,8 @@ def _write_page(
     *,
     quick: bool,
     output: Path,
-    rewritten: str | None = None,
 ) -> Path:
+    """Writes the page, and the record it was written from beside it."""
     page = Page(name=experiment.name, title=experiment.title, directory=output)
     _header(
         page,
@@ -487,9 +384,8 @@ def _write_page(
         record,
         commits={o.configuration.label: o.commit for o in outcomes},
         quick=quick,
-        rewritten=rewritten,
     )
-    _machine_section(page, outcomes)
+    machine_section(page, outcomes)
     experiment.write(outcomes, page)
     failed = [o for o in outcomes if o.error is not None]
     if failed:
@@ -498,65 +394,11 @@ def _write_page(
             *[f"- {o.configuration.label}: {o.error}" for o in failed],
         )
     written = page.write()
+    save_beside_page(
+        page_record_path(output, experiment.name), experiment.name, quick, record, outcomes
+    )
     write_index(page.directory)
     return written
-
-
-def _probe(saved: object) -> Probe | None:
-    if not isinstance(saved, dict):
-        return None
-    try:
-        return Probe(**saved)
-    except TypeError:
-        return None
-
-
-def _machine_section(page: Page, outcomes: Sequence[Outcome]) -> None:
-    """The speed probe before and after each configuration, and how far it drifted."""
-    probed = [o for o in outcomes if o.probe_before is not None]
-    if not probed:
-        return
-
-    def pair(before: float, after: float | None) -> str:
-        return f"{before:,.0f} / {'-' if after is None else f'{after:,.0f}'}"
-
-    # A configuration without its `after` probe (its run was stopped before the next began, in
-    # a record older than saving it at once) keeps its row, with `-` for what is missing.
-    rows = [
-        [
-            o.configuration.label,
-            pair(o.probe_before.sha256_mb_per_s, o.probe_after and o.probe_after.sha256_mb_per_s),
-            pair(o.probe_before.signatures_per_s, o.probe_after and o.probe_after.signatures_per_s),
-            "-" if o.probe_after is None else f"{o.probe_after.load:.2f}",
-        ]
-        for o in probed
-        if o.probe_before is not None
-    ]
-    # Every probe once: a configuration's `before` is the one before it's `after` when they ran
-    # in one go, and a probe of its own when only it ran again (`--only`).
-    probes: list[Probe] = []
-    for outcome in probed:
-        for found in (outcome.probe_before, outcome.probe_after):
-            if found is not None and (not probes or probes[-1] != found):
-                probes.append(found)
-    page.section(
-        "The machine during the runs",
-        "A fixed-work probe on every core before each configuration and after it"
-        " (`benchmark/experiments/probe.py`: SHA-256 of 1 MiB buffers and ed25519 signing, summed"
-        " over the cores), and the 1-minute load average after it: figures of configurations"
-        " between which the machine drifted are not comparable to better than the drift.",
-        "",
-        *drift(probes),
-    )
-    page.table(
-        [
-            "configuration",
-            "SHA-256 MB/s, before / after",
-            "signatures/s, before / after",
-            "load average after",
-        ],
-        rows,
-    )
 
 
 def prepare(
@@ -612,7 +454,6 @@ def _header(
     *,
     commits: Mapping[str, str | None],
     quick: bool,
-    rewritten: str | None,
 ) -> None:
     page.add("", experiment.question)
     size = (
@@ -626,9 +467,9 @@ def _header(
         [
             f"- Written again from these runs' logs by `fab experiment {experiment.name}"
             f"{' --quick' if quick else ''}{remote} --rewrite`, with the analysis of commit"
-            f" `{rewritten}`."
+            f" `{record.rewritten}`."
         ]
-        if rewritten
+        if record.rewritten
         else []
     )
     page.section(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from io import StringIO
@@ -254,3 +255,50 @@ def test_a_run_stopped_halfway_goes_on_from_where_it_stopped(
         line for line in gap.splitlines() if line.startswith("| slow |") and " / " in line
     )
     assert slow_probe.endswith(" / - | - |")
+
+
+def test_a_page_is_written_again_from_the_record_beside_it_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The runs' logs are not on this machine (a fresh clone): the record committed beside the
+    # page is all there is, and the page comes out as it was.
+    pages = tmp_path / "pages"
+    first = _stand_in_runs(tmp_path, monkeypatch)(output=pages).read_bytes()
+    committed = runner.page_record_path(pages, "two-rates")
+    assert committed.is_file()
+    saved = json.loads(committed.read_text())
+    assert [len(c["runs"]) for c in saved["configurations"]] == [1, 2]
+    # Compact: no per-second series, no raw logs.
+    run = saved["configurations"][1]["runs"][0]
+    assert run["timeline"] == {}
+    assert run["batch_sizes"] == {}
+    assert committed.stat().st_size < 100_000
+    shutil.rmtree(tmp_path / "logs")
+
+    again = runner.rewrite_experiment(
+        TWO_RATES, quick=False, repo_root=tmp_path, output=pages, logs_dir=tmp_path / "logs"
+    )
+    assert again.read_bytes() == first
+    assert runner.page_record_path(pages, "two-rates").read_text() == committed.read_text()
+
+    # `--only` keeps what it does not run from that record too.
+    monkeypatch.setattr(runner, "commit_of", lambda _root: "bbb")
+    page = _stand_in_runs(tmp_path, monkeypatch)(output=pages, only="faster").read_text()
+    slow_row = next(line for line in first.decode().splitlines() if line.startswith("| slow |"))
+    assert slow_row in page
+    assert "  - at `unknown`: slow." in page
+
+    # The record beside the page is of the full run: a `--quick` page is not written from it.
+    with pytest.raises(HarnessError, match="it records a full run"):
+        runner.rewrite_experiment(
+            TWO_RATES, quick=True, repo_root=tmp_path, output=pages, logs_dir=tmp_path / "none"
+        )
+    # No record anywhere: the error names both places.
+    with pytest.raises(HarnessError, match="nor is there a record beside the page"):
+        runner.rewrite_experiment(
+            TWO_RATES,
+            quick=False,
+            repo_root=tmp_path,
+            output=tmp_path / "elsewhere",
+            logs_dir=tmp_path / "none",
+        )

@@ -5,6 +5,7 @@ the runs it made, the figures exist, the machine and commit are said."""
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,11 +18,11 @@ from benchmark.experiments import EXPERIMENTS, Configuration, diemvm
 from benchmark.experiments import fault_scenarios as faults
 from benchmark.experiments.experiment import Outcome
 from benchmark.experiments.leaders import ROUND_ROBIN_LOSSES
+from benchmark.experiments.machine_section import machine_section
 from benchmark.experiments.overload import verdict
 from benchmark.experiments.page import Page
 from benchmark.experiments.probe import Probe, probe
 from benchmark.experiments.report_figures import CAPACITY
-from benchmark.experiments.runner import _machine_section
 
 from .conftest import fab, run_flags
 from .synthetic import write_run
@@ -413,8 +414,22 @@ def test_each_quick_experiment_writes_its_page(
     for configuration in configurations:
         assert f"`{configuration.command()}`" in page
     PAGE_CHECKS[name](page)
-    for figure in re.findall(r"\]\(([^)]+\.png)\)", page):
+    figures = re.findall(r"\]\(([^)]+\.png)\)", page)
+    for figure in figures:
         assert (tmp_path / "pages" / figure).stat().st_size > 0
+
+    # As on a clone: without the runs' logs, the page and its figures are written again from
+    # the record committed beside it, byte for byte.
+    drawn = {figure: (tmp_path / "pages" / figure).read_bytes() for figure in figures}
+    shutil.rmtree(tmp_path / "logs")
+    again = fab(
+        "experiment", f"--name={name}", "--quick", "--rewrite", f"--output={tmp_path / 'pages'}",
+        *run_flags(tmp_path), timeout=300,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert (tmp_path / "pages" / f"{name}.md").read_text() == page
+    for figure, before in drawn.items():
+        assert (tmp_path / "pages" / figure).read_bytes() == before, figure
 
 
 def test_the_speed_probe_does_its_work_on_every_core() -> None:
@@ -432,7 +447,7 @@ def test_a_page_shows_the_probe_around_each_configuration_and_the_drift(tmp_path
         Outcome(configurations[1], probe_before=slow, probe_after=fast),
     ]
     page = Page("overload", "Overload", tmp_path)
-    _machine_section(page, outcomes)
+    machine_section(page, outcomes)
     text = "\n".join(page.lines)
     assert "| in-memory store | 2,000 / 1,500 | 40,000 / 30,000 | 2.25 |" in text
     assert "- SHA-256 on every core: 1,500-2,000 MB/s over 3 probes, 33% apart." in text
@@ -451,7 +466,7 @@ def test_the_drift_counts_the_probes_of_a_configuration_run_again_alone(tmp_path
         Outcome(configurations[2], probe_before=third, probe_after=first),
     ]
     page = Page("modes", "Modes", tmp_path)
-    _machine_section(page, outcomes)
+    machine_section(page, outcomes)
     text = "\n".join(page.lines)
     assert "- SHA-256 on every core: 1,400-2,100 MB/s over 6 probes, 50% apart." in text
 
