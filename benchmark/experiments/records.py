@@ -168,8 +168,9 @@ def save_beside_page(
     runs: list[str] = []
 
     def placed(summary: Summary) -> str:
-        # A run is one line of its own: a rerun's diff is a line per run that changed.
-        runs.append(json.dumps(encode(_compact(summary)), sort_keys=True, separators=(",", ":")))
+        # A run is one line of its own: a rerun's diff is a line per run that changed. Keys keep
+        # their order: a summary's dicts are ordered by meaning (timeouts by leader, most first).
+        runs.append(json.dumps(encode(_compact(summary)), separators=(",", ":")))
         return f"{RUN_MARK}{len(runs) - 1}"
 
     saved = {
@@ -186,7 +187,7 @@ def save_beside_page(
             for o in outcomes
         ],
     }
-    text = json.dumps(saved, indent=1, sort_keys=True)
+    text = json.dumps(saved, indent=1)
     for index, run in reversed(list(enumerate(runs))):
         text = text.replace(json.dumps(f"{RUN_MARK}{index}"), run, 1)
     path.parent.mkdir(parents=True, exist_ok=True)

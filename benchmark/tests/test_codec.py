@@ -10,13 +10,16 @@ from pathlib import Path
 import pytest
 
 from benchmark.analysis.codec import DecodeError, decode, encode
+from benchmark.analysis.consensus.rounds import Rounds
 from benchmark.analysis.metrics import load_run
 from benchmark.analysis.node_lives import mark_lives
 from benchmark.analysis.resources.profiles import FunctionShare, ProfileSummary
 from benchmark.analysis.run_summary import Summary, summarize
 from benchmark.analysis.timelines import CatchUp, CommitsTimeline
+from benchmark.experiments import Configuration, Experiment, Outcome, leaders
 from benchmark.experiments import fault_scenarios as faults
-from benchmark.experiments import leaders
+from benchmark.experiments.page import Machine
+from benchmark.experiments.records import Record, read_beside_page, save_beside_page
 from benchmark.faults.events import FaultLog
 
 from .synthetic import restart_node, write_run
@@ -66,3 +69,24 @@ def test_the_faults_page_reads_the_same_from_a_record_as_from_the_logs(tmp_path:
     assert from_record.audit == from_logs.audit
     assert isinstance(from_record.commits_timeline, CommitsTimeline)
     assert leaders.resumed_after_ms(kept) == resumed
+
+
+def test_a_pages_record_keeps_the_order_of_a_summarys_dicts(tmp_path: Path) -> None:
+    summary = summarize(load_run(write_run(tmp_path / "run")), {"mode": "hotcrypto", "nodes": 2})
+    # Timeouts by leader, most first: not the order of their names.
+    rounds = Rounds(100.0, 9.0, 0.0, 0.0, 10.0, {"node-2": 5, "9c79f0a8": 4})
+    summary = replace(summary, rounds=rounds)
+    configuration = Configuration("one", {"mode": "hotcrypto"})
+    experiment = Experiment("x", "X", "?", lambda quick: [configuration], lambda o, p: None)
+    record = Record(Machine(2, "cpu", "Linux", (0.0, 0.0, 0.0)), "abc")
+    path = tmp_path / "x" / "record.json"
+    save_beside_page(path, "x", False, record, [Outcome(configuration, [summary])])
+    _, outcomes = read_beside_page(path, experiment, quick=False)
+    (back,) = outcomes["one"].summaries
+    assert back.rounds is not None
+    assert list(back.rounds.timed_out_leaders) == ["node-2", "9c79f0a8"]
+    assert (back.rounds, back.stages, back.end_to_end) == (
+        rounds,
+        summary.stages,
+        summary.end_to_end,
+    )
