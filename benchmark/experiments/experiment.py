@@ -53,6 +53,10 @@ class Configuration:
     search: Search | None = None
     # Every run profiled (`fab local --profile`: flame graphs and folded stacks in its logs).
     profile: bool = False
+    # After the sweep (and its search), one more run at the capacity found, profiled: the
+    # sweep's own runs stay unprofiled, so the profiler's cost is in none of its figures
+    # (`profiled.py`).
+    profile_at_capacity: bool = False
 
     def command(self, task: str = "local") -> str:
         """The command as a user types it, of `fab local` (or `task`: `fab remote`)."""
@@ -100,6 +104,9 @@ class Outcome:
     # The commit its binaries were built from: configurations of one page can differ
     # (`--only` runs some again on a later checkout).
     commit: str | None = None
+    # The profiled run at the capacity (`Configuration.profile_at_capacity`), apart from
+    # `summaries`: it counts towards no capacity.
+    profiled: list[Summary] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,7 @@ def save(path: Path, record: Record, outcomes: Sequence[Outcome]) -> None:
             {
                 **_outcome_facts(o, record),
                 "runs": [s.config for s in o.summaries],
+                "profiled": [s.config for s in o.profiled],
                 "table": (
                     str(_beside(path, o.configuration.label))
                     if o.configuration.bench is not None
@@ -149,6 +150,10 @@ def _from_logs(
             with_readings(experiment, summary_from_logs(Path(run["logs"]), run))
             for run in entry["runs"]
         ]
+        outcome.profiled = [
+            with_readings(experiment, summary_from_logs(Path(run["logs"]), run))
+            for run in entry.get("profiled", [])
+        ]
         if entry.get("table") and outcome.error is None:
             outcome.table = read_table(Path(entry["table"]))
     except (OSError, ValueError, KeyError) as error:
@@ -182,6 +187,7 @@ def save_beside_page(
             {
                 **_outcome_facts(o, record),
                 "runs": [placed(s) for s in o.summaries],
+                "profiled": [placed(s) for s in o.profiled],
                 "table": o.table,
             }
             for o in outcomes
@@ -214,6 +220,7 @@ def read_beside_page(
                 continue
             outcome = _outcome(configuration, entry, record)
             outcome.summaries = [decode(Summary, run) for run in entry["runs"]]
+            outcome.profiled = [decode(Summary, run) for run in entry.get("profiled", [])]
             outcome.table = list(entry.get("table") or [])
             outcomes[configuration.label] = outcome
     except (OSError, ValueError, KeyError, TypeError, DecodeError) as error:

@@ -40,6 +40,7 @@ from .machine_section import machine_section
 from .page import Machine, Page, commit_of
 from .page_index import comparison_lines, write_index
 from .probe import QUICK_SECONDS, SECONDS, Prober
+from .profiled import profile_at_capacity
 from .records import (
     Record,
     page_record_path,
@@ -331,6 +332,8 @@ def _run_configuration(
 
         outcome.settled = settle(outcome.summaries, at, configuration.search)
         files.out.write(f"{configuration.label}: capacity search: {outcome.settled.why}\n")
+    if configuration.profile_at_capacity and points:
+        profile_at_capacity(lambda: where.runner(schedule, True), outcome, points[-1])
 
 
 def rewrite_experiment(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -17,7 +18,7 @@ import pytest
 from benchmark.errors import HarnessError
 from benchmark.experiments import runner
 from benchmark.experiments.experiment import Configuration, Experiment, Outcome
-from benchmark.experiments.measures import fmt
+from benchmark.experiments.measures import capacity, fmt
 from benchmark.experiments.page import Page
 from benchmark.runners.local import LocalBench
 
@@ -302,3 +303,46 @@ def test_a_page_is_written_again_from_the_record_beside_it_byte_for_byte(
             output=tmp_path / "elsewhere",
             logs_dir=tmp_path / "none",
         )
+
+
+def test_a_capacity_profiled_apart_is_recorded_and_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def line(outcome: Outcome) -> str:
+        found = capacity(outcome.summaries)
+        rates = [s.config["rate"] for s in outcome.profiled]
+        profiles = sorted(
+            p.name for s in outcome.profiled for p in Path(s.config["logs"]).glob("profile-*")
+        )
+        return (
+            f"- {outcome.configuration.label}: {len(outcome.summaries)} runs, capacity"
+            f" {found.rate if found else None}, profiled at {rates}, {profiles}"
+        )
+
+    profiled = replace(
+        TWO_RATES,
+        configurations=lambda quick: [
+            replace(c, profile_at_capacity=c.label == "faster")
+            for c in TWO_RATES.configurations(quick)
+        ],
+        write=lambda outcomes, page: page.add(*[line(o) for o in outcomes]),
+    )
+    logs = tmp_path / "logs"
+    run = _stand_in_runs(tmp_path, monkeypatch)
+    page = run.func(profiled, *run.args[1:], **run.keywords, output=tmp_path / "first").read_text()
+    # The sweep's two runs, then one more at its capacity, profiled and kept apart.
+    (faster,) = re.findall(
+        r"^- faster: 2 runs, capacity (\d+), profiled at \[(\d+)\], "
+        r"\['profile-node-0'\]$",
+        page,
+        re.M,
+    )
+    assert faster[0] == faster[1]
+    assert re.search(r"^- slow: 1 runs, capacity \S+, profiled at \[\], \[\]$", page, re.M)
+    saved = {e["label"]: e for e in _saved(logs)["configurations"]}
+    assert [r["rate"] for r in saved["faster"]["profiled"]] == [int(faster[1])]
+    assert saved["slow"]["profiled"] == []
+    again = runner.rewrite_experiment(
+        profiled, quick=False, repo_root=tmp_path, output=tmp_path / "again", logs_dir=logs
+    ).read_text()
+    assert page.splitlines()[-2:] == again.splitlines()[-2:]
