@@ -4,9 +4,12 @@ modes beside the report's.
 
 Each configuration of a node mode is a sweep of rates, each run `runs` times; its capacity is the
 highest rate at which every run kept up (`measures.CAPACITY_RULE`), and the projection is
-the median over the runs at that rate. `movevm` has no rate: it runs as fast as it can, and its
-capacity is the median of what its runs delivered. Beside each capacity, the report's own metric:
-the peak mean delivered over the sweep.
+the median over the runs at that rate, of no other (the summary's projection, labelled as one with
+its caveat). `movevm` has no rate: it runs as fast as it can, and its capacity is the median of
+what its runs delivered. Beside each capacity, the report's own metric: the peak mean delivered
+over the sweep. At each capacity the page shows what the report's methods show (`at_capacity.py`):
+a node's flame graph from one more run there, profiled; the queues between the stages; the latency
+of each hop.
 """
 
 from __future__ import annotations
@@ -19,22 +22,21 @@ import matplotlib.pyplot as plt
 from ..analysis.resources.cost import REPORT_INSTANCE, cost, instances
 from ..analysis.run_summary import Summary
 from ..analysis.stages.projection import CPU_BOUND
+from .at_capacity import write_sections
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (
     CAPACITY_RULE,
     Capacity,
-    by_rate,
     capacity,
     delivered,
     fmt,
-    median_of,
     over_runs,
     peak_mean,
     projection_cores,
     projection_tps,
-    spread,
 )
 from .page import Page
+from .rates import rate_rows
 from .report_figures import (
     ADAPTER_OVER_BARE,
     CAPACITY,
@@ -79,23 +81,35 @@ def _configurations(quick: bool) -> Sequence[Configuration]:
     search = None if quick else Search()
     return [
         Configuration(
-            "hotstuff", {"mode": "hotstuff", "rate": rates["hotstuff"], **node_runs}, search=search
+            "hotstuff",
+            {"mode": "hotstuff", "rate": rates["hotstuff"], **node_runs},
+            search=search,
+            profile_at_capacity=True,
         ),
         Configuration(
             "hotcrypto",
             {"mode": "hotcrypto", "rate": rates["hotcrypto"], **node_runs},
             search=search,
+            profile_at_capacity=True,
         ),
         Configuration(
-            "hotmove", {"mode": "hotmove", "rate": rates["hotmove"], **node_runs}, search=search
+            "hotmove",
+            {"mode": "hotmove", "rate": rates["hotmove"], **node_runs},
+            search=search,
+            profile_at_capacity=True,
         ),
         Configuration(
             ADAPTER,
             {"mode": "hotmove", "vm": "adapter", "rate": rates[ADAPTER], **node_runs},
             search=search,
+            profile_at_capacity=True,
         ),
-        Configuration("movevm", {"mode": "movevm", **movevm_runs}),
-        Configuration(MOVEVM_ADAPTER, {"mode": "movevm", "vm": "adapter", **movevm_runs}),
+        Configuration("movevm", {"mode": "movevm", **movevm_runs}, profile_at_capacity=True),
+        Configuration(
+            MOVEVM_ADAPTER,
+            {"mode": "movevm", "vm": "adapter", **movevm_runs},
+            profile_at_capacity=True,
+        ),
     ]
 
 
@@ -196,20 +210,20 @@ def ratio_rows(
 
 
 def sweep_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
-    rows = []
-    for outcome in outcomes:
-        for rate, runs in by_rate(outcome.summaries).items():
-            is_movevm = not outcome.summaries[0].pipeline.consensus
-            rows.append(
-                [
-                    outcome.configuration.label,
-                    "as fast as it can" if is_movevm else fmt(rate),
-                    str(len(runs)),
-                    spread([delivered(s) for s in runs]),
-                    fmt(median_of([projection_tps(s) for s in runs])),
-                ]
-            )
-    return rows
+    """Every rate of every sweep: its runs, what they delivered and whether they kept up. No
+    projection: a projection is made at the capacity's runs only (`projection_caveats`)."""
+    return [row for o in outcomes for row in rate_rows(o.configuration.label, o.summaries)]
+
+
+def projection_caveats(capacities: dict[str, Capacity | None]) -> list[str]:
+    """What the runs at each capacity say of how their projection errs, each once."""
+    caveats: dict[str, list[str]] = {}
+    for label, found in capacities.items():
+        for summary in found.runs if found else ():
+            caveat = summary.projection.caveat if summary.projection else None
+            if caveat and label not in caveats.setdefault(caveat, []):
+                caveats[caveat].append(label)
+    return [f"- {caveat} ({', '.join(labels)})." for caveat, labels in caveats.items()]
 
 
 def _cores(outcomes: Sequence[Outcome]) -> str:
@@ -251,9 +265,15 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         "",
         "`≥`: the sweep's highest rate, the capacity may lie higher; `movevm` runs as fast as it"
         " can, its capacity is its median. The report's maximum is a peak mean delivered, so"
-        " that column, not the capacity, is its like. The projection is for one node of"
-        f" {cores} cores (the report's instances had 4 vCPUs), median of the runs at capacity;"
-        " measured with every node on this machine's cores, it errs low.",
+        " that column, not the capacity, is its like. The projection is not a measurement: it is"
+        " the summary's capacity projection (`benchmark/analysis/stages/projection.py`) for one"
+        f" node of {cores} cores (the report's instances had 4 vCPUs), from the CPU per"
+        " transaction of the runs at capacity, their median, and of no run at another rate (one"
+        " rule on every page that projects). What nodes of more cores deliver is measured, not"
+        " projected, on the [scale page](scale.md) (its virtual-CPUs axis). How the runs'"
+        " projections err, as they say:",
+        "",
+        *projection_caveats(capacities),
     )
     page.table(
         [
@@ -321,15 +341,10 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         else None,
     ]
     page.add("", *[n for n in notes if n is not None])
+    write_sections(outcomes, capacities, page)
     page.section("Every rate of every sweep")
     page.table(
-        [
-            "configuration",
-            "rate asked (tx/s)",
-            "runs",
-            "delivered, median (min-max)",
-            "projection, median (tx/s)",
-        ],
+        ["configuration", "rate asked (tx/s)", "runs", "delivered, median (min-max)", "kept up"],
         sweep_rows(outcomes),
     )
     _plot(capacities, page, cores)

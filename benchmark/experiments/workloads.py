@@ -26,6 +26,7 @@ from .measures import (
     stage_us_per_tx,
 )
 from .page import Page
+from .rates import rate_rows
 from .search import RULE as SEARCH_RULE
 from .search import Search
 
@@ -88,10 +89,11 @@ def _configurations(quick: bool) -> Sequence[Configuration]:
                 rates = QUICK_RATES if quick else FULL_RATES
                 flags["rate"] = rates[workload]
                 flags |= (
-                    {"runs": "1", "duration": "4"} if quick else {"runs": "1", "duration": "20"}
+                    {"runs": "1", "duration": "4"} if quick else {"runs": "3", "duration": "20"}
                 )
-                # The coarse sweep runs each rate once; its edge is then settled (`search.py`):
-                # five runs at the capacity, a finer step above it.
+                # The coarse sweep runs each rate three times (the per-rate table gives their
+                # spread); its edge is then settled (`search.py`): five runs at the capacity, a
+                # finer step above it.
                 search = None if quick else Search()
                 configurations.append(Configuration(label, flags, search=search))
             else:
@@ -175,6 +177,35 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
             f"{measure}; executor µs/tx: its CPU per transaction, median (min-max) of those runs.",
         )
         page.table(headers(mode), rows(mode, runs))
+    sweeps = sweep_rows(outcomes)
+    if sweeps:
+        page.section(
+            "Every rate of every `hotmove` sweep",
+            "Each rate asked: its runs, what they delivered and what the executor processed"
+            " (median (min-max)), and whether the rate was kept up by the capacity's rule (in"
+            " brackets, how many of its runs kept up, each on its own).",
+        )
+        page.table(
+            [
+                "configuration",
+                "rate asked (tx/s)",
+                "runs",
+                "delivered, median (min-max)",
+                "processed, median (min-max)",
+                "kept up",
+            ],
+            sweeps,
+        )
+
+
+def sweep_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
+    """Every rate of every `hotmove` sweep, in the order the configurations ran."""
+    return [
+        row
+        for o in outcomes
+        if o.configuration.flags.get("mode") == "hotmove"
+        for row in rate_rows(o.configuration.label, o.summaries, extra=[processed])
+    ]
 
 
 WORKLOADS_EXPERIMENT = Experiment(

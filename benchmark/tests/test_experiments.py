@@ -228,7 +228,23 @@ def _modes(page: str) -> None:
     assert len(ratios) == 4
     numbers_in(ratios, "capacity", "projection (4 cores)", "report's")
     (sweeps,) = table_with(page, "rate asked (tx/s)")
-    numbers_in(sweeps, "runs", "delivered, median (min-max)", "projection, median (tx/s)")
+    numbers_in(sweeps, "runs", "delivered, median (min-max)")
+    assert all(re.fullmatch(r"(yes|no) \(\d+ of \d+\)|-", r["kept up"]) for r in sweeps)
+    # Every mode at its capacity: a profiled node's threads and its flame graph, the queues
+    # between its stages, the latency of each hop.
+    (profiles,) = table_with(page, "flame graph")
+    assert [r["configuration"] for r in profiles] == [r["configuration"] for r in rows]
+    numbers_in(profiles, "samples", "consensus threads", "verifier threads", "executor threads")
+    assert all(
+        re.fullmatch(r"\[profile-\S+\]\(modes/flamegraph-\S+\.svg\)", r["flame graph"])
+        for r in profiles
+    )
+    (queues,) = table_with(page, "queue mean")
+    assert {r["channel"] for r in queues} >= {"`consensus->verifier`", "`verifier->executor`"}
+    numbers_in(queues, "queue mean", "queue max", "producer blocked")
+    (hops,) = table_with(page, "send → receive")
+    numbers_in(hops, "send → receive", "quorum → commit")
+    assert "projection errs low" in page
     (energy,) = table_with(page, "energy per tx (mJ), median")
     kept = [r for r in energy if r["energy figure"] != "-"]
     assert kept, page
