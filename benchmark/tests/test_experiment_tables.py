@@ -627,28 +627,6 @@ def test_the_speedup_table_sets_each_scheme_against_sequential_execution() -> No
     ]
 
 
-def test_the_projection_table_projects_each_run_to_more_cores(base: Summary) -> None:
-    def run(scheme: str) -> Summary:
-        return shaped(base, rate=1000, delivered=1000.0, executor_us=1000.0, exec=scheme)
-
-    outcomes = [
-        Outcome(c, summaries=[] if c.bench else [run(str(c.flags["exec"]))])
-        for c in parallel.PARALLEL.configurations(True)
-    ]
-    rows = parallel.projection_rows(outcomes)
-    assert [r[0] for r in rows] == [
-        f"{e}, {c}" for e in ("sequential", "blockstm") for c in (4, 8, 16)
-    ]
-    assert all(r[4] == "1,000.0" for r in rows)  # the executor's µs/tx
-    projected = [float(r[-2].replace(",", "")) for r in rows]
-    # Sequential execution is held by the executor's one thread (1,000 tx/s at 1,000 µs/tx) once
-    # the cores are enough; Block-STM gives the executor a thread per core and grows with them.
-    assert projected[2] == 1_000
-    assert rows[2][-1] == "executor (1 thread)"
-    assert projected[3] < projected[4] < projected[5]
-    assert projected[5] > 2 * projected[2]
-
-
 def test_a_bench_table_that_is_missing_or_empty_is_one_clear_error(tmp_path: Path) -> None:
     from benchmark.experiments.bench import BenchRunError, read_table  # noqa: PLC0415
 

@@ -1,6 +1,6 @@
 """The pages' profiling and per-rate tables from synthetic summaries: the modes page's flame graphs,
-queues and hops at capacity and its one projection rule, and the per-rate tables of modes and
-workloads (the real runs are in test_experiments.py)."""
+queues and hops at capacity and its one projection rule, the per-rate tables of modes and
+workloads, and the parallel page's measured tables (the real runs are in test_experiments.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import pytest
 
 from benchmark.analysis.metrics import load_run
 from benchmark.analysis.run_summary import Summary, summarize
+from benchmark.analysis.stages.projection import ONE_PER_CORE, project
 from benchmark.config import BenchParameters
 from benchmark.experiments import (
     Configuration,
     Outcome,
     at_capacity,
     modes,
+    parallel,
     profiled,
     workloads,
 )
@@ -195,3 +197,55 @@ def test_the_workloads_page_has_a_per_rate_table_of_its_hotmove_sweeps(base: Sum
     ]
     full = [c for c in workloads.WORKLOADS_EXPERIMENT.configurations(False)]
     assert {c.flags["runs"] for c in full} == {"3"}
+
+
+# -- the parallel page: measured rows, one projection ------------------------------------------
+
+
+def test_the_parallel_page_has_a_measured_row_per_exec_and_the_summarys_projection(
+    base: Summary,
+) -> None:
+    def run(scheme: str) -> Summary:
+        threads = 1 if scheme == "sequential" else ONE_PER_CORE
+        projection = project({"executor": 1000.0, "verifier": 100.0}, 4, executor_threads=threads)
+        shaped_run = shaped(base, rate=1000, delivered=1000.0, executor_us=1000.0, exec=scheme)
+        return replace(shaped_run, projection=projection)
+
+    outcomes = [
+        Outcome(c, summaries=[] if c.bench else [run(str(c.flags["exec"]))])
+        for c in parallel.PARALLEL.configurations(True)
+    ]
+    rows = parallel.projection_rows(outcomes)
+    # One row per `--exec`: nothing repeated for more cores (the scale page measures those).
+    assert [r[0] for r in rows] == ["sequential", "blockstm"]
+    assert all(r[4] == "1,000.0" for r in rows)  # the executor's µs/tx, as measured
+    # Sequential: the executor's one thread holds 1,000 tx/s; Block-STM: 4 cores at 1,100 µs/tx.
+    assert rows[0][-2:] == ["1,000", "executor (1 thread)"]
+    assert rows[1][-2:] == ["3,636", "the cores (executor costs most)"]
+    assert parallel.projected_cores(outcomes) == "4"
+
+
+def test_the_parallel_page_sets_sequential_execution_against_one_worker(tmp_path: Path) -> None:
+    def row(group: str, column: str, tps: float) -> dict:
+        return {"group": group, "configuration": column, "block": 1000, "tps": tps}
+
+    rows = [
+        row("one-thread/cpuheavy/uniform/1000", "sequential", 1000.0),
+        row("one-thread/cpuheavy/uniform/1000", "waves-1", 980.0),
+        row("one-thread/cpuheavy/uniform/1000", "blockstm-1", 950.0),
+        row("cpuheavy/uniform/1000", "sequential", 1000.0),
+        row("cpuheavy/uniform/1000", "blockstm-2", 1900.0),
+    ]
+    assert parallel.one_thread_rows(rows) == [
+        ["cpuheavy/uniform/1000", "1000", "980 (0.98x)", "950 (0.95x)"]
+    ]
+    bench = next(c for c in parallel.PARALLEL.configurations(False) if c.bench is not None)
+    page = Page("parallel", "Parallel", tmp_path)
+    parallel.PARALLEL.write([Outcome(bench, table=rows)], page)
+    text = "\n".join(page.lines)
+    assert "## Sequential execution against one worker" in text
+    assert "- One worker ran at 0.95-0.98x sequential execution here." in text
+    # The speedup table holds the bench's groups of every configuration, not the one-thread ones.
+    speedup = text.split("## Speedup over sequential execution")[1].split("## ")[0]
+    assert "| cpuheavy/uniform/1000 | 1000 | 1900 (1.90x) |" in speedup
+    assert "one-thread" not in speedup

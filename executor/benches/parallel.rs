@@ -5,8 +5,11 @@
 //! adapter runs them (entry functions, fees credited per block), over 10,000 accounts, as a node
 //! does by default.
 //!
-//! Criterion measures each; at the end a table gives transactions per second (the median block)
-//! and the speedup over sequential execution of the same blocks. A filter narrows the run:
+//! Each group runs its configurations alternated block by block (`Alternated`): criterion times
+//! an iteration, the next block under every configuration, and each configuration's block times
+//! go to the table at the end: transactions per second (the median block) and the speedup over
+//! sequential execution of the same blocks. The `one-thread` groups set sequential execution
+//! against one worker of each scheme, on more blocks. A filter narrows the run:
 //! `cargo bench -p executor --bench parallel -- transfer/uniform`.
 //!
 //! For `fab experiment parallel`: with `HOTMOVE_BENCH_TABLE=FILE` the table is also written to
@@ -107,60 +110,140 @@ fn bench_blocks(c: &mut Criterion) {
         let sizes = [("batch", BATCH_BYTES / tx_size), ("1000", 1_000)];
         for dest in DESTS {
             for (size_name, size) in sizes {
-                let group_name = format!("parallel/{workload}/{dest}/{size_name}");
-                let mut group = c.benchmark_group(&group_name);
-                let (warm_up, measurement) = if quick() {
-                    (Duration::from_millis(50), Duration::from_millis(200))
-                } else {
-                    (Duration::from_millis(500), Duration::from_secs(2))
-                };
-                group
-                    .throughput(Throughput::Elements(size as u64))
-                    .sample_size(10)
-                    .warm_up_time(warm_up)
-                    .measurement_time(measurement);
                 let generated = blocks(&genesis, &keys, workload, dest, size);
-                for configuration in configurations() {
-                    let config = ExecConfig {
-                        scheme: configuration.0,
-                        threads: configuration.1,
-                        ..ExecConfig::default()
-                    };
-                    let id = name(configuration);
-                    group.bench_function(BenchmarkId::from_parameter(&id), |b| {
-                        let mut chain = ledger(&genesis, workload, config);
-                        let mut next = 0;
-                        let mut done = Vec::new();
-                        b.iter_custom(|iterations| {
-                            let mut total = Duration::ZERO;
-                            for _ in 0..iterations {
-                                if next == generated.len() {
-                                    chain = ledger(&genesis, workload, config);
-                                    next = 0;
-                                }
-                                let block = generated[next].clone();
-                                next += 1;
-                                done.clear();
-                                let start = Instant::now();
-                                chain.execute_block(block, &mut done);
-                                let took = start.elapsed();
-                                assert_eq!(done.len(), size, "every transaction ran");
-                                total += took;
-                                if let Ok(mut times) = TIMES.lock() {
-                                    times
-                                        .entry((group_name.clone(), id.clone()))
-                                        .or_insert_with(|| (size, Vec::new()))
-                                        .1
-                                        .push(took);
-                                }
-                            }
-                            total
-                        });
-                    });
-                }
-                group.finish();
+                let group = format!("parallel/{workload}/{dest}/{size_name}");
+                let alternated = Alternated {
+                    genesis: &genesis,
+                    workload,
+                    blocks: &generated,
+                    configurations: &configurations(),
+                };
+                alternated.bench(c, &group, Duration::from_secs(2 * 5));
             }
         }
+    }
+}
+
+/// The configurations that run a block on the calling thread alone: sequential execution, and
+/// each scheme with one worker.
+const ONE_THREAD: [(Scheme, usize); 3] = [
+    (Scheme::Sequential, 1),
+    (Scheme::Waves, 1),
+    (Scheme::BlockStm, 1),
+];
+/// The workloads whose blocks take longest, so that a group above times each configuration on
+/// the fewest blocks.
+const ONE_THREAD_WORKLOADS: [Workload; 2] = [Workload::CpuHeavy, Workload::KvStore];
+
+/// Sequential execution against one worker of each scheme, on the workloads where they once
+/// seemed apart, with more blocks than a group above: all three run the same transactions on
+/// the calling thread, and sequential execution does the least bookkeeping, so none should be
+/// ahead of it.
+fn bench_one_thread(c: &mut Criterion) {
+    let genesis = Genesis::generate(ACCOUNTS, BALANCE, 0);
+    let keys = genesis.keypairs().expect("secret keys");
+    for workload in ONE_THREAD_WORKLOADS {
+        let generated = blocks(&genesis, &keys, workload, Dest::Uniform, 1_000);
+        let alternated = Alternated {
+            genesis: &genesis,
+            workload,
+            blocks: &generated,
+            configurations: &ONE_THREAD,
+        };
+        alternated.bench(
+            c,
+            &format!("one-thread/{workload}/uniform/1000"),
+            Duration::from_secs(3 * 6),
+        );
+    }
+}
+
+/// One group: the same blocks under several configurations, alternated block by block. Each
+/// iteration runs the next block once under every configuration, each on a ledger of its own,
+/// and times each; so whatever the machine does meanwhile (other tenants, clock changes) falls
+/// on all of them alike, within a block of each other. Measured one configuration after
+/// another instead, on a machine shared with other work, a drift between two measurements (a
+/// quarter within minutes is common) reads as a difference between the schemes.
+struct Alternated<'a> {
+    genesis: &'a Genesis,
+    workload: Workload,
+    blocks: &'a [Vec<Transaction>],
+    configurations: &'a [(Scheme, usize)],
+}
+
+impl Alternated<'_> {
+    /// Criterion times an iteration (one block under every configuration); the table takes each
+    /// configuration's block times. `measurement` is for the whole iteration.
+    fn bench(&self, c: &mut Criterion, group: &str, measurement: Duration) {
+        let size = self.blocks[0].len();
+        let mut bench_group = c.benchmark_group(group);
+        let (warm_up, measurement) = if quick() {
+            (Duration::from_millis(50), Duration::from_millis(200))
+        } else {
+            (Duration::from_millis(500), measurement)
+        };
+        bench_group
+            .throughput(Throughput::Elements(
+                (size * self.configurations.len()) as u64,
+            ))
+            .sample_size(10)
+            .warm_up_time(warm_up)
+            .measurement_time(measurement);
+        let configs: Vec<ExecConfig> = self
+            .configurations
+            .iter()
+            .map(|&(scheme, threads)| ExecConfig {
+                scheme,
+                threads,
+                ..ExecConfig::default()
+            })
+            .collect();
+        let fresh = || -> Vec<_> {
+            configs
+                .iter()
+                .map(|config| ledger(self.genesis, self.workload, *config))
+                .collect()
+        };
+        // Kept across criterion's calls: a ledger starts again from genesis only once it ran
+        // every block.
+        let mut chains = fresh();
+        let mut next = 0;
+        let mut done = Vec::new();
+        bench_group.bench_function(BenchmarkId::from_parameter("alternated"), |b| {
+            b.iter_custom(|iterations| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iterations {
+                    if next == self.blocks.len() {
+                        chains = fresh();
+                        next = 0;
+                    }
+                    for (chain, &configuration) in chains.iter_mut().zip(self.configurations) {
+                        let block = self.blocks[next].clone();
+                        done.clear();
+                        let start = Instant::now();
+                        chain.execute_block(block, &mut done);
+                        let took = start.elapsed();
+                        assert_eq!(done.len(), size, "every transaction ran");
+                        total += took;
+                        record(group, &name(configuration), size, took);
+                    }
+                    next += 1;
+                }
+                total
+            });
+        });
+        bench_group.finish();
+    }
+}
+
+/// Adds one block's time to the table.
+fn record(group: &str, id: &str, size: usize, took: Duration) {
+    if let Ok(mut times) = TIMES.lock() {
+        times
+            .entry((group.to_string(), id.to_string()))
+            .or_insert_with(|| (size, Vec::new()))
+            .1
+            .push(took);
     }
 }
 
@@ -240,6 +323,7 @@ fn print_table() {
 fn main() {
     let mut criterion = Criterion::default().configure_from_args();
     bench_blocks(&mut criterion);
+    bench_one_thread(&mut criterion);
     criterion.final_summary();
     print_table();
 }
