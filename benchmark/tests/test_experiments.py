@@ -363,6 +363,10 @@ def _links(page: str) -> None:
     assert [r["batch size B"] for r in batches] == ["50,000", "500,000"]
     numbers_in(batches, "delivered tx/s: median (min-max)", "rounds/s")
     assert "- 4 nodes: **not settled**: no single batch size delivered most;" in page
+    (verifier,) = table_with(page, "verifier µs/tx")
+    assert [r["batch size B"] for r in verifier] == ["15,200", "76,000"]
+    numbers_in(verifier, "tx per batch", "verifier µs/tx", "delivered tx/s")
+    assert re.search(r"^- At [\d,]+ transactions a batch the verifier spent [\d.]+ µs", page, re.M)
 
 
 def _diemvm(page: str) -> None:

@@ -1,6 +1,7 @@
 """The pages' profiling and per-rate tables from synthetic summaries: the modes page's flame graphs,
 queues and hops at capacity and its one projection rule, the per-rate tables of modes and
-workloads, and the parallel page's measured tables (the real runs are in test_experiments.py)."""
+workloads, the parallel page's measured table, and the verifier's batch sweep on the links page
+(the real runs are in test_experiments.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from benchmark.experiments import (
     Configuration,
     Outcome,
     at_capacity,
+    links,
     modes,
     parallel,
     profiled,
+    verifier_batches,
     workloads,
 )
 from benchmark.experiments.measures import capacity
@@ -249,3 +252,70 @@ def test_the_parallel_page_sets_sequential_execution_against_one_worker(tmp_path
     speedup = text.split("## Speedup over sequential execution")[1].split("## ")[0]
     assert "| cpuheavy/uniform/1000 | 1000 | 1900 (1.90x) |" in speedup
     assert "one-thread" not in speedup
+
+
+# -- the verifier's batch sweep ------------------------------------------------------------------
+
+
+def _batch_runs(base: Summary, per_batch: float, costs: tuple[float, ...]) -> list[Summary]:
+    runs = []
+    for cost in costs:
+        run = shaped(base, rate=12_000, delivered=12_000)
+        stages = tuple(
+            replace(row, batch_size=per_batch, us_per_tx=cost) if row.name == "verifier" else row
+            for row in run.stages
+        )
+        runs.append(replace(run, stages=stages))
+    return runs
+
+
+def test_the_verifier_sweep_sets_its_cost_against_the_transactions_a_batch(
+    base: Summary, tmp_path: Path
+) -> None:
+    small, large = verifier_batches.BATCH_BYTES[0], verifier_batches.BATCH_BYTES[-1]
+    outcomes = [
+        Outcome(
+            Configuration(verifier_batches.label_of(small), {"rate": "12000"}),
+            _batch_runs(base, 100.0, (60.0, 55.0, 58.0)),
+        ),
+        Outcome(
+            Configuration(verifier_batches.label_of(large), {"rate": "12000"}),
+            _batch_runs(base, 1500.0, (40.0, 42.0, 41.0)),
+        ),
+    ]
+    assert verifier_batches.rows(outcomes) == [
+        ["15,200", "100", "58.0 (55.0-60.0)", "12,000 (12,000-12,000)", "195"],
+        ["228,000", "1,500", "41.0 (40.0-42.0)", "12,000 (12,000-12,000)", "195"],
+    ]
+    (line,) = verifier_batches.comparison(outcomes)
+    assert line.startswith(
+        "- At 100 transactions a batch the verifier spent 58.0 µs per transaction, at 1,500"
+        " 41.0 µs, 1.41 times"
+    )
+    assert line.endswith(
+        "The ranges are apart: every run with the small batches cost more than every run with"
+        " the large."
+    )
+    overlapping = [
+        outcomes[0],
+        replace(outcomes[1], summaries=_batch_runs(base, 1500.0, (40.0, 56.0, 41.0))),
+    ]
+    assert (
+        "overlapping: the runs do not tell the two apart"
+        in verifier_batches.comparison(overlapping)[0]
+    )
+    page = Page("links", "Links", tmp_path)
+    verifier_batches.write_section(outcomes, page)
+    assert (tmp_path / "links" / "verifier.png").stat().st_size > 0
+
+
+def test_the_links_experiment_sweeps_the_verifiers_batches_in_hotcrypto() -> None:
+    for quick in (True, False):
+        swept = [c for c in links.LINKS.configurations(quick) if c.label.startswith("verifier: ")]
+        assert {c.flags["mode"] for c in swept} == {"hotcrypto"}
+        sizes = [int(str(c.flags["batch_size"])) for c in swept]
+        assert len(sizes) == (2 if quick else 5)
+        # About 100 to about 1,500 transactions of 152 bytes a batch.
+        assert sizes[0] // 152 == 100
+        if not quick:
+            assert sizes[-1] // 152 == 1500
