@@ -198,7 +198,7 @@ def write_sections(
         page.table(
             [
                 "configuration",
-                "rate asked (tx/s)",
+                "profiled at (tx/s)",
                 "samples",
                 *[f"{group} threads" for group in THREAD_GROUPS],
                 "other threads",
@@ -215,11 +215,18 @@ def write_sections(
         " the stage that holds the pipeline back, and short queues say a stage keeps up. Queue"
         " lengths in batches, sampled every second over the steady window (mean: the median over"
         " the runs at capacity of each run's mean; max: the largest in any of them); producer"
-        " blocked: the share of the window the stage before waited for room; stage busy: the"
-        " share the stage spent working (wall clock).",
+        " blocked on it: the share of the window the stage that sends into it waited for room;"
+        " consumer busy: the share the stage it feeds spent working (wall clock).",
     )
     page.table(
-        ["configuration", "channel", "queue mean", "queue max", "producer blocked", "stage busy"],
+        [
+            "configuration",
+            "channel",
+            "queue mean",
+            "queue max",
+            "producer blocked on it",
+            "consumer busy",
+        ],
         channel_rows(capacities),
     )
     names = hop_names(capacities)

@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 from ..analysis.resources.cost import REPORT_INSTANCE, cost, instances
 from ..analysis.run_summary import Summary
 from ..analysis.stages.projection import CPU_BOUND
+from . import projections
 from .at_capacity import write_sections
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (
@@ -217,13 +218,7 @@ def sweep_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
 
 def projection_caveats(capacities: dict[str, Capacity | None]) -> list[str]:
     """What the runs at each capacity say of how their projection errs, each once."""
-    caveats: dict[str, list[str]] = {}
-    for label, found in capacities.items():
-        for summary in found.runs if found else ():
-            caveat = summary.projection.caveat if summary.projection else None
-            if caveat and label not in caveats.setdefault(caveat, []):
-                caveats[caveat].append(label)
-    return [f"- {caveat} ({', '.join(labels)})." for caveat, labels in caveats.items()]
+    return projections.caveats({label: found.runs for label, found in capacities.items() if found})
 
 
 def _cores(outcomes: Sequence[Outcome]) -> str:
@@ -265,13 +260,9 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         "",
         "`≥`: the sweep's highest rate, the capacity may lie higher; `movevm` runs as fast as it"
         " can, its capacity is its median. The report's maximum is a peak mean delivered, so"
-        " that column, not the capacity, is its like. The projection is not a measurement: it is"
-        " the summary's capacity projection (`benchmark/analysis/stages/projection.py`) for one"
-        f" node of {cores} cores (the report's instances had 4 vCPUs), from the CPU per"
-        " transaction of the runs at capacity, their median, and of no run at another rate (one"
-        " rule on every page that projects). What nodes of more cores deliver is measured, not"
-        " projected, on the [scale page](scale.md) (its virtual-CPUs axis). How the runs'"
-        " projections err, as they say:",
+        " that column, not the capacity, is its like. The projection's point is the capacity:"
+        " the runs at it, and no run at another rate (the report's instances had 4 vCPUs). "
+        + projections.label(cores),
         "",
         *projection_caveats(capacities),
     )

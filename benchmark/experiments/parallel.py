@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from ..analysis.run_summary import Summary
 from ..analysis.stages.projection import CPU_BOUND, Projection
+from . import projections
 from .experiment import Configuration, CriterionBench, Experiment, Outcome
 from .measures import (
     delivered,
@@ -325,16 +326,17 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         page.section(
             "Which stage limits `hotmove` once execution is parallel",
             f"Uniform transfers at {fmt(float(str(rate)))} tx/s asked, four nodes on this"
-            " machine; what the runs measured, medians (delivered: median (min-max)). The"
-            " projection is not a measurement: the summary's capacity projection"
-            f" (`benchmark/analysis/stages/projection.py`) for one node of {cores} cores, the"
-            " rule every page projects by: each stage gets the cores such a node lets it use, at"
-            " the CPU per transaction measured here (four nodes share this machine's cores, so"
-            " it errs low), the executor's threads one per core under Block-STM and one when"
-            " sequential. Nodes of 4 to 36 virtual CPUs, sequential and under Block-STM, are"
-            " measured (not projected) by the virtual-CPUs axis of the"
-            " [scale page](scale.md).",
+            " machine; what the runs measured, medians (delivered: median (min-max)). Each"
+            " `--exec` is a point: its runs at that rate. The executor's threads are one per"
+            " core under Block-STM and one when sequential. " + projections.label(cores),
             "",
+            *projections.caveats(
+                {
+                    str(o.configuration.flags.get("exec")): o.summaries
+                    for o in outcomes
+                    if o.configuration.bench is None
+                }
+            ),
         )
         page.table(
             [

@@ -241,7 +241,7 @@ def _modes(page: str) -> None:
     )
     (queues,) = table_with(page, "queue mean")
     assert {r["channel"] for r in queues} >= {"`consensus->verifier`", "`verifier->executor`"}
-    numbers_in(queues, "queue mean", "queue max", "producer blocked")
+    numbers_in(queues, "queue mean", "queue max", "producer blocked on it", "consumer busy")
     (hops,) = table_with(page, "send → receive")
     numbers_in(hops, "send → receive", "quorum → commit")
     assert "projection errs low" in page
@@ -364,7 +364,7 @@ def _links(page: str) -> None:
     numbers_in(batches, "delivered tx/s: median (min-max)", "rounds/s")
     assert "- 4 nodes: **not settled**: no single batch size delivered most;" in page
     (verifier,) = table_with(page, "verifier µs/tx")
-    assert [r["batch size B"] for r in verifier] == ["15,200", "76,000"]
+    assert [r["`--batch-size` B"] for r in verifier] == ["15,200", "76,000"]
     numbers_in(verifier, "tx per batch", "verifier µs/tx", "delivered tx/s")
     assert re.search(r"^- At [\d,]+ transactions a batch the verifier spent [\d.]+ µs", page, re.M)
 

@@ -206,7 +206,7 @@ def test_the_workloads_page_has_a_per_rate_table_of_its_hotmove_sweeps(base: Sum
 
 
 def test_the_parallel_page_has_a_measured_row_per_exec_and_the_summarys_projection(
-    base: Summary,
+    base: Summary, tmp_path: Path
 ) -> None:
     def run(scheme: str) -> Summary:
         threads = 1 if scheme == "sequential" else ONE_PER_CORE
@@ -226,6 +226,21 @@ def test_the_parallel_page_has_a_measured_row_per_exec_and_the_summarys_projecti
     assert rows[0][-2:] == ["1,000", "executor (1 thread)"]
     assert rows[1][-2:] == ["3,636", "the cores (executor costs most)"]
     assert parallel.projected_cores(outcomes) == "4"
+    # Labelled as a projection, with the caveat its runs carry.
+    erring = [
+        replace(
+            o,
+            summaries=[
+                replace(r, projection=replace(r.projection, caveat="errs low")) for r in o.summaries
+            ],
+        )
+        for o in outcomes
+    ]
+    page = Page("parallel", "Parallel", tmp_path)
+    parallel.PARALLEL.write(erring, page)
+    text = "\n".join(page.lines)
+    assert "The projection is not a measurement" in text
+    assert "- errs low (sequential, blockstm)." in text
 
 
 def test_the_parallel_page_sets_sequential_execution_against_one_worker(tmp_path: Path) -> None:
@@ -290,7 +305,7 @@ def test_the_verifier_sweep_sets_its_cost_against_the_transactions_a_batch(
     (line,) = verifier_batches.comparison(outcomes)
     assert line.startswith(
         "- At 100 transactions a batch the verifier spent 58.0 µs per transaction, at 1,500"
-        " 41.0 µs, 1.41 times"
+        " 41.0 µs, 1.41 times (medians; the report set 146 against 1,201 transactions a batch)."
     )
     assert line.endswith(
         "The ranges are apart: every run with the small batches cost more than every run with"
@@ -304,6 +319,8 @@ def test_the_verifier_sweep_sets_its_cost_against_the_transactions_a_batch(
         "overlapping: the runs do not tell the two apart"
         in verifier_batches.comparison(overlapping)[0]
     )
+    single = [outcomes[0], replace(outcomes[1], summaries=outcomes[1].summaries[:1])]
+    assert "not settled: a side has a single run" in verifier_batches.comparison(single)[0]
     page = Page("links", "Links", tmp_path)
     verifier_batches.write_section(outcomes, page)
     assert (tmp_path / "links" / "verifier.png").stat().st_size > 0
