@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..analysis.consensus.hops import PATH, SEND
-from ..analysis.resources.profiles import FLAMEGRAPH, FOLDED, parse_folded
+from ..analysis.resources.profiles import FLAMEGRAPH, ProcessProfile
 from ..analysis.run_summary import Summary
 from .experiment import Outcome
 from .measures import Capacity, fmt, median_of, share
@@ -44,25 +44,21 @@ def thread_group(thread: str) -> str:
     return name if name in THREAD_GROUPS else OTHER
 
 
-def thread_shares(folded: Path) -> tuple[int, dict[str, float]]:
-    """The samples of a profile (`profile.folded`, each stack's first frame its thread) and the
-    share each thread group took."""
+def thread_shares(profile: ProcessProfile) -> dict[str, float]:
+    """The share of a process's samples each thread group took."""
     counts: Counter[str] = Counter()
-    for frames, samples in parse_folded(folded.read_text().splitlines()):
-        counts[thread_group(frames[0])] += samples
+    for thread, samples in profile.threads.items():
+        counts[thread_group(thread)] += samples
     total = sum(counts.values())
-    return total, {group: n / total for group, n in counts.items()} if total else {}
+    return {group: n / total for group, n in counts.items()} if total else {}
 
 
-def profile_of(summaries: Sequence[Summary]) -> Path | None:
-    """One process's folded stacks from the profiled runs: node 0's, or the one process's."""
+def profile_of(summaries: Sequence[Summary]) -> tuple[Summary, ProcessProfile] | None:
+    """The first profiled process of the profiled runs (node 0, or the one process), with its
+    run."""
     for summary in summaries:
-        logs = summary.config.get("logs")
-        if not logs:
-            continue
-        found = sorted(Path(str(logs)).glob(f"profile-*/{FOLDED}"))
-        if found:
-            return found[0]
+        if summary.profile is not None and summary.profile.first is not None:
+            return summary, summary.profile.first
     return None
 
 
@@ -75,24 +71,26 @@ def profile_rows(outcomes: Sequence[Outcome], page: Page) -> list[list[str]]:
     thread group's share, and a link to its flame graph (copied beside the page)."""
     rows = []
     for outcome in outcomes:
-        folded = profile_of(outcome.profiled)
-        if folded is None:
+        found = profile_of(outcome.profiled)
+        if found is None:
             continue
-        samples, shares = thread_shares(folded)
-        rate = outcome.profiled[0].config.get("rate")
-        asked = fmt(float(rate)) if outcome.profiled[0].pipeline.consensus and rate else "-"
-        graph = folded.with_name(FLAMEGRAPH)
-        link = "-"
-        if graph.exists():
+        run, process = found
+        shares = thread_shares(process)
+        rate = run.config.get("rate")
+        asked = fmt(float(rate)) if run.pipeline.consensus and rate else "-"
+        # The graph from the run's logs where they are here; else the copy beside the page (a
+        # page written again from its committed record, on a clone).
+        copy = page.figure_dir / f"flamegraph-{slug(outcome.configuration.label)}.svg"
+        graph = Path(str(run.config.get("logs", ""))) / process.name / FLAMEGRAPH
+        if run.config.get("logs") and graph.exists():
             page.figure_dir.mkdir(parents=True, exist_ok=True)
-            copy = page.figure_dir / f"flamegraph-{slug(outcome.configuration.label)}.svg"
             shutil.copyfile(graph, copy)
-            link = f"[{folded.parent.name}]({page.name}/{copy.name})"
+        link = f"[{process.name}]({page.name}/{copy.name})" if copy.exists() else "-"
         rows.append(
             [
                 outcome.configuration.label,
                 asked,
-                fmt(samples),
+                fmt(process.samples),
                 *[share(shares.get(group, 0.0)) for group in (*THREAD_GROUPS, OTHER)],
                 link,
             ]

@@ -245,7 +245,10 @@ class Rule:
         if not rates:
             return cls()
         lowest = min(rates)
-        return cls(median_of([e2e_p50(s) for s in rates[lowest]]), lowest)
+        p50 = median_of([e2e_p50(s) for s in rates[lowest]])
+        # A p50 at or below zero says the processes' clocks disagree (a sample's send and commit
+        # are stamped by different processes): no latency to hold the sweep to.
+        return cls(p50 if p50 is not None and p50 > 0 else None, lowest)
 
     def failed(self, summary: Summary, rate: int | None = None) -> list[str]:
         """The conditions of the rule (`a`, `b`, `c`) the run did not meet at `rate` (the rate
@@ -270,7 +273,7 @@ class Rule:
     def describe(self) -> str:
         """The unloaded p50 the sweep was held to, as a page prints it."""
         if self.unloaded_p50 is None or self.unloaded_rate is None:
-            return "no unloaded p50 (no latency samples at the lowest rate): (c) not applied"
+            return "no unloaded p50 (no usable latency samples at the lowest rate): (c) not applied"
         return (
             f"unloaded p50 {fmt(self.unloaded_p50)} ms (at {fmt(self.unloaded_rate)} tx/s, the"
             f" lowest rate), so (c) is p50 ≤ {fmt(P50_AT_MOST * self.unloaded_p50)} ms"

@@ -81,6 +81,17 @@ def test_a_run_whose_p50_passed_three_times_the_unloaded_did_not_keep_up(base: S
     assert "(c) is p50 ≤ 240 ms" in rule.describe()
 
 
+def test_a_p50_at_or_below_zero_holds_no_sweep_to_latency(base: Summary) -> None:
+    # Processes whose clocks disagree stamp a sample's commit before its send: a negative p50
+    # is no latency to hold a sweep to, and three times it would fail every run.
+    runs = [at(base, 100, 100, p50=-66.0), at(base, 200, 200, p50=139.0)]
+    rule = Rule.of(runs)
+    assert rule.unloaded_p50 is None
+    assert rule.failed(runs[-1]) == []
+    assert "(c) not applied" in rule.describe()
+    assert capacity(runs).rate == 200  # type: ignore[union-attr]
+
+
 def test_a_window_delivers_no_more_than_its_clients_offered_in_it(tmp_path: Path) -> None:
     # The nodes executed nothing for two seconds, then caught up with what had queued: the
     # window (from 1.9 s) sees them drain that backlog on top of what the clients sent in it.

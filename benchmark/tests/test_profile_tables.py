@@ -5,12 +5,14 @@ workloads, the parallel page's measured table, and the verifier's batch sweep on
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from benchmark.analysis.metrics import load_run
+from benchmark.analysis.resources.profiles import load_profiles
 from benchmark.analysis.run_summary import Summary, summarize
 from benchmark.analysis.stages.projection import ONE_PER_CORE, project
 from benchmark.config import BenchParameters
@@ -83,7 +85,9 @@ def _profiled_run(base: Summary, logs: Path, rate: int) -> Summary:
         "main;metrics 5\n"
     )
     (profile / "flamegraph.svg").write_text("<svg/>\n")
-    return shaped(base, rate=rate, delivered=rate, logs=str(logs))
+    return replace(
+        shaped(base, rate=rate, delivered=rate, logs=str(logs)), profile=load_profiles(logs)
+    )
 
 
 def test_a_node_at_capacity_is_split_by_its_threads_and_its_flame_graph_copied(
@@ -115,6 +119,10 @@ def test_a_node_at_capacity_is_split_by_its_threads_and_its_flame_graph_copied(
         ]
     ]
     assert (tmp_path / "pages" / "modes" / "flamegraph-hotcrypto.svg").read_text() == "<svg/>\n"
+    # Without the run's logs (a page written again on a clone, from its committed record): the
+    # same row, from the summary, linking the copy beside the page.
+    shutil.rmtree(tmp_path / "run")
+    assert at_capacity.profile_rows([outcome, unprofiled], page) == rows
     assert at_capacity.profiled_commands([outcome, unprofiled]) == [
         "  - hotcrypto: `fab local --mode=hotcrypto --rate=2000 --runs=1 --profile`"
     ]

@@ -32,10 +32,30 @@ class FunctionShare:
 
 
 @dataclass(frozen=True)
+class ProcessProfile:
+    """One process's samples by the thread they were taken on (a stack's first frame): what a
+    page shows of a profiled node, kept in the summary so that a page written again from its
+    record, without the logs, shows it too."""
+
+    name: str
+    samples: int
+    threads: dict[str, int]
+
+
+@dataclass(frozen=True)
 class ProfileSummary:
     samples: int
     top: tuple[FunctionShare, ...]
     flamegraphs: tuple[str, ...]
+    # The first profiled process's (node 0's, or the one process's).
+    first: ProcessProfile | None = None
+
+
+def process_profile(name: str, stacks: Iterable[tuple[list[str], int]]) -> ProcessProfile:
+    threads: Counter[str] = Counter()
+    for frames, count in stacks:
+        threads[frames[0]] += count
+    return ProcessProfile(name, sum(threads.values()), dict(sorted(threads.items())))
 
 
 def parse_folded(lines: Iterable[str]) -> list[tuple[list[str], int]]:
@@ -81,11 +101,11 @@ def load_profiles(log_dir: Path, top: int = TOP) -> ProfileSummary | None:
     folded = sorted(log_dir.glob(f"profile-*/{FOLDED}"))
     if not folded:
         return None
-    stacks = [
-        stack
+    by_process = [
+        parse_folded(path.read_text(encoding="utf-8", errors="replace").splitlines())
         for path in folded
-        for stack in parse_folded(path.read_text(encoding="utf-8", errors="replace").splitlines())
     ]
-    summary = top_functions(stacks, top)
+    summary = top_functions((stack for stacks in by_process for stack in stacks), top)
     graphs = tuple(str(p) for p in sorted(log_dir.glob(f"profile-*/{FLAMEGRAPH}")))
-    return ProfileSummary(summary.samples, summary.top, graphs)
+    first = process_profile(folded[0].parent.name, by_process[0])
+    return ProfileSummary(summary.samples, summary.top, graphs, first)
