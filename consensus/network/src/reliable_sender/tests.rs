@@ -1,10 +1,11 @@
 use super::*;
+use crate::codec::codec;
 use crate::receiver::tests::{TestHandler, DEADLINE};
 use crate::Receiver;
-use futures::SinkExt;
-use tokio::net::TcpListener;
+use futures::{SinkExt, StreamExt};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::time::timeout;
-use tokio_util::codec::Framed;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 type Connection = Framed<TcpStream, LengthDelimitedCodec>;
 

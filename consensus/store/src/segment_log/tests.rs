@@ -1,4 +1,5 @@
 use super::*;
+use std::fs::OpenOptions;
 
 fn key(i: u32) -> [u8; 32] {
     let mut key = [0u8; 32];
