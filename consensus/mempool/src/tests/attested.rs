@@ -228,8 +228,10 @@ async fn a_silent_attester_leaves_only_its_own_share_uncertified() {
 #[tokio::test]
 async fn attesting_behind_stops_the_clients() {
     let parameters = Parameters {
-        batch_size: 10_000,
+        batch_size: 100_000,
         max_batch_delay: 50,
+        // Nothing commits here: the backlog bound must not be what stops the clients.
+        max_uncommitted_bytes: 64 << 20,
         ..Parameters::default()
     };
     // Opened at the end, or on a failed assertion (the runtime waits for the blocked checks).
@@ -255,7 +257,15 @@ async fn attesting_behind_stops_the_clients() {
     let mut conducts = members(&[]);
     conducts[0].0 = blocked;
     let (committee, mut nodes) = spawn_attesting_committee(4, &parameters, Some(conducts)).await;
-    let total = 20_000u32;
+    // More than the node may hold while its batch maker is stopped (the transactions port's
+    // byte budget, the batches behind, the one being filled): the rest must stay with the client.
+    let total = 10_000u32;
+    // Transactions of 1 KB: the client sends 10 MB, well past that room.
+    let transaction = |i: u32| {
+        let mut tx = transaction(i).to_vec();
+        tx.resize(1_000, 1);
+        Bytes::from(tx)
+    };
     let sending = {
         let committee = committee.clone();
         let first = nodes[0].name;
@@ -278,14 +288,19 @@ async fn attesting_behind_stops_the_clients() {
     .await
     .expect("the batch maker stops while its attester is behind");
     let sealed = metrics.sealed_batches.load(Ordering::Relaxed);
-    // Behind at two of the largest batches (of 20 KB here): the batch that crosses it is the
+    // Behind at two of the largest batches (of 200 KB here): the batch that crosses it is the
     // last one sealed.
     let behind = 2 * max_batch_bytes(&parameters) as u64;
     assert!(
         sealed <= behind / parameters.batch_size as u64 + 1,
         "{sealed} batches sealed while the attester was stuck"
     );
-    assert!(metrics.received_txs.load(Ordering::Relaxed) < u64::from(total));
+    let held = (tx_receiver::MAX_QUEUED_BYTES + 2 * max_batch_bytes(&parameters)) as u64 + behind;
+    let received = metrics.received_txs.load(Ordering::Relaxed);
+    // Each transaction takes at least its 1,000 bytes of that room: a bound that holds however
+    // far the client got, and below what it sends.
+    assert!(received <= held / 1_000, "{received} transactions taken in");
+    assert!(held / 1_000 < u64::from(total));
     drop(opener);
     let batches = released(&mut nodes[0], total).await;
     assert_eq!(batches.iter().map(Batch::tx_count).sum::<u32>(), total);
