@@ -11,7 +11,7 @@ use crypto::KeyPair;
 use run::{NodeConfig, RunArgs};
 use serde::Serialize;
 use stages::flags::{self, FlagDescription};
-use stages::pipeline::{Description, Mode};
+use stages::modes::{Description, Mode};
 use std::path::PathBuf;
 
 mod allocator;

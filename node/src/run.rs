@@ -24,7 +24,8 @@ use stages::metrics::cpu::CONSENSUS_THREADS;
 use stages::metrics::{
     serve_prometheus, ProcessSource, QueueSource, Registry, SampleEvent, SampleLog,
 };
-use stages::pipeline::{exec_config, Mode, StageSettings, Vm};
+use stages::modes::{Mode, Vm};
+use stages::pipeline::{exec_config, StageSettings};
 use stages::profile::Profiler;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -7,7 +7,7 @@
 //!
 //! Defaults and choices are read from the clap arguments themselves, so they are written once.
 
-use crate::pipeline::{Execution, Mode, Pipeline};
+use crate::modes::{Execution, Mode, Pipeline};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};

@@ -23,10 +23,11 @@ pub mod execution;
 pub mod flags;
 pub mod logging;
 pub mod metrics;
+pub mod modes;
 pub mod pipeline;
 pub mod profile;
 pub mod stage;
 pub mod standalone;
 pub mod verifier;
 
-pub use pipeline::{Mode, PayloadKind, Vm};
+pub use modes::{Mode, PayloadKind, Vm};

@@ -5,7 +5,8 @@
 //! blocked on a full channel means the stages behind it are saturated.
 
 use crate::metrics::{serve_prometheus, ProcessSource, Registry};
-use crate::pipeline::{Mode, PayloadKind, StageSettings, Vm};
+use crate::modes::{Mode, PayloadKind, Vm};
+use crate::pipeline::StageSettings;
 use crate::profile::Profiler;
 use crate::stage::StageMetrics;
 use anyhow::{Context, Result};
