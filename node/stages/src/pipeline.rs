@@ -16,8 +16,8 @@ use anyhow::{Context, Result};
 use batch::{CommittedBatch, SampleIndex};
 use crypto::ParallelVerifier;
 use executor::{
-    opaque_sample_id, signed_sample_id, AdapterExecutor, CallStyle, ExecConfig, Executor,
-    FeeCredit, GasParameters, Genesis, MoveExecutor, NativeExecutor, Scheme, Workload,
+    opaque_sample_id, AdapterExecutor, ExecConfig, Executor, FeeCredit, GasParameters, Genesis,
+    MoveExecutor, NativeExecutor, Scheme, Workload,
 };
 use plumbing::metered::{self, MeteredReceiver};
 use std::convert::Infallible;
