@@ -23,7 +23,7 @@ from benchmark.experiments import (
     links,
     modes,
     multi_region,
-    parallel,
+    speedups,
     store,
     workloads,
 )
@@ -614,13 +614,13 @@ def test_the_speedup_table_sets_each_scheme_against_sequential_execution() -> No
             ("transfer/ring/1000", "blockstm-2"): 98.0,
         }
     )
-    columns, table = parallel.speedup_table(rows)
+    columns, table = speedups.speedup_table(rows)
     assert columns == ["workload / dest / block", "sequential", "waves-1", "blockstm-2"]
     assert table == [
         ["transfer/ring/1000", "100", "-", "98 (0.98x)"],
         ["transfer/uniform/1000", "100", "90 (0.90x)", "160 (1.60x)"],
     ]
-    best = parallel.best_rows(rows)
+    best = speedups.best_rows(rows)
     assert best == [
         ["transfer", "ring", "-", "0.98x", "0.49"],
         ["transfer", "uniform", "-", "1.60x", "0.80"],
@@ -649,12 +649,12 @@ def test_a_speedup_beyond_the_thread_count_is_called_noise() -> None:
             ("kvstore/ring/1000", "blockstm-2"): 180.0,
         }
     )
-    findings = "\n".join(parallel._findings(rows))
+    findings = "\n".join(speedups.findings(rows))
     assert "1 of 2 cells run faster than their thread count allows" in findings
     calm = bench_rows(
         {("kvstore/ring/1000", "sequential"): 100.0, ("kvstore/ring/1000", "blockstm-2"): 180.0}
     )
-    assert "thread count allows" not in "\n".join(parallel._findings(calm))
+    assert "thread count allows" not in "\n".join(speedups.findings(calm))
 
 
 def test_more_bandwidth_is_called_slower_only_when_no_run_overlaps(base: Summary) -> None:

@@ -24,6 +24,7 @@ from benchmark.experiments import (
     modes,
     parallel,
     profiled,
+    speedups,
     verifier_batches,
     workloads,
 )
@@ -262,7 +263,7 @@ def test_the_parallel_page_sets_sequential_execution_against_one_worker(tmp_path
         row("cpuheavy/uniform/1000", "sequential", 1000.0),
         row("cpuheavy/uniform/1000", "blockstm-2", 1900.0),
     ]
-    assert parallel.one_thread_rows(rows) == [
+    assert speedups.one_thread_rows(rows) == [
         ["cpuheavy/uniform/1000", "1000", "980 (0.98x)", "950 (0.95x)"]
     ]
     bench = next(c for c in parallel.PARALLEL.configurations(False) if c.bench is not None)
