@@ -69,6 +69,7 @@ from .throughput import (
     client_stats,
     consensus_throughput,
     executed_rate,
+    ingress_invalid,
     rate_nodes,
     sample_latencies,
     steady_window,
@@ -160,7 +161,10 @@ def summarize(
             bps = tps * size if size is not None else None
             end_to_end = replace(consensus, tps=tps, bps=bps, latency=LatencyStats.of(latencies))
         if run.clients:
-            clients_stats = client_stats(run.clients, window, len(latencies), sent)
+            clients_stats = replace(
+                client_stats(run.clients, window, len(latencies), sent),
+                ingress_invalid=ingress_invalid(processes),
+            )
     stages = stage_table(processes, window, pipeline.stages)
     used = resources(
         run,

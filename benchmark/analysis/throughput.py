@@ -46,6 +46,10 @@ class ClientStats:
     # Share of the bursts due in the window that the clients skipped: their time came while the
     # node held the write of the one before back. None for clients that do not count them.
     held_back_share: float | None = None
+    # Of the transactions the clients sent, those the nodes' ingress checks dropped before
+    # sealing them (`consensus.ingress_invalid_txs`, summed over nodes); None in logs from
+    # before the check.
+    ingress_invalid: int | None = None
 
 
 class SummaryError(HarnessError):
@@ -142,6 +146,15 @@ def executed_rate(process: ProcessMetrics, window: Window) -> float | None:
     if executed is None:
         executed = rate(process.records, ("stages", "executor", "items"), window)
     return executed
+
+
+def ingress_invalid(nodes: Sequence[ProcessMetrics]) -> int | None:
+    """Client transactions the nodes' ingress checks dropped, over every node (each counts its
+    own clients'); None if no node reports the count."""
+    counts = [last_number(n.records, ("consensus", "ingress_invalid_txs")) for n in nodes]
+    if all(count is None for count in counts):
+        return None
+    return round(sum(count or 0.0 for count in counts))
 
 
 def client_stats(

@@ -172,6 +172,13 @@ def render_summary(summary: Summary) -> str:
                 f"   Delivered {excess:.1%} more than the clients sent in the window: it drained"
                 " a backlog from before the window, so it is not a steady state"
             )
+        if clients.invalid_sent or clients.ingress_invalid:
+            dropped = (
+                f", {clients.ingress_invalid:,} dropped by the nodes' ingress checks"
+                if clients.ingress_invalid is not None
+                else ""
+            )
+            lines.append(f"   Forged: {clients.invalid_sent:,} sent{dropped}")
     rounds = rounds_section(summary.rounds)
     if rounds:
         lines += ["", *rounds]

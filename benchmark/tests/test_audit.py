@@ -445,3 +445,18 @@ def test_a_partitioned_node_still_behind_at_the_stop_is_explained() -> None:
     assert report.ok, render_audit(report)
     accounting = next(c for c in report.checks if c.name == "node-1 accounting")
     assert "behind after its partition" in accounting.detail
+
+
+def test_forgeries_dropped_at_ingress_do_not_explain_a_lost_valid_transaction() -> None:
+    """The nodes fell behind with 5,000 received between them, 1,000 of which were forgeries
+    their ingress checks dropped: only 4,000 valid ones can wait in the mempools, which leaves
+    1,000 of the valid sends unexplained."""
+    run = behind_hotstuff_run(received=True)
+    report = audit(run, FaultLog(start_ms=T0), described("hotstuff"), None)
+    assert report.ok, render_audit(report)
+    for node in run.nodes:
+        node.records[-1]["consensus"]["ingress_invalid_txs"] = 500
+    report = audit(run, FaultLog(start_ms=T0), described("hotstuff"), None)
+    assert [c.name for c in report.failures] == ["node-0 accounting", "node-1 accounting"]
+    assert "4,000 received, not sealed by the stop" in report.failures[0].detail
+    assert report.failures[0].detail.endswith("; 1,000 unexplained"), render_audit(report)

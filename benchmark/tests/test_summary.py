@@ -238,3 +238,16 @@ def test_bottleneck_stage_that_falls_behind_its_input() -> None:
     assert _bottleneck([consensus, verifier, executor], 680, _clients(1000, 1000)).stage != (
         "verifier"
     )
+
+
+def test_forged_transactions_and_those_the_nodes_dropped_at_ingress_are_shown(
+    fixtures: Path,
+) -> None:
+    summary = summarize(load_run(fixtures / "hotcrypto"), {"mode": "hotcrypto", "nodes": 2})
+    assert summary.clients is not None
+    assert "Forged" not in render_summary(summary)
+    clients = replace(summary.clients, invalid_sent=1_200, ingress_invalid=1_190)
+    text = render_summary(replace(summary, clients=clients))
+    assert "   Forged: 1,200 sent, 1,190 dropped by the nodes' ingress checks" in text
+    clients = replace(summary.clients, invalid_sent=1_200)
+    assert "   Forged: 1,200 sent\n" in render_summary(replace(summary, clients=clients))

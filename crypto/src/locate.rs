@@ -9,12 +9,13 @@
 //! are so dense that batching no longer pays (about one in seven) do the groups shrink to single
 //! checks.
 //!
-//! This is the one fallback for a failed batch: the verifier stage and the attesters both reach
-//! it through `ParallelVerifier::verify`. Checking at the node a client sends to, before a batch
-//! is sealed, would not make it unnecessary: that node would do all of its clients' checks alone,
-//! and a Byzantine author skips them and seals forgeries anyway, so every node that checks a
-//! batch (each one under `all`, the attesters under `attested`) still needs a check that
-//! forgeries cannot make expensive. This is that check.
+//! This is the one fallback for a failed batch: the verifier stage, the attesters and the
+//! mempool's ingress check all reach it through `ParallelVerifier::verify`. The ingress check
+//! (at the node a client sends to, before a batch is sealed) keeps forgeries out of honest
+//! authors' batches, but does not make this unnecessary: a Byzantine author skips it and seals
+//! forgeries anyway, so every node that checks a batch (each one under `all`, the attesters
+//! under `attested`) still needs a check that forgeries cannot make expensive, and the ingress
+//! check itself meets its clients' forgeries. This is that check.
 
 use crate::signature::Prepared;
 

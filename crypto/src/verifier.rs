@@ -6,6 +6,7 @@ use crate::signature::{KeyCache, Prepared};
 use crate::{PublicKey, Signature};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -29,12 +30,13 @@ pub enum VerifierError {
 /// The answer for every item is exactly [`Signature::verify_bytes`]'s, whatever the chunking
 /// (see `signature::Prepared` for why the batch and single rules cannot disagree).
 pub struct ParallelVerifier {
-    pool: rayon::ThreadPool,
+    /// Shared with the verifiers [`Self::sharing_threads`] makes.
+    pool: Arc<rayon::ThreadPool>,
     threads: usize,
     min_chunk: usize,
     /// Recent share of invalid items (f64 bits), to size the first groups of a chunk.
     invalid_rate: AtomicU64,
-    keys: KeyCache,
+    keys: Arc<KeyCache>,
 }
 
 impl ParallelVerifier {
@@ -62,12 +64,26 @@ impl ParallelVerifier {
             .thread_name(|i| format!("verifier-{i}"))
             .build()?;
         Ok(ParallelVerifier {
-            pool,
+            pool: Arc::new(pool),
             threads,
             min_chunk: min_chunk.max(1),
             invalid_rate: AtomicU64::new(0f64.to_bits()),
-            keys: KeyCache::new(KEY_CACHE_LIMIT),
+            keys: Arc::new(KeyCache::new(KEY_CACHE_LIMIT)),
         })
+    }
+
+    /// A verifier on the same threads, with the same decoded keys, but a history of invalid
+    /// items of its own. Items from different sources differ in how many are invalid (a node's
+    /// clients may forge many, the batches its peers sealed from checked transactions none): a
+    /// shared history would size one source's groups for the other's forgeries.
+    pub fn sharing_threads(&self) -> ParallelVerifier {
+        ParallelVerifier {
+            pool: self.pool.clone(),
+            threads: self.threads,
+            min_chunk: self.min_chunk,
+            invalid_rate: AtomicU64::new(0f64.to_bits()),
+            keys: self.keys.clone(),
+        }
     }
 
     pub fn threads(&self) -> usize {

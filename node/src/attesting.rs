@@ -1,14 +1,13 @@
 //! `--verify=attested`: the pieces the mempool's attester and the verifier stage share. One
-//! verifier pool serves both (its threads are the `verifier` stage's in the CPU table, so the
-//! table shows what attesting costs), and one table of statements.
+//! verifier pool serves both, and the ingress check (its threads are the `verifier` stage's in
+//! the CPU table, so the table shows what attesting costs), and one table of statements.
 
-use anyhow::{Context, Result};
 use clap::ValueEnum;
 use config::{Committee, Parameters};
 use crypto::{Digest, ParallelVerifier, PublicKey};
 use mempool::attest::{Attestations, Attesting, Conduct, Verdict};
-use stages::pipeline::Attested;
-use stages::verifier::{check_batch, AttestedBatches};
+use mempool::CheckedBatches;
+use stages::verifier::{check_batch, KnownBatches};
 use std::sync::Arc;
 
 /// `--verify`: who checks a batch's signatures.
@@ -48,47 +47,46 @@ impl Misbehave {
     }
 }
 
-/// What the mempool and the stages get under `--verify`: nothing under `all`.
+/// What the mempool's attester gets under `--verify=attested`, and what the verifier stage asks
+/// of a batch: whether this node sealed it from checked transactions (`checked`), then the
+/// table of statements.
 pub fn attesting(
-    verify: Verify,
     misbehave: Option<Misbehave>,
     name: PublicKey,
     committee: &Committee,
     parameters: &Parameters,
-    verifier_threads: usize,
-) -> Result<Option<(Attesting, Attested)>> {
-    if verify == Verify::All {
-        return Ok(None);
-    }
-    let verifier =
-        Arc::new(ParallelVerifier::new(verifier_threads).context("starting the verifier pool")?);
+    verifier: Arc<ParallelVerifier>,
+    checked: CheckedBatches,
+) -> (Attesting, Arc<dyn KnownBatches>) {
     let table = Attestations::new(name, committee.clone(), mempool::attest_limits(parameters));
-    let pool = verifier.clone();
     let mempool = Attesting {
         // Decoding on the pool too: all of a check is the verifier's CPU in the stage table.
-        check: Arc::new(move |batch| pool.install(|| check_batch(&pool, batch).invalid())),
+        check: Arc::new(move |batch| verifier.install(|| check_batch(&verifier, batch).invalid())),
         table: table.clone(),
         conduct: Misbehave::conduct(misbehave),
     };
-    let stages = Attested {
-        verifier,
-        batches: Arc::new(Statements(table)),
-    };
-    Ok(Some((mempool, stages)))
+    (mempool, Arc::new(Statements { table, checked }))
 }
 
-/// The table, as the verifier stage asks it.
-struct Statements(Attestations);
+/// This node's own checked batches and the table, as the verifier stage asks them.
+struct Statements {
+    table: Attestations,
+    checked: CheckedBatches,
+}
 
-impl AttestedBatches for Statements {
+impl KnownBatches for Statements {
     fn known_invalid(&self, batch: &Digest) -> Option<Vec<u32>> {
-        match self.0.verdict(batch) {
+        if self.checked.contains(batch) {
+            return Some(Vec::new());
+        }
+        match self.table.verdict(batch) {
             Verdict::Checked(invalid) | Verdict::Attested(invalid) => Some(invalid),
             Verdict::Unattested => None,
         }
     }
 
     fn forget(&self, batch: &Digest) {
-        self.0.forget(batch);
+        self.checked.forget(batch);
+        self.table.forget(batch);
     }
 }

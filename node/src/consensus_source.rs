@@ -34,6 +34,7 @@ impl Source for ConsensusSource {
             .gauge("checkpoint_round", state.checkpoint_round as f64)
             .counter("received_txs", load(&mempool.received_txs))
             .counter("unread_txs", load(&mempool.unread_txs))
+            .counter("ingress_invalid_txs", load(&mempool.ingress_invalid_txs))
             .counter("sealed_batches", load(&mempool.sealed_batches))
             .counter("sealed_txs", load(&mempool.sealed_txs))
             .counter("sealed_bytes", load(&mempool.sealed_bytes))

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 mod allocator;
 mod attesting;
 mod consensus_source;
+mod ingress;
 mod run;
 
 #[derive(Parser)]

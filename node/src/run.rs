@@ -4,13 +4,14 @@
 
 use crate::attesting::{Misbehave, Verify};
 use crate::consensus_source::ConsensusSource;
+use crate::ingress::OwnBatches;
 use anyhow::{Context, Result};
 use batch::{CommittedBatch, SampleIndex};
 use checkpoint::StateSyncLink;
 use clap::Args;
 use config::read_json;
 use config::{Committee, Parameters};
-use crypto::KeyPair;
+use crypto::{KeyPair, ParallelVerifier};
 use executor::{FeeCredit, Genesis, Scheme, Workload};
 use hotstuff::{Consensus, MempoolLink, MissingRecord};
 use mempool::{Mempool, MempoolMetrics, ReportHop, SampleHooks};
@@ -25,8 +26,9 @@ use stages::metrics::{
     serve_prometheus, ProcessSource, QueueSource, Registry, SampleEvent, SampleLog,
 };
 use stages::modes::{Mode, Vm};
-use stages::pipeline::{exec_config, StageSettings};
+use stages::pipeline::{exec_config, KnownChecks, StageSettings};
 use stages::profile::Profiler;
+use stages::verifier::KnownBatches;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -299,15 +301,41 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         });
     let cores = args.cores();
     let verifier_threads = args.verifier_threads.unwrap_or(cores);
-    let (attesting, attested) = crate::attesting::attesting(
-        args.verify,
-        args.misbehave,
-        name,
-        &committee,
-        &parameters,
-        verifier_threads,
-    )?
-    .unzip();
+    // Signed transactions: one verifier pool for the ingress check, the attester and the
+    // verifier stage.
+    let verifier = args
+        .mode
+        .pipeline()
+        .signatures
+        .then(|| ParallelVerifier::new(verifier_threads).map(Arc::new))
+        .transpose()
+        .context("starting the verifier pool")?;
+    let ingress = verifier.as_deref().map(crate::ingress::ingress);
+    let checked = ingress.as_ref().map(|ingress| ingress.checked.clone());
+    let (attesting, known) = match (&verifier, checked) {
+        (Some(verifier), Some(checked)) => {
+            let (attesting, batches) = match args.verify {
+                Verify::All => (None, Arc::new(OwnBatches(checked)) as Arc<dyn KnownBatches>),
+                Verify::Attested => {
+                    let (attesting, batches) = crate::attesting::attesting(
+                        args.misbehave,
+                        name,
+                        &committee,
+                        &parameters,
+                        verifier.clone(),
+                        checked,
+                    );
+                    (Some(attesting), batches)
+                }
+            };
+            let known = KnownChecks {
+                verifier: verifier.clone(),
+                batches,
+            };
+            (attesting, Some(known))
+        }
+        _ => (None, None),
+    };
     let mempool_handle = Mempool::spawn(
         name,
         keys.secret.clone(),
@@ -320,6 +348,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         sample_hooks,
         emulation.clone(),
         attesting,
+        ingress,
     )
     .await
     .context("starting the mempool")?;
@@ -385,7 +414,7 @@ async fn run_async(config: NodeConfig) -> Result<()> {
                 checkpointing: Some(checkpointing),
                 workload: args.workload,
                 execution: exec_config(args.exec, args.exec_threads, args.fees, cores)?,
-                attested,
+                known,
             },
             &mut registry,
         )

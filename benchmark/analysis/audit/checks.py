@@ -29,7 +29,8 @@ starts again from genesis). The checks, each a line of the result:
   the pipeline's channels (committed - verifier items - ...), transactions sealed into batches by
   some node (`sealed_txs`, summed over nodes and lives) but not committed by this one when the run
   stopped (queued behind consensus, or held by a node that crashed), transactions read by a
-  mempool (`received_txs`, likewise) but not sealed (queued there, however far behind the nodes
+  mempool (`received_txs`, likewise, less the forged ones its ingress check dropped,
+  `ingress_invalid_txs`) but not sealed (queued there, however far behind the nodes
   fell, or lost with a mempool that crashed), transactions sent and still in a client connection
   when a node stopped (`unread_txs`: on SIGTERM a node reads each client connection to its end,
   or for at most 1.5 s, and counts what it never handed to its batch maker), transactions sent
@@ -315,7 +316,7 @@ def _queue_reasons(
             max(0.0, clients.sent - mempools.received - unread), allowance
         ),
         "received, not sealed by the stop (in a mempool, or lost with a crashed one)": max(
-            0.0, mempools.received - sealed
+            0.0, mempools.received - mempools.dropped - sealed
         ),
         **not_committed,
     }

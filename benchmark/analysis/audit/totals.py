@@ -148,6 +148,9 @@ class MempoolTotals:
     # Transactions the nodes found in their client connections when they stopped and never
     # handed to a batch maker (`consensus.unread_txs`); None in logs from before the count.
     unread: float | None = None
+    # Of `received`, the invalid ones the nodes' ingress checks dropped before sealing
+    # (`consensus.ingress_invalid_txs`; 0 in logs from before the check).
+    dropped: float = 0.0
 
 
 def _reports(records: list[Record], path: tuple[str, ...]) -> bool:
@@ -160,6 +163,7 @@ def mempool_totals(nodes: list[NodeLives]) -> MempoolTotals:
     return MempoolTotals(
         received=sum(last_value(life, ("consensus", "received_txs")) for life in lives),
         sealed=sum(last_value(life, ("consensus", "sealed_txs")) for life in lives),
+        dropped=sum(last_value(life, ("consensus", "ingress_invalid_txs")) for life in lives),
         unread=(
             sum(last_value(life, unread) for life in lives)
             if any(_reports(life, unread) for life in lives)

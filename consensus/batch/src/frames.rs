@@ -95,6 +95,48 @@ impl TxFrames {
     }
 }
 
+impl TxFrames {
+    /// The run without the frames at `positions` (ascending, counted from this run's first
+    /// frame; those at or past its end are ignored): the frames between them, in order, as
+    /// slices of this run's bytes (nothing is copied). Runs left empty are left out, so a run
+    /// whose every frame is named comes back as no run at all.
+    pub fn without(self, positions: &[u32]) -> Vec<TxFrames> {
+        let mut positions = positions
+            .iter()
+            .copied()
+            .filter(|p| *p < self.count)
+            .peekable();
+        if positions.peek().is_none() {
+            return vec![self];
+        }
+        let mut kept = Vec::new();
+        let (mut start, mut offset, mut count) = (0, 0, 0);
+        for index in 0..self.count {
+            let end = offset + TX_PREFIX_LEN + prefix_at(&self.bytes, offset);
+            if positions.next_if_eq(&index).is_some() {
+                if count > 0 {
+                    kept.push(TxFrames {
+                        bytes: self.bytes.slice(start..offset),
+                        count,
+                    });
+                }
+                start = end;
+                count = 0;
+            } else {
+                count += 1;
+            }
+            offset = end;
+        }
+        if count > 0 {
+            kept.push(TxFrames {
+                bytes: self.bytes.slice(start..offset),
+                count,
+            });
+        }
+        kept
+    }
+}
+
 /// Takes the complete frames at the front of `buffer`, up to `max_txs` frames, stopping after
 /// the frame at which the run reaches `max_bytes`; an incomplete frame stays in the buffer
 /// (with room reserved for the rest of it). `Ok(None)` if no frame is complete yet.
@@ -249,6 +291,35 @@ mod tests {
         assert!(take_frames(&mut exact, 16, 100, 1 << 20)
             .expect("ok")
             .is_some());
+    }
+
+    #[test]
+    fn a_run_without_some_frames_keeps_the_others_in_order_without_copying() {
+        let run = TxFrames::from_transactions(&[&b"a"[..], b"bb", b"ccc", b"dddd", b"e"]);
+        let txs = |runs: &[TxFrames]| -> Vec<Vec<u8>> {
+            runs.iter()
+                .flat_map(|r| r.transactions().map(<[u8]>::to_vec))
+                .collect()
+        };
+        assert_eq!(run.clone().without(&[]), vec![run.clone()]);
+        let kept = run.clone().without(&[1, 3]);
+        assert_eq!(
+            kept.iter().map(TxFrames::count).collect::<Vec<_>>(),
+            [1, 1, 1]
+        );
+        assert_eq!(txs(&kept), [b"a".to_vec(), b"ccc".to_vec(), b"e".to_vec()]);
+        // Slices of the run's own bytes.
+        assert_eq!(kept[1].bytes().as_ptr(), run.bytes()[11..].as_ptr());
+        let ends = run.clone().without(&[0, 4]);
+        assert_eq!(ends.len(), 1);
+        assert_eq!(
+            txs(&ends),
+            [b"bb".to_vec(), b"ccc".to_vec(), b"dddd".to_vec()]
+        );
+        assert_eq!(ends[0].payload_len(), 9);
+        // Every frame named: nothing left; positions past the run change nothing.
+        assert!(run.clone().without(&[0, 1, 2, 3, 4]).is_empty());
+        assert_eq!(run.clone().without(&[5, 9]), vec![run]);
     }
 
     #[test]

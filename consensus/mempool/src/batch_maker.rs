@@ -7,9 +7,14 @@
 //!
 //! Batches are numbered from 0 in the order they are sealed, and go out as `Authored` frames
 //! carrying their number, which names their attesters.
+//!
+//! Behind the ingress check (`ingress.rs`) every transaction a batch holds was checked: the
+//! batch is noted as such ([`CheckedBatches`]), and its author's statement, under
+//! `--verify=attested`, is made without checking it again.
 
 use super::attest::{Attestations, AttesterInput, CheckQueue};
 use super::backlog::Backlog;
+use super::checked::CheckedBatches;
 use super::message::{MempoolMessage, AUTHORED_PREFIX_LEN};
 use super::metrics::MempoolMetrics;
 use super::quorum_waiter::QuorumWaiterMessage;
@@ -59,6 +64,8 @@ pub struct BatchMaker {
     /// With `--verify=attested`: this node's attester, which checks every batch this node seals
     /// (an author attests its own batches).
     attesting: Option<OwnAttesting>,
+    /// Behind the ingress check: where the batches sealed from checked transactions are noted.
+    checked: Option<CheckedBatches>,
 }
 
 /// What the batch maker hands its own batches to under `--verify=attested`.
@@ -85,6 +92,7 @@ impl BatchMaker {
         network: ReliableSender,
         backlog: Backlog,
         attesting: Option<OwnAttesting>,
+        checked: Option<CheckedBatches>,
     ) -> JoinHandle<()> {
         let capacity = batch_size + TX_PREFIX_LEN + MAX_TRANSACTION_SIZE.min(batch_size);
         let maker = BatchMaker {
@@ -106,6 +114,7 @@ impl BatchMaker {
             backlog,
             next_seq: 0,
             attesting,
+            checked,
         };
         tokio::spawn(maker.run())
     }
@@ -207,6 +216,9 @@ impl BatchMaker {
             return true;
         }
         self.backlog.sealed(digest, batch.bytes().len() as u64);
+        if let Some(checked) = &self.checked {
+            checked.sealed(digest);
+        }
         if let Some(attesting) = &self.attesting {
             attesting.table.sealed(digest, seq);
         }
@@ -218,6 +230,7 @@ impl BatchMaker {
                 batch,
                 author: attesting.name,
                 seq,
+                checked: self.checked.is_some(),
             };
             attesting.queue.added(size as u64);
             // Waits for room: a node whose checks fall behind takes fewer transactions.
@@ -336,6 +349,7 @@ mod tests {
             tx_quorum_waiter,
             ReliableSender::new(),
             backlog.clone(),
+            None,
             None,
         );
         Harness {

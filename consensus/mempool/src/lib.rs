@@ -3,7 +3,7 @@
 //! this node lacks.
 //!
 //! ```text
-//! clients ─► tx_receiver ─► batch_maker ─► quorum_waiter ─► digests to consensus
+//! clients ─► tx_receiver ─► ingress check ─► batch_maker ─► quorum_waiter ─► digests to consensus
 //!                               │ store + broadcast (ReliableSender)
 //! peers ─► peer_handler ─► store (batches, acked) | helper (requests) ─► requestor
 //! consensus ─► synchronizer ─► batch requests to the author, then to random peers
@@ -20,7 +20,9 @@
 pub mod attest;
 mod backlog;
 mod batch_maker;
+mod checked;
 mod helper;
+mod ingress;
 mod message;
 mod metrics;
 mod peer_handler;
@@ -34,6 +36,8 @@ mod tx_receiver;
 #[global_allocator]
 static ALLOCATOR: plumbing::test_alloc::Counting = plumbing::test_alloc::Counting;
 
+pub use checked::CheckedBatches;
+pub use ingress::CheckTransactions;
 pub use message::{MempoolMessage, MessageError};
 pub use metrics::MempoolMetrics;
 pub use quota::{Admission, AuthorQuota};
@@ -46,6 +50,7 @@ use batch_maker::{BatchMaker, OwnAttesting};
 use config::{Committee, Parameters, Round};
 use crypto::{Digest, PublicKey, SecretKey};
 use helper::Helper;
+use ingress::IngressCheck;
 use network::handshake::{Credentials, Gate, Purpose};
 use network::{
     listen_address, NetEmulation, Receiver, ReceiverConfig, ReliableSender, SimpleSender,
@@ -121,6 +126,21 @@ impl std::fmt::Debug for SampleHooks {
 
 pub struct Mempool;
 
+/// The node's check of its clients' transactions before they are sealed (modes with
+/// signatures), and where the batch maker notes the batches it sealed from checked
+/// transactions only, for the stage that checks committed batches (see `checked.rs`).
+#[derive(Clone)]
+pub struct Ingress {
+    pub check: Arc<CheckTransactions>,
+    pub checked: CheckedBatches,
+}
+
+impl std::fmt::Debug for Ingress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ingress")
+    }
+}
+
 /// What a running mempool exposes: its queues' metrics (`batch_requests`: peers' batch requests
 /// waiting for the helper, bounded in bytes), and its clients' port, to drain at the node's stop.
 pub struct MempoolHandle {
@@ -143,6 +163,10 @@ impl Mempool {
     /// The mempool port admits committee members only, each proving its key (`secret` proves
     /// ours to the others). With `emulation`, links to the other members follow its latencies
     /// and partitions (the transactions port never does).
+    ///
+    /// With `ingress`, client transactions are checked before they are sealed and the invalid
+    /// ones dropped (`ingress_invalid_txs`); without it (`hotstuff`: opaque transactions) they
+    /// go to the batch maker as they were read.
     #[allow(clippy::too_many_arguments)]
     pub async fn spawn(
         name: PublicKey,
@@ -156,6 +180,7 @@ impl Mempool {
         samples: Option<SampleHooks>,
         emulation: Option<Arc<NetEmulation>>,
         attesting: Option<Attesting>,
+        ingress: Option<Ingress>,
     ) -> io::Result<MempoolHandle> {
         let authority = committee.own_authority(&name)?;
         let capacity = parameters.channel_capacity;
@@ -175,12 +200,27 @@ impl Mempool {
 
         let idle_timeout = Duration::from_millis(parameters.idle_timeout_ms);
         let backlog = Backlog::new(parameters.max_uncommitted_bytes, metrics.clone());
+        // The chunks on their way to the batch maker keep their room in the port's queue
+        // through the ingress check, so the check is within the port's bound in bytes.
+        let tx_clients = match &ingress {
+            Some(ingress) => {
+                let (tx_ingress, rx_ingress) = mpsc::channel(capacity);
+                IngressCheck::spawn(
+                    ingress.check.clone(),
+                    rx_ingress,
+                    tx_batch_maker,
+                    metrics.clone(),
+                );
+                tx_ingress
+            }
+            None => tx_batch_maker,
+        };
         let (_, tx_receiver) = TxReceiver::spawn(
             listen_address(authority.transactions_address),
             max_transaction_size(&parameters),
             parameters.max_connections,
             idle_timeout,
-            tx_batch_maker,
+            tx_clients,
             metrics.clone(),
         )
         .await?;
@@ -250,6 +290,7 @@ impl Mempool {
                 table: attesting.table.clone(),
                 queue: check_queue.clone(),
             }),
+            ingress.map(|ingress| ingress.checked),
         );
         QuorumWaiter::spawn(
             committee.stake(&name),

@@ -14,6 +14,9 @@ pub struct MempoolMetrics {
     /// until the node stops; then what clients sent beyond received and unread never reached
     /// this node.
     pub unread_txs: AtomicU64,
+    /// Of `received_txs`, those the ingress check found invalid (malformed or badly signed)
+    /// and dropped before they were sealed.
+    pub ingress_invalid_txs: AtomicU64,
     /// Batches this node sealed.
     pub sealed_batches: AtomicU64,
     /// Transactions in the batches this node sealed.

@@ -95,6 +95,8 @@ impl PeerHandler {
             batch: batch.clone(),
             author,
             seq,
+            // A peer's batch: nobody here checked its transactions.
+            checked: false,
         };
         match attesting.tx_attester.send(input, size).await {
             Ok(()) => Ok(()),

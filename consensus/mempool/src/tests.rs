@@ -37,6 +37,8 @@ struct Node {
     quota: AuthorQuota,
     /// The statements it holds, when it attests.
     table: Option<attest::Attestations>,
+    /// The batches it sealed from checked transactions, when it checks its clients'.
+    checked: Option<CheckedBatches>,
 }
 
 async fn spawn_committee(n: usize, parameters: &Parameters) -> (Committee, Vec<Node>) {
@@ -49,6 +51,17 @@ async fn spawn_attesting_committee(
     n: usize,
     parameters: &Parameters,
     members: Option<Vec<(Arc<attest::CheckBatch>, attest::Conduct)>>,
+) -> (Committee, Vec<Node>) {
+    spawn_checking_committee(n, parameters, members, None).await
+}
+
+/// As [`spawn_attesting_committee`], every member checking its clients' transactions with
+/// `ingress` before it seals them.
+async fn spawn_checking_committee(
+    n: usize,
+    parameters: &Parameters,
+    members: Option<Vec<(Arc<attest::CheckBatch>, attest::Conduct)>>,
+    ingress: Option<Arc<CheckTransactions>>,
 ) -> (Committee, Vec<Node>) {
     let pairs: Vec<_> = (0..n as u64).map(KeyPair::from_seed).collect();
     let keys: Vec<_> = pairs.iter().map(|k| k.name).collect();
@@ -76,6 +89,11 @@ async fn spawn_attesting_committee(
             conduct: members[i].1,
         });
         let table = attesting.as_ref().map(|a| a.table.clone());
+        let ingress = ingress.as_ref().map(|check| Ingress {
+            check: check.clone(),
+            checked: CheckedBatches::default(),
+        });
+        let checked = ingress.as_ref().map(|i| i.checked.clone());
         let store = Store::new();
         let metrics = Arc::new(MempoolMetrics::default());
         let (tx_consensus_messages, rx_consensus) = mpsc::channel(16);
@@ -92,6 +110,7 @@ async fn spawn_attesting_committee(
             None,
             None,
             attesting,
+            ingress,
         )
         .await
         .expect("mempool starts");
@@ -103,6 +122,7 @@ async fn spawn_attesting_committee(
             digests,
             quota: handle.quota,
             table,
+            checked,
         });
     }
     (committee, nodes)
@@ -231,6 +251,7 @@ async fn refuses_to_start_for_a_stranger() {
         None,
         None,
         None,
+        None,
     )
     .await;
     assert!(matches!(result, Err(e) if e.kind() == io::ErrorKind::InvalidInput));
@@ -307,3 +328,4 @@ fn transactions_fit_in_a_frame_with_their_batch() {
 }
 
 mod attested;
+mod ingress;

@@ -18,8 +18,6 @@ pub struct TxChunk {
     pub room: Option<OwnedSemaphorePermit>,
 }
 
-/// For tests, which look at what a chunk carries.
-#[cfg(test)]
 impl TxChunk {
     pub fn tx_count(&self) -> u64 {
         self.runs.iter().map(|run| u64::from(run.count())).sum()

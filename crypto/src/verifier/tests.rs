@@ -343,3 +343,25 @@ fn checking_everything_alone_is_the_worst_case_give_or_take_a_few_batches() {
         }
     }
 }
+
+#[test]
+fn a_verifier_sharing_threads_runs_on_them_and_keeps_its_own_history() {
+    let verifier = ParallelVerifier::with_min_chunk(2, 16).expect("pool");
+    let sharing = verifier.sharing_threads();
+    let thread = |v: &ParallelVerifier| {
+        v.install(|| std::thread::current().name().map(str::to_string))
+            .expect("a named thread")
+    };
+    assert!(thread(&sharing).starts_with("verifier-"));
+    let mut forged = valid_items(400);
+    for item in forged.iter_mut().step_by(5) {
+        corrupt(item);
+    }
+    assert_eq!(sharing.verify(&forged, view), singles(&forged));
+    assert!(sharing.invalid_rate() > 0.05);
+    // The forgeries went through the other verifier: this one's history is still clean.
+    assert_eq!(verifier.invalid_rate(), 0.0);
+    let clean = valid_items(300);
+    assert_eq!(verifier.verify(&clean, view), vec![true; 300]);
+    assert_eq!(verifier.invalid_rate(), 0.0);
+}

@@ -11,7 +11,7 @@ use crate::execution::ExecutorStage;
 use crate::metrics::{ChannelSource, Registry, SampleEvent, SampleLog};
 use crate::modes::{Execution, Pipeline, Vm};
 use crate::stage::{spawn_stage, StageMetrics};
-use crate::verifier::{AttestedBatches, Signatures, VerifiedBatch, VerifierStage};
+use crate::verifier::{KnownBatches, Signatures, VerifiedBatch, VerifierStage};
 use anyhow::{Context, Result};
 use batch::{CommittedBatch, SampleIndex};
 use crypto::ParallelVerifier;
@@ -80,15 +80,16 @@ pub struct StageSettings {
     pub workload: Workload,
     /// How the Move executor runs a batch (`--exec`, `--exec-threads`, `--fees`).
     pub execution: ExecConfig,
-    /// `--verify=attested`: the verifier pool the mempool's attester shares, and what the
-    /// committee stated about batches. `None`: every batch is checked (`--verify=all`).
-    pub attested: Option<Attested>,
+    /// A node's: the verifier pool its mempool shares (the ingress check, the attester), and
+    /// what the node knows of batches without checking them here. `None`: a pool of the
+    /// stage's own, and every batch is checked.
+    pub known: Option<KnownChecks>,
 }
 
-/// What the verifier stage works with under `--verify=attested`.
-pub struct Attested {
+/// What the verifier stage works with in a node.
+pub struct KnownChecks {
     pub verifier: Arc<ParallelVerifier>,
-    pub batches: Arc<dyn AttestedBatches>,
+    pub batches: Arc<dyn KnownBatches>,
 }
 
 impl Pipeline {
@@ -124,9 +125,9 @@ impl Pipeline {
             .genesis
             .context("a mode that executes needs a genesis")?;
         let (check, name) = if self.signatures {
-            let check = match settings.attested {
-                Some(Attested { verifier, batches }) => {
-                    Signatures::CheckUnattested(verifier, batches)
+            let check = match settings.known {
+                Some(KnownChecks { verifier, batches }) => {
+                    Signatures::CheckUnknown(verifier, batches)
                 }
                 None => Signatures::Check(Arc::new(
                     ParallelVerifier::new(settings.verifier_threads)

@@ -106,7 +106,7 @@ pub fn run_movevm(settings: StandaloneSettings, stop: &AtomicBool) -> Result<Arc
                 checkpointing: None,
                 workload: settings.workload,
                 execution: settings.execution,
-                attested: None,
+                known: None,
             },
             &mut registry,
         )
@@ -511,7 +511,7 @@ mod tests {
                     checkpointing: None,
                     workload: Workload::Transfer,
                     execution: ExecConfig::default(),
-                    attested: None,
+                    known: None,
                 },
                 &mut registry,
             )

@@ -3,10 +3,11 @@
 //! commit order, to the executor stage. In standalone `movevm` it runs with signature checks
 //! off, as the decoder in front of the same executor stage.
 //!
-//! With `--verify=attested` it first asks what the committee stated about the batch
-//! ([`AttestedBatches`]): if this node checked the batch itself, or members holding f+1 stake
-//! agree on which transactions are invalid, those are dropped and no signature is checked here;
-//! otherwise the batch is checked as under `all`. Either way the same transactions go on.
+//! In a node it first asks what is known of the batch ([`KnownBatches`]): if this node sealed it
+//! from transactions its ingress check passed, or (`--verify=attested`) checked it itself as an
+//! attester, or members holding f+1 stake agree on which transactions are invalid, those are
+//! dropped and no signature is checked here; otherwise the batch is checked in full. Either way
+//! the same transactions go on.
 
 use crate::checkpointing::Position;
 use crate::metrics::{now_ms, SampleEvent, SampleLog, Value};
@@ -38,18 +39,20 @@ impl Counted for CommittedBatch {
 
 /// Whether the stage checks signatures.
 pub enum Signatures {
-    /// Every batch (`--verify=all`).
+    /// Every batch.
     Check(Arc<ParallelVerifier>),
-    /// The batches the committee did not attest (`--verify=attested`).
-    CheckUnattested(Arc<ParallelVerifier>, Arc<dyn AttestedBatches>),
+    /// The batches whose invalid transactions this node does not know already (a node: its own
+    /// batches, sealed from checked transactions; under `--verify=attested`, the attested ones).
+    CheckUnknown(Arc<ParallelVerifier>, Arc<dyn KnownBatches>),
     /// Decode only (standalone `movevm`, whose transactions are unsigned).
     Skip,
 }
 
 /// What this node knows of a committed batch's invalid transactions without checking it here.
-pub trait AttestedBatches: Send + Sync {
-    /// The positions of the batch's invalid transactions, if this node checked the batch
-    /// itself or members holding f+1 stake state them alike; `None`: check it.
+pub trait KnownBatches: Send + Sync {
+    /// The positions of the batch's invalid transactions, if this node sealed the batch from
+    /// checked transactions (none, then), checked the batch itself, or members holding f+1
+    /// stake state them alike; `None`: check it.
     fn known_invalid(&self, batch: &Digest) -> Option<Vec<u32>>;
     /// The batch is through this stage: what was held on it can go.
     fn forget(&self, batch: &Digest);
@@ -74,10 +77,20 @@ impl Checked {
 
 /// Decodes every transaction of `batch` and checks its signature on `verifier`'s pool.
 pub fn check_batch(verifier: &ParallelVerifier, batch: &Batch) -> Checked {
+    check_transactions(verifier, batch.tx_slices(), batch.tx_count() as usize)
+}
+
+/// Decodes each of `txs` (about `count` of them) and checks its signature on `verifier`'s
+/// pool; positions count from 0 in the order of `txs`.
+pub fn check_transactions<'a>(
+    verifier: &ParallelVerifier,
+    txs: impl Iterator<Item = &'a [u8]>,
+    count: usize,
+) -> Checked {
     let mut malformed = Vec::new();
-    let mut signed = Vec::with_capacity(batch.tx_count() as usize);
-    for (position, bytes) in batch.transactions().enumerate() {
-        match Transaction::decode(&bytes) {
+    let mut signed = Vec::with_capacity(count);
+    for (position, bytes) in txs.enumerate() {
+        match Transaction::decode(bytes) {
             Ok(tx) => {
                 let message = tx.signing_bytes();
                 signed.push((position as u32, tx, message));
@@ -112,8 +125,9 @@ pub struct VerifierStage {
     bad_signature: u64,
     /// Transactions dropped on the committee's statements, not checked here.
     attested_invalid: u64,
-    /// Batches taken on the committee's statements, and batches checked here.
-    attested_batches: u64,
+    /// Batches taken on what this node knew of them (its own check, the committee's
+    /// statements), and batches checked here.
+    known_batches: u64,
     checked_batches: u64,
     /// Where the `commit` and `verify` hops of sample transactions go (none in `movevm`).
     samples: Option<Arc<SampleLog>>,
@@ -126,26 +140,26 @@ impl VerifierStage {
             malformed: 0,
             bad_signature: 0,
             attested_invalid: 0,
-            attested_batches: 0,
+            known_batches: 0,
             checked_batches: 0,
             samples,
         }
     }
 
     /// The batch's valid transactions: decoded only (`Skip`), taken on what this node already
-    /// knows of the batch (`CheckUnattested` with a verdict), or checked here.
+    /// knows of the batch (`CheckUnknown` with a verdict), or checked here.
     fn valid_transactions(&mut self, batch: &Batch) -> Vec<Transaction> {
         let (verifier, known) = match &self.signatures {
             Signatures::Skip => return self.decode(batch, &[]),
             Signatures::Check(verifier) => (verifier.clone(), None),
-            Signatures::CheckUnattested(verifier, attested) => {
-                let known = attested.known_invalid(&batch.digest());
-                attested.forget(&batch.digest());
-                (verifier.clone(), known)
+            Signatures::CheckUnknown(verifier, known) => {
+                let invalid = known.known_invalid(&batch.digest());
+                known.forget(&batch.digest());
+                (verifier.clone(), invalid)
             }
         };
         if let Some(invalid) = known {
-            self.attested_batches += 1;
+            self.known_batches += 1;
             self.attested_invalid += invalid.len() as u64;
             return self.decode(batch, &invalid);
         }
@@ -228,14 +242,14 @@ impl Stage for VerifierStage {
                 // Not "threads": busy_ms is wall-clock time of the stage, not a sum over its pool.
                 metrics.set("pool_threads", Value::Gauge(verifier.threads() as f64));
             }
-            Signatures::CheckUnattested(verifier, _) => {
+            Signatures::CheckUnknown(verifier, _) => {
                 metrics.set("pool_threads", Value::Gauge(verifier.threads() as f64));
                 metrics.set(
                     "batches_by_check",
                     Value::Counts {
                         label: "check",
                         counts: vec![
-                            ("attested".into(), self.attested_batches as f64),
+                            ("known".into(), self.known_batches as f64),
                             ("checked".into(), self.checked_batches as f64),
                         ],
                     },
@@ -289,7 +303,7 @@ mod tests {
         forgotten: Mutex<Vec<Digest>>,
     }
 
-    impl AttestedBatches for Stated {
+    impl KnownBatches for Stated {
         fn known_invalid(&self, _: &Digest) -> Option<Vec<u32>> {
             self.invalid.clone()
         }
@@ -309,7 +323,7 @@ mod tests {
         });
         let verifier = Arc::new(ParallelVerifier::new(1).expect("pool"));
         let mut stage =
-            VerifierStage::new(Signatures::CheckUnattested(verifier, stated.clone()), None);
+            VerifierStage::new(Signatures::CheckUnknown(verifier, stated.clone()), None);
         let metrics = StageMetrics::new("verifier");
         let out = stage.process(committed, &metrics).expect("a batch");
         (out.txs, stated)

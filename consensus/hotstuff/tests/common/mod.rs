@@ -262,6 +262,7 @@ impl TestNode {
                         None,
                         emulation.clone(),
                         None,
+                        None,
                     )
                     .await
                     .expect("mempool starts");
