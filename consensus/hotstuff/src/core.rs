@@ -37,7 +37,7 @@ use crate::payload::waiter::PayloadWaiter;
 use crate::safety::witness::Witness;
 use crate::safety::Voting;
 use crate::sync::adoption::Adoption;
-use crate::sync::commit_proof::DirectCommits;
+use crate::sync::direct_commits::DirectCommits;
 use crate::sync::synchronizer::Synchronizer;
 use crate::wire;
 use crate::wire::ConsensusMessage;
@@ -153,7 +153,7 @@ pub struct CoreChannels {
     pub checkpoints: CheckpointSlot,
     /// Fed with every QC the core verifies (see `PeerRounds`).
     pub peer_rounds: PeerRounds,
-    /// Where the core records what made each direct commit (see `sync/commit_proof.rs`).
+    /// Where the core records what made each direct commit (see `sync/direct_commits.rs`).
     pub direct_commits: DirectCommits,
     /// How far the application is behind (see `checkpoint::PipelineProgress`).
     pub progress: Arc<PipelineProgress>,

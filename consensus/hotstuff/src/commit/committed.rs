@@ -4,7 +4,7 @@
 
 use crate::error::{ConsensusError, FatalError};
 use crate::messages::Block;
-use crate::sync::commit_proof::DirectCommits;
+use crate::sync::direct_commits::DirectCommits;
 use config::Round;
 use crypto::{Digest, Hash};
 use std::collections::VecDeque;

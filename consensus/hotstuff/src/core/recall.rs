@@ -10,9 +10,10 @@
 use super::Core;
 use crate::error::{ConsensusError, FatalError};
 use crate::liveness::leader::Opening;
+use crate::messages::record::RecordReply;
 use crate::messages::Block;
 use crate::safety::recall::{Decision, MissingRecord, Recall};
-use crate::safety::witness::{RecordReply, Witness};
+use crate::safety::witness::Witness;
 use crate::wire::{self, ConsensusMessage};
 use crypto::PublicKey;
 use network::SimpleSender;

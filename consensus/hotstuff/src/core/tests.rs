@@ -4,9 +4,9 @@
 use super::*;
 use crate::aggregator::AggregatorError;
 use crate::liveness::leader::{LeaderElector, Opening};
+use crate::messages::commit_proof::CommitProof;
 use crate::messages::tests::{committee, keys, qc, signed_block, tc, timeout, vote};
 use crate::messages::{MessageError, QC, TC};
-use crate::sync::commit_proof::CommitProof;
 use crate::sync::state_sync::StateSync;
 use crate::wire::CheckpointReply;
 use crypto::KeyPair;

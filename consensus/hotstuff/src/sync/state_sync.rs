@@ -152,9 +152,9 @@ impl StateSync {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::messages::commit_proof::CommitProof;
     use crate::messages::tests::{committee, keys, signed_block};
     use crate::messages::QC;
-    use crate::sync::commit_proof::CommitProof;
     use config::Round;
     use crypto::{Hash, KeyPair};
 

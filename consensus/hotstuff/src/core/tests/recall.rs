@@ -2,7 +2,7 @@
 //! then only above what they show (`safety/recall.rs`).
 
 use super::*;
-use crate::safety::witness::{Act, RecordReply};
+use crate::messages::record::{Act, RecordReply};
 use crate::safety::MissingRecord;
 
 /// A harness whose core (on a new store) checks its record under `policy`, started.
