@@ -5,7 +5,8 @@
 //! - `helper`: the answers to peers' block and checkpoint requests;
 //! - `state_sync`: a checkpoint adopted from f+1 matching replies, each with the proof its block
 //!   committed, which the helper builds from the direct commits this node saw
-//!   (`direct_commits`); `adoption`: what the core keeps while it adopts one.
+//!   (`direct_commits`);
+//! - `adoption`: when to ask for a checkpoint, and what taking one's block as our root decides.
 
 pub(crate) mod adoption;
 pub(crate) mod direct_commits;
