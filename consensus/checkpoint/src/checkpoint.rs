@@ -9,7 +9,7 @@
 //! Consensus does not know what the application's state means; it moves it as bytes and checks
 //! it against a digest. Instead of a ledger info signed by a quorum, a node accepts a checkpoint
 //! once members with f+1 stake reported the same block and the same state digest, each report
-//! carrying a proof that the block committed (hotstuff's `sync/commit_proof.rs`) and answering a request of
+//! carrying a proof that the block committed (hotstuff's `messages/commit_proof.rs`) and answering a request of
 //! ours: at least one of the reporters is honest, so the state is what executing the chain up to
 //! the block gives (see hotstuff's `sync/state_sync.rs`). This needs every honest member to checkpoint at the
 //! same blocks, hence [`CheckpointPolicy`]: a rule on the committed sequence alone, not on time.

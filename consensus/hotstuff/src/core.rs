@@ -6,19 +6,25 @@
 //! state it owns, tested alone): what we may vote for and must not forget (`safety::Voting`),
 //! the round and its leader (`liveness::Pacemaker`), what a commit brings and the fork it must
 //! not be (`commit::Committed`), which stored blocks leave the window
-//! (`payload::pruning::BlockPruning`). The core takes the inputs and acts on what the parts
-//! decide; its handlers are grouped the same way below `core/`: voting, the pacemaker, our own
-//! proposals (`proposing.rs`, with the state of our next proposal), committing, pruning,
-//! adopting a checkpoint from peers (`adoption.rs`), and a vote record rebuilt from what the
-//! others hold (`recall.rs`).
+//! (`payload::pruning::BlockPruning`), what adopting a checkpoint decides (`sync::adoption`).
+//! The core takes the inputs and acts on what the parts decide, reaching each through its
+//! methods; its handlers below `core/` are named after the input they handle: a block
+//! (`on_block.rs`: proposals, chains, blocks whose data arrived), a vote (`on_vote.rs`, with
+//! casting our own), a timeout (`on_timeout.rs`: our timer's and members'), a certificate however
+//! it arrives (`on_certificate.rs`), a checkpoint reply (`on_checkpoint.rs`), a vote record
+//! request or reply (`on_record.rs`). Besides them: our own proposals (`proposing.rs`, with the
+//! state of our next proposal), what follows blocks committing (`settle.rs`), and storing and
+//! pruning blocks (`storage.rs`).
 
-mod adoption;
-mod commit;
-mod pacemaker;
+mod on_block;
+mod on_certificate;
+mod on_checkpoint;
+mod on_record;
+mod on_timeout;
+mod on_vote;
 mod proposing;
-mod pruning;
-mod recall;
-mod voting;
+mod settle;
+mod storage;
 
 #[cfg(test)]
 mod tests;
@@ -36,8 +42,8 @@ use crate::payload::pruning::BlockPruning;
 use crate::payload::waiter::PayloadWaiter;
 use crate::safety::witness::Witness;
 use crate::safety::Voting;
-use crate::sync::adoption::Adoption;
-use crate::sync::commit_proof::DirectCommits;
+use crate::sync::adoption::{Adopted, Adoption};
+use crate::sync::direct_commits::DirectCommits;
 use crate::sync::synchronizer::Synchronizer;
 use crate::wire;
 use crate::wire::ConsensusMessage;
@@ -90,8 +96,13 @@ pub struct Core {
     committed: Committed,
     pruning: BlockPruning,
     adoption: Adoption,
+    /// What our own checkpoint, taken as our root while the core was built (a restart), left
+    /// to settle: the core is built outside the runtime, so `start` settles it.
+    resumed_root: Option<Adopted>,
+    /// Fed with every QC the core verifies: tells the committer when every peer holds a batch.
+    peer_rounds: PeerRounds,
     /// Members' signatures we hold, and our own record while we do not know it.
-    records: recall::Records,
+    records: on_record::Records,
 }
 
 /// What the run loop waits on besides its timers.
@@ -153,7 +164,7 @@ pub struct CoreChannels {
     pub checkpoints: CheckpointSlot,
     /// Fed with every QC the core verifies (see `PeerRounds`).
     pub peer_rounds: PeerRounds,
-    /// Where the core records what made each direct commit (see `sync/commit_proof.rs`).
+    /// Where the core records what made each direct commit (see `sync/direct_commits.rs`).
     pub direct_commits: DirectCommits,
     /// How far the application is behind (see `checkpoint::PipelineProgress`).
     pub progress: Arc<PipelineProgress>,
@@ -214,8 +225,7 @@ impl Core {
         metrics: Arc<ConsensusMetrics>,
     ) -> Result<Self, ConsensusError> {
         let (voting, resumed_round, restarted) = Voting::resume(&store)?;
-        let mut pacemaker =
-            Pacemaker::new(resumed_round, &committee, &parameters, channels.peer_rounds);
+        let mut pacemaker = Pacemaker::new(resumed_round, restarted, &committee, &parameters);
         // Under leader reputation, who leads the round after our high QC depends on the blocks
         // before it: a node restarted on its store knows them from there, or the others would
         // elect it to rounds it cannot tell it leads (each of them a timeout) until it had seen
@@ -223,10 +233,10 @@ impl Core {
         // And what it stored is what it can show members that lost their vote record.
         let mut witness = Witness::default();
         let pruning = BlockPruning::scan(&store, GcWindow::new(&parameters), |block| {
-            pacemaker.elector.record(block);
+            pacemaker.record_block(block);
             witness.block(block);
         })?;
-        let records = recall::Records::new(witness, channels.senders.sync.clone());
+        let records = on_record::Records::new(witness, channels.senders.sync.clone());
         let synchronizer = Synchronizer::spawn(
             name,
             committee.clone(),
@@ -273,9 +283,10 @@ impl Core {
             proposals: Proposals::new(channels.progress),
             committed: Committed::new(channels.direct_commits),
             pruning,
+            resumed_root: None,
+            peer_rounds: channels.peer_rounds,
             records,
         };
-        core.pacemaker.restarted = restarted;
         core.resume_from_own_checkpoint()?;
         Ok(core)
     }
@@ -300,12 +311,14 @@ impl Core {
     /// What the core does before its first input: settles what a root taken while it was built
     /// skipped, and enters its first round.
     pub async fn start(&mut self) -> std::ops::ControlFlow<()> {
-        if let Err(e) = self.settle_skipped().await {
-            warn!("cannot settle the blocks below our checkpoint: {e}");
+        if let Some(adopted) = self.resumed_root.take() {
+            if let Err(e) = self.settle_adopted(adopted).await {
+                warn!("cannot settle the blocks below our checkpoint: {e}");
+            }
         }
         self.metrics
             .round
-            .store(self.pacemaker.round, Ordering::Relaxed);
+            .store(self.pacemaker.round(), Ordering::Relaxed);
         let started = match self.ask_for_record().await {
             Ok(()) => self.start_round().await,
             Err(e) => Err(e),
@@ -331,7 +344,7 @@ impl Core {
         let asking = self.records.check.is_some();
         tokio::select! {
             biased;
-            () = &mut self.pacemaker.timer => Some(Input::Timeout),
+            () = self.pacemaker.timer() => Some(Input::Timeout),
             () = &mut self.proposals.deadline, if has_pending => Some(Input::ProposalDue),
             () = &mut self.records.due, if asking => Some(Input::RecordDue),
             Some(block) = self.inputs.rx_loopback.recv() => Some(Input::Loopback(block)),
@@ -410,13 +423,13 @@ impl Core {
     pub(crate) fn describe(&self) -> String {
         format!(
             "round {}, high QC {}, last voted {}, committed {}, leader here {:?}, parked {}",
-            self.pacemaker.round,
-            self.voting.high_qc.round,
-            self.voting.rules.last_voted_round(),
-            self.committed.last_round,
-            self.pacemaker.round_leader,
+            self.pacemaker.round(),
+            self.voting.high_qc().round,
+            self.voting.last_voted_round(),
+            self.committed.last_round(),
+            self.pacemaker.round_leader(),
             self.synchronizer
-                .counters
+                .counters()
                 .parked
                 .load(std::sync::atomic::Ordering::Relaxed),
         )
@@ -441,7 +454,7 @@ impl Core {
     }
 
     fn keep_handlers(&mut self, handlers: Vec<CancelHandler>) {
-        self.network.keep(self.pacemaker.round, handlers);
+        self.network.keep(self.pacemaker.round(), handlers);
     }
 
     async fn broadcast(&mut self, message: &ConsensusMessage) -> Result<(), ConsensusError> {

@@ -24,16 +24,16 @@ mod twins;
 pub mod wire;
 
 pub use liveness::leader;
-pub use sync::commit_proof;
+pub use messages::commit_proof;
 
 #[cfg(test)]
 #[global_allocator]
 static ALLOCATOR: plumbing::test_alloc::Counting = plumbing::test_alloc::Counting;
 
 pub use error::FatalError;
+pub use messages::record::{Act, RecordReply};
 pub use messages::{signatures_checked, Block, Timeout, Vote, QC, TC};
 pub use metrics::{ConsensusMetrics, ConsensusSnapshot};
-pub use safety::witness::{Act, RecordReply};
 pub use safety::MissingRecord;
 pub use wire::{CheckpointReply, ConsensusMessage};
 
@@ -148,7 +148,7 @@ impl Consensus {
         // The core learns from QCs which rounds every peer holds; the committer frees batches
         // by it.
         let (peer_rounds, held_by_all) = payload::holders::PeerRounds::new(name, &committee);
-        let direct_commits = sync::commit_proof::DirectCommits::default();
+        let direct_commits = sync::direct_commits::DirectCommits::default();
 
         sync::helper::Helper::spawn(
             name,

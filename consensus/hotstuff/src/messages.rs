@@ -1,5 +1,7 @@
 //! HotStuff's authenticated messages: blocks, votes, quorum certificates (QC), timeouts and
-//! timeout certificates (TC), each with the checks a replica runs before trusting it.
+//! timeout certificates (TC), each with the checks a replica runs before trusting it; and the two
+//! pieces of evidence replies carry: the proof that a block committed (`commit_proof`) and a
+//! member's signed acts (`record`).
 
 use config::{Committee, Round, Stake};
 use crypto::{Digest, Hash, PublicKey, Signature, SignatureService};
@@ -8,6 +10,9 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
+
+pub mod commit_proof;
+pub mod record;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum MessageError {

@@ -2,11 +2,12 @@
 //! other consensus value is encoded: bincode with fixed-width integers and a size limit, so a
 //! hostile length prefix cannot make a node allocate more than a frame can hold.
 //!
-//! The message types it carries (`messages.rs`, `sync/commit_proof.rs`) know nothing of it.
+//! The message types it carries (`messages.rs` and its `commit_proof.rs` and
+//! `record.rs`) know nothing of it.
 
+use crate::messages::commit_proof::CommitProof;
+use crate::messages::record::RecordReply;
 use crate::messages::{Block, MessageError, Timeout, Vote, TC};
-use crate::safety::witness::RecordReply;
-use crate::sync::commit_proof::CommitProof;
 use bincode::Options;
 use bytes::Bytes;
 use config::{Committee, Round};

@@ -64,7 +64,7 @@ fn byzantine_member_relaying_handshakes_and_forging_checkpoints_splits_no_honest
     let attacks = &stand_in.attacks;
 
     // Every honest node logs the checkpoint reports it ignores (debug), besides the usual.
-    let adoption_log = [("RUST_LOG", "info,hotstuff::core::adoption=debug")];
+    let adoption_log = [("RUST_LOG", "info,hotstuff::core::on_checkpoint=debug")];
     let args = ["--genesis", genesis.as_str(), "--verifier-threads", "1"];
     let mut nodes = Processes(
         [a, b]

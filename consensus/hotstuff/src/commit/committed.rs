@@ -3,8 +3,8 @@
 //! it stops the node before anything of the conflicting chain is output.
 
 use crate::error::{ConsensusError, FatalError};
-use crate::messages::Block;
-use crate::sync::commit_proof::DirectCommits;
+use crate::messages::{Block, QC};
+use crate::sync::direct_commits::DirectCommits;
 use config::Round;
 use crypto::{Digest, Hash};
 use std::collections::VecDeque;
@@ -12,9 +12,9 @@ use std::collections::VecDeque;
 /// What committed so far: the chain every later commit must extend, and the certificates that
 /// made its blocks commit (from which the helper proves our checkpoint's block committed).
 pub(crate) struct Committed {
-    pub(crate) last_round: Round,
-    pub(crate) last: Digest,
-    pub(crate) direct: DirectCommits,
+    last_round: Round,
+    last: Digest,
+    direct: DirectCommits,
 }
 
 impl Committed {
@@ -30,6 +30,27 @@ impl Committed {
 }
 
 impl Committed {
+    /// The round of the last committed block.
+    pub(crate) fn last_round(&self) -> Round {
+        self.last_round
+    }
+
+    /// The block `b0` of `round` committed directly: `child_qc` certifies its child (what the
+    /// helper proves our checkpoint's block committed with).
+    pub(crate) fn record_direct(&self, round: Round, child_qc: &QC) {
+        self.direct.record(round, child_qc);
+    }
+
+    /// Forgets the direct commits below `round` (their blocks are being pruned).
+    pub(crate) fn prune_below(&self, round: Round) {
+        self.direct.prune_below(round);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn direct(&self) -> &DirectCommits {
+        &self.direct
+    }
+
     /// The blocks committing `block` commits, oldest first: it and its ancestors above the last
     /// committed round, each parent read with `stored`. Refuses a chain that does not extend
     /// what committed (`FatalError::Fork`) and one whose ancestor is not stored.
@@ -66,13 +87,39 @@ impl Committed {
         self.last_round = last.round;
         self.last = last.digest();
     }
+
+    /// Takes `root`, the block of a checkpoint proven committed, as the last commit, without
+    /// the chain between: returns the blocks that committed with it that `stored` reads (its
+    /// ancestors above the last commit, oldest first, then `root`), and the round up to which
+    /// the chain below them is unknown here (0 if they reach the last commit).
+    pub(crate) fn adopt(
+        &mut self,
+        root: &Block,
+        stored: impl Fn(&Digest) -> Result<Option<Block>, ConsensusError>,
+    ) -> Result<(Vec<Block>, Round), ConsensusError> {
+        let mut chain = VecDeque::new();
+        let mut parent = *root.parent();
+        let mut parent_round = root.qc.round;
+        let mut unknown_up_to = 0;
+        while parent != self.last && parent_round > self.last_round {
+            let Some(block) = stored(&parent)? else {
+                unknown_up_to = parent_round;
+                break;
+            };
+            parent = *block.parent();
+            parent_round = block.qc.round;
+            chain.push_front(block);
+        }
+        chain.push_back(root.clone());
+        self.advance(root);
+        Ok((chain.into(), unknown_up_to))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::messages::tests::keys;
-    use crate::messages::QC;
     use crypto::SignatureService;
     use std::collections::HashMap;
 

@@ -72,16 +72,19 @@ impl Core {
         if self.has_payload() {
             return Ok(false);
         }
-        let Some(b1) = self.synchronizer.stored_block(&self.voting.high_qc.hash)? else {
+        let Some(b1) = self
+            .synchronizer
+            .stored_block(&self.voting.high_qc().hash)?
+        else {
             return Ok(false);
         };
-        if !b1.payload.is_empty() && b1.round > self.committed.last_round {
+        if !b1.payload.is_empty() && b1.round > self.committed.last_round() {
             return Ok(false);
         }
         let Some(b0) = self.synchronizer.stored_block(b1.parent())? else {
             return Ok(false);
         };
-        Ok(b0.payload.is_empty() || b0.round <= self.committed.last_round)
+        Ok(b0.payload.is_empty() || b0.round <= self.committed.last_round())
     }
 
     /// Proposes now, or (on an idle chain, or one whose application is behind) once a digest
@@ -113,30 +116,30 @@ impl Core {
         // What voters will read off the block (`Opening::of`).
         let opening = match &tc {
             Some(tc) => Opening::Tc(tc),
-            None => Opening::Qc(&self.voting.high_qc.hash),
+            None => Opening::Qc(&self.voting.high_qc().hash),
         };
         if !self.may_sign()
-            || !self.is_leader(self.pacemaker.round, opening)
-            || self.pacemaker.round <= self.voting.last_proposed_round
+            || !self.is_leader(self.pacemaker.round(), opening)
+            || self.pacemaker.round() <= self.voting.last_proposed_round()
         {
             return Ok(());
         }
         // Only the certificate of the round before opens ours (`Block::check_structure`):
         // without it (a round entered by joining timeouts, or resumed after a restart) no
         // block of ours would be voted for.
-        let before = self.pacemaker.round - 1;
+        let before = self.pacemaker.round() - 1;
         let opened = match &tc {
             Some(tc) => tc.round == before,
-            None => self.voting.high_qc.round == before,
+            None => self.voting.high_qc().round == before,
         };
         if !opened {
             debug!(
                 "not proposing in round {}: the certificate of round {before} is not here",
-                self.pacemaker.round
+                self.pacemaker.round()
             );
             return Ok(());
         }
-        self.voting.record_proposal(self.pacemaker.round).await?;
+        self.voting.record_proposal(self.pacemaker.round()).await?;
         let payload = if self.application_behind() {
             self.metrics
                 .withheld_proposals
@@ -145,13 +148,13 @@ impl Core {
         } else {
             self.proposals
                 .buffer
-                .take(self.pacemaker.round, self.parameters.max_block_digests)
+                .take(self.pacemaker.round(), self.parameters.max_block_digests)
         };
         let block = Block::new(
-            self.voting.high_qc.clone(),
+            self.voting.high_qc().clone(),
             tc,
             self.name,
-            self.pacemaker.round,
+            self.pacemaker.round(),
             payload,
             &self.signature_service,
         )

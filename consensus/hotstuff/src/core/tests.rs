@@ -4,9 +4,9 @@
 use super::*;
 use crate::aggregator::AggregatorError;
 use crate::liveness::leader::{LeaderElector, Opening};
+use crate::messages::commit_proof::CommitProof;
 use crate::messages::tests::{committee, keys, qc, signed_block, tc, timeout, vote};
 use crate::messages::{MessageError, QC, TC};
-use crate::sync::commit_proof::CommitProof;
 use crate::sync::state_sync::StateSync;
 use crate::wire::CheckpointReply;
 use crypto::KeyPair;
@@ -15,13 +15,14 @@ use plumbing::budgeted::{self, BudgetedSender};
 use plumbing::clock::Instant;
 use store::Column;
 
-mod adoption;
-mod pacemaker;
+mod on_block;
+mod on_checkpoint;
+mod on_record;
+mod on_timeout;
 mod proposing;
-mod pruning;
-mod recall;
 mod restarts;
-mod voting;
+mod storage;
+mod walls;
 
 /// A core of `keys[0]` driven by direct calls; its peers' addresses lead nowhere, so what it
 /// sends is queued and lost, which these tests do not need.
@@ -150,9 +151,11 @@ impl Harness {
     /// Puts the core in `round`, opened by a QC of the round before (of a block it need not
     /// hold), as a leader is when it proposes.
     fn enter_round(&mut self, round: Round) {
-        self.core.pacemaker.round = round;
+        self.core.pacemaker.set_round(round);
         let parent = Digest::of(&(round - 1).to_le_bytes());
-        self.core.voting.high_qc = qc(parent, round - 1, &self.keys[..3]);
+        self.core
+            .voting
+            .set_high_qc(qc(parent, round - 1, &self.keys[..3]));
     }
 
     /// A block of `round` after a timed-out round: it extends `parent` (genesis if `None`) and
@@ -193,7 +196,7 @@ impl Harness {
     /// (Before its first checkpoint, a node keeps every block: a restart replays from
     /// genesis.)
     fn application_keeps_up(&self) {
-        self.core.adoption.checkpoints.publish(Checkpoint::new(
+        self.core.adoption.checkpoints().publish(Checkpoint::new(
             Digest::of(b"a block no node stores"),
             Round::MAX,
             bytes::Bytes::new(),

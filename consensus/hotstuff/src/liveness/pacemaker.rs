@@ -6,37 +6,34 @@
 use crate::error::ConsensusError;
 use crate::liveness::leader::{LeaderElector, Opening};
 use crate::liveness::timer::Timer;
-use crate::messages::{Timeout, TC};
-use crate::payload::holders::PeerRounds;
+use crate::messages::{Block, Timeout, TC};
 use config::{Committee, Parameters, Round, Stake};
 use crypto::{Digest, PublicKey};
 use std::collections::HashMap;
 use std::time::Duration;
 
 pub(crate) struct Pacemaker {
-    pub(crate) round: Round,
+    round: Round,
     /// Fires when the current round has lasted `timeout_delay`.
-    pub(crate) timer: Timer,
+    timer: Timer,
     /// Per member, the highest round above ours (and within the window) it sent us a valid
     /// timeout for: what timeout joining counts (see `join_timeouts`). One entry per member
     /// at most, whatever the rounds; the timeouts themselves are in the aggregator.
-    pub(crate) timeout_rounds: HashMap<PublicKey, Round>,
+    timeout_rounds: HashMap<PublicKey, Round>,
     /// Who leads each round (see `leader.rs`).
-    pub(crate) elector: LeaderElector,
+    elector: LeaderElector,
     /// The leader of the current round, if this node can tell: whom its timeout blames.
-    pub(crate) round_leader: Option<PublicKey>,
+    round_leader: Option<PublicKey>,
     /// The certificate that opened the current round: while this node cannot tell its leader,
     /// each block that arrives may complete the window (see `Core::lead_once_known`).
-    pub(crate) opened_by: Option<OpenedBy>,
-    /// Who signed which certified rounds: tells the committer when every peer holds a batch.
-    pub(crate) peer_rounds: PeerRounds,
+    opened_by: Option<OpenedBy>,
     /// Our latest timeout: sent again to a member found behind us (see `help_a_member_behind`).
-    pub(crate) last_timeout: Option<Timeout>,
+    last_timeout: Option<Timeout>,
     /// Per member, the round of ours in which we last sent it `last_timeout`.
-    pub(crate) helped: HashMap<PublicKey, Round>,
+    helped: HashMap<PublicKey, Round>,
     /// The node resumed a stored safety state: it times out of its round as it starts (see
     /// `Core::start_round`).
-    pub(crate) restarted: bool,
+    restarted: bool,
 }
 
 /// What opened a round, kept (`Opening` borrows).
@@ -63,11 +60,12 @@ impl OpenedBy {
 }
 
 impl Pacemaker {
+    /// In `round`; `restarted`: resumed from a stored safety state.
     pub(crate) fn new(
         round: Round,
+        restarted: bool,
         committee: &Committee,
         parameters: &Parameters,
-        peer_rounds: PeerRounds,
     ) -> Self {
         Pacemaker {
             round,
@@ -76,15 +74,48 @@ impl Pacemaker {
             elector: LeaderElector::new(parameters.leader, committee, parameters.leader_window),
             round_leader: None,
             opened_by: None,
-            peer_rounds,
             last_timeout: None,
             helped: HashMap::new(),
-            restarted: false,
+            restarted,
         }
     }
 }
 
 impl Pacemaker {
+    pub(crate) fn round(&self) -> Round {
+        self.round
+    }
+
+    /// The leader of the current round, if this member can tell.
+    pub(crate) fn round_leader(&self) -> Option<PublicKey> {
+        self.round_leader
+    }
+
+    /// Fires when the current round has lasted `timeout_delay`.
+    pub(crate) fn timer(&mut self) -> &mut Timer {
+        &mut self.timer
+    }
+
+    /// Whether this member resumed a stored safety state (see `Core::start_round`).
+    pub(crate) fn restarted(&self) -> bool {
+        self.restarted
+    }
+
+    /// Notes a verified block: the leader of a later round may depend on it (see `leader.rs`).
+    pub(crate) fn record_block(&mut self, block: &Block) {
+        self.elector.record(block);
+    }
+
+    /// Forgets the blocks below `round` (they are being pruned).
+    pub(crate) fn prune_below(&mut self, round: Round) {
+        self.elector.prune(round);
+    }
+
+    /// Keeps `timeout`, ours of the current round, to help members behind us (see `help`).
+    pub(crate) fn remember_timeout(&mut self, timeout: Timeout) {
+        self.last_timeout = Some(timeout);
+    }
+
     /// Moves to the round after `round`, unless this member is already past it; returns
     /// whether it moved. Nothing of the old round's opening carries over: the callers that
     /// hold the certificate of the round before say who leads (`enter_opened_by`); timeout
@@ -185,6 +216,26 @@ impl Pacemaker {
     }
 }
 
+/// What the core's tests set up and look at.
+#[cfg(test)]
+impl Pacemaker {
+    pub(crate) fn set_round(&mut self, round: Round) {
+        self.round = round;
+    }
+
+    pub(crate) fn last_timeout(&self) -> Option<&Timeout> {
+        self.last_timeout.as_ref()
+    }
+
+    pub(crate) fn timeout_rounds(&self) -> &HashMap<PublicKey, Round> {
+        &self.timeout_rounds
+    }
+
+    pub(crate) fn helped(&self) -> &HashMap<PublicKey, Round> {
+        &self.helped
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,9 +244,7 @@ mod tests {
     use crypto::{KeyPair, SignatureService};
 
     fn pacemaker(keys: &[KeyPair], round: Round) -> Pacemaker {
-        let committee = committee(keys);
-        let (peer_rounds, _) = PeerRounds::new(keys[0].name, &committee);
-        Pacemaker::new(round, &committee, &Parameters::default(), peer_rounds)
+        Pacemaker::new(round, false, &committee(keys), &Parameters::default())
     }
 
     #[tokio::test]

@@ -14,7 +14,7 @@ use tracing::warn;
 pub(crate) struct BlockPruning {
     /// Digests of the blocks this core stored, by round, so they can be deleted once they leave
     /// the GC window (see `prune_floor`).
-    pub(crate) stored_blocks: BTreeMap<Round, Vec<Digest>>,
+    stored_blocks: BTreeMap<Round, Vec<Digest>>,
     /// (round, time) of recent commits, and the highest round committed longer ago than the
     /// GC window's time: what bounds block pruning by time.
     commit_times: VecDeque<(Round, Instant)>,

@@ -34,8 +34,8 @@
 //! the risk (`MissingRecord::RiskEquivocation`), the node stops: its record is lost, and what
 //! the peers hold may not be all it signed.
 
+use crate::messages::record::RecordReply;
 use crate::messages::{MessageError, QC, TC};
-use crate::safety::witness::RecordReply;
 use config::{Committee, Round, Stake};
 use crypto::PublicKey;
 use plumbing::clock::Instant;
@@ -220,8 +220,8 @@ impl Recall {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::messages::record::Act;
     use crate::messages::tests::{committee, keys, qc, tc, timeout, vote};
-    use crate::safety::witness::Act;
     use crypto::{Digest, KeyPair};
 
     const GRACE: Duration = Duration::from_secs(1);

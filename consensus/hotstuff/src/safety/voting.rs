@@ -10,16 +10,15 @@ use tracing::info;
 
 /// The voting rules and what they must keep across a restart.
 pub(crate) struct Voting {
-    pub(crate) rules: SafetyRules,
+    rules: SafetyRules,
     /// Where `rules`, `last_proposed_round` and `high_qc` are kept across restarts.
-    pub(crate) store: SafetyStore,
+    store: SafetyStore,
     /// An honest leader proposes once per round, however many certificates reach it.
-    pub(crate) last_proposed_round: Round,
+    last_proposed_round: Round,
     /// The highest certificate we know of: what our blocks extend and our timeouts report.
-    pub(crate) high_qc: QC,
-    /// Our vote of the current round, re-broadcast if the round times out (see
-    /// `local_timeout_round`).
-    pub(crate) last_vote: Option<Vote>,
+    high_qc: QC,
+    /// Our latest vote, re-broadcast if its round times out (see `take_vote_of`).
+    last_vote: Option<Vote>,
 }
 
 impl Voting {
@@ -50,6 +49,38 @@ impl Voting {
 }
 
 impl Voting {
+    /// The highest certificate we know of: what our blocks extend and our timeouts report.
+    pub(crate) fn high_qc(&self) -> &QC {
+        &self.high_qc
+    }
+
+    /// The round of our latest proposal: an honest leader proposes once per round.
+    pub(crate) fn last_proposed_round(&self) -> Round {
+        self.last_proposed_round
+    }
+
+    /// Our latest vote (`remember_vote`).
+    pub(crate) fn last_vote(&self) -> Option<&Vote> {
+        self.last_vote.as_ref()
+    }
+
+    /// Keeps `vote`, just cast: sent again to everyone if its round times out, and taken on
+    /// trust when it comes back to us inside a QC (see `Core::check_qc`).
+    pub(crate) fn remember_vote(&mut self, vote: Vote) {
+        self.last_vote = Some(vote);
+    }
+
+    /// Our latest vote if it is of `round`, taken out to be sent again as the round times out
+    /// (the one of an older round is dropped: it is moot).
+    pub(crate) fn take_vote_of(&mut self, round: Round) -> Option<Vote> {
+        self.last_vote.take().filter(|vote| vote.round == round)
+    }
+
+    /// We timed out of `round`: no vote of ours in it or below from now on.
+    pub(crate) fn timed_out(&mut self, round: Round) {
+        self.rules.timed_out(round);
+    }
+
     /// What must survive a crash, as of now.
     pub(crate) fn state(&self) -> SafetyState {
         SafetyState {
@@ -99,6 +130,22 @@ impl Voting {
         if qc.round > self.high_qc.round {
             self.high_qc = qc.clone();
         }
+    }
+}
+
+/// What the core's tests set up by hand.
+#[cfg(test)]
+impl Voting {
+    pub(crate) fn last_voted_round(&self) -> Round {
+        self.rules.last_voted_round()
+    }
+
+    pub(crate) fn set_high_qc(&mut self, qc: QC) {
+        self.high_qc = qc;
+    }
+
+    pub(crate) fn rules_mut(&mut self) -> &mut SafetyRules {
+        &mut self.rules
     }
 }
 

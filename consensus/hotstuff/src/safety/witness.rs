@@ -7,69 +7,10 @@
 //! can answer with a round the member did not sign in: the answer is the member's own signature.
 //! One entry per member, whatever the rounds; only members' verified signatures get in.
 
-use crate::messages::{timeout_digest, vote_digest, Block, MessageError, Timeout, Vote, QC, TC};
-use config::Round;
-use crypto::{Digest, PublicKey, Signature};
-use serde::{Deserialize, Serialize};
+use crate::messages::record::Act;
+use crate::messages::{Block, Timeout, Vote, QC, TC};
+use crypto::PublicKey;
 use std::collections::HashMap;
-
-/// One signed act of a member, with what its signature covers.
-#[derive(Clone, Serialize, Deserialize, PartialEq, Eq, Debug)]
-pub enum Act {
-    /// A vote for block `hash` of `round`.
-    Vote {
-        hash: Digest,
-        round: Round,
-        signature: Signature,
-    },
-    /// A timeout of `round` that reported a high QC of `high_qc_round`.
-    Timeout {
-        round: Round,
-        high_qc_round: Round,
-        signature: Signature,
-    },
-}
-
-impl Act {
-    pub fn round(&self) -> Round {
-        match self {
-            Act::Vote { round, .. } | Act::Timeout { round, .. } => *round,
-        }
-    }
-
-    /// Checks that `signer` signed this act.
-    pub fn verify(&self, signer: &PublicKey) -> Result<(), MessageError> {
-        let (digest, signature) = match self {
-            Act::Vote {
-                hash,
-                round,
-                signature,
-            } => (vote_digest(hash, *round), signature),
-            Act::Timeout {
-                round,
-                high_qc_round,
-                signature,
-            } => (timeout_digest(*round, *high_qc_round), signature),
-        };
-        signature
-            .verify(&digest, signer)
-            .map_err(|_| MessageError::InvalidSignature)
-    }
-}
-
-/// A member's answer to a `RecordRequest`: what it holds that bounds the rounds the requester
-/// may have signed in.
-#[derive(Clone, Serialize, Deserialize, PartialEq, Eq, Debug)]
-pub struct RecordReply {
-    /// Who answers; the network handler checks it is the authenticated peer.
-    pub author: PublicKey,
-    /// The requester's signed act of the highest round this member holds.
-    pub act: Option<Act>,
-    /// The answering member's highest QC and highest TC: the committee reached the round after
-    /// each.
-    pub high_qc: QC,
-    pub high_tc: Option<TC>,
-}
 
 /// Each member's signed act of the highest round this node verified, and the highest TC.
 #[derive(Default)]
@@ -172,6 +113,8 @@ impl Witness {
 mod tests {
     use super::*;
     use crate::messages::tests::{keys, qc, tc, timeout, vote};
+    use crate::messages::MessageError;
+    use crypto::Digest;
 
     #[test]
     fn keeps_each_members_highest_act_from_messages_and_certificates() {

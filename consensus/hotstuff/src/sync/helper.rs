@@ -1,7 +1,7 @@
 //! Answers other replicas' requests for blocks they are missing, and for this node's latest
 //! checkpoint (state sync).
 
-use crate::sync::commit_proof::{CommitProof, DirectCommits};
+use crate::sync::direct_commits::DirectCommits;
 use crate::wire;
 use crate::wire::{CheckpointReply, ConsensusMessage, MAX_CHAIN_BLOCKS};
 use checkpoint::CheckpointSlot;
@@ -172,9 +172,10 @@ impl Helper {
             return None;
         };
         let block = self.read_block(&checkpoint.block)?;
-        let Some(proof) = CommitProof::build(&block, &self.direct_commits, |digest| {
-            self.read_block(digest)
-        }) else {
+        let Some(proof) = self
+            .direct_commits
+            .proof_of(&block, |digest| self.read_block(digest))
+        else {
             debug!(
                 "{origin} asked for a checkpoint; we cannot prove round {} committed yet",
                 checkpoint.round

@@ -25,7 +25,7 @@ use std::time::Duration;
 const REPORTS_PER_MEMBER: usize = 3;
 
 /// A checkpoint enough members agree on.
-pub struct Adopted {
+pub struct Agreed {
     pub block: crate::messages::Block,
     pub state: Bytes,
     pub digest: Digest,
@@ -95,7 +95,7 @@ impl StateSync {
 
     /// Counts `reply`, which `admit` let in and whose block is proven committed past our last
     /// commit; returns its checkpoint once members with f+1 stake reported it. Hashes the state.
-    pub fn add(&mut self, reply: CheckpointReply) -> Option<Adopted> {
+    pub fn add(&mut self, reply: CheckpointReply) -> Option<Agreed> {
         let author = reply.author;
         let key = (reply.block.digest(), Digest::of(&reply.state));
         let keys = self.by_member.entry(author).or_default();
@@ -126,7 +126,7 @@ impl StateSync {
         self.by_member.clear();
         self.last_request = None;
         self.outstanding = false;
-        Some(Adopted {
+        Some(Agreed {
             block: report.reply.block,
             state: report.reply.state,
             digest: report.state_digest,
@@ -152,9 +152,9 @@ impl StateSync {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::messages::commit_proof::CommitProof;
     use crate::messages::tests::{committee, keys, signed_block};
     use crate::messages::QC;
-    use crate::sync::commit_proof::CommitProof;
     use config::Round;
     use crypto::{Hash, KeyPair};
 
@@ -172,7 +172,7 @@ mod tests {
     }
 
     /// Admits and adds, as the core does.
-    fn offer(sync: &mut StateSync, reply: CheckpointReply) -> Option<Option<Adopted>> {
+    fn offer(sync: &mut StateSync, reply: CheckpointReply) -> Option<Option<Agreed>> {
         sync.admit(&reply.author).then(|| sync.add(reply))
     }
 

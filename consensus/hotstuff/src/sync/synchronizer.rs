@@ -69,7 +69,7 @@ pub struct Synchronizer {
     root: Option<(Round, Digest)>,
     /// Read by tests only so far; what a metric of the synchronizer would export.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub counters: Arc<SyncCounters>,
+    counters: Arc<SyncCounters>,
 }
 
 impl Synchronizer {
@@ -115,6 +115,12 @@ impl Synchronizer {
                 .map(Some)
                 .map_err(|e| SyncError::Corrupt(*digest, e.to_string())),
         }
+    }
+
+    /// How many blocks are parked, and how many were refused.
+    #[cfg(test)]
+    pub(crate) fn counters(&self) -> &SyncCounters {
+        &self.counters
     }
 
     /// Makes `root` (a committed block adopted with its state from a checkpoint, and stored by

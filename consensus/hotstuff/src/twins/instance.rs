@@ -10,7 +10,7 @@ use crate::core::{Core, CoreChannels, CoreSenders};
 use crate::metrics::ConsensusMetrics;
 use crate::payload::gc::GcWindow;
 use crate::payload::holders::PeerRounds;
-use crate::sync::commit_proof::DirectCommits;
+use crate::sync::direct_commits::DirectCommits;
 use crate::sync::helper::Helper;
 use crate::FatalError;
 use batch::{BatchBuilder, CommittedBatch};

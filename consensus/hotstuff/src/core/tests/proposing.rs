@@ -76,14 +76,14 @@ async fn a_reputation_leader_that_got_the_votes_before_the_block_proposes_once_i
         let vote = vote(last.digest(), last.round, voter);
         h.core.handle_vote(vote).await.expect("valid");
     }
-    assert_eq!(h.core.pacemaker.round, last.round + 1);
-    assert_eq!(h.core.pacemaker.round_leader, None, "cannot tell yet");
+    assert_eq!(h.core.pacemaker.round(), last.round + 1);
+    assert_eq!(h.core.pacemaker.round_leader(), None, "cannot tell yet");
     assert!(h.core.proposals.own_blocks.is_empty());
     h.core.proposals.buffer.push(Digest::of(b"a batch of ours"));
 
     h.core.handle_proposal(last.clone()).await.expect("valid");
     h.core.lead_once_known().await;
-    assert_eq!(h.core.pacemaker.round_leader, Some(us));
+    assert_eq!(h.core.pacemaker.round_leader(), Some(us));
     let proposed = h.core.proposals.own_blocks.pop_front().expect("proposed");
     assert_eq!(proposed.round, last.round + 1);
     assert_eq!(proposed.qc.hash, last.digest());
@@ -175,11 +175,7 @@ async fn byzantine_a_certified_block_naming_a_committed_batch_is_stored_and_comm
         .await
         .expect("a block a quorum may certify is taken");
     assert!(
-        h.core
-            .voting
-            .last_vote
-            .as_ref()
-            .is_none_or(|v| v.round != 5),
+        h.core.voting.last_vote().is_none_or(|v| v.round != 5),
         "no vote of ours for a block naming a batch we saw commit"
     );
     for block in h.chain(Some(&repeat), 6, 7) {

@@ -12,7 +12,7 @@ async fn a_restarted_core_never_votes_twice_in_a_round() {
     let mut h = harness_on(store.clone(), Parameters::default());
     let first = h.block(None, 1, vec![]);
     h.core.handle_proposal(first).await.expect("valid");
-    assert_eq!(h.core.voting.last_vote.as_ref().map(|v| v.round), Some(1));
+    assert_eq!(h.core.voting.last_vote().map(|v| v.round), Some(1));
 
     let batch = Digest::of(b"batch");
     let equivocation = h.block(None, 1, vec![batch]);
@@ -23,7 +23,7 @@ async fn a_restarted_core_never_votes_twice_in_a_round() {
         .write(batch, bytes::Bytes::from_static(b"batch"))
         .await
         .expect("write");
-    assert_eq!(restarted.core.pacemaker.round, 1);
+    assert_eq!(restarted.core.pacemaker.round(), 1);
     assert_does_not_vote_for(
         &mut restarted,
         equivocation.clone(),
@@ -43,7 +43,7 @@ async fn a_restarted_core_never_votes_twice_in_a_round() {
         .handle_proposal(equivocation)
         .await
         .expect("valid");
-    assert!(fresh.core.voting.last_vote.is_some());
+    assert!(fresh.core.voting.last_vote().is_some());
 }
 
 /// A replica that timed out of a round and restarts does not vote in it either, and resumes
@@ -57,7 +57,7 @@ async fn a_restarted_core_keeps_its_timeouts_and_high_qc() {
     h.core.local_timeout_round().await.expect("timeout");
     drop(h);
     let mut restarted = harness_on(store, Parameters::default());
-    assert_eq!(restarted.core.pacemaker.round, 1);
+    assert_eq!(restarted.core.pacemaker.round(), 1);
     assert_does_not_vote_for(
         &mut restarted,
         chain[0].clone(),
@@ -72,13 +72,13 @@ async fn a_restarted_core_keeps_its_timeouts_and_high_qc() {
         .await
         .expect("valid");
     restarted.core.local_timeout_round().await.expect("timeout");
-    let high_qc = restarted.core.voting.high_qc.clone();
+    let high_qc = restarted.core.voting.high_qc().clone();
     assert_eq!(high_qc.round, 1);
     let store = restarted.core.store.clone();
     drop(restarted);
     let again = harness_on(store, Parameters::default());
-    assert_eq!(again.core.pacemaker.round, 2);
-    assert!(again.core.voting.high_qc == high_qc);
+    assert_eq!(again.core.pacemaker.round(), 2);
+    assert!(*again.core.voting.high_qc() == high_qc);
 }
 
 /// A leader restarted after proposing does not propose a second block in the round.
@@ -105,7 +105,7 @@ async fn a_restarted_leader_does_not_propose_twice() {
 /// `restarted` takes `block` as valid and does not vote for it (`why` it would be wrong to).
 async fn assert_does_not_vote_for(restarted: &mut Harness, block: Block, why: &str) {
     restarted.core.handle_proposal(block).await.expect("valid");
-    assert!(restarted.core.voting.last_vote.is_none(), "{why}");
+    assert!(restarted.core.voting.last_vote().is_none(), "{why}");
 }
 
 /// A restarted leader of `round`, asked to propose, proposes nothing: it did before the restart.
@@ -142,19 +142,19 @@ async fn a_leaders_proposal_and_its_own_vote_are_one_safety_write() {
         h.core.handle_vote(vote).await.expect("valid");
     }
     assert_eq!(
-        (h.core.pacemaker.round, h.core.voting.high_qc.round),
+        (h.core.pacemaker.round(), h.core.voting.high_qc().round),
         (own, own - 1)
     );
     let before = safety_writes();
     h.core.propose(None).await.expect("proposed");
     let block = h.core.proposals.own_blocks.pop_front().expect("a proposal");
     h.core.process_block(&block).await.expect("own block");
-    assert_eq!(h.core.voting.last_vote.as_ref().map(|v| v.round), Some(own));
+    assert_eq!(h.core.voting.last_vote().map(|v| v.round), Some(own));
     assert_eq!(safety_writes() - before, 1);
 
     drop(h);
     let mut restarted = harness_on(store, Parameters::default());
-    assert_eq!(restarted.core.pacemaker.round, own);
+    assert_eq!(restarted.core.pacemaker.round(), own);
     assert_proposes_nothing(&mut restarted, own).await;
     assert_does_not_vote_for(
         &mut restarted,
@@ -219,7 +219,7 @@ async fn a_restart_on_a_store_resumes_from_the_own_checkpoint() {
         35,
         bytes::Bytes::from_static(b"state after 35"),
     );
-    h.core.adoption.checkpoints.publish(checkpoint.clone());
+    h.core.adoption.checkpoints().publish(checkpoint.clone());
     // Its block stays however far commits go: a restart needs it.
     let more = h.chain(Some(&chain[39]), 41, 80);
     for block in &more {
@@ -231,9 +231,9 @@ async fn a_restart_on_a_store_resumes_from_the_own_checkpoint() {
     let restarted = harness_on(store, parameters);
     let restored = restarted.rx_restore.try_recv().expect("restored at start");
     assert_eq!(*restored, checkpoint);
-    assert_eq!(restarted.core.committed.last_round, 35);
+    assert_eq!(restarted.core.committed.last_round(), 35);
     assert_eq!(
-        restarted.core.adoption.checkpoints.latest().as_deref(),
+        restarted.core.adoption.checkpoints().latest().as_deref(),
         Some(&checkpoint)
     );
 }
@@ -254,7 +254,7 @@ async fn recovery_a_restart_knows_what_the_round_window_below_its_checkpoint_com
     let gc_depth = parameters.gc_depth;
     let mut h = harness_on(store.clone(), parameters.clone());
     let chain = h.chain(None, 1, 80);
-    h.core.adoption.checkpoints.publish(Checkpoint::new(
+    h.core.adoption.checkpoints().publish(Checkpoint::new(
         chain[34].digest(),
         35,
         bytes::Bytes::from_static(b"state after 35"),
@@ -268,8 +268,9 @@ async fn recovery_a_restart_knows_what_the_round_window_below_its_checkpoint_com
     let restarted = harness_on(store, parameters);
     let skipped: Vec<Round> = restarted
         .core
-        .adoption
-        .skipped
+        .resumed_root
+        .as_ref()
+        .map_or(&[][..], |root| &root.skipped)
         .iter()
         .map(|block| block.round)
         .collect();

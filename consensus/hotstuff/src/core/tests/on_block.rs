@@ -258,7 +258,7 @@ async fn byzantine_votes_at_round_max_are_rejected() {
     for k in &signers {
         let _ = h.core.handle_vote(vote(hash, Round::MAX, k)).await;
     }
-    assert_eq!(h.core.pacemaker.round, 1);
+    assert_eq!(h.core.pacemaker.round(), 1);
 }
 
 /// A replayed vote or timeout is recognised as a duplicate before its
@@ -318,7 +318,7 @@ async fn a_vote_after_the_qc_costs_no_signature_check() {
             .await
             .expect("valid");
     }
-    assert_eq!(h.core.voting.high_qc.round, 1);
+    assert_eq!(h.core.voting.high_qc().round, 1);
     let mut late = vote(hash, 1, &h.keys[3]);
     late.signature = vote(Digest::of(b"y"), 1, &h.keys[3]).signature;
     h.core.handle_vote(late).await.expect("dropped unchecked");
@@ -351,8 +351,8 @@ async fn a_blocks_certificates_move_the_node_before_its_signature_is_checked() {
         h.core.handle_proposal(block).await,
         Err(ConsensusError::Message(MessageError::InvalidSignature))
     ));
-    assert_eq!(h.core.pacemaker.round, 1_000);
-    assert_eq!(h.core.voting.high_qc, high);
+    assert_eq!(h.core.pacemaker.round(), 1_000);
+    assert_eq!(*h.core.voting.high_qc(), high);
 }
 
 /// Blocks a peer sends back for our request come newest first; taken oldest first, each finds
@@ -368,7 +368,7 @@ async fn a_chain_of_missing_blocks_is_taken_oldest_first() {
     assert_eq!(
         h.core
             .synchronizer
-            .counters
+            .counters()
             .parked
             .load(std::sync::atomic::Ordering::Relaxed),
         0
@@ -388,7 +388,7 @@ async fn our_own_vote_in_a_qc_is_not_checked_again() {
     assert_eq!(ours.0, h.keys[0].name);
     // What we "cast": a signature of another message, so a check of it would fail.
     ours.1 = vote(Digest::of(b"elsewhere"), 1, &h.keys[0]).signature;
-    h.core.voting.last_vote = Some(Vote {
+    h.core.voting.remember_vote(Vote {
         hash,
         round: 1,
         author: h.keys[0].name,
@@ -432,7 +432,7 @@ async fn the_next_leader_does_not_check_its_own_vote() {
     let hash = Digest::of(b"b1");
     let mut ours = vote(hash, 1, &h.keys[0]);
     ours.signature = vote(Digest::of(b"elsewhere"), 1, &h.keys[0]).signature;
-    h.core.voting.last_vote = Some(ours.clone());
+    h.core.voting.remember_vote(ours.clone());
     h.core
         .handle_vote(ours.clone())
         .await

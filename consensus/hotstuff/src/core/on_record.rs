@@ -1,7 +1,7 @@
-//! The core's side of a missing vote record (`safety::recall` decides, `safety::witness` holds
-//! what others signed): answering members that lost theirs, and, when our own store holds none,
-//! asking the others, signing nothing until they answered, then signing only above the floor
-//! their answers set.
+//! A vote record request or reply, and the timer that asks again: the core's side of a missing
+//! vote record (`safety::recall` decides, `safety::witness` holds what others signed): answering
+//! members that lost theirs, and, when our own store holds none, asking the others, signing
+//! nothing until they answered, then signing only above the floor their answers set.
 //!
 //! While the record is unknown the core runs as usual (it follows the rounds, stores and commits
 //! blocks, counts votes), but no vote, timeout or proposal of ours leaves: `may_sign` says so
@@ -10,9 +10,10 @@
 use super::Core;
 use crate::error::{ConsensusError, FatalError};
 use crate::liveness::leader::Opening;
+use crate::messages::record::RecordReply;
 use crate::messages::Block;
 use crate::safety::recall::{Decision, MissingRecord, Recall};
-use crate::safety::witness::{RecordReply, Witness};
+use crate::safety::witness::Witness;
 use crate::wire::{self, ConsensusMessage};
 use crypto::PublicKey;
 use network::SimpleSender;
@@ -78,7 +79,7 @@ impl Core {
     /// anything; what it does when one shows that its key signed before is `policy`'s. A core
     /// built without this call trusts its store (tests that drive the core).
     pub fn check_record(mut self, policy: MissingRecord) -> Self {
-        if self.pacemaker.restarted {
+        if self.pacemaker.restarted() {
             return self;
         }
         let recall = Recall::new(
@@ -184,7 +185,7 @@ impl Core {
         let reply = RecordReply {
             author: self.name,
             act: self.records.witness.act_of(&origin),
-            high_qc: self.voting.high_qc.clone(),
+            high_qc: self.voting.high_qc().clone(),
             high_tc: self.records.witness.high_tc().cloned(),
         };
         let bytes = wire::encode(&ConsensusMessage::RecordReply(reply))?;
@@ -233,24 +234,24 @@ impl Core {
             ),
         }
         // Verified when they arrived; they move us as any certificate we verify does.
-        if high_qc.round > self.voting.high_qc.round {
+        if high_qc.round > self.voting.high_qc().round {
             self.records.witness.qc(&high_qc);
             self.process_qc(&high_qc).await;
         }
-        if let Some(tc) = high_tc.filter(|tc| tc.round >= self.pacemaker.round) {
+        if let Some(tc) = high_tc.filter(|tc| tc.round >= self.pacemaker.round()) {
             self.records.witness.tc(&tc);
             self.update_high_qc(&tc.high_qc);
             self.advance_round(tc.round).await;
             self.enter_round_opened_by(Opening::Tc(&tc));
         }
-        if self.pacemaker.round <= floor {
+        if self.pacemaker.round() <= floor {
             self.advance_round(floor).await;
         }
-        match check.held.filter(|b| b.round == self.pacemaker.round) {
+        match check.held.filter(|b| b.round == self.pacemaker.round()) {
             Some(block) => self.process_block(&block).await?,
             None => {
-                let anchor = self.voting.high_qc.hash;
-                if self.is_leader(self.pacemaker.round, Opening::Qc(&anchor)) {
+                let anchor = self.voting.high_qc().hash;
+                if self.is_leader(self.pacemaker.round(), Opening::Qc(&anchor)) {
                     self.try_propose(None).await;
                 }
             }

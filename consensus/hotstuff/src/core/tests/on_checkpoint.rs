@@ -32,7 +32,7 @@ async fn a_checkpoint_reported_by_f_plus_one_members_becomes_the_root() {
     // The committee's chain, rounds 1 to 60; this node saw none of it.
     let chain = h.chain(None, 1, 60);
     assert!(
-        h.core.adoption.state_sync.should_request(),
+        h.core.adoption.state_sync().should_request(),
         "a request goes out"
     );
     h.core
@@ -49,7 +49,7 @@ async fn a_checkpoint_reported_by_f_plus_one_members_becomes_the_root() {
     assert_eq!(restored.round, 50);
     assert_eq!(restored.block, root.digest());
     assert_eq!(restored.state.as_ref(), b"state after round 50");
-    assert_eq!(h.core.committed.last_round, 50);
+    assert_eq!(h.core.committed.last_round(), 50);
 
     // The blocks after the root arrive (as sync replies would bring them): those two rounds
     // behind the tip commit, nothing at or below the root does.
@@ -74,9 +74,9 @@ async fn byzantine_checkpoint_replies_nobody_asked_for_are_ignored() {
         h.rx_restore.try_recv().is_err(),
         "adopted unrequested reports"
     );
-    assert_eq!(h.core.committed.last_round, 0);
+    assert_eq!(h.core.committed.last_round(), 0);
     assert_eq!(
-        h.core.adoption.state_sync.held(),
+        h.core.adoption.state_sync().held(),
         0,
         "unrequested reports were kept"
     );
@@ -90,11 +90,11 @@ async fn byzantine_checkpoint_replies_nobody_asked_for_are_ignored() {
 async fn byzantine_reports_pushed_after_replay_caught_up_are_ignored() {
     let mut h = harness(short_gc_window());
     let chain = h.chain(None, 1, 70);
-    assert!(h.core.adoption.state_sync.should_request(), "a request");
+    assert!(h.core.adoption.state_sync().should_request(), "a request");
     for block in &chain[..62] {
         h.core.handle_proposal(block.clone()).await.expect("valid");
     }
-    assert_eq!(h.core.committed.last_round, 60, "replay caught up");
+    assert_eq!(h.core.committed.last_round(), 60, "replay caught up");
     for member in 1..4 {
         let pushed = report(&h.keys, member, &chain, 64, b"pushed state");
         h.core.handle_checkpoint(pushed).await.expect("ignored");
@@ -103,8 +103,8 @@ async fn byzantine_reports_pushed_after_replay_caught_up_are_ignored() {
         h.rx_restore.try_recv().is_err(),
         "adopted reports pushed after the node caught up"
     );
-    assert_eq!(h.core.committed.last_round, 60);
-    assert_eq!(h.core.adoption.state_sync.held(), 0);
+    assert_eq!(h.core.committed.last_round(), 60);
+    assert_eq!(h.core.adoption.state_sync().held(), 0);
 }
 
 /// Reports of a block the chain never committed (certified, but its child is two rounds
@@ -132,12 +132,13 @@ async fn byzantine_a_checkpoint_of_an_uncommitted_block_is_not_adopted() {
         reply.block.qc.votes.truncate(1);
         reply
     };
-    assert!(h.core.adoption.state_sync.should_request());
+    assert!(h.core.adoption.state_sync().should_request());
     for member in 1..4 {
         assert!(h.core.handle_checkpoint(uncommitted(member)).await.is_err());
     }
-    h.core.adoption.state_sync = StateSync::new(h.core.committee.clone(), Duration::from_secs(1));
-    assert!(h.core.adoption.state_sync.should_request());
+    *h.core.adoption.state_sync() =
+        StateSync::new(h.core.committee.clone(), Duration::from_secs(1));
+    assert!(h.core.adoption.state_sync().should_request());
     for member in 1..4 {
         assert!(h.core.handle_checkpoint(forged_qc(member)).await.is_err());
     }
@@ -145,20 +146,20 @@ async fn byzantine_a_checkpoint_of_an_uncommitted_block_is_not_adopted() {
         h.rx_restore.try_recv().is_err(),
         "adopted an unproven block"
     );
-    assert_eq!(h.core.committed.last_round, 0);
+    assert_eq!(h.core.committed.last_round(), 0);
 }
 
 /// A checkpoint not past what the node committed is ignored, however many report it.
 #[tokio::test]
 async fn a_checkpoint_behind_the_last_commit_is_ignored() {
     let (mut h, chain) = committed_chain(0).await;
-    assert!(h.core.adoption.state_sync.should_request());
+    assert!(h.core.adoption.state_sync().should_request());
     for member in 1..4 {
         let reply = report(&h.keys, member, &chain, 49, b"old");
         h.core.handle_checkpoint(reply).await.expect("valid");
     }
     assert!(h.rx_restore.try_recv().is_err());
-    assert_eq!(h.core.committed.last_round, 98);
+    assert_eq!(h.core.committed.last_round(), 98);
 }
 
 /// A node restarted on its store holds old blocks, but not necessarily their batches (its
@@ -177,16 +178,17 @@ async fn far_behind_asks_for_a_checkpoint_even_with_the_parent_stored() {
             .expect("write");
     }
     assert!(
-        h.core.adoption.state_sync.should_request(),
+        h.core.adoption.state_sync().should_request(),
         "nothing asked yet"
     );
-    h.core.adoption.state_sync = StateSync::new(h.core.committee.clone(), Duration::from_secs(60));
+    *h.core.adoption.state_sync() =
+        StateSync::new(h.core.committee.clone(), Duration::from_secs(60));
     h.core
         .handle_proposal(chain[60].clone())
         .await
         .expect("valid");
     assert!(
-        !h.core.adoption.state_sync.should_request(),
+        !h.core.adoption.state_sync().should_request(),
         "a checkpoint request went out"
     );
 }
@@ -216,21 +218,25 @@ async fn recovery_a_checkpoint_above_our_own_block_does_not_make_us_propose_it_a
     let batch = Digest::of(b"our batch");
     h.core.proposals.buffer.push(batch);
     // Our round, entered by the QC of the block before it.
-    h.core.pacemaker.round = mine;
-    h.core.voting.high_qc = qc(before[before.len() - 1].digest(), mine - 1, &h.keys[..3]);
+    h.core.pacemaker.set_round(mine);
+    h.core.voting.set_high_qc(qc(
+        before[before.len() - 1].digest(),
+        mine - 1,
+        &h.keys[..3],
+    ));
     h.core.propose(None).await.expect("proposes");
     let own = h.core.proposals.own_blocks.pop_front().expect("proposed");
     assert_eq!(own.payload, vec![batch]);
     // Cut off: the others commit our block and go on; the node asks for a checkpoint.
     let chain = chain_through(&h, &own, 60);
-    assert!(h.core.adoption.state_sync.should_request());
+    assert!(h.core.adoption.state_sync().should_request());
     for member in [1, 2] {
         h.core
             .handle_checkpoint(report(&h.keys, member, &chain, 40, b"state"))
             .await
             .expect("valid");
     }
-    assert_eq!(h.core.committed.last_round, own.round + 40);
+    assert_eq!(h.core.committed.last_round(), own.round + 40);
     assert!(
         h.core.proposals.buffer.is_empty(),
         "the committed batch is queued to be proposed again"
@@ -269,7 +275,7 @@ async fn recovery_blocks_below_an_adopted_checkpoint_release_their_batches() {
         h.core.store_block(block).await.expect("stored");
     }
     h.core.payload.committed(&Block::genesis());
-    assert!(h.core.adoption.state_sync.should_request());
+    assert!(h.core.adoption.state_sync().should_request());
     // Root at round 3: its ancestors 1 and 2 are stored.
     for member in [1, 2] {
         h.core
@@ -277,7 +283,7 @@ async fn recovery_blocks_below_an_adopted_checkpoint_release_their_batches() {
             .await
             .expect("valid");
     }
-    assert_eq!(h.core.committed.last_round, 3);
+    assert_eq!(h.core.committed.last_round(), 3);
     let released = h.released();
     assert_eq!(released, vec![batch]);
     let skipped = h.skipped();

@@ -2,7 +2,7 @@
 //! then only above what they show (`safety/recall.rs`).
 
 use super::*;
-use crate::safety::witness::{Act, RecordReply};
+use crate::messages::record::{Act, RecordReply};
 use crate::safety::MissingRecord;
 
 /// A harness whose core (on a new store) checks its record under `policy`, started.
@@ -41,10 +41,10 @@ async fn a_fresh_committee_votes_in_round_1_once_every_member_answered() {
     let mut h = without_record(Store::new(), MissingRecord::Refuse).await;
     let first = h.block(None, 1, vec![]);
     h.core.handle_proposal(first).await.expect("valid");
-    assert!(h.core.voting.last_vote.is_none(), "voted before knowing");
+    assert!(h.core.voting.last_vote().is_none(), "voted before knowing");
     h.core.local_timeout_round().await.expect("no error");
     assert!(
-        h.core.pacemaker.last_timeout.is_none(),
+        h.core.pacemaker.last_timeout().is_none(),
         "timed out before knowing"
     );
     for i in 1..4 {
@@ -53,8 +53,8 @@ async fn a_fresh_committee_votes_in_round_1_once_every_member_answered() {
     }
     // Nobody holds a signature of ours and no certificate formed: round 1, and the proposal
     // held back gets our vote.
-    assert_eq!(h.core.pacemaker.round, 1);
-    assert_eq!(h.core.voting.last_vote.as_ref().map(|v| v.round), Some(1));
+    assert_eq!(h.core.pacemaker.round(), 1);
+    assert_eq!(h.core.voting.last_vote().map(|v| v.round), Some(1));
 }
 
 #[tokio::test]
@@ -70,7 +70,7 @@ async fn a_member_showing_our_vote_stops_a_core_that_did_not_accept_the_risk() {
             peer: h.keys[2].name
         })
     );
-    assert!(h.core.voting.last_vote.is_none());
+    assert!(h.core.voting.last_vote().is_none());
 }
 
 #[tokio::test]
@@ -89,28 +89,28 @@ async fn with_the_risk_accepted_it_signs_only_above_what_the_members_show_and_ke
     for message in answers {
         assert!(answer(&mut h, message).await.is_continue());
     }
-    assert_eq!(h.core.voting.rules.last_voted_round(), 6);
-    assert_eq!(h.core.voting.last_proposed_round, 6);
-    assert_eq!(h.core.voting.high_qc.round, 4);
-    assert_eq!(h.core.pacemaker.round, 7);
+    assert_eq!(h.core.voting.last_voted_round(), 6);
+    assert_eq!(h.core.voting.last_proposed_round(), 6);
+    assert_eq!(h.core.voting.high_qc().round, 4);
+    assert_eq!(h.core.pacemaker.round(), 7);
     // The blocks of rounds up to 6 get no vote; round 7's does.
     for block in &chain[..6] {
         h.core.handle_proposal(block.clone()).await.expect("valid");
     }
     assert!(
-        h.core.voting.last_vote.is_none(),
+        h.core.voting.last_vote().is_none(),
         "voted at or below round 6"
     );
     h.core
         .handle_proposal(chain[6].clone())
         .await
         .expect("valid");
-    assert_eq!(h.core.voting.last_vote.as_ref().map(|v| v.round), Some(7));
+    assert_eq!(h.core.voting.last_vote().map(|v| v.round), Some(7));
     // The record is on the store now: restarted on it, the core resumes from it.
     drop(h);
     let again = harness_on(store, Parameters::default());
-    assert!(again.core.pacemaker.restarted);
-    assert_eq!(again.core.voting.rules.last_voted_round(), 7);
+    assert!(again.core.pacemaker.restarted());
+    assert_eq!(again.core.voting.last_voted_round(), 7);
 }
 
 #[tokio::test]

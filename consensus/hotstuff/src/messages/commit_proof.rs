@@ -7,14 +7,12 @@
 //! up to such a `b1`, each extending the one before, and a QC of `b1`. It costs the verifier two
 //! certificates and some hashing; a replier builds it from blocks it stores anyway (peers keep
 //! every block from their checkpoint up, see the core's `prune_floor`) and from the QCs of the
-//! direct commits it saw (`DirectCommits`).
+//! direct commits it saw (`sync::direct_commits`).
 
 use crate::messages::{Block, MessageError, QC};
-use config::{Committee, Round};
-use crypto::{Digest, Hash};
+use config::Committee;
+use crypto::Hash;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// The most blocks a proof may carry. Usually one (the checkpoint's block committed directly);
 /// more when timeouts left it to be committed as an ancestor. A longer one is refused, and its
@@ -82,83 +80,19 @@ impl CommitProof {
             None => Ok(()),
         }
     }
-
-    /// The proof that `block` committed, from the direct commits in `commits` and the blocks
-    /// `read` finds: the first direct commit at or above `block`'s round committed it (two
-    /// committed blocks are on one chain), so the blocks from that commit's `b1` back to `block`
-    /// are its descendants. `None` if no commit that high is known yet, or a block is missing.
-    pub fn build(
-        block: &Block,
-        commits: &DirectCommits,
-        mut read: impl FnMut(&Digest) -> Option<Block>,
-    ) -> Option<CommitProof> {
-        let qc = commits.first_at_or_above(block.round)?;
-        let target = block.digest();
-        let mut descendants = vec![read(&qc.hash)?];
-        loop {
-            let oldest = descendants.last()?;
-            if oldest.qc.hash == target {
-                break;
-            }
-            if oldest.qc.round <= block.round || descendants.len() >= MAX_PROOF_BLOCKS {
-                return None;
-            }
-            let parent = read(&oldest.qc.hash)?;
-            descendants.push(parent);
-        }
-        descendants.reverse();
-        Some(CommitProof { descendants, qc })
-    }
-}
-
-/// The direct commits this node saw: for each block `b0` committed by the two-chain rule, by its
-/// round, the QC of its child `b1`. Written by the core, read by the helper that serves
-/// checkpoints; pruned with the blocks.
-#[derive(Clone, Default)]
-pub struct DirectCommits {
-    qcs: Arc<Mutex<BTreeMap<Round, QC>>>,
-}
-
-impl DirectCommits {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<Round, QC>> {
-        self.qcs.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The block of `round` committed directly: `child_qc` certifies its child.
-    pub fn record(&self, round: Round, child_qc: &QC) {
-        self.lock().insert(round, child_qc.clone());
-    }
-
-    /// Forgets the commits below `round` (their blocks are being pruned).
-    pub fn prune_below(&self, round: Round) {
-        let mut qcs = self.lock();
-        let kept = qcs.split_off(&round);
-        *qcs = kept;
-    }
-
-    /// The child QC of the first direct commit at or above `round`.
-    pub fn first_at_or_above(&self, round: Round) -> Option<QC> {
-        self.lock().range(round..).next().map(|(_, qc)| qc.clone())
-    }
-
-    /// Direct commits remembered.
-    #[cfg(test)]
-    pub fn held(&self) -> usize {
-        self.lock().len()
-    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::messages::tests::{committee, keys, qc, signed_block, tc};
-    use crypto::KeyPair;
-    use std::collections::HashMap;
+    use config::Round;
+    use crypto::{Digest, KeyPair};
 
     /// Blocks of `rounds`, each extending the one before (the first extends genesis), signed by
     /// the first key, certified by the first three; after a gap a block carries the TC of the
     /// round before it.
-    fn chain(keys: &[KeyPair], rounds: &[Round]) -> Vec<Block> {
+    pub(crate) fn chain(keys: &[KeyPair], rounds: &[Round]) -> Vec<Block> {
         let mut blocks: Vec<Block> = Vec::new();
         for &round in rounds {
             let parent_qc = blocks
@@ -171,7 +105,7 @@ mod tests {
         blocks
     }
 
-    fn certify(block: &Block, keys: &[KeyPair]) -> QC {
+    pub(crate) fn certify(block: &Block, keys: &[KeyPair]) -> QC {
         qc(block.digest(), block.round, &keys[..3])
     }
 
@@ -251,30 +185,5 @@ mod tests {
             },
             &consecutive[0]
         ));
-    }
-
-    #[test]
-    fn built_from_the_first_direct_commit_at_or_above_the_block() {
-        let keys = keys(4);
-        let committee = committee(&keys);
-        let blocks = chain(&keys, &[3, 5, 6, 8, 9, 10]);
-        let stored: HashMap<Digest, Block> =
-            blocks.iter().map(|b| (b.digest(), b.clone())).collect();
-        let read = |digest: &Digest| stored.get(digest).cloned();
-        let commits = DirectCommits::default();
-        assert!(CommitProof::build(&blocks[0], &commits, read).is_none());
-        // Round 5 commits directly (6 is certified by 8's QC), then 8 (9 by 10's QC).
-        commits.record(5, &blocks[3].qc);
-        commits.record(8, &blocks[5].qc);
-        for (i, block) in blocks[..4].iter().enumerate() {
-            let proof = CommitProof::build(block, &commits, read).expect("a proof");
-            assert_eq!(proof.verify(block, &committee), Ok(()), "block {i}");
-        }
-        let proof = CommitProof::build(&blocks[0], &commits, read).expect("a proof");
-        assert_eq!(proof.descendants.len(), 2);
-        // Nothing commits above round 8 yet.
-        assert!(CommitProof::build(&blocks[4], &commits, read).is_none());
-        commits.prune_below(8);
-        assert_eq!(commits.held(), 1);
     }
 }

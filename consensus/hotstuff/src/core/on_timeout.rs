@@ -1,36 +1,35 @@
-//! The core's side of the pacemaker (`liveness::pacemaker`): timing out of a round, handling
-//! timeouts, TCs and the certificates that move the round, and acting on what the pacemaker
-//! decides (sending our timeout, cleaning up the old round, proposing when we lead).
+//! A timeout: our round's timer firing, and members' timeouts (the pacemaker,
+//! `liveness::pacemaker`, decides when f+1 of them make us join a round and whom we help catch
+//! up); and our first round, which a restarted node times out of.
 
 use super::Core;
 use crate::aggregator::AggregatorError;
 use crate::error::ConsensusError;
 use crate::liveness::leader::Opening;
-use crate::liveness::pacemaker::OpenedBy;
-use crate::messages::{Timeout, QC, TC};
+use crate::messages::Timeout;
 use crate::wire::ConsensusMessage;
 use config::Round;
 use crypto::PublicKey;
-use std::sync::atomic::Ordering;
 use tracing::{debug, warn};
 
 impl Core {
+    /// Our round's timer fired: we time out of the round (unless our vote record is unknown).
     pub(super) async fn local_timeout_round(&mut self) -> Result<(), ConsensusError> {
         if !self.may_sign() {
             debug!(
                 "round {} timed out; no timeout of ours leaves while our vote record is unknown",
-                self.pacemaker.round
+                self.pacemaker.round()
             );
-            self.pacemaker.timer.reset();
+            self.pacemaker.timer().reset();
             return Ok(());
         }
-        warn!("timeout in round {}", self.pacemaker.round);
+        warn!("timeout in round {}", self.pacemaker.round());
         // First: whatever fails below, the next attempt is a timeout delay away. A timer left
         // expired fires again at once, and a safety write that keeps failing (a full disk) would
         // spin the core and flood the log.
-        self.pacemaker.timer.reset();
-        self.metrics.record_timeout(self.pacemaker.round_leader);
-        self.voting.rules.timed_out(self.pacemaker.round);
+        self.pacemaker.timer().reset();
+        self.metrics.record_timeout(self.pacemaker.round_leader());
+        self.voting.timed_out(self.pacemaker.round());
         self.persist_safety().await?;
         // Votes go to the next leader only. If that leader is down, the block we voted for
         // would never be certified and its batches would wait for a later proposal of the same
@@ -38,26 +37,22 @@ impl Core {
         // would starve. Sending our vote to everyone lets the others certify the block anyway,
         // so the TC that follows carries its QC. (A vote is a vote: this changes no safety
         // argument, only who gets to count it.)
-        if let Some(vote) = self
-            .voting
-            .last_vote
-            .take()
-            .filter(|v| v.round == self.pacemaker.round)
-        {
+        let round = self.pacemaker.round();
+        if let Some(vote) = self.voting.take_vote_of(round) {
             self.broadcast(&ConsensusMessage::Vote(vote.clone()))
                 .await?;
-            if !self.is_leader(self.pacemaker.round + 1, Opening::Qc(&vote.hash)) {
+            if !self.is_leader(self.pacemaker.round() + 1, Opening::Qc(&vote.hash)) {
                 self.handle_vote(vote).await?;
             }
         }
         let timeout = Timeout::new(
-            self.voting.high_qc.clone(),
-            self.pacemaker.round,
+            self.voting.high_qc().clone(),
+            self.pacemaker.round(),
             self.name,
             &self.signature_service,
         )
         .await;
-        self.pacemaker.last_timeout = Some(timeout.clone());
+        self.pacemaker.remember_timeout(timeout.clone());
         self.broadcast(&ConsensusMessage::Timeout(timeout.clone()))
             .await?;
         self.handle_timeout(timeout).await
@@ -72,12 +67,12 @@ impl Core {
     /// after an outage only once the survivors' timers fired again, up to a `timeout_delay`
     /// after the quorum was back.
     pub(super) async fn start_round(&mut self) -> Result<(), ConsensusError> {
-        let anchor = self.voting.high_qc.hash;
+        let anchor = self.voting.high_qc().hash;
         self.enter_round_opened_by(Opening::Qc(&anchor));
-        if self.pacemaker.restarted {
+        if self.pacemaker.restarted() {
             return self.local_timeout_round().await;
         }
-        if self.is_leader(self.pacemaker.round, Opening::Qc(&anchor)) {
+        if self.is_leader(self.pacemaker.round(), Opening::Qc(&anchor)) {
             self.try_propose(None).await;
         }
         Ok(())
@@ -107,73 +102,8 @@ impl Core {
         Ok(())
     }
 
-    pub(super) async fn advance_round(&mut self, round: Round) {
-        if !self.pacemaker.advance(round) {
-            return;
-        }
-        self.metrics
-            .round
-            .store(self.pacemaker.round, Ordering::Relaxed);
-        debug!("moved to round {}", self.pacemaker.round);
-        self.metrics.set_leader(self.pacemaker.round_leader);
-        self.aggregator.cleanup(round);
-        // A proposal held back for an earlier round is moot.
-        self.proposals.pending = None;
-        self.network.forget_before(self.pacemaker.round);
-    }
-
-    /// `qc` was verified by the caller (or assembled here from verified votes).
-    pub(super) fn update_high_qc(&mut self, qc: &QC) {
-        self.pacemaker.peer_rounds.certified(qc);
-        self.records.witness.qc(qc);
-        self.voting.raise_high_qc(qc);
-    }
-
-    pub(super) async fn process_qc(&mut self, qc: &QC) {
-        let moved = qc.round >= self.pacemaker.round;
-        self.advance_round(qc.round).await;
-        self.update_high_qc(qc);
-        if moved {
-            self.enter_round_opened_by(Opening::Qc(&qc.hash));
-        }
-    }
-
-    /// The leader of `round`, opened by `opening`, if this node can tell (see `leader.rs`).
-    pub(super) fn leader(&self, round: Round, opening: Opening<'_>) -> Option<PublicKey> {
-        self.pacemaker.leader(round, opening)
-    }
-
-    pub(super) fn is_leader(&self, round: Round, opening: Opening<'_>) -> bool {
-        self.leader(round, opening) == Some(self.name)
-    }
-
-    /// Notes who leads the round just entered through `opening` (the METRICS line shows it).
-    pub(super) fn enter_round_opened_by(&mut self, opening: Opening<'_>) {
-        let leader = self.pacemaker.enter_opened_by(opening);
-        self.metrics.set_leader(leader);
-    }
-
-    /// Under leader reputation a node may enter a round before it holds the window that names
-    /// the round's leader: the votes for a block (small, from many) can reach the next leader
-    /// before the block itself, and the QC they make opens a round whose draw reads that block.
-    /// Once the missing block arrives the node can tell, and if it is the leader it proposes
-    /// now: nobody else will, and the round would time out.
-    pub(super) async fn lead_once_known(&mut self) {
-        let Some(opened_by) = self.pacemaker.take_unresolved() else {
-            return;
-        };
-        self.enter_round_opened_by(opened_by.opening());
-        if self.pacemaker.round_leader == Some(self.name) {
-            let tc = match opened_by {
-                OpenedBy::Tc(tc) => Some(tc),
-                OpenedBy::Qc(_) => None,
-            };
-            self.try_propose(tc).await;
-        }
-    }
-
     pub(super) async fn handle_timeout(&mut self, timeout: Timeout) -> Result<(), ConsensusError> {
-        if timeout.round < self.pacemaker.round {
+        if timeout.round < self.pacemaker.round() {
             return self.help_a_member_behind(&timeout.author).await;
         }
         timeout.check_structure(&self.committee)?;
@@ -190,7 +120,7 @@ impl Core {
         }
         timeout.verify_signature()?;
         // The TC we may build carries the highest QC of its timeouts: each must be genuine.
-        if !qc_checked && timeout.high_qc != self.voting.high_qc {
+        if !qc_checked && &timeout.high_qc != self.voting.high_qc() {
             timeout.high_qc.verify(&self.committee)?;
         }
         self.records.witness.timeout(&timeout);
@@ -201,7 +131,7 @@ impl Core {
             self.advance_round(tc.round).await;
             self.enter_round_opened_by(Opening::Tc(&tc));
             self.broadcast(&ConsensusMessage::TC(tc.clone())).await?;
-            if self.is_leader(self.pacemaker.round, Opening::Tc(&tc)) {
+            if self.is_leader(self.pacemaker.round(), Opening::Tc(&tc)) {
                 self.try_propose(Some(tc)).await;
             }
             return Ok(());
@@ -227,56 +157,5 @@ impl Core {
         // Boxed: a timeout of our own comes back through `handle_timeout`, which got us here
         // (once, as it is of our round now, so the recursion ends there).
         Box::pin(self.local_timeout_round()).await
-    }
-
-    pub(super) async fn handle_tc(&mut self, tc: TC) -> Result<(), ConsensusError> {
-        if tc.round < self.pacemaker.round {
-            return Ok(());
-        }
-        tc.verify(&self.committee)?;
-        self.records.witness.tc(&tc);
-        // Adopt the TC's QC first: the block we may propose next must extend it (safety rule 2).
-        self.update_high_qc(&tc.high_qc);
-        self.advance_round(tc.round).await;
-        self.enter_round_opened_by(Opening::Tc(&tc));
-        if self.is_leader(self.pacemaker.round, Opening::Tc(&tc)) {
-            self.try_propose(Some(tc)).await;
-        }
-        Ok(())
-    }
-
-    /// Verifies and processes `qc` if it is above our high QC (so it may move our round or our
-    /// high QC); returns whether it did. One that is not costs nothing: we are past it.
-    pub(super) async fn advance_by_qc(&mut self, qc: &QC) -> Result<bool, ConsensusError> {
-        if qc.round <= self.voting.high_qc.round {
-            return Ok(false);
-        }
-        // `QC::verify` checks the round and the quorum of signers before the aggregate signature.
-        self.check_qc(qc)?;
-        self.process_qc(qc).await;
-        Ok(true)
-    }
-
-    /// Like `advance_by_qc`, for a TC that would move our round or carries a higher QC.
-    pub(super) async fn advance_by_tc(&mut self, tc: &TC) -> Result<bool, ConsensusError> {
-        if tc.round < self.pacemaker.round && tc.high_qc.round <= self.voting.high_qc.round {
-            return Ok(false);
-        }
-        tc.verify(&self.committee)?;
-        self.records.witness.tc(tc);
-        // Adopt the TC's QC first: a block we propose next must extend it (safety rule 2).
-        self.update_high_qc(&tc.high_qc);
-        let moved = tc.round >= self.pacemaker.round;
-        self.advance_round(tc.round).await;
-        if moved {
-            self.enter_round_opened_by(Opening::Tc(tc));
-        }
-        Ok(true)
-    }
-
-    /// Rejects a round too far ahead of ours (see `Parameters::max_rounds_ahead`).
-    pub(super) fn check_window(&self, round: Round) -> Result<(), ConsensusError> {
-        self.pacemaker
-            .check_window(round, self.parameters.max_rounds_ahead)
     }
 }

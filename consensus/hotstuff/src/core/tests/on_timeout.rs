@@ -14,7 +14,7 @@ async fn recovery_a_failed_safety_write_in_a_timeout_resets_the_timer() {
     let delay = Duration::from_millis(h.core.parameters.timeout_delay);
     tokio::time::advance(delay * 2).await;
     assert!(
-        h.core.pacemaker.timer.deadline() <= Instant::now(),
+        h.core.pacemaker.timer().deadline() <= Instant::now(),
         "the timer expired"
     );
     failing.lock().expect("lock").push(Column::Safety);
@@ -23,7 +23,7 @@ async fn recovery_a_failed_safety_write_in_a_timeout_resets_the_timer() {
         Err(ConsensusError::SafetyState(_))
     ));
     assert!(
-        h.core.pacemaker.timer.deadline() >= Instant::now() + delay,
+        h.core.pacemaker.timer().deadline() >= Instant::now() + delay,
         "the timer was left expired: it fires again at once"
     );
 }
@@ -41,8 +41,8 @@ async fn timeout_beyond_the_window_moves_the_node_by_its_qc() {
         .handle_timeout(timeout(300, high.clone(), &sender))
         .await
         .expect("the QC moves us to round 300, where the timeout fits");
-    assert_eq!(h.core.pacemaker.round, 300);
-    assert_eq!(h.core.voting.high_qc, high);
+    assert_eq!(h.core.pacemaker.round(), 300);
+    assert_eq!(*h.core.voting.high_qc(), high);
     assert_eq!(h.core.aggregator.rounds(), 1, "the timeout is counted now");
 
     // Still beyond the window after its QC: the QC counts, the timeout is not stored.
@@ -53,7 +53,7 @@ async fn timeout_beyond_the_window_moves_the_node_by_its_qc() {
             .await,
         Err(ConsensusError::TooFarAhead { .. })
     ));
-    assert_eq!(h.core.pacemaker.round, 300);
+    assert_eq!(h.core.pacemaker.round(), 300);
     assert_eq!(h.core.aggregator.rounds(), 1);
 
     // A replay of a certificate we are past costs no signature check (a corrupted one
@@ -73,8 +73,8 @@ async fn timeout_beyond_the_window_moves_the_node_by_its_qc() {
         .handle_timeout(timeout(601, forged, &other))
         .await
         .is_err());
-    assert_eq!(h.core.pacemaker.round, 300);
-    assert_eq!(h.core.voting.high_qc, high);
+    assert_eq!(h.core.pacemaker.round(), 300);
+    assert_eq!(*h.core.voting.high_qc(), high);
 }
 
 /// Rejoin rule 1 for TC messages: a TC far ahead moves the round, and its QC the high QC.
@@ -91,8 +91,8 @@ async fn tc_far_ahead_moves_the_node() {
             .collect(),
     };
     h.core.handle_tc(tc.clone()).await.expect("valid TC");
-    assert_eq!(h.core.pacemaker.round, 501);
-    assert_eq!(h.core.voting.high_qc, high);
+    assert_eq!(h.core.pacemaker.round(), 501);
+    assert_eq!(*h.core.voting.high_qc(), high);
     // A replay is stale: nothing to verify.
     let mut replay = tc;
     replay.votes[0].1 = replay.votes[1].1;
@@ -110,7 +110,7 @@ async fn f_plus_one_timeouts_of_a_higher_round_make_the_node_join_it() {
         .handle_timeout(timeout(5, QC::genesis(), &a))
         .await
         .expect("valid");
-    assert_eq!(h.core.pacemaker.round, 1, "one member may be Byzantine");
+    assert_eq!(h.core.pacemaker.round(), 1, "one member may be Byzantine");
     h.core
         .handle_timeout(timeout(5, QC::genesis(), &b))
         .await
@@ -118,7 +118,7 @@ async fn f_plus_one_timeouts_of_a_higher_round_make_the_node_join_it() {
     // We joined round 5 and timed out of it: with the two others that is a quorum, so the
     // TC of round 5 formed and moved us to round 6.
     assert_eq!(h.core.metrics.timeouts.load(Ordering::Relaxed), 1);
-    assert_eq!(h.core.pacemaker.round, 6);
+    assert_eq!(h.core.pacemaker.round(), 6);
     // Having timed out of round 5, we never vote in it.
     let late = signed_block(
         qc(Digest::of(b"b4"), 4, &h.keys[..3]),
@@ -127,7 +127,7 @@ async fn f_plus_one_timeouts_of_a_higher_round_make_the_node_join_it() {
         vec![],
         h.leader(5),
     );
-    assert!(!h.core.voting.rules.vote(&late));
+    assert!(!h.core.voting.rules_mut().vote(&late));
 }
 
 /// Rejoin rule 2's state is bounded: one Byzantine member timing out of every round ahead
@@ -142,11 +142,11 @@ async fn byzantine_timeouts_of_one_member_do_not_make_the_node_join() {
             .handle_timeout(timeout(round, QC::genesis(), &byzantine))
             .await;
     }
-    assert_eq!(h.core.pacemaker.round, 1);
+    assert_eq!(h.core.pacemaker.round(), 1);
     assert_eq!(h.core.metrics.timeouts.load(Ordering::Relaxed), 0);
-    assert_eq!(h.core.pacemaker.timeout_rounds.len(), 1);
+    assert_eq!(h.core.pacemaker.timeout_rounds().len(), 1);
     assert_eq!(
-        h.core.pacemaker.timeout_rounds.get(&byzantine.name),
+        h.core.pacemaker.timeout_rounds().get(&byzantine.name),
         Some(&100)
     );
 }
@@ -161,19 +161,19 @@ async fn recovery_a_restarted_node_times_out_of_its_round_as_it_starts() {
     for block in h.chain(None, 1, 5) {
         h.core.handle_proposal(block).await.expect("valid");
     }
-    let round = h.core.pacemaker.round;
+    let round = h.core.pacemaker.round();
     drop(h);
 
     let mut fresh = harness(Parameters::default());
     fresh.core.start_round().await.expect("starts");
-    assert!(fresh.core.pacemaker.last_timeout.is_none());
+    assert!(fresh.core.pacemaker.last_timeout().is_none());
 
     let mut restarted = harness_on(store, Parameters::default());
-    assert_eq!(restarted.core.pacemaker.round, round);
+    assert_eq!(restarted.core.pacemaker.round(), round);
     restarted.core.start_round().await.expect("starts");
-    let timeout = restarted.core.pacemaker.last_timeout.clone();
+    let timeout = restarted.core.pacemaker.last_timeout().cloned();
     assert_eq!(timeout.map(|t| t.round), Some(round));
-    assert_eq!(restarted.core.voting.rules.last_voted_round(), round);
+    assert_eq!(restarted.core.voting.last_voted_round(), round);
 }
 
 /// A member that times out of a round below ours while we are stuck in ours (we timed out of
@@ -186,7 +186,7 @@ async fn recovery_a_member_behind_gets_our_timeout_once_per_round() {
     let behind = timeout(3, QC::genesis(), &h.keys[1]);
     h.core.handle_timeout(behind.clone()).await.expect("stale");
     assert!(
-        h.core.pacemaker.helped.is_empty(),
+        h.core.pacemaker.helped().is_empty(),
         "not stuck: nothing to help with"
     );
 
@@ -198,7 +198,7 @@ async fn recovery_a_member_behind_gets_our_timeout_once_per_round() {
         .handle_timeout(timeout(3, QC::genesis(), &stranger))
         .await
         .expect("stale");
-    let helped: Vec<(PublicKey, Round)> = h.core.pacemaker.helped.clone().into_iter().collect();
+    let helped: Vec<(PublicKey, Round)> = h.core.pacemaker.helped().clone().into_iter().collect();
     assert_eq!(helped, vec![(h.keys[1].name, 5)]);
 }
 
@@ -223,7 +223,7 @@ async fn byzantine_joining_timeouts_keeps_no_stale_opening() {
         let old_leader = h
             .core
             .pacemaker
-            .round_leader
+            .round_leader()
             .expect("genesis names a leader");
         // A round whose round-robin leader is another member.
         let join = (10..)
@@ -234,7 +234,7 @@ async fn byzantine_joining_timeouts_keeps_no_stale_opening() {
             h.core.handle_timeout(timeout).await.expect("valid");
         }
         // f + 1 timeouts of `join` moved us there; our own completed the TC of `join`.
-        assert_eq!(h.core.pacemaker.round, join + 1, "{rule:?}");
+        assert_eq!(h.core.pacemaker.round(), join + 1, "{rule:?}");
         let blamed: Vec<(String, u64)> = h
             .core
             .metrics

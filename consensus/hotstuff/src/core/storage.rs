@@ -1,5 +1,5 @@
-//! The core's side of pruning (`payload::pruning` tracks the stored blocks): where the floor is,
-//! given the application's latest checkpoint, and storing and deleting blocks.
+//! Storing and pruning (`payload::pruning` tracks the stored blocks): where the floor is, given
+//! the application's latest checkpoint, and storing and deleting blocks and batches.
 
 use super::Core;
 use crate::error::ConsensusError;
@@ -16,9 +16,9 @@ impl Core {
     /// round window below it too: which batches its committer delivers or skips depends on
     /// what those blocks committed (see `RecentlyCommitted::record`).
     pub(super) fn prune_floor(&self) -> Round {
-        let floor = self.pruning.window_floor(self.committed.last_round);
+        let floor = self.pruning.window_floor(self.committed.last_round());
         // Before the application's first checkpoint, a restart replays from genesis.
-        match self.adoption.checkpoints.latest() {
+        match self.adoption.checkpoints().latest() {
             Some(checkpoint) => {
                 floor.min(checkpoint.round.saturating_sub(self.parameters.gc_depth))
             }
@@ -29,15 +29,15 @@ impl Core {
     pub(super) fn prune_blocks(&mut self) {
         self.pruning.age();
         let floor = self.prune_floor();
-        self.pacemaker.elector.prune(floor);
-        self.committed.direct.prune_below(floor);
+        self.pacemaker.prune_below(floor);
+        self.committed.prune_below(floor);
         let left = self.pruning.take_below(floor);
         self.store.blocks().remove_in_background(&left);
     }
 
     /// Writes `block` to the store, tracked for pruning like every block we keep.
     pub(super) async fn store_block(&mut self, block: &Block) -> Result<(), ConsensusError> {
-        self.pacemaker.elector.record(block);
+        self.pacemaker.record_block(block);
         let digest = block.digest();
         if !self.store.blocks().contains(&digest)? {
             self.pruning.track(block.round, digest);
@@ -55,7 +55,7 @@ impl Core {
     /// in the task that checks blocks' batches, and awaited: a batch deleted by this is missing
     /// to every later check, and one a stored block names is never deleted.
     pub(super) async fn drain_uncommitted_batches(&mut self) {
-        let round = self.committed.last_round;
+        let round = self.committed.last_round();
         self.payload.settled_up_to(round);
         let payload = &self.payload;
         let drained = self.quota.cleanup(round, |batch| payload.needs(batch));

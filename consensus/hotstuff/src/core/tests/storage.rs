@@ -74,7 +74,7 @@ async fn blocks_from_before_a_restart_are_pruned_too() {
 #[tokio::test]
 async fn direct_commits_are_recorded_and_pruned_with_the_blocks() {
     let (h, chain) = committed_chain(0).await;
-    let commits = &h.core.committed.direct;
+    let commits = &h.core.committed.direct();
     let qc = commits.first_at_or_above(98).expect("round 98 committed");
     assert_eq!((qc.hash, qc.round), (chain[98].digest(), 99));
     assert!(commits.first_at_or_above(99).is_none());
