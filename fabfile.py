@@ -14,13 +14,11 @@ fab info | fab stop | fab start | fab kill | fab logs | fab destroy
 
 from __future__ import annotations
 
-import functools
-import inspect
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from fabric import task
 from invoke import Context
@@ -28,22 +26,27 @@ from invoke.exceptions import Exit
 
 from benchmark.analysis.options import AnalysisOptions
 from benchmark.aws.settings import Settings
-from benchmark.config import NODE_MODES, REMOTE_DEFAULTS, ConfigError
+from benchmark.binary_modes import runs_committee
+from benchmark.config import REMOTE_DEFAULTS, ConfigError
 from benchmark.errors import HarnessError
-from benchmark.faults.schedule import FaultSchedule, schedule_from_flags
+from benchmark.faults.schedule import schedule_from_flags
 from benchmark.flags import (
+    ANALYSIS_FLAGS,
+    FAULT_FLAGS,
     FlagError,
-    default_text,
+    bench_help,
     either,
     optional_float,
     optional_int,
     positive_int,
     positive_ints,
     sweep_from_flags,
+    with_bench_flags,
 )
 from benchmark.runners import sweep
 from benchmark.runners.local import DEFAULT_BASE_PORT, LocalBench
 from benchmark.runners.local import build as cargo_build
+from benchmark.runners.plan import RunPlan
 from benchmark.runners.processes import Interrupted
 from benchmark.runners.remote import RemoteBench, select_hosts
 
@@ -52,114 +55,6 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent
 T = TypeVar("T")
-
-# What each bench flag does; `_bench_help` appends its default, read from where it is defined.
-BENCH_FLAGS = {
-    "mode": "hotstuff | hotcrypto | hotmove | movevm",
-    "nodes": "committee size; a comma-separated list sweeps them",
-    "rate": "total input rate over all clients (tx/s); a comma-separated list sweeps them",
-    "faults": "nodes left unbooted (with their clients), at most (n-1)/3",
-    "tx_size": "transaction size in bytes (hotstuff mode)",
-    "duration": "seconds the clients send",
-    "batch_size": "mempool batch size (bytes)",
-    "batch_delay": "max batch delay (ms)",
-    "leader": "round-robin | reputation: who leads a round (reputation skips members that stopped"
-    " taking part)",
-    "verifier_threads": "verifier threads per node (the node uses every core unless set)",
-    "consensus_threads": "worker threads of a node's consensus runtime (consensus, mempool,"
-    " network; every core unless set)",
-    "channel_capacity": "capacity of every channel between actors and stages",
-    "max_uncommitted_bytes": "back-pressure bound: a node's own sealed, uncommitted bytes past"
-    " which its mempool stops reading client transactions",
-    "gc_retention_ms": "ms committed blocks and batches are kept for peers that fell behind (with"
-    " gc_depth rounds); past both, such a peer adopts a checkpoint",
-    "executor_delay_us": "TEST ONLY: the executor busy-spins N µs per transaction (a bottleneck)",
-    "no_instrumentation": "TEST ONLY: nodes skip CPU per stage and sample hops (their overhead)",
-    "accounts": "genesis accounts (movevm: accounts of the run)",
-    "runs": "how many times to repeat each configuration",
-    "invalid_share": "share of transactions with a bad signature (crypto modes)",
-    "store": "every node keeps blocks, batches and its safety state on disk (node run --store)",
-    "delay": "one-way latency (ms) the nodes add to every committee link (WAN emulation)",
-    "delay_matrix": "CSV file, N rows of N one-way latencies (ms): row i to column j",
-    "node_cpus": "fab local: every node in a cgroup with a CPU quota of X cores (a fraction"
-    " too), the clients in another without one; nodes x X must fit in the machine's cores",
-    "dilation": "fab local: time dilation K, every node's and client's clock K times slower and"
-    " a virtual CPU 1/K of a core, figures in dilated time (with --vcpus)",
-    "vcpus": "fab local: every node a machine of V virtual CPUs (each thread at most one), a"
-    " cgroup quota of V/K cores (root); nodes x V + --client-vcpus must fit K x the cores",
-    "client_vcpus": "fab local, with --vcpus: the clients' virtual CPUs together",
-    "bandwidth": "rate (Mbit/s) of every committee link, each direction, emulated by the sending"
-    " node as a token bucket (unlimited unless given)",
-    "vm": "bare | adapter: the Move VM alone or behind Diem's adapter (hotmove, movevm)",
-    "payload": "script | entry: Move calls as a script or an entry function (hotmove, movevm)",
-    "workload": "transfer | donothing | cpuheavy | kvstore | smallbank: what Move transactions"
-    " call (hotmove, movevm)",
-    "workload_arg": "cpuheavy: numbers each transaction sorts; kvstore: keys it writes then reads"
-    " (32 bytes each)",
-    "dest": "ring | uniform | hot:K: whom transfers and SmallBank's payments pay (the load's"
-    " contention; hotcrypto, hotmove, movevm)",
-    "exec": "sequential | waves | blockstm: how the executor runs a committed batch (hotmove,"
-    " movevm)",
-    "exec_threads": "the executor's worker threads under --exec=waves|blockstm",
-    "fees": "block | per-tx: the adapter's fees credited per batch, or by every transaction"
-    " (the fee account as a hotspot)",
-    "verify": "all | attested: every node checks every signature, or each batch's are checked by"
-    " f+1 stake of attesters whose matching signed statements the others take (hotcrypto,"
-    " hotmove)",
-    "misbehave": "TEST ONLY, with --verify=attested: silent-attester | lying-attester, or several"
-    " comma-separated: the last live nodes, one per entry, check and state nothing or state"
-    " wrong positions (at most f members less --faults)",
-}
-
-# The bench flags that are switches (`--store`): False unless given, and then no value.
-BENCH_SWITCHES = ("no_instrumentation", "store")
-
-# The fault schedule (benchmark/faults/schedule.py); not bench parameters: no sweep, no default.
-FAULT_FLAGS = {
-    "crash": "NODE@T or NODE@T:RESTART_T: SIGKILL node NODE T s after the clients start"
-    " (and run it again at RESTART_T); repeatable",
-    "kill_leader_every": "every S s kill the leader of the current round, restart it S/2 later",
-    "partition": "NODES@T1-T2 (e.g. 3@5-25 or 1,2@5-25): cut NODES off from the others from T1 to"
-    " T2 s after the clients start; repeatable",
-}
-
-
-# Flags of `fab local` and `fab remote` that change how a run is analysed, not what it runs.
-ANALYSIS_FLAGS = {
-    "profile": "profile every node (flame graph and folded stacks in the logs; top functions)",
-    "project_cores": "cores of the node the capacity projection is for (default 4)",
-    "instance_price": "USD per hour of one instance (remote: settings' prices_usd_per_hour)",
-}
-
-
-def _bench_help(defaults: Mapping[str, Any] | None = None) -> dict[str, str]:
-    return {flag: f"{text}; {default_text(flag, defaults)}" for flag, text in BENCH_FLAGS.items()}
-
-
-def _with_bench_flags(body: Callable[..., None]) -> Callable[..., None]:
-    """`body(c, bench, ...)` as a task that takes every flag of BENCH_FLAGS beside its own: invoke
-    reads a task's flags from its signature, so `local` and `remote` get theirs built here from
-    the one list instead of each spelling them out. `bench` receives them by name, as
-    `flags.sweep_from_flags` takes them: None where not given, a switch True or None."""
-    context, _bench, *own = inspect.signature(body).parameters.values()
-    flags = [
-        inspect.Parameter(
-            name,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            default=False if name in BENCH_SWITCHES else None,
-            annotation=bool if name in BENCH_SWITCHES else str | None,
-        )
-        for name in BENCH_FLAGS
-    ]
-
-    @functools.wraps(body)
-    def task_body(c: Context, **given: Any) -> None:  # noqa: ANN401 - the flags' values
-        bench = {name: given.pop(name, None) or None for name in BENCH_SWITCHES}
-        bench.update({name: given.pop(name, None) for name in BENCH_FLAGS if name not in bench})
-        body(c, bench, **given)
-
-    task_body.__signature__ = inspect.Signature([context, *flags, *own])  # type: ignore[attr-defined]
-    return task_body
 
 
 def _guard(action: Callable[[], T]) -> T:
@@ -179,7 +74,7 @@ def _guard(action: Callable[[], T]) -> T:
     auto_shortflags=False,
     iterable=["crash", "partition"],
     help={
-        **_bench_help(),
+        **bench_help(),
         **FAULT_FLAGS,
         "base_port": f"first port of node 0 (default {DEFAULT_BASE_PORT})",
         "prometheus_port": "serve GET /metrics: node i at 127.0.0.1:P+i, client j at P+nodes+j",
@@ -192,7 +87,7 @@ def _guard(action: Callable[[], T]) -> T:
         " default they are deleted once the run is summarised)",
     },
 )
-@_with_bench_flags
+@with_bench_flags
 def local(
     c: Context,
     bench: dict[str, object | None],
@@ -215,7 +110,7 @@ def local(
 
     def action() -> None:
         points = sweep_from_flags(bench)
-        runner = LocalBench(
+        here = LocalBench(
             repo_root=ROOT,
             base_port=positive_int(base_port or DEFAULT_BASE_PORT, "base_port"),
             logs_dir=ROOT / logs,
@@ -223,12 +118,11 @@ def local(
             work_dir=ROOT / work,
             binaries=ROOT / binaries if binaries else None,
             prometheus_port=optional_int(prometheus_port, "prometheus_port"),
-            profile=profile,
             analysis=_analysis(project_cores, instance_price),
-            fault_schedule=schedule_from_flags(crash, kill_leader_every, partition),
             keep_stores=keep_stores,
         )
-        sweep.run_sweep(points, runner, sys.stdout, before_runs=runner.build if build else None)
+        plan = RunPlan(here, schedule_from_flags(crash, kill_leader_every, partition), profile)
+        sweep.run_sweep(points, plan, sys.stdout, before_runs=here.build if build else None)
 
     _guard(action)
 
@@ -297,9 +191,7 @@ def info(c: Context, settings: str = "settings.json") -> None:
 def _remote_bench(
     settings_path: str,
     prometheus_port: int | None = None,
-    profile: bool = False,
     analysis: Callable[[Settings], AnalysisOptions] | None = None,
-    fault_schedule: FaultSchedule | None = None,
 ) -> RemoteBench:
     settings = _settings(settings_path)
     hosts = select_hosts(_manager(settings_path).hosts(), settings.ssh_user)
@@ -311,9 +203,7 @@ def _remote_bench(
         logs_dir=ROOT / "logs",
         results_dir=ROOT / "results",
         prometheus_port=prometheus_port,
-        profile=profile,
         analysis=analysis(settings) if analysis is not None else None,
-        fault_schedule=fault_schedule,
     )
 
 
@@ -337,7 +227,7 @@ def install(c: Context, skip_toolchain: bool = False, settings: str = "settings.
     auto_shortflags=False,
     iterable=["crash", "partition"],
     help={
-        **_bench_help(REMOTE_DEFAULTS),
+        **bench_help(REMOTE_DEFAULTS),
         **FAULT_FLAGS,
         "rates": "the same as --rate (its older spelling)",
         "prometheus_port": "serve GET /metrics: nodes on 0.0.0.0:P, clients on 0.0.0.0:P+1",
@@ -346,7 +236,7 @@ def install(c: Context, skip_toolchain: bool = False, settings: str = "settings.
         "build": "build locally first (keys, genesis)",
     },
 )
-@_with_bench_flags
+@with_bench_flags
 def remote(
     c: Context,
     bench: dict[str, object | None],
@@ -366,7 +256,7 @@ def remote(
     def action() -> None:
         flags = {**bench, "rate": either(bench["rate"], rates, "rate", "rates")}
         points = sweep_from_flags(flags, REMOTE_DEFAULTS)
-        if points[0].mode not in NODE_MODES:
+        if not runs_committee(points[0].mode):
             raise ConfigError(
                 f"{points[0].mode} runs in one process: use `fab local --mode={points[0].mode}`"
             )
@@ -375,13 +265,11 @@ def remote(
         with _remote_bench(
             settings,
             metrics_port,
-            profile,
             lambda s: _analysis(project_cores, instance_price, s.instance_price),
-            schedule,
-        ) as runner:
+        ) as hosts:
             sweep.run_sweep(
                 points,
-                runner,
+                RunPlan(hosts, schedule, profile),
                 sys.stdout,
                 before_runs=(lambda: cargo_build(ROOT, sys.stdout)) if build else None,
             )
@@ -491,11 +379,8 @@ def experiment(
 
     def action() -> None:
         from benchmark.experiments import EXPERIMENTS  # noqa: PLC0415
-        from benchmark.experiments.runner import (  # noqa: PLC0415
-            RemoteTestbed,
-            rewrite_experiment,
-            run_experiment,
-        )
+        from benchmark.experiments.results_page import rewrite_experiment  # noqa: PLC0415
+        from benchmark.experiments.runner import run_experiment  # noqa: PLC0415
 
         chosen = EXPERIMENTS.get(name)
         if chosen is None:
@@ -520,7 +405,7 @@ def experiment(
             }
             if remote:
                 with _remote_bench(settings) as bench:
-                    page = run_experiment(chosen, testbed=RemoteTestbed(bench), **local, **where)
+                    page = run_experiment(chosen, transport=bench, **local, **where)
             else:
                 page = run_experiment(chosen, **local, **where)
         print(f"wrote {page}")

@@ -5,8 +5,10 @@ checks a run's settings against this and passes the settings the binaries take t
 
 A setting of `BenchParameters` made with `passed(...)` is one of these flags: given a value other
 than the binaries' default, it must be one a binary running the mode takes, and it then reaches
-that binary's command line as `--flag value`. Adding such a setting is its field in `config.py`,
-its help line in `fabfile.py` and the flag itself in the binary. A setting in `PER_MEMBER`
+that binary's command line as `--flag value`. Adding such a setting is the flag itself in the
+binary (its `///` doc is its help everywhere, `fab local --help` included), its field in
+`config.py`, and `python3 -m benchmark.binary_modes` to write `descriptions/` again. A setting in
+`PER_MEMBER`
 (`--misbehave`) holds one entry per member that takes it: each entry is checked, and only those
 members' command lines carry it.
 """

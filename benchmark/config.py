@@ -1,8 +1,5 @@
-"""Configuration of a run: the bench parameters and the JSON files the Rust binaries read.
-
-The formats are those of the node's CLI: key files (written by `node keys`), the committee, the
-node parameters and the genesis (written by `node genesis`). Keys and genesis are produced by the
-`node` binary itself so the harness never re-implements the key derivation.
+"""Configuration of a run: the bench parameters, what the harness decides of them itself, and
+reading and writing the JSON the binaries read and print (the run's files: `run_files.py`).
 """
 
 from __future__ import annotations
@@ -14,13 +11,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from . import binary_modes
 from .errors import HarnessError
 from .parameters import NodeParameters
-
-# The modes, and those that run a committee of nodes (the others run one standalone process).
-# Which flags each mode takes is the binaries' to say (`binary_flags.py`), not a list here.
-MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove", "movevm")
-NODE_MODES: tuple[str, ...] = ("hotstuff", "hotcrypto", "hotmove")
 
 # The node refuses larger link latencies as unit mistakes (network::emulation).
 MAX_DELAY_MS = 60_000
@@ -30,9 +23,6 @@ MAX_BANDWIDTH_MBIT = 1_000_000.0
 
 # The smallest `node_cpus`: the kernel accepts no CFS quota under 1 ms, and the period is 100 ms.
 MIN_NODE_CPUS = 0.01
-
-# Ports used by one node: consensus, mempool, transactions. Co-located nodes shift by this stride.
-PORTS_PER_NODE = 3
 
 
 class ConfigError(HarnessError):
@@ -61,6 +51,9 @@ def passed_fields() -> dict[str, str]:
 @dataclass(frozen=True)
 class BenchParameters:
     """What one benchmark run does. `rate` is the total over all clients (tx/s).
+
+    A field made with `passed` is a flag of the binaries: what it does is the flag's `--help`
+    (`node run --help`, `client --help`, or `fab local --help`, which shows the same text).
 
     These defaults are the harness's only ones: `fab` flags that are not given are left out and
     filled in here (remote runs change one, see REMOTE_DEFAULTS). Node parameters get no default
@@ -110,12 +103,9 @@ class BenchParameters:
     # When the adapter's fees reach the fee account: "block" (the batch's fees together after
     # it) or "per-tx" (every transaction credits the one fee account: a hotspot).
     fees: str = passed("block")
-    # Who checks signatures (hotcrypto, hotmove): "all" (every node, every signature; the
-    # report's model) or "attested" (each batch by f+1 stake of attesters, who sign their finding).
+    # `node run --verify` and, comma-separated, one `--misbehave` per misbehaving member (the last
+    # live nodes; None: every member honest): what they do is their `--help`.
     verify: str = passed("all")
-    # Test only (`node run --misbehave`, with verify "attested"): Byzantine attesters,
-    # "silent-attester" or "lying-attester", comma-separated, one per member (the last live
-    # nodes), at most f less the nodes down. None: every member honest.
     misbehave: str | None = passed(None)
     runs: int = 1
     # Network emulation on the committee's links (faults/net_emulation.py): one-way latency of every
@@ -141,7 +131,7 @@ class BenchParameters:
     def __post_init__(self) -> None:
         """What the harness itself decides; a passed setting is checked against what the
         binaries say the mode takes once they are built (`binary_flags.ModeFlags.check`)."""
-        _check_one_of("mode", self.mode, MODES)
+        _check_one_of("mode", self.mode, binary_modes.names())
         positive = {
             "rate": self.rate,
             "tx_size": self.tx_size,
@@ -156,7 +146,7 @@ class BenchParameters:
         self._check_node_cpus()
         self._check_vcpus()
         self._check_dest()
-        if self.mode in NODE_MODES:
+        if binary_modes.runs_committee(self.mode):
             if self.nodes <= 0:
                 raise ConfigError(f"nodes must be positive, got {self.nodes}")
             # HotStuff makes progress only with f < n/3; more faults would measure nothing.
@@ -171,7 +161,7 @@ class BenchParameters:
         conducts = self.conducts()
         if self.misbehave is not None and not conducts:
             raise ConfigError("--misbehave names no member's conduct")
-        if conducts and self.mode not in NODE_MODES:
+        if conducts and not binary_modes.runs_committee(self.mode):
             raise ConfigError(f"--misbehave needs members; {self.mode} runs none")
         room = (self.nodes - 1) // 3 - self.faults
         if conducts and len(conducts) > room:
@@ -204,7 +194,7 @@ class BenchParameters:
                     f"--bandwidth must be within {MIN_BANDWIDTH_MBIT:g}..{MAX_BANDWIDTH_MBIT:g}"
                     f" Mbit/s, got {self.bandwidth_mbit:g} (a unit mistake?)"
                 )
-        if self.emulated_links and self.mode not in NODE_MODES:
+        if self.emulated_links and not binary_modes.runs_committee(self.mode):
             raise ConfigError(
                 f"--delay, --delay-matrix and --bandwidth need nodes; {self.mode} runs none"
             )
@@ -217,7 +207,7 @@ class BenchParameters:
                 f"node_cpus must be at least {MIN_NODE_CPUS} cores (a quota of 1 ms per 100 ms"
                 f" period, the kernel's smallest), got {self.node_cpus:g}"
             )
-        if self.mode not in NODE_MODES:
+        if not binary_modes.runs_committee(self.mode):
             # Its load generator is a thread of the same process: a quota would cap both.
             raise ConfigError(
                 f"node_cpus caps nodes; {self.mode} runs its generator and stages in one process"
@@ -240,7 +230,7 @@ class BenchParameters:
                 f"--vcpus and --client-vcpus must be positive, got {self.vcpus:g} and"
                 f" {self.client_vcpus:g}"
             )
-        if self.mode not in NODE_MODES:
+        if not binary_modes.runs_committee(self.mode):
             raise ConfigError(
                 f"--vcpus and --dilation emulate a cluster of nodes; {self.mode} runs one process"
             )
@@ -305,188 +295,6 @@ def hot_accounts(dest: str) -> int | None:
 REMOTE_DEFAULTS: Mapping[str, Any] = {"duration": 30}
 
 
-@dataclass(frozen=True)
-class Ports:
-    """The three ports of a node; a second node on the same host uses them plus PORTS_PER_NODE."""
-
-    consensus: int
-    mempool: int
-    transactions: int
-
-    @classmethod
-    def consecutive(cls, base: int) -> Ports:
-        return cls(base, base + 1, base + 2)
-
-    def shifted(self, slot: int) -> Ports:
-        step = PORTS_PER_NODE * slot
-        return Ports(self.consensus + step, self.mempool + step, self.transactions + step)
-
-    def all(self) -> tuple[int, int, int]:
-        return (self.consensus, self.mempool, self.transactions)
-
-    def span(self) -> tuple[int, int]:
-        """Lowest and highest port (to open a firewall range)."""
-        values = (self.consensus, self.mempool, self.transactions)
-        return min(values), max(values)
-
-
-def host_slots(hosts: Sequence[str]) -> list[int]:
-    """How many nodes before node i share its host: its slot, by which its ports shift."""
-    seen: dict[str, int] = {}
-    slots = []
-    for host in hosts:
-        slots.append(seen.get(host, 0))
-        seen[host] = slots[-1] + 1
-    return slots
-
-
-@dataclass(frozen=True)
-class Authority:
-    name: str
-    host: str
-    ports: Ports
-    stake: int = 1
-
-    @property
-    def consensus_address(self) -> str:
-        return f"{self.host}:{self.ports.consensus}"
-
-    @property
-    def mempool_address(self) -> str:
-        return f"{self.host}:{self.ports.mempool}"
-
-    @property
-    def transactions_address(self) -> str:
-        return f"{self.host}:{self.ports.transactions}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "stake": self.stake,
-            "consensus_address": self.consensus_address,
-            "mempool_address": self.mempool_address,
-            "transactions_address": self.transactions_address,
-        }
-
-
-@dataclass(frozen=True)
-class Committee:
-    """Node i of the committee is authorities[i]; the JSON keeps that order."""
-
-    authorities: tuple[Authority, ...]
-
-    @classmethod
-    def build(cls, names: Sequence[str], hosts: Sequence[str], ports: Ports) -> Committee:
-        """Node i runs on hosts[i]; nodes sharing a host get disjoint ports (stride 3)."""
-        if len(names) != len(hosts):
-            raise ConfigError(f"{len(names)} keys for {len(hosts)} hosts")
-        if len(set(names)) != len(names):
-            raise ConfigError("two nodes have the same public key")
-        authorities = [
-            Authority(name=name, host=host, ports=ports.shifted(slot))
-            for name, host, slot in zip(names, hosts, host_slots(hosts), strict=True)
-        ]
-        return cls(tuple(authorities))
-
-    def __len__(self) -> int:
-        return len(self.authorities)
-
-    def transactions_addresses(self, count: int | None = None) -> list[str]:
-        chosen = self.authorities if count is None else self.authorities[:count]
-        return [a.transactions_address for a in chosen]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"authorities": {a.name: a.to_json() for a in self.authorities}}
-
-    def write(self, path: Path) -> Path:
-        return _write_json(path, self.to_json())
-
-
-def generate_key(node_binary: Path, path: Path) -> str:
-    """Write a key file with `node keys` and return its public key (hex)."""
-    run_tool([str(node_binary), "keys", "--filename", str(path)])
-    data = read_json(path)
-    name = data.get("name") if isinstance(data, dict) else None
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"{path}: key file has no 'name'")
-    return name
-
-
-def write_genesis(
-    node_binary: Path, path: Path, accounts: int, balance: int, seed: int | None = None
-) -> Path:
-    """Write the genesis with `node genesis` (deterministic accounts from the seed)."""
-    command = [
-        str(node_binary),
-        "genesis",
-        "--accounts",
-        str(accounts),
-        "--balance",
-        str(balance),
-        "--filename",
-        str(path),
-    ]
-    if seed is not None:
-        command += ["--seed", str(seed)]
-    run_tool(command)
-    data = read_json(path)
-    if not isinstance(data, dict) or not isinstance(data.get("accounts"), list):
-        raise ConfigError(f"{path}: genesis has no 'accounts' list")
-    if len(data["accounts"]) != accounts:
-        raise ConfigError(f"{path}: {len(data['accounts'])} accounts, expected {accounts}")
-    return path
-
-
-@dataclass(frozen=True)
-class RunFiles:
-    """The configuration files of one run, all in `directory`."""
-
-    directory: Path
-    committee: Committee
-    key_files: tuple[Path, ...]
-    committee_file: Path
-    parameters_file: Path
-    genesis_file: Path | None
-    bench_file: Path
-
-
-def write_run_files(
-    bench: BenchParameters,
-    node_binary: Path,
-    directory: Path,
-    hosts: Sequence[str],
-    ports: Ports,
-    *,
-    genesis: bool,
-) -> RunFiles:
-    """Write every file a run needs: node-i.json keys, committee, parameters, the genesis
-    (when the mode starts from one, as the node describes it), bench."""
-    if bench.mode not in NODE_MODES:
-        raise ConfigError(f"mode {bench.mode} runs no nodes")
-    if len(hosts) < bench.nodes:
-        raise ConfigError(f"{bench.nodes} nodes need {bench.nodes} hosts, got {len(hosts)}")
-    directory.mkdir(parents=True, exist_ok=True)
-    key_files = tuple(directory / f"node-{i}.json" for i in range(bench.nodes))
-    names = [generate_key(node_binary, path) for path in key_files]
-    committee = Committee.build(names, list(hosts[: bench.nodes]), ports)
-    committee_file = committee.write(directory / "committee.json")
-    parameters_file = bench.node.write(directory / "parameters.json")
-    genesis_file = None
-    if genesis:
-        genesis_file = write_genesis(
-            node_binary, directory / "genesis.json", bench.accounts, bench.balance
-        )
-    bench_file = _write_json(directory / "bench.json", bench.to_dict())
-    return RunFiles(
-        directory=directory,
-        committee=committee,
-        key_files=key_files,
-        committee_file=committee_file,
-        parameters_file=parameters_file,
-        genesis_file=genesis_file,
-        bench_file=bench_file,
-    )
-
-
 def read_json(path: Path) -> Any:  # noqa: ANN401 - JSON is untyped until validated
     try:
         return json.loads(path.read_text())
@@ -494,7 +302,7 @@ def read_json(path: Path) -> Any:  # noqa: ANN401 - JSON is untyped until valida
         raise ConfigError(f"cannot read {path}: {error}") from error
 
 
-def _write_json(path: Path, data: Any) -> Path:  # noqa: ANN401 - any JSON value
+def write_json(path: Path, data: Any) -> Path:  # noqa: ANN401 - any JSON value
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
     return path

@@ -1,4 +1,4 @@
-"""From the flags of `fab local` / `fab remote` to the points of a sweep.
+"""The flags of `fab local` / `fab remote`: what each does, and the points of a sweep they ask for.
 
 A flag that was not given arrives as None and stays out of everything: bench settings then take
 the defaults of `BenchParameters` (remote runs: `REMOTE_DEFAULTS` first), node parameters the
@@ -9,13 +9,18 @@ here to the type of the field they set.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .config import NODE_MODES, BenchParameters, ConfigError
+from invoke import Context
+
+from . import binary_modes
+from .config import BenchParameters, ConfigError, passed_fields
 from .errors import HarnessError
 from .parameters import NodeParameters
 
@@ -27,11 +32,6 @@ FIELD_OF_FLAG: Mapping[str, str] = {
 }
 # Bench fields whose None means "off" rather than "the node's default".
 OFF_UNLESS_GIVEN = ("delay_ms", "delay_matrix", "node_cpus", "vcpus", "bandwidth_mbit")
-# Bench fields whose None means a default that depends on another setting.
-NONE_MEANS: Mapping[str, str] = {
-    "workload_arg": "the workload's (cpuheavy 128, kvstore 4)",
-    "exec_threads": "one per core",
-}
 # The flags that take a comma-separated list: together they span the sweep.
 SWEPT = ("nodes", "rate")
 
@@ -53,9 +53,12 @@ def default_text(flag: str, defaults: Mapping[str, Any] | None = None) -> str:
     value = (defaults or {}).get(field, getattr(BenchParameters(), field))
     if value is None and field in OFF_UNLESS_GIVEN:
         return "default: none"
-    if value is None and field in NONE_MEANS:
-        return f"default: {NONE_MEANS[field]}"
-    return "default: the node's" if value is None else f"default {value}"
+    if value is None:
+        # What a binary does without the flag is its help's to say.
+        return (
+            f"default: the {binary_modes.binary_of(passed_fields().get(field, field)) or 'node'}'s"
+        )
+    return f"default {value}"
 
 
 def int_list(text: object, flag: str) -> list[int]:
@@ -183,9 +186,106 @@ def sweep_points(
     base: BenchParameters, nodes: Sequence[int], rates: Sequence[int]
 ) -> list[BenchParameters]:
     """Every committee size with every rate, in that order; each is validated on creation."""
-    if base.mode not in NODE_MODES and len(nodes) * len(rates) > 1:
+    if not binary_modes.runs_committee(base.mode) and len(nodes) * len(rates) > 1:
         raise ConfigError(
             f"{base.mode} has no input rate to sweep: its generator runs flat out"
             " (and no committee)"
         )
     return [replace(base, nodes=count, rate=rate) for count in nodes for rate in rates]
+
+
+# What each of the harness's own bench flags does (`bench_help` appends its default, read from
+# where it is defined). A flag the binaries take (`config.passed`) is not here: its help is the
+# binaries' (`binary_modes.flag_help`), written once beside its clap argument.
+HARNESS_FLAGS = {
+    "mode": " | ".join(binary_modes.names()),
+    "nodes": "committee size; a comma-separated list sweeps them",
+    "rate": "total input rate over all clients (tx/s); a comma-separated list sweeps them",
+    "faults": "nodes left unbooted (with their clients), at most (n-1)/3",
+    "duration": "seconds the clients send",
+    "batch_size": "mempool batch size (bytes)",
+    "batch_delay": "max batch delay (ms)",
+    "leader": "round-robin | reputation: who leads a round (reputation skips members that stopped"
+    " taking part)",
+    "channel_capacity": "capacity of every channel between actors and stages",
+    "max_uncommitted_bytes": "back-pressure bound: a node's own sealed, uncommitted bytes past"
+    " which its mempool stops reading client transactions",
+    "gc_retention_ms": "ms committed blocks and batches are kept for peers that fell behind (with"
+    " gc_depth rounds); past both, such a peer adopts a checkpoint",
+    "accounts": "genesis accounts (movevm: accounts of the run)",
+    "runs": "how many times to repeat each configuration",
+    "store": "every node keeps blocks, batches and its safety state on disk (node run --store)",
+    "delay": "one-way latency (ms) the nodes add to every committee link (WAN emulation)",
+    "delay_matrix": "CSV file, N rows of N one-way latencies (ms): row i to column j",
+    "node_cpus": "fab local: every node in a cgroup with a CPU quota of X cores (a fraction"
+    " too), the clients in another without one; nodes x X must fit in the machine's cores",
+    "vcpus": "fab local: every node a machine of V virtual CPUs (each thread at most one), a"
+    " cgroup quota of V/K cores (root); nodes x V + --client-vcpus must fit K x the cores",
+    "client_vcpus": "fab local, with --vcpus: the clients' virtual CPUs together",
+    "bandwidth": "rate (Mbit/s) of every committee link, each direction, emulated by the sending"
+    " node as a token bucket (unlimited unless given)",
+}
+
+
+def _passed_help() -> dict[str, str]:
+    """The flags the binaries take, with their `--help` text."""
+    described = {}
+    for setting, flag in passed_fields().items():
+        binary = "client" if binary_modes.binary_of(flag) == "client" else "node run"
+        text = binary_modes.flag_help(flag) or f"see `{binary} --help`: --{flag}"
+        described[setting] = text.rstrip(".")
+    return described
+
+
+# Every bench flag of `fab local` and `fab remote`, with what it does.
+BENCH_FLAGS = {**HARNESS_FLAGS, **_passed_help()}
+
+# The bench flags that are switches (`--store`): False unless given, and then no value.
+BENCH_SWITCHES = tuple(name for name, kind in _field_types().items() if kind is bool)
+
+# The fault schedule (benchmark/faults/schedule.py); not bench parameters: no sweep, no default.
+FAULT_FLAGS = {
+    "crash": "NODE@T or NODE@T:RESTART_T: SIGKILL node NODE T s after the clients start"
+    " (and run it again at RESTART_T); repeatable",
+    "kill_leader_every": "every S s kill the leader of the current round, restart it S/2 later",
+    "partition": "NODES@T1-T2 (e.g. 3@5-25 or 1,2@5-25): cut NODES off from the others from T1 to"
+    " T2 s after the clients start; repeatable",
+}
+
+
+# Flags of `fab local` and `fab remote` that change how a run is analysed, not what it runs.
+ANALYSIS_FLAGS = {
+    "profile": "profile every node (flame graph and folded stacks in the logs; top functions)",
+    "project_cores": "cores of the node the capacity projection is for (default 4)",
+    "instance_price": "USD per hour of one instance (remote: settings' prices_usd_per_hour)",
+}
+
+
+def bench_help(defaults: Mapping[str, Any] | None = None) -> dict[str, str]:
+    return {flag: f"{text}; {default_text(flag, defaults)}" for flag, text in BENCH_FLAGS.items()}
+
+
+def with_bench_flags(body: Callable[..., None]) -> Callable[..., None]:
+    """`body(c, bench, ...)` as a task that takes every flag of BENCH_FLAGS beside its own: invoke
+    reads a task's flags from its signature, so `local` and `remote` get theirs built here from
+    the one list instead of each spelling them out. `bench` receives them by name, as
+    `flags.sweep_from_flags` takes them: None where not given, a switch True or None."""
+    context, _bench, *own = inspect.signature(body).parameters.values()
+    flags = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=False if name in BENCH_SWITCHES else None,
+            annotation=bool if name in BENCH_SWITCHES else str | None,
+        )
+        for name in BENCH_FLAGS
+    ]
+
+    @functools.wraps(body)
+    def task_body(c: Context, **given: Any) -> None:  # noqa: ANN401 - the flags' values
+        bench = {name: given.pop(name, None) or None for name in BENCH_SWITCHES}
+        bench.update({name: given.pop(name, None) for name in BENCH_FLAGS if name not in bench})
+        body(c, bench, **given)
+
+    task_body.__signature__ = inspect.Signature([context, *flags, *own])  # type: ignore[attr-defined]
+    return task_body

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import Ports
 from ..errors import HarnessError
+from ..run_files import Ports
 
 DEFAULT_IMAGE_NAME = "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"
 CANONICAL_OWNER = "099720109477"

@@ -309,3 +309,21 @@ def _probe(saved: object) -> Probe | None:
         return Probe(**saved)
     except TypeError:
         return None
+
+
+def last_record(
+    experiment: Experiment, quick: bool, logs_dir: Path, output: Path
+) -> tuple[Record, dict[str, Outcome], bool]:
+    """The last run of `experiment`: from its logs on this machine, else from the record beside
+    its page; and whether it came from the logs."""
+    try:
+        record, outcomes = recorded(experiment, quick, logs_dir)
+        return record, outcomes, True
+    except HarnessError as no_logs:
+        committed = page_record_path(output, experiment.name)
+        if not committed.is_file():
+            raise HarnessError(
+                f"{no_logs}; nor is there a record beside the page at {committed}"
+            ) from no_logs
+        record, outcomes = read_beside_page(committed, experiment, quick)
+        return record, outcomes, False

@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import NODE_MODES, BenchParameters
+from ..binary_modes import runs_committee
+from ..config import BenchParameters
 from ..errors import HarnessError
 from .net_emulation import Partition, check_partitions, parse_partitions
 
@@ -91,7 +92,7 @@ class FaultSchedule:
         """Every crash names a booted node and happens while the clients send."""
         if self.empty:
             return
-        if bench.mode not in NODE_MODES:
+        if not runs_committee(bench.mode):
             raise ScheduleError(
                 f"--crash, --kill-leader-every and --partition need nodes; {bench.mode} runs none"
             )

@@ -12,7 +12,8 @@ import math
 from collections.abc import Sequence
 
 from ..binary_flags import ModeFlags
-from ..config import BenchParameters, RunFiles
+from ..config import BenchParameters
+from ..run_files import RunFiles
 from .prometheus import MetricsEndpoints
 
 

@@ -6,14 +6,17 @@
 
 A `Transport` says how each step is carried out: `LocalBench` with processes of this machine on
 loopback ports, `RemoteBench` with processes on SSH hosts. Faults, Prometheus endpoints, the
-energy meter and the finish are the plan's, so they behave the same on both.
+energy meter and the finish are the plan's, so they behave the same on both. A plan is what a
+sweep runs its points with (`sweep.PointRunner`): `fab local`, `fab remote` and every
+configuration of an experiment each make one over the transport they run on, with the fault
+schedule and profiling of their runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -22,15 +25,31 @@ from ..analysis import pipeline as pipelines
 from ..analysis.options import AnalysisOptions
 from ..analysis.resources.energy import EnergyMeter
 from ..analysis.run_summary import Summary
-from ..config import BenchParameters, Ports, RunFiles, write_run_files
+from ..config import BenchParameters
 from ..faults.injector import FaultInjector, NodeControl
 from ..faults.members import committee_names
 from ..faults.net_emulation import wait_for_clients_start, write_node_file_if_emulating
 from ..faults.schedule import FaultSchedule
 from ..run_clock import RunClock
+from ..run_files import Ports, RunFiles, write_run_files
 from .finish import finish_run
 from .processes import signals_interrupt
 from .prometheus import MetricsEndpoints
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """One run, as a transport's session starts its processes."""
+
+    bench: BenchParameters
+    run_id: str
+    log_dir: Path
+    # The committee's files; None for a run without a committee.
+    files: RunFiles | None
+    # The processes' clock: dilated or real.
+    clock: RunClock
+    # Whether each node (or the standalone process) profiles itself.
+    profile: bool
 
 
 class Session(Protocol):
@@ -62,10 +81,8 @@ class Transport(Protocol):
     """Where a run's processes live: the settings every run reads, and its sessions."""
 
     out: TextIO
-    fault_schedule: FaultSchedule
     analysis: AnalysisOptions
     enforce_audit: bool
-    profile: bool
     partition_lead: float
 
     @property
@@ -80,8 +97,14 @@ class Transport(Protocol):
     def results_directory(self) -> Path | None:
         """Where results are saved; None: not saved."""
 
+    def described_hosts(self) -> str | None:
+        """The hosts the runs use, as a results page names them; None for this machine."""
+
     def check(self, bench: BenchParameters) -> None:
         """Refuse `bench` before anything starts if this transport cannot run it."""
+
+    def ready(self) -> None:
+        """Refuse to start runs that cannot (binaries that are not built)."""
 
     def run_id(self, bench: BenchParameters, index: int) -> str: ...
 
@@ -100,17 +123,9 @@ class Transport(Protocol):
     def announce(self, bench: BenchParameters, run_id: str, index: int, log_dir: Path) -> None:
         """Say which run starts (`index` of `bench.runs`), and where."""
 
-    def session(
-        self,
-        bench: BenchParameters,
-        run_id: str,
-        log_dir: Path,
-        files: RunFiles | None,
-        clock: RunClock,
-    ) -> AbstractContextManager[Session]:
-        """The run's processes (`files` is None for a run without a committee), their command
-        lines passing what the binaries say the mode takes (`binary_flags.describe`), their
-        clocks `clock` (dilated or real)."""
+    def session(self, run: RunSetup) -> AbstractContextManager[Session]:
+        """The run's processes, their command lines passing what the binaries say the mode
+        takes (`binary_flags.describe`)."""
 
     def measures_energy(self) -> bool:
         """Whether this machine's energy counters see the run's processes."""
@@ -125,12 +140,23 @@ class Transport(Protocol):
 
 @dataclass
 class RunPlan:
+    """The runs of a point on `transport`, every one with the fault schedule `faults` (crashes,
+    restarts, leader kills and partitions) and, with `profile`, nodes that profile themselves."""
+
     transport: Transport
+    faults: FaultSchedule = field(default_factory=FaultSchedule)
+    profile: bool = False
+
+    def check(self, bench: BenchParameters) -> None:
+        """Refuse `bench` if its schedule does not fit it or the transport cannot run it."""
+        self.faults.check(bench)
+        self.transport.check(bench)
 
     def run(self, bench: BenchParameters) -> list[Summary]:
         """Run `bench` `bench.runs` times; each run prints and saves its summary."""
-        bench = self.transport.fault_schedule.bench_for(bench)
-        self.transport.check(bench)
+        self.transport.ready()
+        bench = self.faults.bench_for(bench)
+        self.check(bench)
         # The binaries are built by now: they say which of the settings the mode takes.
         binary_flags.describe(self.transport.local_node_binary, bench.mode).check(bench)
         # SIGTERM and SIGHUP become an exception, so every session stops what it started.
@@ -154,8 +180,9 @@ class RunPlan:
         if pipeline.consensus:
             self._run_committee(bench, pipeline.genesis, run_id, log_dir, clock)
         else:
+            setup = RunSetup(bench, run_id, log_dir, None, clock, self.profile)
             with (
-                transport.session(bench, run_id, log_dir, None, clock) as session,
+                transport.session(setup) as session,
                 self._meter(log_dir, clock),
             ):
                 session.run_standalone()
@@ -169,7 +196,7 @@ class RunPlan:
                 "run": index,
                 "where": transport.where,
                 **transport.result_fields(bench),
-                "profile": transport.profile,
+                "profile": self.profile,
             },
             options=transport.analysis,
             enforce_audit=transport.enforce_audit,
@@ -189,7 +216,7 @@ class RunPlan:
             genesis=genesis,
         )
         names = committee_names(files.committee_file)
-        schedule = transport.fault_schedule
+        schedule = self.faults
         # With partitions the clients' start is fixed now: the nodes' windows count from it (on
         # hosts, their clocks are assumed synchronised, as for the latency hops). Times on the
         # processes' clock, as the nodes read the windows.
@@ -200,7 +227,8 @@ class RunPlan:
         )
         faults = None
         try:
-            with transport.session(bench, run_id, log_dir, files, clock) as session:
+            setup = RunSetup(bench, run_id, log_dir, files, clock, self.profile)
+            with transport.session(setup) as session:
                 control = session.start_nodes(files, emulation)
                 wait_for_clients_start(clients_at, lead, transport.out, clock)
                 session.start_clients(files)

@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..config import NODE_MODES, BenchParameters, host_slots
+from ..binary_modes import runs_committee
+from ..config import BenchParameters
 from ..errors import HarnessError
+from ..run_files import host_slots
 
 LOOPBACK = "127.0.0.1"
 EVERY_INTERFACE = "0.0.0.0"  # noqa: S104 - remote endpoints are meant to be scraped from outside
@@ -69,7 +71,7 @@ def _loopback(process: str, port: int) -> Endpoint:
 
 def local_endpoints(port: int, bench: BenchParameters) -> MetricsEndpoints:
     """Node i at P+i, client j at P+nodes+j (live ones only); movevm's one process at P."""
-    if bench.mode not in NODE_MODES:
+    if not runs_committee(bench.mode):
         return MetricsEndpoints((), (_loopback("movevm", port),))
     live = range(bench.live_nodes)
     return MetricsEndpoints(

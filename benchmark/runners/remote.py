@@ -1,16 +1,10 @@
-"""Remote runs over SSH (Fabric): install, upload the configuration, start nodes and clients in
-the background, wait, stop, download the logs, and summarise exactly like a local run.
+"""Remote runs: node i and client i on host i (`remote_hosts.py`), started in the background,
+watched until the clients are done, stopped, their logs downloaded and summarised exactly like a
+local run.
 
-Layout on every host (paths relative to the login user's home directory):
-    <repo name>/                  the repository; binaries in target/release/{node,client}
-    hotmove-bench/                the current run: key, committee, parameters, genesis, bench.json
-    hotmove-bench/logs/           node-i.log, client-i.log (stdout and stderr of each process);
-                                  with --profile, profile-node-i/ (flame graph, folded stacks)
-    hotmove-bench/pids/           <process>.pid, and <process>.exit (its exit code) once it ended
-
-Host i runs node i and client i. Processes are started with `setsid nohup ... &` so they survive
-the SSH session and lead their own process group; stopping sends SIGTERM to the group, waits a
-grace period, then SIGKILL, just like local runs. No tmux.
+Processes are started with `setsid nohup ... &` so they survive the SSH session and lead their
+own process group. No tmux. A remote run is real: no CPU budget, no dilation, no standalone
+process (`movevm` runs with `fab local`).
 """
 
 from __future__ import annotations
@@ -18,15 +12,10 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
-
-from fabric import Connection, ThreadingGroup
-from fabric.exceptions import GroupException
-from invoke.exceptions import UnexpectedExit
+from typing import Any, TextIO
 
 from .. import binary_flags
 from ..analysis import pipeline as pipelines
@@ -36,15 +25,11 @@ from ..analysis.resources.profiles import PROFILE_GRACE
 from ..analysis.run_summary import Summary
 from ..aws.settings import Settings
 from ..binary_flags import ModeFlags
-from ..config import BenchParameters, Ports, RunFiles, host_slots, read_json
-from ..errors import HarnessError
+from ..binary_modes import runs_committee
+from ..config import BenchParameters, read_json
 from ..faults.injector import FaultInjector, NodeControl
-from ..faults.net_emulation import (
-    REMOTE_PARTITION_LEAD_S,
-    check_links,
-)
-from ..faults.schedule import FaultSchedule
-from ..run_clock import RunClock
+from ..faults.net_emulation import REMOTE_PARTITION_LEAD_S, check_links
+from ..run_files import Ports, RunFiles, host_slots
 from .commands import committee_client_command, node_command
 from .finish import finish_run
 from .host_scripts import (
@@ -52,56 +37,24 @@ from .host_scripts import (
     HostStatus,
     background_script,
     bash,
-    install_script,
     parse_status,
     status_script,
-    stop_script,
 )
-from .plan import RunPlan
+from .plan import RunSetup
 from .processes import DEFAULT_GRACE
 from .progress import describe
 from .prometheus import MetricsEndpoints, check_ports, remote_endpoints
 from .remote_control import RemoteNodeControl
+from .remote_hosts import Host, RemoteError, RemoteHosts, select_hosts
+
+__all__ = ["BENCH_DIR", "Host", "RemoteBench", "RemoteError", "select_hosts"]
 
 # Clients may run this long beyond --duration before the run is declared hung.
 EXIT_MARGIN = 60.0
 POLL_INTERVAL = 1.0
 
-T = TypeVar("T")
 
-
-class RemoteError(HarnessError):
-    """A remote step failed; the message names the host and shows what it printed."""
-
-
-@dataclass(frozen=True)
-class Host:
-    """A machine reachable over SSH; `address` is also the address other nodes use."""
-
-    address: str
-    user: str
-    port: int = 22
-
-    def __str__(self) -> str:
-        return f"{self.user}@{self.address}:{self.port}"
-
-
-def select_hosts(per_region: dict[str, list[str]], user: str) -> list[Host]:
-    """Interleave regions (first host of each region, then the second, ...) so any prefix of the
-    list spreads the committee over as many regions as possible."""
-    queues = [list(ips) for ips in per_region.values()]
-    hosts = []
-    while any(queues):
-        for queue in queues:
-            if queue:
-                hosts.append(Host(queue.pop(0), user))
-    return hosts
-
-
-# ---------------------------------------------------------------------------------------------
-
-
-class RemoteBench:
+class RemoteBench(RemoteHosts):
     """Runs benchmarks on `hosts` (host i runs node i and client i)."""
 
     def __init__(
@@ -118,135 +71,25 @@ class RemoteBench:
         connect_timeout: int = 10,
         poll_interval: float = POLL_INTERVAL,
         prometheus_port: int | None = None,
-        profile: bool = False,
         analysis: AnalysisOptions | None = None,
-        fault_schedule: FaultSchedule | None = None,
         enforce_audit: bool = True,
         partition_lead: float = REMOTE_PARTITION_LEAD_S,
     ) -> None:
-        if not hosts:
-            raise RemoteError("no hosts (are the instances running? see `fab info`)")
-        self.settings = settings
-        self.hosts = list(hosts)
+        super().__init__(settings, hosts, out or sys.stdout, grace, connect_timeout)
         self.local_node_binary = local_node_binary
         self.work_dir = work_dir
         self.logs_dir = logs_dir
         self.results_dir = results_dir
-        self.out = out or sys.stdout
-        # A profiled node writes its flame graph after SIGTERM, before the grace runs out.
-        self.grace = max(grace, PROFILE_GRACE) if profile else grace
-        self.profile = profile
         self.analysis = analysis or AnalysisOptions()
         self.poll_interval = poll_interval
         # Nodes serve GET /metrics on this port, clients on the next (see prometheus.py).
         self.prometheus_port = prometheus_port
-        # Crashes and leader kills during every run (faults/schedule.py); node i's start script.
-        self.fault_schedule = fault_schedule or FaultSchedule()
         self.enforce_audit = enforce_audit
         # Seconds from writing the partition windows to the clients' start
         # (faults/net_emulation.py).
         self.partition_lead = partition_lead
+        # Node i's start command, to restart it with (the fault schedule).
         self.node_scripts: dict[int, str] = {}
-        self.connections = [
-            Connection(
-                host=host.address,
-                user=host.user,
-                port=host.port,
-                connect_timeout=connect_timeout,
-                connect_kwargs={
-                    "key_filename": [str(settings.key_path)],
-                    "look_for_keys": False,
-                    "allow_agent": False,
-                },
-            )
-            for host in self.hosts
-        ]
-
-    def __enter__(self) -> RemoteBench:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        for connection in self.connections:
-            connection.close()
-
-    # -- plumbing --------------------------------------------------------------------------------
-
-    def _run(self, index: int, command: str) -> str:
-        try:
-            result = self.connections[index].run(command, hide=True, in_stream=False)
-        except UnexpectedExit as error:
-            raise RemoteError(
-                f"{self.hosts[index]}: exit {error.result.exited}:\n"
-                f"{error.result.stdout[-2000:]}{error.result.stderr[-2000:]}"
-            ) from error
-        except Exception as error:
-            raise RemoteError(f"{self.hosts[index]}: {error}") from error
-        return str(result.stdout)
-
-    def _each(self, indices: Sequence[int], action: Callable[[int], T]) -> list[T]:
-        """Run `action(i)` for every host index in parallel; raise one error naming all failures."""
-        if not indices:
-            return []
-        with ThreadPoolExecutor(max_workers=min(32, len(indices))) as pool:
-            futures = [pool.submit(action, i) for i in indices]
-            results: list[T] = []
-            errors: list[str] = []
-            for future in futures:
-                try:
-                    results.append(future.result())
-                except Exception as error:  # noqa: BLE001 - reported below with the others
-                    errors.append(str(error))
-        if errors:
-            raise RemoteError("\n".join(errors))
-        return results
-
-    # -- install ---------------------------------------------------------------------------------
-
-    def install(self, skip_toolchain: bool = False) -> None:
-        """Install the toolchain and build dependencies (unless skipped), fetch the repository
-        at the configured branch and build it in release mode, on every host in parallel."""
-        self.out.write(f"Installing on {len(self.hosts)} host(s)...\n")
-        group = ThreadingGroup.from_connections(self.connections)
-        try:
-            group.run(
-                bash(install_script(self.settings, skip_toolchain)), hide=True, in_stream=False
-            )
-        except GroupException as error:
-            failures = []
-            for connection, result in error.result.items():
-                if isinstance(result, Exception):
-                    detail = getattr(getattr(result, "result", None), "stderr", "") or str(result)
-                    failures.append(f"{connection.user}@{connection.host}: {detail[-2000:]}")
-            raise RemoteError("install failed:\n" + "\n".join(failures)) from error
-        self.out.write("Installed.\n")
-
-    # -- one run ---------------------------------------------------------------------------------
-
-    def upload(self, files: RunFiles, count: int) -> None:
-        """Give host i < count its key and the shared files in a fresh run directory; clear the
-        other hosts too, so no stale process or log of an earlier run remains anywhere."""
-        shared = [files.committee_file, files.parameters_file, files.bench_file]
-        if files.genesis_file is not None:
-            shared.append(files.genesis_file)
-
-        def upload_one(index: int) -> None:
-            self._run(index, bash(stop_script("*", self.grace)))
-            self._run(index, f"rm -rf {BENCH_DIR} && mkdir -p {BENCH_DIR}/logs {BENCH_DIR}/pids")
-            if index >= count:
-                return
-            connection = self.connections[index]
-            for path in [files.key_files[index], *shared]:
-                try:
-                    connection.put(str(path), f"{BENCH_DIR}/{path.name}")
-                except Exception as error:
-                    raise RemoteError(
-                        f"{self.hosts[index]}: upload of {path} failed: {error}"
-                    ) from error
-
-        self._each(range(len(self.hosts)), upload_one)
 
     def _binary(self, name: str) -> str:
         return f"../{self.settings.repo_name}/target/release/{name}"
@@ -257,28 +100,16 @@ class RemoteBench:
         hosts = [host.address for host in self.hosts[: bench.nodes]]
         return remote_endpoints(self.prometheus_port, bench, hosts)
 
-    def put_everywhere(self, path: Path, count: int) -> None:
-        """Copy `path` into the run directory of the first `count` hosts."""
-
-        def put(index: int) -> None:
-            try:
-                self.connections[index].put(str(path), f"{BENCH_DIR}/{path.name}")
-            except Exception as error:
-                raise RemoteError(
-                    f"{self.hosts[index]}: upload of {path} failed: {error}"
-                ) from error
-
-        self._each(range(count), put)
-
     def start_nodes(
         self,
         files: RunFiles,
         bench: BenchParameters,
         flags: ModeFlags,
         emulation: Path | None = None,
+        profile: bool = False,
     ) -> RemoteNodeControl:
-        """Start the live nodes (each reads `emulation`, uploaded here, if given); returns what
-        the fault injector kills and restarts them with."""
+        """Start the live nodes (each reads `emulation`, uploaded here, if given; with `profile`,
+        each profiles itself); returns what the fault injector kills and restarts them with."""
         if emulation is not None:
             self.put_everywhere(emulation, bench.live_nodes)
         genesis = files.genesis_file.name if files.genesis_file else None
@@ -295,7 +126,7 @@ class RemoteBench:
                 flags=flags,
                 prometheus=endpoints.nodes[index].listen if endpoints else None,
                 # Relative to the run directory, the processes' working directory.
-                profile=f"logs/profile-node-{index}" if self.profile else None,
+                profile=f"logs/profile-node-{index}" if profile else None,
                 store=f"store-node-{index}.redb" if bench.store else None,
                 net_emulation=emulation.name if emulation is not None else None,
                 index=index,
@@ -367,40 +198,10 @@ class RemoteBench:
             tail = str(error)
         return RemoteError(f"{self.hosts[index]}: {name} {state}; last log lines:\n{tail}")
 
-    def stop(self, count: int, pattern: str = "*") -> None:
-        """Stop the matching processes on the first `count` hosts (SIGTERM, grace, SIGKILL)."""
-        self._each(range(count), lambda i: self._run(i, bash(stop_script(pattern, self.grace))))
-
-    def download(self, count: int, log_dir: Path) -> list[Path]:
-        """Fetch every log (and profile file) of the first `count` hosts into `log_dir`."""
-        log_dir.mkdir(parents=True, exist_ok=True)
-        listing_command = (
-            f"cd {BENCH_DIR}/logs 2>/dev/null && ls -1 -d *.log profile-*/* 2>/dev/null || true"
-        )
-
-        def fetch(index: int) -> list[Path]:
-            listing = self._run(index, listing_command)
-            fetched = []
-            for name in listing.split():
-                # `node-0.log` or `profile-node-0/flamegraph.svg`: keep one directory level.
-                relative = Path(name)
-                if len(relative.parts) > 2 or ".." in relative.parts:
-                    continue
-                target = log_dir / relative
-                target.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    self.connections[index].get(f"{BENCH_DIR}/logs/{name}", str(target))
-                except Exception as error:
-                    raise RemoteError(
-                        f"{self.hosts[index]}: download of {name} failed: {error}"
-                    ) from error
-                fetched.append(target)
-            return fetched
-
-        return [path for paths in self._each(range(count), fetch) for path in paths]
-
     def check(self, bench: BenchParameters) -> None:
         """Host i runs node i: a committee needs as many hosts; metrics ports are not node ports."""
+        if not runs_committee(bench.mode):
+            raise RemoteError(f"{bench.mode} runs in one process: not on the hosts (`fab local`)")
         if bench.node_cpus is not None:
             # A remote node has its host's cores: the instance type is its budget.
             raise RemoteError(
@@ -417,7 +218,6 @@ class RemoteBench:
             raise RemoteError(
                 f"{bench.nodes} nodes need {bench.nodes} hosts, have {len(self.hosts)}"
             )
-        self.fault_schedule.check(bench)
         check_links(bench)
         endpoints = self.metrics_endpoints(bench)
         if endpoints is not None and self.prometheus_port is not None:
@@ -429,9 +229,8 @@ class RemoteBench:
             ]
             check_ports(endpoints, node_ports, self.prometheus_port)
 
-    def run(self, bench: BenchParameters) -> list[Summary]:
-        """Run `bench` `bench.runs` times (`plan.py`); each run prints and saves its summary."""
-        return RunPlan(self).run(bench)
+    def ready(self) -> None:
+        """The binaries are the hosts' (`fab install`); a missing one fails the run's start."""
 
     # -- the transport of `plan.py` ----------------------------------------------------------
 
@@ -466,24 +265,26 @@ class RemoteBench:
             f"{bench.rate:,} tx/s for {bench.duration} s\n"
         )
 
+    def described_hosts(self) -> str | None:
+        return (
+            f"{len(self.hosts)} hosts, {self.settings.instance_type} in"
+            f" {', '.join(self.settings.regions)} (`fab remote`)"
+        )
+
     @contextlib.contextmanager
-    def session(
-        self,
-        bench: BenchParameters,
-        run_id: str,
-        log_dir: Path,
-        files: RunFiles | None,
-        clock: RunClock,
-    ) -> Iterator[RemoteSession]:
-        """`clock` is real: `check` refuses dilated runs."""
-        if files is None:
+    def session(self, run: RunSetup) -> Iterator[RemoteSession]:
+        """`run.clock` is real: `check` refuses dilated runs."""
+        bench = run.bench
+        if run.files is None:
             raise RemoteError(f"{bench.mode} runs no committee: run it with fab local")
-        self.upload(files, bench.nodes)
+        # A profiled node writes its flame graph after SIGTERM, before the grace runs out.
+        grace = max(self.grace, PROFILE_GRACE) if run.profile else self.grace
+        self.upload(run.files, bench.nodes)
         try:
-            yield RemoteSession(self, bench)
+            yield RemoteSession(self, bench, run.profile, grace)
         finally:
             # Whatever happened, nothing of this run keeps running on the hosts.
-            self.stop(bench.nodes)
+            self.stop(bench.nodes, grace=grace)
 
     def measures_energy(self) -> bool:
         # This machine's counters do not see the hosts: the summary's energy is a model.
@@ -494,13 +295,6 @@ class RemoteBench:
 
     def after_run(self, log_dir: Path) -> None:
         """The hosts' run directories stay until the next run (`fab logs` reads them)."""
-
-    # -- inspection ------------------------------------------------------------------------------
-
-    def kill(self) -> None:
-        """Stop every process a run started on every host, and delete the run directories."""
-        self.stop(len(self.hosts))
-        self._each(range(len(self.hosts)), lambda i: self._run(i, f"rm -rf {BENCH_DIR}"))
 
     def logs(self, log_dir: Path) -> Summary | None:
         """Download the logs of the last run from every host and summarise them (not saved)."""
@@ -539,6 +333,8 @@ class RemoteSession:
 
     remote: RemoteBench
     bench: BenchParameters
+    profile: bool
+    grace: float
 
     @property
     def flags(self) -> ModeFlags:
@@ -546,7 +342,7 @@ class RemoteSession:
         return binary_flags.describe(self.remote.local_node_binary, self.bench.mode)
 
     def start_nodes(self, files: RunFiles, emulation: Path | None) -> NodeControl:
-        return self.remote.start_nodes(files, self.bench, self.flags, emulation)
+        return self.remote.start_nodes(files, self.bench, self.flags, emulation, self.profile)
 
     def start_clients(self, files: RunFiles) -> None:
         self.remote.start_clients(files, self.bench, self.flags)
@@ -555,7 +351,7 @@ class RemoteSession:
         self.remote.wait(self.bench, faults)
 
     def stop_nodes(self) -> None:
-        self.remote.stop(self.bench.live_nodes)
+        self.remote.stop(self.bench.live_nodes, grace=self.grace)
 
     def collect(self, log_dir: Path) -> None:
         self.remote.download(self.bench.live_nodes, log_dir)

@@ -18,7 +18,8 @@ from ..report.sweep_table import render_sweep
 
 
 class PointRunner(Protocol):
-    """Where a sweep's runs happen: this machine (`LocalBench`) or the hosts (`RemoteBench`)."""
+    """What runs a sweep's points: a `plan.RunPlan` over this machine (`LocalBench`) or the hosts
+    (`RemoteBench`)."""
 
     def check(self, bench: BenchParameters) -> None:
         """Raise if `bench` cannot run here; called for every point before the first run."""

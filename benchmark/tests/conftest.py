@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from benchmark import binary_modes
 from benchmark.analysis.pipeline import Pipeline, save
 from benchmark.binary_flags import ModeFlags
 from benchmark.runners.local import LocalBench, build
@@ -27,17 +28,16 @@ REPO_ROOT = TESTS.parent.parent
 
 
 def described(mode: str) -> Pipeline:
-    """What the real `node describe --mode` prints (fixtures/pipelines, checked in test_e2e)."""
-    path = FIXTURES / "pipelines" / f"{mode}.json"
-    return Pipeline.from_json(json.loads(path.read_text()), str(path))
+    """What the real `node describe --mode` prints (benchmark/descriptions, checked in
+    test_e2e)."""
+    return Pipeline.from_json(binary_modes.node_description(mode), f"descriptions of {mode}")
 
 
 def described_flags(mode: str) -> ModeFlags:
     """What the real `node describe --mode` and `client --describe --mode` say of the flags
-    (fixtures/pipelines and fixtures/client-flags, checked in test_e2e)."""
-    node = json.loads((FIXTURES / "pipelines" / f"{mode}.json").read_text())
-    client = json.loads((FIXTURES / "client-flags" / f"{mode}.json").read_text())
-    return ModeFlags.from_descriptions(mode, node, client, "fixtures")
+    (benchmark/descriptions, checked in test_e2e)."""
+    node, client = binary_modes.node_description(mode), binary_modes.client_description(mode)
+    return ModeFlags.from_descriptions(mode, node, client, "descriptions")
 
 
 def describe_into(log_dir: Path, mode: str) -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-from benchmark.config import PORTS_PER_NODE
+from benchmark.run_files import PORTS_PER_NODE
 from benchmark.runners.remote import Host
 
 SSHD = Path("/usr/sbin/sshd")

@@ -13,6 +13,7 @@ from benchmark.aws.settings import Settings, SettingsError
 from benchmark.config import BenchParameters, ConfigError
 from benchmark.flags import FlagError, optional_float, sweep_from_flags
 from benchmark.runners.commands import movevm_command, node_command
+from benchmark.runners.plan import RunPlan
 
 from .conftest import described_flags, standin_bench
 
@@ -94,12 +95,13 @@ def test_settings_price_the_instance_type() -> None:
 def test_a_profiled_local_run_summarises_its_profiles(tmp_path: Path) -> None:
     local = standin_bench(
         tmp_path,
-        profile=True,
         analysis=AnalysisOptions(project_cores=8, instance_price=0.2),
         # This run's numbers pass the audit: one that failed would fail the test.
         enforce_audit=True,
     )
-    [summary] = local.run(BenchParameters(mode="hotcrypto", nodes=4, rate=2_000, duration=2))
+    [summary] = RunPlan(local, profile=True).run(
+        BenchParameters(mode="hotcrypto", nodes=4, rate=2_000, duration=2)
+    )
     logs = Path(summary.config["logs"])
     assert len(list(logs.glob("profile-node-*/flamegraph.svg"))) == 4
     assert summary.profile is not None

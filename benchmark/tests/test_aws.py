@@ -12,7 +12,7 @@ from moto import mock_aws
 
 from benchmark.aws.instances import SECURITY_GROUP, TAG_KEY, TAG_VALUE, AwsError, InstanceManager
 from benchmark.aws.settings import Settings
-from benchmark.config import Ports
+from benchmark.run_files import Ports
 
 REGIONS = ("us-east-1", "eu-west-1")
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from benchmark import binary_modes
 from benchmark.binary_flags import ModeFlags
-from benchmark.config import MODES, BenchParameters, ConfigError, passed_fields
+from benchmark.config import BenchParameters, ConfigError, passed_fields
 from benchmark.experiments import workloads
 
 from .conftest import described_flags
@@ -92,7 +93,7 @@ def test_settings_a_binary_of_the_mode_takes_pass(kwargs: dict[str, object]) -> 
     described_flags(bench.mode).check(bench)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", binary_modes.names())
 def test_the_harness_defaults_are_the_binaries(mode: str) -> None:
     """A passed setting left at the harness's default is what the binaries take without the
     flag, so nothing is passed and nothing refused: the defaults cannot drift apart."""
@@ -109,7 +110,7 @@ def test_the_harness_defaults_are_the_binaries(mode: str) -> None:
 
 def test_every_passed_setting_is_a_flag_of_a_binary() -> None:
     known = set()
-    for mode in MODES:
+    for mode in binary_modes.names():
         flags = described_flags(mode)
         known |= set(flags.node) | set(flags.client)
     assert set(passed_fields().values()) <= known

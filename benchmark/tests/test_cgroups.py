@@ -17,9 +17,10 @@ import psutil
 import pytest
 
 from benchmark.aws.settings import Settings
-from benchmark.config import BenchParameters, ConfigError, Ports
+from benchmark.config import BenchParameters, ConfigError
 from benchmark.errors import HarnessError
 from benchmark.flags import bench_from_flags
+from benchmark.run_files import Ports
 from benchmark.runners.cgroups import (
     CgroupError,
     CgroupFs,
@@ -30,6 +31,7 @@ from benchmark.runners.cgroups import (
     in_group,
 )
 from benchmark.runners.local import BenchError
+from benchmark.runners.plan import RunPlan
 from benchmark.runners.remote import Host, RemoteBench, RemoteError
 
 from .conftest import standin_bench, standins_with
@@ -378,7 +380,7 @@ def test_a_local_run_puts_every_node_in_its_group_and_the_clients_in_theirs(
     binaries = standins_with(tmp_path, "node", 'echo "PID $$" >&2\n')
     cgroups = fake_tree(tmp_path, 1)
     local = standin_bench(tmp_path, binaries, cgroups=cgroups)
-    [summary] = local.run(
+    [summary] = RunPlan(local).run(
         BenchParameters(
             mode="hotcrypto", nodes=4, faults=1, rate=3_000, duration=2, accounts=40, node_cpus=0.25
         )
@@ -412,7 +414,7 @@ def test_a_failed_run_leaves_no_group(tmp_path: Path) -> None:
     cgroups = fake_tree(tmp_path, 2)
     local = standin_bench(tmp_path, binaries, cgroups=cgroups)
     with pytest.raises(BenchError, match="node-0 exited with code 3"):
-        local.run(BenchParameters(mode="hotstuff", rate=1_000, duration=2, node_cpus=0.25))
+        RunPlan(local).run(BenchParameters(mode="hotstuff", rate=1_000, duration=2, node_cpus=0.25))
     assert [p for p in (tmp_path / "cgroup").iterdir() if p.is_dir()] == []
 
 

@@ -8,16 +8,9 @@ from pathlib import Path
 import pytest
 
 from benchmark.aws.settings import Settings, SettingsError
-from benchmark.config import (
-    BenchParameters,
-    Committee,
-    ConfigError,
-    Ports,
-    generate_key,
-    write_genesis,
-    write_run_files,
-)
+from benchmark.config import BenchParameters, ConfigError
 from benchmark.parameters import NodeParameters, ParametersError
+from benchmark.run_files import Committee, Ports, generate_key, write_genesis, write_run_files
 from benchmark.runners.commands import client_command, movevm_command, node_command
 
 from .conftest import described_flags

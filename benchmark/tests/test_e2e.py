@@ -10,13 +10,14 @@ process left behind.
 from __future__ import annotations
 
 import json
+import subprocess
 from io import StringIO
 from pathlib import Path
 
 import psutil
 import pytest
 
-from benchmark import binary_flags
+from benchmark import binary_flags, binary_modes
 from benchmark.analysis.pipeline import FILE, describe
 from benchmark.runners.local import build
 
@@ -103,20 +104,45 @@ def _our_binaries_running() -> list[psutil.Process]:
 
 
 @pytest.mark.usefixtures("built")
+def test_the_described_modes_are_the_nodes() -> None:
+    """The modes the harness knows before a build (benchmark/descriptions/modes.json) are the
+    ones the real node lists, in its order (`python3 -m benchmark.binary_modes` writes them
+    again)."""
+    node = REPO_ROOT / "target" / "release" / "node"
+    listed = subprocess.run(
+        [str(node), "describe", "--modes"], check=True, capture_output=True, text=True
+    ).stdout
+    assert json.loads(listed) == json.loads((binary_modes.DESCRIPTIONS / "modes.json").read_text())
+    assert list(binary_modes.names()) == ["hotstuff", "hotcrypto", "hotmove", "movevm"]
+
+
+@pytest.mark.usefixtures("built")
 @pytest.mark.parametrize("mode", ["hotstuff", "hotcrypto", "hotmove", "movevm"])
 def test_the_fixture_descriptions_are_the_nodes(mode: str) -> None:
-    """The checked-in descriptions the stand-in node and fake logs use are what the real node
-    says (regenerate fixtures/pipelines/ with `node describe --mode M` when it changes)."""
-    assert describe(REPO_ROOT / "target" / "release" / "node", mode) == described(mode)
+    """The checked-in descriptions the harness, the stand-in node and fake logs use are what the
+    real node says, help texts included (`python3 -m benchmark.binary_modes` writes them again)."""
+    node = REPO_ROOT / "target" / "release" / "node"
+    assert describe(node, mode) == described(mode)
+    printed = subprocess.run(
+        [str(node), "describe", "--mode", mode], check=True, capture_output=True, text=True
+    ).stdout
+    assert json.loads(printed) == binary_modes.node_description(mode)
 
 
 @pytest.mark.usefixtures("built")
 @pytest.mark.parametrize("mode", ["hotstuff", "hotcrypto", "hotmove", "movevm"])
 def test_the_fixture_flags_are_the_binaries(mode: str) -> None:
-    """The checked-in flag descriptions (fixtures/pipelines/ for `node describe`,
-    fixtures/client-flags/ for `client --describe`) are what the real binaries say."""
+    """The checked-in flag descriptions (descriptions/node/ for `node describe`,
+    descriptions/client/ for `client --describe`) are what the real binaries say."""
     node = REPO_ROOT / "target" / "release" / "node"
     assert binary_flags.describe(node, mode) == described_flags(mode)
+    printed = subprocess.run(
+        [str(node.with_name("client")), "--describe", "--mode", mode],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert json.loads(printed) == binary_modes.client_description(mode)
 
 
 @pytest.mark.usefixtures("built")

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from benchmark.errors import HarnessError
-from benchmark.experiments import runner
+from benchmark.experiments import records, results_page, runner
 from benchmark.experiments.experiment import Configuration, Experiment, Outcome
 from benchmark.experiments.measures import capacity, fmt
 from benchmark.experiments.page import Page
 from benchmark.runners.local import LocalBench
+from benchmark.runners.plan import Transport
 
 from .conftest import STANDINS
 from .sshhosts import COMMITTEE_PORTS, free_port
@@ -84,9 +85,9 @@ def test_a_page_written_again_from_the_logs_is_the_page_its_runs_wrote(
     logs = tmp_path / "logs"
     first = _stand_in_runs(tmp_path, monkeypatch)(output=tmp_path / "first").read_text()
     assert "| faster |" in first
-    assert runner.record_path(logs, "two-rates", quick=False).is_file()
+    assert records.record_path(logs, "two-rates", quick=False).is_file()
 
-    again = runner.rewrite_experiment(
+    again = results_page.rewrite_experiment(
         TWO_RATES, quick=False, repo_root=tmp_path, output=tmp_path / "again", logs_dir=logs
     ).read_text()
     written_again = (
@@ -104,7 +105,7 @@ def test_a_page_written_again_from_the_logs_is_the_page_its_runs_wrote(
             replace(c, flags={**c.flags, "duration": "5"}) for c in TWO_RATES.configurations(quick)
         ],
     )
-    changed = runner.rewrite_experiment(
+    changed = results_page.rewrite_experiment(
         longer, quick=False, repo_root=tmp_path, output=tmp_path / "changed", logs_dir=logs
     ).read_text()
     assert "`fab local --mode=hotstuff --nodes=1 --rate=500 --duration=1`" in changed
@@ -113,7 +114,7 @@ def test_a_page_written_again_from_the_logs_is_the_page_its_runs_wrote(
 
 def test_rewriting_without_a_recorded_run_says_what_to_run(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match=r"run `fab experiment --name=two-rates --quick` first"):
-        runner.rewrite_experiment(
+        results_page.rewrite_experiment(
             TWO_RATES,
             quick=True,
             repo_root=tmp_path,
@@ -157,8 +158,8 @@ def test_a_page_says_which_commit_each_configuration_ran_at(
     saved = _saved(logs)
     for entry in saved["configurations"]:
         del entry["commit"]
-    runner.record_path(logs, "two-rates", quick=False).write_text(json.dumps(saved))
-    old = runner.rewrite_experiment(
+    records.record_path(logs, "two-rates", quick=False).write_text(json.dumps(saved))
+    old = results_page.rewrite_experiment(
         TWO_RATES, quick=False, repo_root=tmp_path, output=tmp_path / "old", logs_dir=logs
     ).read_text()
     assert "- Commit: `bbb`." in old
@@ -180,7 +181,7 @@ def test_a_page_says_which_commit_each_configuration_ran_at(
 
 
 def _saved(logs: Path) -> dict:
-    return json.loads(runner.record_path(logs, "two-rates", quick=False).read_text())
+    return json.loads(records.record_path(logs, "two-rates", quick=False).read_text())
 
 
 def test_a_page_names_the_commit_its_runs_started_from(
@@ -212,7 +213,7 @@ def test_a_run_stopped_halfway_goes_on_from_where_it_stopped(
     # The session closes while the second configuration runs.
     real = runner._run_configuration
 
-    def stopped_at_faster(where: runner.Testbed, outcome: Outcome, *args: Any, **kw: Any) -> None:
+    def stopped_at_faster(where: Transport, outcome: Outcome, *args: Any, **kw: Any) -> None:
         if outcome.configuration.label == "faster":
             raise KeyboardInterrupt
         real(where, outcome, *args, **kw)
@@ -220,12 +221,12 @@ def test_a_run_stopped_halfway_goes_on_from_where_it_stopped(
     monkeypatch.setattr(runner, "_run_configuration", stopped_at_faster)
     with pytest.raises(KeyboardInterrupt):
         run(output=tmp_path / "first")
-    unfinished = runner.unfinished_path(logs, "two-rates", quick=False)
+    unfinished = records.unfinished_path(logs, "two-rates", quick=False)
     halfway = json.loads(unfinished.read_text())
     assert [e["label"] for e in halfway["configurations"]] == ["slow"]
     # The probe that began "faster" is "slow"'s after-probe: kept though "faster" never ended.
     assert halfway["configurations"][0]["probe_after"] is not None
-    assert not runner.record_path(logs, "two-rates", quick=False).exists()
+    assert not records.record_path(logs, "two-rates", quick=False).exists()
 
     # Another commit's runs do not go on this page.
     monkeypatch.setattr(runner, "_run_configuration", real)
@@ -248,8 +249,8 @@ def test_a_run_stopped_halfway_goes_on_from_where_it_stopped(
 
     # A record kept before the after-probe was saved at once: the row stays, its gap shown.
     saved["configurations"][0]["probe_after"] = None
-    runner.record_path(logs, "two-rates", quick=False).write_text(json.dumps(saved))
-    gap = runner.rewrite_experiment(
+    records.record_path(logs, "two-rates", quick=False).write_text(json.dumps(saved))
+    gap = results_page.rewrite_experiment(
         TWO_RATES, quick=False, repo_root=tmp_path, output=tmp_path / "gap", logs_dir=logs
     ).read_text()
     slow_probe = next(
@@ -265,7 +266,7 @@ def test_a_page_is_written_again_from_the_record_beside_it_byte_for_byte(
     # page is all there is, and the page comes out as it was.
     pages = tmp_path / "pages"
     first = _stand_in_runs(tmp_path, monkeypatch)(output=pages).read_bytes()
-    committed = runner.page_record_path(pages, "two-rates")
+    committed = records.page_record_path(pages, "two-rates")
     assert committed.is_file()
     saved = json.loads(committed.read_text())
     assert [len(c["runs"]) for c in saved["configurations"]] == [1, 2]
@@ -276,11 +277,11 @@ def test_a_page_is_written_again_from_the_record_beside_it_byte_for_byte(
     assert committed.stat().st_size < 100_000
     shutil.rmtree(tmp_path / "logs")
 
-    again = runner.rewrite_experiment(
+    again = results_page.rewrite_experiment(
         TWO_RATES, quick=False, repo_root=tmp_path, output=pages, logs_dir=tmp_path / "logs"
     )
     assert again.read_bytes() == first
-    assert runner.page_record_path(pages, "two-rates").read_text() == committed.read_text()
+    assert records.page_record_path(pages, "two-rates").read_text() == committed.read_text()
 
     # `--only` keeps what it does not run from that record too.
     monkeypatch.setattr(runner, "commit_of", lambda _root: "bbb")
@@ -291,12 +292,12 @@ def test_a_page_is_written_again_from_the_record_beside_it_byte_for_byte(
 
     # The record beside the page is of the full run: a `--quick` page is not written from it.
     with pytest.raises(HarnessError, match="it records a full run"):
-        runner.rewrite_experiment(
+        results_page.rewrite_experiment(
             TWO_RATES, quick=True, repo_root=tmp_path, output=pages, logs_dir=tmp_path / "none"
         )
     # No record anywhere: the error names both places.
     with pytest.raises(HarnessError, match="nor is there a record beside the page"):
-        runner.rewrite_experiment(
+        results_page.rewrite_experiment(
             TWO_RATES,
             quick=False,
             repo_root=tmp_path,
@@ -342,7 +343,7 @@ def test_a_capacity_profiled_apart_is_recorded_and_read_again(
     saved = {e["label"]: e for e in _saved(logs)["configurations"]}
     assert [r["rate"] for r in saved["faster"]["profiled"]] == [int(faster[1])]
     assert saved["slow"]["profiled"] == []
-    again = runner.rewrite_experiment(
+    again = results_page.rewrite_experiment(
         profiled, quick=False, repo_root=tmp_path, output=tmp_path / "again", logs_dir=logs
     ).read_text()
     assert page.splitlines()[-2:] == again.splitlines()[-2:]

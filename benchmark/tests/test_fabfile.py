@@ -14,6 +14,7 @@ from invoke import Context
 from invoke.exceptions import Exit
 
 from benchmark.config import REMOTE_DEFAULTS, BenchParameters
+from benchmark.flags import BENCH_FLAGS, BENCH_SWITCHES
 from benchmark.runners import sweep
 
 from .conftest import REPO_ROOT, fab, fab_fails
@@ -122,7 +123,9 @@ def _recorded_sweeps(
         out: TextIO,
         before_runs: Callable[[], None] | None = None,
     ) -> list[object]:
-        sweeps.append((type(runner).__name__, [fields(p) for p in points]))
+        # The runner is a plan over the transport the task chose.
+        transport = getattr(runner, "transport", runner)
+        sweeps.append((type(transport).__name__, [fields(p) for p in points]))
         return []
 
     monkeypatch.setattr(sweep, "run_sweep", recording_sweep)
@@ -162,17 +165,16 @@ def test_local_and_remote_pass_the_workload_on(monkeypatch: pytest.MonkeyPatch) 
     ]
 
 
-def test_local_and_remote_take_every_bench_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_and_remote_take_every_bench_flag() -> None:
     """Both tasks' bench flags are built from the one list: each is an option of both, a switch
     without a value, any other taking one."""
-    fabfile = _fabfile(monkeypatch)
     for task in ("local", "remote"):
         result = fab(task, "--help")
         assert result.returncode == 0, result.stderr
         options = {line.split()[0] for line in result.stdout.splitlines() if "  --" in line}
-        for flag in fabfile.BENCH_FLAGS:
+        for flag in BENCH_FLAGS:
             name = "--" + flag.replace("_", "-")
-            expected = name if flag in fabfile.BENCH_SWITCHES else f"{name}=STRING"
+            expected = name if flag in BENCH_SWITCHES else f"{name}=STRING"
             assert expected in options, (task, expected)
 
 

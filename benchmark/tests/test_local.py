@@ -22,6 +22,7 @@ import pytest
 from benchmark.config import BenchParameters
 from benchmark.flags import sweep_from_flags
 from benchmark.runners.local import BenchError, remove_stores
+from benchmark.runners.plan import RunPlan
 
 from .conftest import REPO_ROOT, standin_bench, standins_with
 from .sshhosts import COMMITTEE_PORTS, free_port
@@ -45,7 +46,7 @@ def _no_stand_in_left(root: Path) -> bool:
 
 def test_hotcrypto_with_a_fault(tmp_path: Path, standins: Path) -> None:
     local = standin_bench(tmp_path)
-    [summary] = local.run(
+    [summary] = RunPlan(local).run(
         _bench(mode="hotcrypto", nodes=4, faults=1, rate=3_000, duration=2, accounts=40)
     )
 
@@ -92,7 +93,7 @@ def test_a_runs_stores_are_deleted_and_its_logs_kept(tmp_path: Path) -> None:
 
 def test_hotstuff_runs_repeat(tmp_path: Path) -> None:
     local = standin_bench(tmp_path)
-    summaries = local.run(_bench(mode="hotstuff", nodes=1, rate=1_000, duration=1, runs=2))
+    summaries = RunPlan(local).run(_bench(mode="hotstuff", nodes=1, rate=1_000, duration=1, runs=2))
     assert [s.config["run"] for s in summaries] == [0, 1]
     assert all(s.end_to_end.tps > 0 for s in summaries)
     assert all([row.name for row in s.stages] == ["consensus"] for s in summaries)
@@ -100,7 +101,7 @@ def test_hotstuff_runs_repeat(tmp_path: Path) -> None:
 
 
 def test_movevm_runs_one_process(tmp_path: Path) -> None:
-    [summary] = standin_bench(tmp_path).run(_bench(mode="movevm", duration=1))
+    [summary] = RunPlan(standin_bench(tmp_path)).run(_bench(mode="movevm", duration=1))
     assert summary.end_to_end.tps > 0
     assert [row.name for row in summary.stages] == ["generator", "executor"]
     assert (Path(summary.config["logs"]) / "movevm.log").exists()
@@ -112,7 +113,7 @@ def test_a_crashing_node_fails_the_run_and_stops_the_rest(tmp_path: Path, standi
     local = standin_bench(tmp_path, standins_with(tmp_path, "node", crashing))
     bench = _bench(mode="hotcrypto", nodes=4, rate=1_000, duration=5, accounts=40)
     with pytest.raises(BenchError, match=r"node-0 exited with code 101[\s\S]*cannot bind"):
-        local.run(bench)
+        RunPlan(local).run(bench)
     assert _no_stand_in_left(standins)
 
 
@@ -129,9 +130,10 @@ def test_ctrl_c_leaves_no_process(tmp_path: Path, standins: Path) -> None:
         "from pathlib import Path\n"
         "from benchmark.config import BenchParameters\n"
         "from benchmark.runners.local import LocalBench\n"
+        "from benchmark.runners.plan import RunPlan\n"
         f"bench = BenchParameters(mode='hotstuff', nodes=4, rate=1000, duration=60)\n"
-        f"LocalBench(repo_root=Path({str(tmp_path)!r}), base_port={base_port},\n"
-        f"           binaries=Path({str(standins)!r}), grace=2.0).run(bench)\n"
+        f"RunPlan(LocalBench(repo_root=Path({str(tmp_path)!r}), base_port={base_port},\n"
+        f"           binaries=Path({str(standins)!r}), grace=2.0)).run(bench)\n"
     )
     harness = subprocess.Popen(
         [sys.executable, "-c", script],
@@ -176,7 +178,7 @@ def test_the_parameters_file_of_a_run_holds_only_the_flags_given(
     local = standin_bench(tmp_path)
     local.work_dir = tmp_path / "work"
     [point] = sweep_from_flags({"mode": "hotstuff", "nodes": "1", "duration": "1", **flags})
-    local.run(point)
+    RunPlan(local).run(point)
     [parameters] = (tmp_path / "work").glob("*/parameters.json")
     assert json.loads(parameters.read_text()) == written
 
@@ -192,9 +194,11 @@ def test_the_exit_margin_counts_from_the_first_metrics_line(
 ) -> None:
     # Duration and margin (1 + 3 s) end long before the client starts sending (after 8 s): a
     # deadline counted from the start would fail the run.
-    monkeypatch.setattr("benchmark.runners.local.EXIT_MARGIN", 3.0)
+    monkeypatch.setattr("benchmark.runners.local_session.EXIT_MARGIN", 3.0)
     local = standin_bench(tmp_path, _slow_starting_client(tmp_path, "8"))
-    [summary] = local.run(_bench(mode="hotcrypto", nodes=4, rate=1_000, duration=1, accounts=40))
+    [summary] = RunPlan(local).run(
+        _bench(mode="hotcrypto", nodes=4, rate=1_000, duration=1, accounts=40)
+    )
     assert summary.processes["clients"] == 4
     assert _no_stand_in_left(standins)
 
@@ -202,9 +206,9 @@ def test_the_exit_margin_counts_from_the_first_metrics_line(
 def test_a_client_that_never_sends_fails_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("benchmark.runners.local.LOAD_START_TIMEOUT", 1.0)
+    monkeypatch.setattr("benchmark.runners.local_session.LOAD_START_TIMEOUT", 1.0)
     local = standin_bench(tmp_path, _slow_starting_client(tmp_path, "600"))
     bench = _bench(mode="hotcrypto", nodes=4, rate=1_000, duration=1, accounts=40)
     with pytest.raises(BenchError, match=r"client-\d sent nothing within 1 s"):
-        local.run(bench)
+        RunPlan(local).run(bench)
     assert _no_stand_in_left(tmp_path / "bin")

@@ -11,13 +11,14 @@ from benchmark.analysis.metrics import load_run
 from benchmark.config import BenchParameters
 from benchmark.faults.events import FaultLog
 from benchmark.faults.schedule import schedule_from_flags
-from benchmark.runners.local import BenchError, LocalBench
+from benchmark.runners.local import BenchError
+from benchmark.runners.plan import RunPlan
 
 from .conftest import standin_bench, standins_with
 
 
-def _local(tmp_path: Path, binaries: Path, crashes: list[str]) -> LocalBench:
-    return standin_bench(tmp_path, binaries, fault_schedule=schedule_from_flags(crashes, None))
+def _local(tmp_path: Path, binaries: Path, crashes: list[str]) -> RunPlan:
+    return RunPlan(standin_bench(tmp_path, binaries), schedule_from_flags(crashes, None))
 
 
 def test_a_scheduled_crash_and_restart(tmp_path: Path, standins: Path) -> None:
@@ -35,7 +36,7 @@ def test_a_scheduled_crash_and_restart(tmp_path: Path, standins: Path) -> None:
     [node] = [p for p in load_run(log_dir).nodes if p.source == "node-1.log"]
     assert any(r["time_ms"] < faults.events[0].time_ms for r in node.records)
     assert any(r["time_ms"] > faults.events[2].time_ms for r in node.records)
-    assert "AUDIT:" in local.out.getvalue()  # type: ignore[attr-defined]
+    assert "AUDIT:" in local.transport.out.getvalue()  # type: ignore[attr-defined]
 
 
 def test_an_unscheduled_death_still_aborts(tmp_path: Path, standins: Path) -> None:

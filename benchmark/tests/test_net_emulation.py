@@ -25,6 +25,7 @@ from benchmark.faults.schedule import schedule_from_flags
 from benchmark.flags import FlagError, bench_from_flags
 from benchmark.report.text import render_summary
 from benchmark.runners.commands import node_command
+from benchmark.runners.plan import RunPlan
 
 from .conftest import described_flags, standin_bench
 
@@ -143,7 +144,7 @@ def test_a_local_run_gives_its_nodes_the_rate_and_records_it(tmp_path: Path) -> 
     bench = BenchParameters(
         mode="hotcrypto", nodes=4, rate=1_000, duration=2, accounts=40, bandwidth_mbit=100.0
     )
-    [summary] = local.run(bench)
+    [summary] = RunPlan(local).run(bench)
     assert summary.config["bandwidth_mbit"] == 100.0
     log_dir = Path(summary.config["logs"])
     for node in range(4):

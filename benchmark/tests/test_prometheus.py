@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from benchmark.aws.settings import Settings
-from benchmark.config import BenchParameters, Ports
+from benchmark.config import BenchParameters
+from benchmark.run_files import Ports
 from benchmark.runners.commands import client_command, movevm_command, node_command
 from benchmark.runners.local import LocalBench
+from benchmark.runners.plan import RunPlan
 from benchmark.runners.prometheus import PrometheusPortError, local_endpoints, remote_endpoints
 from benchmark.runners.remote import Host, RemoteBench
 
@@ -178,7 +180,7 @@ def scrape_during_run(local: LocalBench, bench: BenchParameters, marker: str) ->
     scraper = threading.Thread(target=scrape_all)
     scraper.start()
     try:
-        local.run(bench)
+        RunPlan(local).run(bench)
     finally:
         stop.set()
         scraper.join()

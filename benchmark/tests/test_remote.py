@@ -30,13 +30,15 @@ import pytest
 from benchmark.analysis.audit.fault_report import AuditFailedError
 from benchmark.analysis.metrics import load_run
 from benchmark.aws.settings import Settings
-from benchmark.config import BenchParameters, Ports
+from benchmark.config import BenchParameters
 from benchmark.experiments.experiment import Configuration, Experiment, Outcome
 from benchmark.experiments.page import Page
-from benchmark.experiments.runner import RemoteTestbed, run_experiment
+from benchmark.experiments.runner import run_experiment
 from benchmark.faults.events import FaultLog
 from benchmark.faults.schedule import schedule_from_flags
 from benchmark.flags import sweep_points
+from benchmark.run_files import Ports
+from benchmark.runners.plan import RunPlan
 from benchmark.runners.prometheus import EVERY_INTERFACE
 from benchmark.runners.remote import BENCH_DIR, Host, RemoteBench, RemoteError, select_hosts
 from benchmark.runners.sweep import run_sweep
@@ -190,7 +192,9 @@ def test_install_fetches_and_builds(local_ssh_hosts: SshHosts, remote_bench: Rem
 def test_remote_run_over_node_counts(local_ssh_hosts: SshHosts, remote_bench: RemoteBench) -> None:
     base = BenchParameters(mode="hotcrypto", rate=1_500, duration=1, accounts=60)
     out = StringIO()
-    summaries = run_sweep(sweep_points(base, nodes=[2, 3], rates=[1_500]), remote_bench, out)
+    summaries = run_sweep(
+        sweep_points(base, nodes=[2, 3], rates=[1_500]), RunPlan(remote_bench), out
+    )
     assert "SWEEP" in out.getvalue()
 
     assert [s.config["nodes"] for s in summaries] == [2, 3]
@@ -235,7 +239,7 @@ def _pid(hosts: SshHosts, user: str, name: str) -> int:
 
 
 def _start(remote_bench: RemoteBench, bench: BenchParameters, tmp_path: Path) -> None:
-    from benchmark.config import write_run_files  # noqa: PLC0415 - local to these helpers
+    from benchmark.run_files import write_run_files  # noqa: PLC0415 - local to these helpers
 
     files = write_run_files(
         bench,
@@ -309,13 +313,9 @@ def test_remote_processes_serve_metrics(
 
 
 def test_remote_profiles_come_back_with_the_logs(remote_bench: RemoteBench) -> None:
-    remote_bench.profile = True
-    try:
-        [summary] = remote_bench.run(
-            BenchParameters(mode="hotcrypto", nodes=2, rate=1_500, duration=1, accounts=60)
-        )
-    finally:
-        remote_bench.profile = False
+    [summary] = RunPlan(remote_bench, profile=True).run(
+        BenchParameters(mode="hotcrypto", nodes=2, rate=1_500, duration=1, accounts=60)
+    )
     logs = Path(summary.config["logs"])
     assert sorted(p.parent.name for p in logs.glob("profile-*/profile.folded")) == [
         "profile-node-0",
@@ -330,13 +330,9 @@ def test_remote_profiles_come_back_with_the_logs(remote_bench: RemoteBench) -> N
 
 def test_remote_crash_and_restart(local_ssh_hosts: SshHosts, remote_bench: RemoteBench) -> None:
     """A scheduled crash over SSH does not abort the run; the restart appends to the node's log."""
-    remote_bench.fault_schedule = schedule_from_flags(["1@1:2"], None)
-    try:
-        [summary] = remote_bench.run(
-            BenchParameters(mode="hotcrypto", nodes=3, rate=1_500, duration=4, accounts=60)
-        )
-    finally:
-        remote_bench.fault_schedule = schedule_from_flags(None, None)
+    [summary] = RunPlan(remote_bench, schedule_from_flags(["1@1:2"], None)).run(
+        BenchParameters(mode="hotcrypto", nodes=3, rate=1_500, duration=4, accounts=60)
+    )
     log_dir = Path(summary.config["logs"])
     faults = FaultLog.load(log_dir)
     assert [(e.kind, e.node) for e in faults.events] == [("crash", 1), ("restart", 1)]
@@ -349,15 +345,11 @@ def test_remote_crash_and_restart(local_ssh_hosts: SshHosts, remote_bench: Remot
 def test_remote_partition_and_delay(remote_bench: RemoteBench) -> None:
     """Every node gets the emulation file (uploaded with the run) and the flag; the partition's
     events count from the clients' start, fixed before the nodes booted."""
-    remote_bench.fault_schedule = schedule_from_flags(None, None, ["2@1-2.5"])
     remote_bench.partition_lead = 3.0
-    try:
-        [summary] = remote_bench.run(
-            BenchParameters(mode="hotcrypto", nodes=3, rate=1_500, duration=4, accounts=60,
-                            delay_ms=40)
-        )  # fmt: skip
-    finally:
-        remote_bench.fault_schedule = schedule_from_flags(None, None)
+    [summary] = RunPlan(remote_bench, schedule_from_flags(None, None, ["2@1-2.5"])).run(
+        BenchParameters(mode="hotcrypto", nodes=3, rate=1_500, duration=4, accounts=60,
+                        delay_ms=40)
+    )  # fmt: skip
     log_dir = Path(summary.config["logs"])
     faults = FaultLog.load(log_dir)
     assert [(e.kind, e.node, e.t) for e in faults.events] == [
@@ -407,7 +399,7 @@ def test_an_experiment_runs_on_the_hosts(remote_bench: RemoteBench, tmp_path: Pa
         results_dir=tmp_path / "results",
         out=StringIO(),
         build=False,
-        testbed=RemoteTestbed(remote_bench),
+        transport=remote_bench,
     ).read_text()
     assert "Written by `fab experiment on-hosts --remote`" in page
     assert "- Hosts: 3 hosts, none in local (`fab remote`)." in page

@@ -6,7 +6,7 @@
 //! METRICS line. Everything below consensus is `stages`', which the client links too.
 
 use anyhow::{Context, Result};
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use crypto::KeyPair;
 use run::{NodeConfig, RunArgs};
 use serde::Serialize;
@@ -59,10 +59,14 @@ enum Command {
         store: PathBuf,
     },
     /// Print a mode's pipeline as JSON (stages, when a transaction is done, its counters) and
-    /// the flags of `node run` as the mode takes them (defaults, choices, bounds).
+    /// the flags of `node run` as the mode takes them (defaults, choices, bounds); with
+    /// `--modes`, the modes and what each runs.
     Describe {
-        #[arg(long, value_enum)]
-        mode: Mode,
+        #[arg(long, value_enum, required_unless_present = "modes")]
+        mode: Option<Mode>,
+        /// Print every mode `--mode` takes, in order, with its help line.
+        #[arg(long, conflicts_with = "mode")]
+        modes: bool,
     },
 }
 
@@ -93,6 +97,26 @@ struct NodeDescription {
     pipeline: Description,
     /// Every flag of `node run`, as this mode takes it.
     flags: Vec<FlagDescription>,
+}
+
+/// One mode as `node describe --modes` prints it.
+#[derive(Serialize)]
+struct ModeName {
+    name: &'static str,
+    /// The doc comment of its `Mode` variant.
+    help: Option<String>,
+}
+
+fn described_modes() -> Vec<ModeName> {
+    Mode::value_variants()
+        .iter()
+        .map(|mode| ModeName {
+            name: mode.as_str(),
+            help: mode
+                .to_possible_value()
+                .and_then(|value| value.get_help().map(|help| help.to_string())),
+        })
+        .collect()
 }
 
 fn run_command() -> clap::Command {
@@ -145,7 +169,12 @@ fn run_cli() -> Result<()> {
             );
             Ok(())
         }
-        Command::Describe { mode } => {
+        Command::Describe { modes: true, .. } => {
+            println!("{}", serde_json::to_string_pretty(&described_modes())?);
+            Ok(())
+        }
+        Command::Describe { mode, .. } => {
+            let mode = mode.context("`node describe` needs --mode or --modes")?;
             let description = NodeDescription {
                 pipeline: mode.describe(),
                 flags: flags::describe(&run_command(), run::RULES, mode)?,
@@ -159,7 +188,6 @@ fn run_cli() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::ValueEnum;
 
     fn checked(line: &[&str]) -> Result<(), flags::FlagError> {
         let base = ["node", "run", "--keys", "k", "--committee", "c"];
@@ -204,6 +232,20 @@ mod tests {
         assert!(checked(&["--mode", "hotcrypto", "--verifier-threads", "0"]).is_err());
         // A flag at its default is no mistake in any mode.
         assert!(checked(&["--mode", "hotstuff", "--vm", "bare", "--verify", "all"]).is_ok());
+    }
+
+    #[test]
+    fn the_modes_are_listed_in_order_with_their_help() {
+        let modes = described_modes();
+        let names: Vec<&str> = modes.iter().map(|mode| mode.name).collect();
+        assert_eq!(names, ["hotstuff", "hotcrypto", "hotmove", "movevm"]);
+        assert!(modes.iter().all(|mode| mode.help.is_some()));
+        assert!(Cli::command()
+            .try_get_matches_from(["node", "describe", "--modes", "--mode", "hotstuff"])
+            .is_err());
+        assert!(Cli::command()
+            .try_get_matches_from(["node", "describe"])
+            .is_err());
     }
 
     #[test]

@@ -121,6 +121,9 @@ impl FlagRule {
 pub struct FlagDescription {
     /// The long name (`exec-threads`).
     pub name: String,
+    /// What the flag does: its `--help` text (the `///` comment above it), the one place that
+    /// says so; the harness shows it in `fab local --help`.
+    pub help: Option<String>,
     /// The value the binary takes when the flag is not given (none: off, or decided at start).
     pub default: Option<String>,
     /// The values it takes, when they are a list.
@@ -235,6 +238,10 @@ pub fn describe(
             let switch = matches!(arg.get_action(), ArgAction::SetTrue);
             FlagDescription {
                 name: long.to_string(),
+                help: arg
+                    .get_long_help()
+                    .or_else(|| arg.get_help())
+                    .map(|help| help.to_string()),
                 default: if switch { None } else { default_of(arg) },
                 // A switch's `true`/`false` are clap's, not values one types.
                 choices: if switch {
@@ -318,6 +325,7 @@ mod tests {
     struct Example {
         #[arg(long, value_enum)]
         mode: Mode,
+        /// What runs the transactions: said once, here.
         #[arg(long, default_value = "bare")]
         vm: String,
         #[arg(long, default_value = "block")]
@@ -401,6 +409,11 @@ mod tests {
                 .expect("described")
         };
         let vm = flag("vm");
+        assert_eq!(
+            vm.help.as_deref(),
+            Some("What runs the transactions: said once, here")
+        );
+        assert_eq!(flag("fees").help, None);
         assert_eq!(vm.default.as_deref(), Some("bare"));
         assert!(!vm.applies);
         assert_eq!(vm.needs, Some("the Move VM"));
