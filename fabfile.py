@@ -333,8 +333,8 @@ def plot(
 @task(
     auto_shortflags=False,
     help={
-        "name": "the experiment: modes | multi-region | faults | workloads | store | overload"
-        " | leaders | parallel | scale | links | diemvm | dilation",
+        # The experiments are benchmark/experiments/'s to list: an unknown name prints them.
+        "name": "the experiment, e.g. modes (`--name=list` prints every one)",
         "quick": "a CI-sized version (short runs at low rates): checks the machinery only",
         "output": "directory of the page and its figures (default: docs/results; --quick:"
         " results/experiments, so a quick page never replaces a full one)",
@@ -382,6 +382,10 @@ def experiment(
         from benchmark.experiments.results_page import rewrite_experiment  # noqa: PLC0415
         from benchmark.experiments.runner import run_experiment  # noqa: PLC0415
 
+        if name == "list":
+            for each in EXPERIMENTS.values():
+                print(f"{each.name}: {each.title}")
+            return
         chosen = EXPERIMENTS.get(name)
         if chosen is None:
             raise FlagError(f"unknown experiment {name!r}; one of {', '.join(EXPERIMENTS)}")
