@@ -15,7 +15,7 @@ from .links import LINKS
 from .modes import MODES
 from .multi_region import MULTI_REGION
 from .overload import OVERLOAD
-from .parallel import PARALLEL
+from .parallel_execution import PARALLEL
 from .scale import SCALE
 from .store import STORE
 from .workloads import WORKLOADS_EXPERIMENT

@@ -326,7 +326,7 @@ def _store(page: str) -> None:
 
 
 def _parallel(page: str) -> None:
-    # The quick run leaves the bench out (see `parallel.QUICK_BENCH`).
+    # The quick run leaves the bench out (see `parallel_execution.QUICK_BENCH`).
     (projected,) = table_with(page, "`--exec`")
     # One measured row per `--exec`: nodes of more cores are the scale page's, measured.
     assert [r["`--exec`"] for r in projected] == ["sequential", "blockstm"]

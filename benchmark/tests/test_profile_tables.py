@@ -22,7 +22,7 @@ from benchmark.experiments import (
     at_capacity,
     links,
     modes,
-    parallel,
+    parallel_execution,
     profiled,
     speedups,
     verifier_batches,
@@ -225,16 +225,16 @@ def test_the_parallel_page_has_a_measured_row_per_exec_and_the_summarys_projecti
 
     outcomes = [
         Outcome(c, summaries=[] if c.bench else [run(str(c.flags["exec"]))])
-        for c in parallel.PARALLEL.configurations(True)
+        for c in parallel_execution.PARALLEL.configurations(True)
     ]
-    rows = parallel.projection_rows(outcomes)
+    rows = parallel_execution.projection_rows(outcomes)
     # One row per `--exec`: nothing repeated for more cores (the scale page measures those).
     assert [r[0] for r in rows] == ["sequential", "blockstm"]
     assert all(r[4] == "1,000.0" for r in rows)  # the executor's µs/tx, as measured
     # Sequential: the executor's one thread holds 1,000 tx/s; Block-STM: 4 cores at 1,100 µs/tx.
     assert rows[0][-2:] == ["1,000", "executor (1 thread)"]
     assert rows[1][-2:] == ["3,636", "the cores (executor costs most)"]
-    assert parallel.projected_cores(outcomes) == "4"
+    assert parallel_execution.projected_cores(outcomes) == "4"
     # Labelled as a projection, with the caveat its runs carry.
     erring = [
         replace(
@@ -246,7 +246,7 @@ def test_the_parallel_page_has_a_measured_row_per_exec_and_the_summarys_projecti
         for o in outcomes
     ]
     page = Page("parallel", "Parallel", tmp_path)
-    parallel.PARALLEL.write(erring, page)
+    parallel_execution.PARALLEL.write(erring, page)
     text = "\n".join(page.lines)
     assert "The projection is not a measurement" in text
     assert "- errs low (sequential, blockstm)." in text
@@ -266,9 +266,11 @@ def test_the_parallel_page_sets_sequential_execution_against_one_worker(tmp_path
     assert speedups.one_thread_rows(rows) == [
         ["cpuheavy/uniform/1000", "1000", "980 (0.98x)", "950 (0.95x)"]
     ]
-    bench = next(c for c in parallel.PARALLEL.configurations(False) if c.bench is not None)
+    bench = next(
+        c for c in parallel_execution.PARALLEL.configurations(False) if c.bench is not None
+    )
     page = Page("parallel", "Parallel", tmp_path)
-    parallel.PARALLEL.write([Outcome(bench, table=rows)], page)
+    parallel_execution.PARALLEL.write([Outcome(bench, table=rows)], page)
     text = "\n".join(page.lines)
     assert "## Sequential execution against one worker" in text
     assert "- One worker ran at 0.95-0.98x sequential execution here." in text
