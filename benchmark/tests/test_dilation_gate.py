@@ -13,6 +13,7 @@ from benchmark.experiments.dilation import (
     misses,
     passed_factors,
 )
+from benchmark.runners.vcpus import Fit
 
 
 @pytest.fixture(autouse=True)
@@ -47,3 +48,27 @@ def test_the_dilated_collapse_runs_at_the_smallest_factor_that_fits() -> None:
         ("16", "10"),
         ("31", "18"),
     ]
+
+
+def test_every_gate_case_fits_this_machine_undilated() -> None:
+    """The reference of every case is a run at K = 1: its nodes and clients fit two cores with
+    the harness's room, at every factor the case runs."""
+    for case in dilation.CASES:
+        for factor in case.factors:
+            flags = case.configuration(factor, 1, dilation.DURATION).flags
+            fit = Fit(
+                int(flags["nodes"]),
+                float(flags["vcpus"]),
+                float(flags["client_vcpus"]),
+                factor,
+                dilation.MACHINE_CORES,
+            )
+            assert fit.fits, (case.name, factor, fit.refusal())
+
+
+def test_one_node_of_one_core_gets_the_clients_the_machine_has_left() -> None:
+    (one_node,) = [c for c in dilation.CASES if c.flags["nodes"] == "1"]
+    flags = one_node.configuration(1, 1, dilation.DURATION).flags
+    assert flags["client_vcpus"] == dilation.ONE_NODE_CLIENT_VCPUS
+    others = [c.configuration(2, 1, "8").flags["client_vcpus"] for c in dilation.CASES]
+    assert others.count(dilation.CLIENT_VCPUS) == len(dilation.CASES) - 1
