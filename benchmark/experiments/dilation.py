@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..analysis.run_summary import Summary
 from ..runners.vcpus import Fit
 from .experiment import Configuration, CriterionBench, Experiment, Outcome
 from .measures import (
@@ -241,6 +242,84 @@ def _case_table(by_factor: dict[int, list]) -> list[list[str]]:
     return rows
 
 
+# A run that delivered this share of the rate asked was not saturated: it had more to give.
+ALL_ASKED = 0.99
+
+
+def _asked(summary: Summary) -> float | None:
+    rate = summary.config.get("rate")
+    return float(rate) if isinstance(rate, int | float | str) and str(rate).isdigit() else None
+
+
+def unsaturated_factors(by_factor: dict[int, list]) -> list[int]:
+    """The dilated factors whose runs delivered what was asked (median) while the undilated
+    ones did not: there the case compares a run that kept up with one that was saturated."""
+
+    def kept_up(summaries: list) -> bool:
+        shares = [
+            delivered(s) / asked
+            for s in summaries
+            if (asked := _asked(s)) and delivered(s) is not None
+        ]
+        return bool(shares) and (median_of(shares) or 0) >= ALL_ASKED
+
+    if kept_up(by_factor.get(1, [])):
+        return []
+    return [k for k in sorted(by_factor) if k > 1 and kept_up(by_factor[k])]
+
+
+def grown_hop(by_factor: dict[int, list], factor: int) -> tuple[str, float, float] | None:
+    """The hop (`send → receive`, ..., in dilated time) whose median p50 at `factor` grew most
+    against the undilated runs': (its name, p50 undilated, p50 at `factor`)."""
+
+    def p50s(summaries: list) -> dict[str, float]:
+        # A summary's last hop is the whole path, from send to the last event, the sum of the
+        # others: only the hops along it are compared.
+        along = [h for s in summaries for h in s.hops[:-1]]
+        found = {}
+        for name in {h.name for h in along}:
+            value = median_of([h.latency.p50_ms for h in along if h.name == name])
+            if value is not None:
+                found[name] = value
+        return found
+
+    base, there = p50s(by_factor.get(1, [])), p50s(by_factor.get(factor, []))
+    # A hop under a millisecond either side is below the figures' resolution.
+    grown = [
+        (there[name] - base[name], name)
+        for name in base
+        if name in there and max(base[name], there[name]) >= 1
+    ]
+    if not grown:
+        return None
+    change, name = max(grown)
+    return (name, base[name], there[name]) if change > 0 else None
+
+
+def diagnosis(by_factor: dict[int, list]) -> list[str]:
+    """What the runs say of a case's misses: dilated factors that were not saturated where the
+    undilated runs were, and at the largest factor that missed, the hop that grew most."""
+    lines = []
+    unsaturated = unsaturated_factors(by_factor)
+    if unsaturated:
+        lines.append(
+            f"At K = {', '.join(map(str, unsaturated))} the runs delivered all that was asked"
+            " while the undilated ones did not: there the dilated runs had capacity to spare, so"
+            " their figures set a run that kept up against a saturated one."
+        )
+    missed = [k for k in sorted(by_factor) if k > 1 and misses(by_factor, k)]
+    if missed:
+        worst = missed[-1]
+        hop = grown_hop(by_factor, worst)
+        if hop is not None:
+            name, before, after = hop
+            lines.append(
+                f"At K = {worst}, the hop whose p50 grew most against the undilated runs is"
+                f" {name}: {fmt(before, 1)} ms undilated, {fmt(after, 1)} ms (dilated time)."
+            )
+    return lines
+
+
 def _gate_section(runs: dict[str, dict[int, list]], page: Page) -> None:
     page.section(
         "The gate: dilated runs against the same configuration undilated",
@@ -254,6 +333,8 @@ def _gate_section(runs: dict[str, dict[int, list]], page: Page) -> None:
     for name, by_factor in runs.items():
         page.add("", f"**{name}**")
         page.table(headers, _case_table(by_factor))
+        for line in diagnosis(by_factor):
+            page.add("", line)
     passed = passed_factors(runs)
     tried = sorted({k for c in runs.values() for k in c if k > 1})
     page.add(

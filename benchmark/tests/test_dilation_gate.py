@@ -4,14 +4,21 @@ and at every smaller K. Figures here are plain numbers standing for runs."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from benchmark.analysis.consensus.hops import Hop
+from benchmark.analysis.stats import LatencyStats
 from benchmark.experiments import dilation
 from benchmark.experiments.dilation import (
     collapse_configurations,
+    diagnosis,
     dilation_for,
+    grown_hop,
     misses,
     passed_factors,
+    unsaturated_factors,
 )
 from benchmark.runners.vcpus import Fit
 
@@ -72,3 +79,49 @@ def test_one_node_of_one_core_gets_the_clients_the_machine_has_left() -> None:
     assert flags["client_vcpus"] == dilation.ONE_NODE_CLIENT_VCPUS
     others = [c.configuration(2, 1, "8").flags["client_vcpus"] for c in dilation.CASES]
     assert others.count(dilation.CLIENT_VCPUS) == len(dilation.CASES) - 1
+
+
+def _run(asked: int, tps: float, **hops: float) -> SimpleNamespace:
+    """A stand-in summary: the rate asked, what it delivered, and the p50 of each hop (the last
+    one, as a summary's is, the whole path)."""
+    path = [
+        Hop(*name.split("_to_"), LatencyStats(100, p50, p50, p50)) for name, p50 in hops.items()
+    ]
+    whole = Hop("send", "commit", LatencyStats(100, 1.0, sum(hops.values()), 1.0))
+    return SimpleNamespace(config={"rate": str(asked)}, tps=tps, hops=(*path, whole))
+
+
+@pytest.fixture
+def delivered_is_tps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dilation, "MEASURES", {"x": (lambda run: run.tps, 0)})
+    monkeypatch.setattr(dilation, "delivered", lambda run: run.tps)
+
+
+@pytest.mark.usefixtures("delivered_is_tps")
+def test_a_dilated_run_that_delivered_all_it_was_asked_is_named_unsaturated() -> None:
+    runs = {
+        1: [_run(1000, 800.0), _run(1000, 820.0)],
+        2: [_run(1000, 1000.0), _run(1000, 995.0)],
+        4: [_run(1000, 850.0)],
+    }
+    assert unsaturated_factors(runs) == [2]
+    (said, *_) = diagnosis(runs)
+    assert said.startswith("At K = 2 the runs delivered all that was asked")
+    # Kept up undilated as well: nothing to say of it.
+    assert unsaturated_factors({1: [_run(1000, 1000.0)], 2: [_run(1000, 1000.0)]}) == []
+
+
+@pytest.mark.usefixtures("delivered_is_tps")
+def test_the_largest_missing_factor_names_the_hop_that_grew_most() -> None:
+    runs = {
+        1: [_run(1000, 800.0, send_to_receive=1.0, seal_to_quorum=10.0)],
+        2: [_run(1000, 790.0, send_to_receive=2.0, seal_to_quorum=11.0)],
+        8: [_run(1000, 500.0, send_to_receive=40.0, seal_to_quorum=12.0)],
+    }
+    assert grown_hop(runs, 8) == ("send → receive", 1.0, 40.0)
+    assert diagnosis(runs) == [
+        "At K = 8, the hop whose p50 grew most against the undilated runs is send → receive:"
+        " 1.0 ms undilated, 40.0 ms (dilated time)."
+    ]
+    # The whole path is not a hop along it; hops below a millisecond either side are left out.
+    assert grown_hop({1: [_run(1, 1.0, a_to_b=0.2)], 2: [_run(1, 1.0, a_to_b=0.9)]}, 2) is None
