@@ -86,7 +86,7 @@ def bound_label(mode: str, bound: int, placement: str = FOUR) -> str:
 def _configurations(quick: bool) -> Sequence[Configuration]:
     if quick:
         rates = {"hotcrypto": "960,2000", "hotstuff": "8000,20000"}
-        runs = {"runs": "1", "duration": "5"}
+        runs = {"runs": "1", "duration": "4"}
     else:
         rates = {
             "hotcrypto": "960,2000,4000,8000,12000,16000,20000,24000,28000,32000,40000",

@@ -89,7 +89,7 @@ def _configurations(quick: bool) -> Sequence[Configuration]:
                 rates = QUICK_RATES if quick else FULL_RATES
                 flags["rate"] = rates[workload]
                 flags |= (
-                    {"runs": "1", "duration": "4"} if quick else {"runs": "3", "duration": "20"}
+                    {"runs": "1", "duration": "3"} if quick else {"runs": "3", "duration": "20"}
                 )
                 # The coarse sweep runs each rate three times (the per-rate table gives their
                 # spread); its edge is then settled (`search.py`): five runs at the capacity, a

@@ -16,7 +16,7 @@ import pytest
 from benchmark import binary_modes
 from benchmark.analysis.pipeline import Pipeline, save
 from benchmark.binary_flags import ModeFlags
-from benchmark.runners.local import LocalBench, build
+from benchmark.runners.local import LocalBench
 
 from .checkout import left_behind, tree_state
 from .sshhosts import COMMITTEE_PORTS, SshHosts, free_port, skip_reason, ssh_hosts
@@ -25,6 +25,19 @@ TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"
 STANDINS = TESTS / "standins"
 REPO_ROOT = TESTS.parent.parent
+# The Cargo profile the tests build and run the binaries in: Cargo.toml's `[profile.ci]`, the
+# README's `cargo test --workspace --profile ci`.
+TEST_PROFILE = "ci"
+# What that `cargo test` builds, the node among it (node/tests/processes run it), and the client
+# as those tests build it (node/tests/processes/harness.rs): after the README's `cargo test`
+# both commands are up to date and compile nothing. The node is the one the Rust tests run, with
+# the features the workspace's tests turn on (test hooks in `network` and `store` that nothing
+# calls, tokio's test utilities): a `cargo build` of it alone would compile our crates and
+# several under them once more.
+TEST_BUILDS = (
+    ["cargo", "test", "--workspace", "--profile", TEST_PROFILE, "--no-run"],
+    ["cargo", "build", "-p", "client", "--bin", "client", "--profile", TEST_PROFILE],
+)
 
 
 def described(mode: str) -> Pipeline:
@@ -147,11 +160,15 @@ def local_ssh_hosts() -> Iterator[SshHosts]:
 
 
 @pytest.fixture(scope="session")
-def release_binaries() -> Path:
-    """The `node` and `client` the e2e runs use: `$HOTMOVE_E2E_BINARIES` when set (binaries built
-    already), else the harness's own build of this checkout, so no run tests stale binaries."""
+def built_binaries() -> Path:
+    """The directory of the `node` and `client` the e2e runs use: `$HOTMOVE_E2E_BINARIES` when
+    set (binaries built already), else target/ci, brought up to date by `TEST_BUILDS`, so no run
+    tests stale binaries."""
     given = os.environ.get("HOTMOVE_E2E_BINARIES")
     if given:
         return Path(given)
-    build(REPO_ROOT, StringIO())
-    return REPO_ROOT / "target" / "release"
+    for command in TEST_BUILDS:
+        result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            pytest.fail(f"`{' '.join(command)}` failed:\n{result.stderr[-4000:]}", False)
+    return REPO_ROOT / "target" / TEST_PROFILE

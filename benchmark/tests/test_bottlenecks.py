@@ -32,38 +32,38 @@ def _verdict(result: dict[str, Any]) -> tuple[str, str]:
 
 
 def test_one_verifier_thread_far_below_the_offered_rate(
-    release_binaries: Path, tmp_path: Path
+    built_binaries: Path, tmp_path: Path
 ) -> None:
     result = fab_local(
-        release_binaries, tmp_path, "--mode=hotcrypto", "--verifier-threads=1", "--rate=60000"
+        built_binaries, tmp_path, "--mode=hotcrypto", "--verifier-threads=1", "--rate=60000"
     )
     assert _verdict(result)[0] == "verifier", result["bottleneck"]
 
 
-def test_a_slowed_executor(release_binaries: Path, tmp_path: Path) -> None:
+def test_a_slowed_executor(built_binaries: Path, tmp_path: Path) -> None:
     # 200 µs per transaction: one executor thread handles at most 5,000 tx/s, whatever the cores.
     result = fab_local(
-        release_binaries, tmp_path, "--mode=hotcrypto", "--executor-delay-us=200", "--rate=10000"
+        built_binaries, tmp_path, "--mode=hotcrypto", "--executor-delay-us=200", "--rate=10000"
     )
     assert _verdict(result)[0] == "executor", result["bottleneck"]
 
 
 def test_a_one_slot_channel_between_verifier_and_executor(
-    release_binaries: Path, tmp_path: Path
+    built_binaries: Path, tmp_path: Path
 ) -> None:
     # Every channel holds one batch: the verifier waits on the executor or the executor starves.
     result = fab_local(
-        release_binaries, tmp_path, "--mode=hotcrypto", "--channel-capacity=1", "--rate=40000"
+        built_binaries, tmp_path, "--mode=hotcrypto", "--channel-capacity=1", "--rate=40000"
     )
     assert _verdict(result)[0] in ("verifier", "executor"), result["bottleneck"]
 
 
-def test_tiny_batches_make_ordering_the_limit(release_binaries: Path, tmp_path: Path) -> None:
+def test_tiny_batches_make_ordering_the_limit(built_binaries: Path, tmp_path: Path) -> None:
     # Two transactions per batch: a batch, its acknowledgements and a digest in a block for every
     # two transactions. In hotstuff mode nothing follows consensus, so no later stage can be
     # blamed (in hotcrypto the verifier's per-batch overhead on such batches limits first).
     result = fab_local(
-        release_binaries,
+        built_binaries,
         tmp_path,
         "--mode=hotstuff",
         "--tx-size=512",
@@ -73,6 +73,6 @@ def test_tiny_batches_make_ordering_the_limit(release_binaries: Path, tmp_path: 
     assert _verdict(result)[0] == "consensus", result["bottleneck"]
 
 
-def test_a_rate_far_below_capacity_keeps_up(release_binaries: Path, tmp_path: Path) -> None:
-    result = fab_local(release_binaries, tmp_path, "--mode=hotcrypto", "--rate=2000")
+def test_a_rate_far_below_capacity_keeps_up(built_binaries: Path, tmp_path: Path) -> None:
+    result = fab_local(built_binaries, tmp_path, "--mode=hotcrypto", "--rate=2000")
     assert _verdict(result) == ("offered load", "keeps up"), result["bottleneck"]

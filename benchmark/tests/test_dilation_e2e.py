@@ -9,7 +9,7 @@ second; a figure left in real time would be off fourfold.
 
 It needs root and a cgroup cpu controller this process can write: without them it is skipped,
 with the reason, except under `CI=true`, where it fails (CI runs as root on a machine that has
-one). The binaries come from the `release_binaries` fixture.
+one). The binaries come from the `built_binaries` fixture.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _log_seconds(log: Path) -> list[float]:
 
 @pytest.mark.usefixtures("root_and_cpu_controller")
 def test_a_dilated_run_holds_threads_slows_clocks_and_reports_dilated_time(
-    release_binaries: Path, tmp_path: Path
+    built_binaries: Path, tmp_path: Path
 ) -> None:
     started = time.monotonic()
     result, output = run_fab_local(
@@ -75,7 +75,7 @@ def test_a_dilated_run_holds_threads_slows_clocks_and_reports_dilated_time(
         f"--dilation={K}",
         f"--vcpus={VCPUS}",
         "--client-vcpus=0.4",
-        f"--binaries={release_binaries}",
+        f"--binaries={built_binaries}",
         timeout=600,
     )
     elapsed = time.monotonic() - started

@@ -1,17 +1,16 @@
 """End-to-end `fab local` runs of the real Rust binaries, one per mode (marked `e2e`).
 
-The binaries are built with the harness's own build step (`cargo build --release` in the
-repository root), then `fab local` runs for a few seconds per mode with its logs and results in
-a temporary directory. The assertions are on the saved, parsed summary: non-zero end-to-end
-throughput, the stage rows of the mode, a named limiting stage, and no `node` or `client`
-process left behind.
+The binaries are the session's `built_binaries`: the node and client the README's `cargo test
+--profile ci` builds (conftest.py brings them up to date), unless `HOTMOVE_E2E_BINARIES` names
+them. `fab local` runs for a few seconds per mode with its logs and results in a temporary
+directory. The assertions are on the saved, parsed summary: non-zero end-to-end throughput, the
+stage rows of the mode, a named limiting stage, and no `node` or `client` process left behind.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-from io import StringIO
 from pathlib import Path
 
 import psutil
@@ -19,13 +18,11 @@ import pytest
 
 from benchmark import binary_flags, binary_modes
 from benchmark.analysis.pipeline import FILE, describe
-from benchmark.runners.local import build
 
-from .conftest import REPO_ROOT, described, described_flags, run_fab_local
+from .conftest import described, described_flags, run_fab_local
 
 pytestmark = pytest.mark.e2e
 
-BINARIES = {REPO_ROOT / "target" / "release" / name for name in ("node", "client")}
 
 RUNS = {
     "hotstuff": ["--nodes=4", "--rate=10000", "--tx-size=512", "--duration=5"],
@@ -85,30 +82,25 @@ STAGES = {
 }
 
 
-@pytest.fixture(scope="module")
-def built() -> None:
-    build(REPO_ROOT, StringIO())
-
-
-def _our_binaries_running() -> list[psutil.Process]:
+def _our_binaries_running(binaries: Path) -> list[psutil.Process]:
+    ours = {binaries / name for name in ("node", "client")}
     found = []
     for process in psutil.process_iter(["exe", "status"]):
         try:
             if process.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
-            if process.info["exe"] and Path(process.info["exe"]) in BINARIES:
+            if process.info["exe"] and Path(process.info["exe"]) in ours:
                 found.append(process)
         except psutil.Error:
             continue
     return found
 
 
-@pytest.mark.usefixtures("built")
-def test_the_described_modes_are_the_nodes() -> None:
+def test_the_described_modes_are_the_nodes(built_binaries: Path) -> None:
     """The modes the harness knows before a build (benchmark/descriptions/modes.json) are the
     ones the real node lists, in its order (`python3 -m benchmark.binary_modes` writes them
     again)."""
-    node = REPO_ROOT / "target" / "release" / "node"
+    node = built_binaries / "node"
     listed = subprocess.run(
         [str(node), "describe", "--modes"], check=True, capture_output=True, text=True
     ).stdout
@@ -116,12 +108,11 @@ def test_the_described_modes_are_the_nodes() -> None:
     assert list(binary_modes.names()) == ["hotstuff", "hotcrypto", "hotmove", "movevm"]
 
 
-@pytest.mark.usefixtures("built")
 @pytest.mark.parametrize("mode", ["hotstuff", "hotcrypto", "hotmove", "movevm"])
-def test_the_fixture_descriptions_are_the_nodes(mode: str) -> None:
+def test_the_fixture_descriptions_are_the_nodes(mode: str, built_binaries: Path) -> None:
     """The checked-in descriptions the harness, the stand-in node and fake logs use are what the
     real node says, help texts included (`python3 -m benchmark.binary_modes` writes them again)."""
-    node = REPO_ROOT / "target" / "release" / "node"
+    node = built_binaries / "node"
     assert describe(node, mode) == described(mode)
     printed = subprocess.run(
         [str(node), "describe", "--mode", mode], check=True, capture_output=True, text=True
@@ -129,12 +120,11 @@ def test_the_fixture_descriptions_are_the_nodes(mode: str) -> None:
     assert json.loads(printed) == binary_modes.node_description(mode)
 
 
-@pytest.mark.usefixtures("built")
 @pytest.mark.parametrize("mode", ["hotstuff", "hotcrypto", "hotmove", "movevm"])
-def test_the_fixture_flags_are_the_binaries(mode: str) -> None:
+def test_the_fixture_flags_are_the_binaries(mode: str, built_binaries: Path) -> None:
     """The checked-in flag descriptions (descriptions/node/ for `node describe`,
     descriptions/client/ for `client --describe`) are what the real binaries say."""
-    node = REPO_ROOT / "target" / "release" / "node"
+    node = built_binaries / "node"
     assert binary_flags.describe(node, mode) == described_flags(mode)
     printed = subprocess.run(
         [str(node.with_name("client")), "--describe", "--mode", mode],
@@ -145,12 +135,13 @@ def test_the_fixture_flags_are_the_binaries(mode: str) -> None:
     assert json.loads(printed) == binary_modes.client_description(mode)
 
 
-@pytest.mark.usefixtures("built")
 @pytest.mark.parametrize("run", list(RUNS))
-def test_fab_local(run: str, tmp_path: Path) -> None:
+def test_fab_local(run: str, tmp_path: Path, built_binaries: Path) -> None:
     mode = run.split("-", maxsplit=1)[0]
-    before = {p.pid for p in _our_binaries_running()}
-    summary, output = run_fab_local(tmp_path, f"--mode={mode}", *RUNS[run], timeout=180)
+    before = {p.pid for p in _our_binaries_running(built_binaries)}
+    summary, output = run_fab_local(
+        tmp_path, f"--mode={mode}", *RUNS[run], f"--binaries={built_binaries}", timeout=180
+    )
     assert "LIMITING STAGE" in output
     assert "AUDIT: ok" in output, output[-3000:]
     assert summary["config"]["mode"] == mode
@@ -175,4 +166,4 @@ def test_fab_local(run: str, tmp_path: Path) -> None:
         assert summary["end_to_end"]["latency"]["count"] > 0
         assert summary["processes"]["nodes"] == 4
         assert summary["processes"]["clients"] == 4
-    assert [p for p in _our_binaries_running() if p.pid not in before] == []
+    assert [p for p in _our_binaries_running(built_binaries) if p.pid not in before] == []

@@ -415,11 +415,11 @@ def test_every_experiment_has_its_page_checked() -> None:
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", list(EXPERIMENTS))
 def test_each_quick_experiment_writes_its_page(
-    name: str, tmp_path: Path, release_binaries: Path
+    name: str, tmp_path: Path, built_binaries: Path
 ) -> None:
     result = fab(
         "experiment", f"--name={name}", "--quick", "--no-build", f"--output={tmp_path / 'pages'}",
-        f"--binaries={release_binaries}", *run_flags(tmp_path), timeout=900,
+        f"--binaries={built_binaries}", *run_flags(tmp_path), timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     page = (tmp_path / "pages" / f"{name}.md").read_text()

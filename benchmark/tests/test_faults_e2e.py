@@ -1,7 +1,7 @@
 """Fault schedules on the real binaries (marked `e2e`): each test runs `fab local` with faults and
 asserts on what the nodes committed and executed (the saved timeline and audit), never on timing.
 
-The binaries come from the `release_binaries` fixture (conftest.py).
+The binaries come from the `built_binaries` fixture (conftest.py).
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ def check_agreement(result: dict[str, Any]) -> None:
     assert {"state digests agree", "total supply conserved"} <= names
 
 
-def test_one_of_four_down_from_the_start(release_binaries: Path, tmp_path: Path) -> None:
+def test_one_of_four_down_from_the_start(built_binaries: Path, tmp_path: Path) -> None:
     result, _ = fab_local(
-        release_binaries, tmp_path, "--mode=hotcrypto", "--faults=1", "--rate=3000", "--duration=6"
+        built_binaries, tmp_path, "--mode=hotcrypto", "--faults=1", "--rate=3000", "--duration=6"
     )
     assert sorted(result["commits_timeline"]["nodes"]) == ["0", "1", "2"]
     for node in range(3):
@@ -69,9 +69,9 @@ def test_one_of_four_down_from_the_start(release_binaries: Path, tmp_path: Path)
     check_agreement(result)
 
 
-def test_two_of_seven_down_from_the_start(release_binaries: Path, tmp_path: Path) -> None:
+def test_two_of_seven_down_from_the_start(built_binaries: Path, tmp_path: Path) -> None:
     result, _ = fab_local(
-        release_binaries,
+        built_binaries,
         tmp_path,
         "--mode=hotcrypto",
         "--nodes=7",
@@ -99,9 +99,9 @@ def check_caught_up(result: dict[str, Any], node: int) -> None:
     assert missed is None or int(missed.group(1).replace(",", "")) <= 0.01 * sent, detail
 
 
-def test_crash_and_restart_in_hotcrypto(release_binaries: Path, tmp_path: Path) -> None:
+def test_crash_and_restart_in_hotcrypto(built_binaries: Path, tmp_path: Path) -> None:
     result, output = fab_local(
-        release_binaries,
+        built_binaries,
         tmp_path,
         "--mode=hotcrypto",
         "--rate=3000",
@@ -141,14 +141,14 @@ def accounting(result: dict[str, Any], node: int) -> tuple[int, int]:
 
 
 def test_restart_after_the_gc_window_rejoins_from_a_checkpoint(
-    release_binaries: Path, tmp_path: Path
+    built_binaries: Path, tmp_path: Path
 ) -> None:
     """Down from 3 s to 38 s: more than `gc_retention_ms` (30 s) and, at about 2 rounds a second
     with one of four down, more than `gc_depth` (50) rounds. The others have deleted what the
     node would need to replay the chain; it adopts a checkpoint f+1 of them report and ends
     with their executed count and digests."""
     result, output = fab_local(
-        release_binaries,
+        built_binaries,
         tmp_path,
         "--mode=hotcrypto",
         "--rate=2000",
@@ -165,9 +165,9 @@ def test_restart_after_the_gc_window_rejoins_from_a_checkpoint(
     assert "restored the state after round" in text
 
 
-def test_crash_and_restart_on_a_durable_store(release_binaries: Path, tmp_path: Path) -> None:
+def test_crash_and_restart_on_a_durable_store(built_binaries: Path, tmp_path: Path) -> None:
     result, output = fab_local(
-        release_binaries,
+        built_binaries,
         tmp_path,
         "--mode=hotcrypto",
         "--rate=3000",
@@ -202,12 +202,12 @@ def up_at(events: list[dict[str, Any]], t: float, nodes: int) -> set[int]:
     return up
 
 
-def test_leader_killed_every_five_seconds(release_binaries: Path, tmp_path: Path) -> None:
+def test_leader_killed_every_five_seconds(built_binaries: Path, tmp_path: Path) -> None:
     # 60 s, as the issue asks: past `gc_retention_ms` (30 s) a restarted node can no longer
     # replay the chain from genesis and must rejoin from a checkpoint, or the next kill leaves
     # no quorum (one node killed, one stranded).
     result, output = fab_local(
-        release_binaries,
+        built_binaries,
         tmp_path,
         "--mode=hotcrypto",
         "--rate=3000",
@@ -236,9 +236,9 @@ def test_leader_killed_every_five_seconds(release_binaries: Path, tmp_path: Path
     check_agreement(result)
 
 
-def test_more_than_f_down_then_back(release_binaries: Path, tmp_path: Path) -> None:
+def test_more_than_f_down_then_back(built_binaries: Path, tmp_path: Path) -> None:
     result, output = fab_local(
-        release_binaries, tmp_path, "--mode=hotcrypto", "--rate=2000", "--duration=15",
+        built_binaries, tmp_path, "--mode=hotcrypto", "--rate=2000", "--duration=15",
         "--crash=2@4:9", "--crash=3@4:9",
     )  # fmt: skip
     print(output[output.find(" + FAULTS") :])
@@ -261,11 +261,9 @@ def test_more_than_f_down_then_back(release_binaries: Path, tmp_path: Path) -> N
         assert resumed, f"node {node}: no commit within {deadline - back:.1f} s of the restart"
 
 
-def test_a_partitioned_node_catches_up_after_the_heal(
-    release_binaries: Path, tmp_path: Path
-) -> None:
+def test_a_partitioned_node_catches_up_after_the_heal(built_binaries: Path, tmp_path: Path) -> None:
     result, output = fab_local(
-        release_binaries, tmp_path, "--mode=hotcrypto", "--rate=3000", "--duration=24",
+        built_binaries, tmp_path, "--mode=hotcrypto", "--rate=3000", "--duration=24",
         "--partition=3@5-13",
     )  # fmt: skip
     print(output[output.find(" + FAULTS") :])
@@ -304,7 +302,7 @@ def node_counts(
 
 
 def test_a_node_that_adopts_a_checkpoint_after_a_partition_serves_its_clients_again(
-    release_binaries: Path, tmp_path: Path
+    built_binaries: Path, tmp_path: Path
 ) -> None:
     """Under load, node 3 is cut off for far longer than `gc_depth` rounds (under reputation,
     the three others go on at full speed) and the time its peers keep what it misses
@@ -316,7 +314,7 @@ def test_a_node_that_adopts_a_checkpoint_after_a_partition_serves_its_clients_ag
     core's `recovery_a_checkpoint_above_our_own_block_does_not_make_us_propose_it_again` makes
     it so every time)."""
     result, output = fab_local(
-        release_binaries, tmp_path, "--mode=hotstuff", "--tx-size=197", "--rate=40000",
+        built_binaries, tmp_path, "--mode=hotstuff", "--tx-size=197", "--rate=40000",
         "--duration=26", "--leader=reputation", "--partition=3@4-12", "--gc-retention-ms=1000",
         "--batch-size=20000", "--max-uncommitted-bytes=20000",
     )  # fmt: skip
@@ -337,9 +335,9 @@ def test_a_node_that_adopts_a_checkpoint_after_a_partition_serves_its_clients_ag
     assert result["audit"]["ok"], result["audit"]["failures"]
 
 
-def test_fifty_ms_on_every_link(release_binaries: Path, tmp_path: Path) -> None:
+def test_fifty_ms_on_every_link(built_binaries: Path, tmp_path: Path) -> None:
     result, _ = fab_local(
-        release_binaries, tmp_path, "--mode=hotcrypto", "--rate=3000", "--duration=10",
+        built_binaries, tmp_path, "--mode=hotcrypto", "--rate=3000", "--duration=10",
         "--delay=50",
     )  # fmt: skip
     assert result["config"]["delay_ms"] == 50

@@ -188,7 +188,7 @@ def _served_names(bodies: list[str]) -> dict[str, set[str]]:
 
 
 @pytest.fixture(scope="module")
-def served(release_binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
+def served(built_binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     """The metrics a real node and client serve: a 3-s `hotcrypto --store` run of two nodes,
     each endpoint scraped until the run ends (a stage adds some counters once it has seen a
     transaction)."""
@@ -196,7 +196,7 @@ def served(release_binaries: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     local = LocalBench(
         repo_root=REPO_ROOT,
         base_port=base_port,
-        binaries=release_binaries,
+        binaries=built_binaries,
         logs_dir=tmp_path_factory.mktemp("logs"),
         results_dir=tmp_path_factory.mktemp("results"),
         work_dir=tmp_path_factory.mktemp("work"),

@@ -10,7 +10,7 @@ verifies every signature, and at 12,000 tx/s it wants more than a quarter of a c
 
 It needs a cgroup cpu controller this process can write (root, cgroup v1 `cpu` or v2 with `cpu`
 offered): without one it is skipped, with the reason, except under `CI=true`, where it fails (CI
-runs as root on a machine that has one). The binaries come from the `release_binaries` fixture.
+runs as root on a machine that has one). The binaries come from the `built_binaries` fixture.
 """
 
 from __future__ import annotations
@@ -50,14 +50,14 @@ def cpu_controller() -> None:
 
 
 @pytest.mark.usefixtures("cpu_controller")
-def test_every_node_stays_within_a_quarter_core(release_binaries: Path, tmp_path: Path) -> None:
+def test_every_node_stays_within_a_quarter_core(built_binaries: Path, tmp_path: Path) -> None:
     result, output = run_fab_local(
         tmp_path,
         "--mode=hotcrypto",
         "--rate=12000",
         "--duration=8",
         f"--node-cpus={BUDGET}",
-        f"--binaries={release_binaries}",
+        f"--binaries={built_binaries}",
         timeout=300,
     )
     print(output[output.find(" + RESOURCES") :])

@@ -70,18 +70,18 @@ def _digest(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def project(
-    hosts: NamespaceHosts, release_binaries: Path, tmp_path_factory: pytest.TempPathFactory
+    hosts: NamespaceHosts, built_binaries: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
     """The repository root the tasks see: settings.json for the hosts, and target/release with
     the real binaries (the tasks make keys and the genesis with `node`). On the shared side: the
     repository the hosts fetch and the binaries their stand-in cargo copies."""
     root = tmp_path_factory.mktemp("project")
     (root / "target").mkdir()
-    (root / "target" / "release").symlink_to(release_binaries.resolve())
+    (root / "target" / "release").symlink_to(built_binaries.resolve())
     binaries = hosts.shared_dir / "binaries"
     binaries.mkdir(mode=0o755)
     for name in ("node", "client"):
-        shutil.copy(release_binaries / name, binaries / name)
+        shutil.copy(built_binaries / name, binaries / name)
         (binaries / name).chmod(0o755)
     repo = hosts.shared_dir / "hotmove"
     repo.mkdir(mode=0o755)
@@ -137,7 +137,7 @@ def _fabfile(monkeypatch: pytest.MonkeyPatch, project: Path, hosts: NamespaceHos
 def test_fab_remote_runs_the_real_binaries_on_four_hosts(
     hosts: NamespaceHosts,
     project: Path,
-    release_binaries: Path,
+    built_binaries: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -146,7 +146,7 @@ def test_fab_remote_runs_the_real_binaries_on_four_hosts(
     for home in hosts.homes:
         for name in ("node", "client"):
             installed = home / "hotmove" / "target" / "release" / name
-            assert _digest(installed) == _digest(release_binaries / name)
+            assert _digest(installed) == _digest(built_binaries / name)
 
     fab.remote(
         Context(),

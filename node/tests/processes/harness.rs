@@ -16,22 +16,21 @@ pub fn node_bin() -> PathBuf {
 
 /// The client binary, built beside the node binary. `cargo test` builds only the binaries of
 /// the package under test, so the client is built here (once per test process), with the same
-/// profile as the node binary.
+/// profile as the node binary: the name of the directory it is in (`debug` is `dev`'s).
 pub fn client_bin() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
             let node = node_bin();
             let path = node.with_file_name("client");
-            let release = node
+            let profile = node
                 .parent()
                 .and_then(Path::file_name)
-                .is_some_and(|profile| profile == "release");
+                .and_then(|name| name.to_str())
+                .map_or("dev", |name| if name == "debug" { "dev" } else { name });
             let mut cargo = Command::new(env!("CARGO"));
             cargo.args(["build", "-p", "client", "--bin", "client"]);
-            if release {
-                cargo.arg("--release");
-            }
+            cargo.args(["--profile", profile]);
             let status = cargo.status().expect("cargo runs");
             assert!(status.success(), "building the client failed");
             assert!(path.exists(), "no client binary at {}", path.display());
