@@ -23,11 +23,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..analysis.run_summary import Summary
 from ..runners.vcpus import Fit
 from .experiment import Configuration, CriterionBench, Experiment, Outcome
 from .measures import (
     Measure,
+    asked,
     by_rate,
     delivered,
     e2e_p50,
@@ -246,20 +246,15 @@ def _case_table(by_factor: dict[int, list]) -> list[list[str]]:
 ALL_ASKED = 0.99
 
 
-def _asked(summary: Summary) -> float | None:
-    rate = summary.config.get("rate")
-    return float(rate) if isinstance(rate, int | float | str) and str(rate).isdigit() else None
-
-
 def unsaturated_factors(by_factor: dict[int, list]) -> list[int]:
     """The dilated factors whose runs delivered what was asked (median) while the undilated
     ones did not: there the case compares a run that kept up with one that was saturated."""
 
     def kept_up(summaries: list) -> bool:
         shares = [
-            delivered(s) / asked
+            delivered(s) / rate
             for s in summaries
-            if (asked := _asked(s)) and delivered(s) is not None
+            if (rate := asked(s)) and delivered(s) is not None
         ]
         return bool(shares) and (median_of(shares) or 0) >= ALL_ASKED
 

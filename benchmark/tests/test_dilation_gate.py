@@ -88,7 +88,8 @@ def _run(asked: int, tps: float, **hops: float) -> SimpleNamespace:
         Hop(*name.split("_to_"), LatencyStats(100, p50, p50, p50)) for name, p50 in hops.items()
     ]
     whole = Hop("send", "commit", LatencyStats(100, 1.0, sum(hops.values()), 1.0))
-    return SimpleNamespace(config={"rate": str(asked)}, tps=tps, hops=(*path, whole))
+    consensus = SimpleNamespace(consensus=True)
+    return SimpleNamespace(pipeline=consensus, config={"rate": asked}, tps=tps, hops=(*path, whole))
 
 
 @pytest.fixture
