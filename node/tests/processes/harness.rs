@@ -331,6 +331,13 @@ pub fn wait_for_clients(clients: &mut Processes) {
     }
 }
 
+/// The first number after `after` in `text` (a node's log line).
+pub fn number_after(text: &str, after: &str) -> Option<u64> {
+    let rest = &text[text.find(after)? + after.len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
 /// A number at `path` in a METRICS line (0 where absent: a counter not reported yet).
 pub fn number(line: &Value, path: &[&str]) -> u64 {
     path.iter()

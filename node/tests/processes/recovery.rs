@@ -22,13 +22,6 @@ fn committed_blocks(messages: &str) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// The first number after `after` in `text`.
-fn number_after(text: &str, after: &str) -> Option<u64> {
-    let rest = &text[text.find(after)? + after.len()..];
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
 /// Four nodes on `--store`; node 1's executor spins 3 ms per transaction, so it falls behind its
 /// commits and its latest checkpoint (which the executor makes) trails what it committed by
 /// hundreds of transactions. Node 1 is killed (SIGKILL) and started again on its store (its

@@ -35,13 +35,6 @@ fn exit_code(child: &mut Child, timeout: Duration) -> Option<i32> {
     None
 }
 
-/// The first number after `after` in `text`.
-fn number_after(text: &str, after: &str) -> Option<u64> {
-    let rest = &text[text.find(after)? + after.len()..];
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
 fn messages(committee: &Committee, i: usize, life: usize) -> String {
     std::fs::read_to_string(committee.node_messages(i, life)).unwrap_or_default()
 }
@@ -52,14 +45,9 @@ fn fresh_floor(said: &str) -> Option<(u64, u64)> {
     let line = said
         .lines()
         .find(|line| line.contains("none holds a signature of this key"))?;
-    let number_after = |marker: &str| -> Option<u64> {
-        let rest = &line[line.find(marker)? + marker.len()..];
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().ok()
-    };
     Some((
-        number_after("the highest certificate shown is of round ")?,
-        number_after("voting only above round ")?,
+        number_after(line, "the highest certificate shown is of round ")?,
+        number_after(line, "voting only above round ")?,
     ))
 }
 
