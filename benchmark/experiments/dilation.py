@@ -89,9 +89,11 @@ def _case(
     return Case(name, flags, FACTORS + LARGE if large else FACTORS)
 
 
+# Saturated hotstuff: 4 nodes of 0.4 kept up with about 1,100,000 tx/s undilated, so 1,600,000
+# asks for half as much again, which clients of 0.2 virtual CPUs can still send.
 CASES = (
     _case("hotstuff, 4 x 0.4 vCPUs, kept up", "hotstuff", 4, 0.4, 200_000),
-    _case("hotstuff, 4 x 0.4 vCPUs, saturated", "hotstuff", 4, 0.4, 1_200_000, large=True),
+    _case("hotstuff, 4 x 0.4 vCPUs, saturated", "hotstuff", 4, 0.4, 1_600_000, large=True),
     _case("hotcrypto, 4 x 0.4 vCPUs, kept up", "hotcrypto", 4, 0.4, 12_000),
     _case("hotcrypto, 4 x 0.4 vCPUs, saturated", "hotcrypto", 4, 0.4, 40_000, large=True),
     _case(

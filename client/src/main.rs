@@ -19,12 +19,6 @@ use stages::{Mode, PayloadKind, Vm};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// mimalloc instead of glibc malloc: the Move VM allocates and frees several small objects per
-/// transaction (values, frames, change sets), and glibc's allocator took about 12 % of a Move
-/// transfer in profiles; mimalloc's thread-local free lists make those calls cheap.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser, Debug)]
 #[command(name = "client", about = "HotMove load generator", version)]
 pub struct Cli {

@@ -14,7 +14,6 @@ use stages::flags::{self, FlagDescription};
 use stages::modes::{Description, Mode};
 use std::path::PathBuf;
 
-mod allocator;
 mod attesting;
 mod consensus_source;
 mod ingress;
@@ -74,7 +73,6 @@ enum Command {
 const PANIC_EXIT: i32 = 101;
 
 fn main() {
-    allocator::tune();
     // A panic is a bug, and it must end the node: a panicked stage thread would otherwise leave
     // a node that still runs consensus but no longer verifies or executes, and whose METRICS
     // would quietly report a stalled stage as if it were a measurement.

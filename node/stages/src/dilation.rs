@@ -2,7 +2,8 @@
 //! than real time (`plumbing::clock`), for scale-model runs in which the harness also holds each
 //! of its threads to 1/K of a core (`fab local --dilation`, docs/local.md).
 
-use anyhow::Result;
+use crate::allocator;
+use anyhow::{Context, Result};
 use clap::Args;
 use plumbing::clock::{self, MAX_FACTOR};
 use tracing::info;
@@ -22,9 +23,11 @@ pub struct DilationArgs {
 }
 
 impl DilationArgs {
-    /// Slows the process's clock; call before anything reads it.
+    /// Slows the process's clock, and the allocator's purge delay with it; call before
+    /// anything reads the clock.
     pub fn apply(&self) -> Result<()> {
         clock::dilate(self.dilation, self.dilation_origin_ms)?;
+        allocator::tune(self.dilation).context("tuning the allocator")?;
         if self.dilation > 1 {
             info!(
                 "time dilated ×{}: every duration of this process lasts {} times as long",

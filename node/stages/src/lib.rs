@@ -3,6 +3,7 @@
 //! feeds them from a generator, with no consensus at all.
 //!
 //! - [`pipeline`]: what each mode runs, and the wiring of the stages;
+//! - [`allocator`]: the allocator of both binaries, and what it does with memory it frees;
 //! - [`dilation`]: `--dilation`, the process's clock slowed for scale-model runs;
 //! - [`flags`]: which flags of `node run` and `client` each mode takes, checked and described;
 //! - [`stage`]: the stage trait and the one runner every stage runs in;
@@ -17,6 +18,7 @@
 //! (`batch`) and what it hands back is checkpoints and progress (`checkpoint`); no HotStuff, no
 //! mempool, no network. The replica that wires consensus to these stages is the `node` binary.
 
+pub mod allocator;
 pub mod checkpointing;
 pub mod dilation;
 pub mod execution;
