@@ -89,7 +89,9 @@ def _run(asked: int, tps: float, **hops: float) -> SimpleNamespace:
     ]
     whole = Hop("send", "commit", LatencyStats(100, 1.0, sum(hops.values()), 1.0))
     consensus = SimpleNamespace(consensus=True)
-    return SimpleNamespace(pipeline=consensus, config={"rate": asked}, tps=tps, hops=(*path, whole))
+    return SimpleNamespace(
+        pipeline=consensus, config={"rate": asked}, tps=tps, hops=(*path, whole), resources=None
+    )
 
 
 @pytest.fixture
@@ -126,3 +128,28 @@ def test_the_largest_missing_factor_names_the_hop_that_grew_most() -> None:
     ]
     # The whole path is not a hop along it; hops below a millisecond either side are left out.
     assert grown_hop({1: [_run(1, 1.0, a_to_b=0.2)], 2: [_run(1, 1.0, a_to_b=0.9)]}, 2) is None
+
+
+def _budgeted(tps: float, used: float, budget: float | None = 0.4) -> SimpleNamespace:
+    """A stand-in summary whose nodes used `used` cores of a `budget` each."""
+    resources = SimpleNamespace(nodes=SimpleNamespace(cpu_cores=used), node_cpus=budget)
+    consensus = SimpleNamespace(consensus=False)
+    return SimpleNamespace(tps=tps, resources=resources, pipeline=consensus, hops=())
+
+
+@pytest.mark.usefixtures("delivered_is_tps")
+def test_undilated_runs_short_of_their_cpu_budget_are_named() -> None:
+    runs = {
+        1: [_budgeted(600.0, 0.30), _budgeted(610.0, 0.28)],
+        2: [_budgeted(790.0, 0.39)],
+        4: [_budgeted(800.0, 0.38), _budgeted(790.0, 0.40)],
+    }
+    assert dilation.budget_shortfall(runs) == pytest.approx((0.725, 0.975))
+    (said,) = diagnosis(runs)
+    assert said.startswith("Undilated, the nodes used 72% of their CPU budget")
+    assert "dilated, 98%" in said
+    # Within the gap, or without a budget, nothing is said.
+    close = {1: [_budgeted(1.0, 0.36)], 2: [_budgeted(1.0, 0.39)]}
+    assert dilation.budget_shortfall(close) is None
+    unbudgeted = {1: [_budgeted(1.0, 0.2, None)], 2: [_budgeted(1.0, 0.4, None)]}
+    assert dilation.budget_shortfall(unbudgeted) is None
