@@ -27,12 +27,15 @@ from ..analysis.run_summary import Summary
 from ..runners.vcpus import Fit
 from .experiment import Configuration, CriterionBench, Experiment, Outcome
 from .measures import (
+    HELD_BACK_AT_MOST,
+    KEEPS_UP,
     Measure,
     asked,
     by_rate,
     delivered,
     e2e_p50,
     fmt,
+    held_back,
     median_of,
     node_us_per_tx,
     rounds_per_second,
@@ -245,13 +248,11 @@ def _case_table(by_factor: dict[int, list]) -> list[list[str]]:
     return rows
 
 
-# A run that delivered this share of the rate asked was not saturated: it had more to give.
-ALL_ASKED = 0.99
-
-
 def unsaturated_factors(by_factor: dict[int, list]) -> list[int]:
-    """The dilated factors whose runs delivered what was asked (median) while the undilated
-    ones did not: there the case compares a run that kept up with one that was saturated."""
+    """The dilated factors whose runs kept up (median) while the undilated ones did not: there
+    the case compares a run that kept up with one that was saturated. Kept up is the capacity
+    rule's load half: delivered at least `KEEPS_UP` of the rate asked, the clients held back at
+    most `HELD_BACK_AT_MOST` of the window."""
 
     def kept_up(summaries: list) -> bool:
         shares = [
@@ -259,7 +260,12 @@ def unsaturated_factors(by_factor: dict[int, list]) -> list[int]:
             for s in summaries
             if (rate := asked(s)) and delivered(s) is not None
         ]
-        return bool(shares) and (median_of(shares) or 0) >= ALL_ASKED
+        held = median_of([held_back(s) for s in summaries])
+        return (
+            bool(shares)
+            and (median_of(shares) or 0) >= KEEPS_UP
+            and (held is None or held <= HELD_BACK_AT_MOST)
+        )
 
     if kept_up(by_factor.get(1, [])):
         return []

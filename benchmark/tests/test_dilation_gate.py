@@ -98,6 +98,7 @@ def _run(asked: int, tps: float, **hops: float) -> SimpleNamespace:
 def delivered_is_tps(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dilation, "MEASURES", {"x": (lambda run: run.tps, 0)})
     monkeypatch.setattr(dilation, "delivered", lambda run: run.tps)
+    monkeypatch.setattr(dilation, "held_back", lambda run: getattr(run, "held", None))
 
 
 @pytest.mark.usefixtures("delivered_is_tps")
@@ -110,8 +111,12 @@ def test_a_dilated_run_that_delivered_all_it_was_asked_is_named_unsaturated() ->
     assert unsaturated_factors(runs) == [2]
     (said, *_) = diagnosis(runs)
     assert said.startswith("At K = 2 the runs delivered all that was asked")
-    # Kept up undilated as well: nothing to say of it.
-    assert unsaturated_factors({1: [_run(1000, 1000.0)], 2: [_run(1000, 1000.0)]}) == []
+    # Kept up undilated as well: nothing to say of it, though it delivered a hair less.
+    assert unsaturated_factors({1: [_run(1000, 989.0)], 2: [_run(1000, 998.0)]}) == []
+    # Delivered all that was asked only because the clients were held back: not kept up.
+    held = _run(1000, 1000.0)
+    held.held = 0.2
+    assert unsaturated_factors({1: [_run(1000, 800.0)], 2: [held]}) == []
 
 
 @pytest.mark.usefixtures("delivered_is_tps")
