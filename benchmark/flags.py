@@ -247,7 +247,10 @@ BENCH_SWITCHES = tuple(name for name, kind in _field_types().items() if kind is 
 FAULT_FLAGS = {
     "crash": "NODE@T or NODE@T:RESTART_T: SIGKILL node NODE T s after the clients start"
     " (and run it again at RESTART_T); repeatable",
-    "kill_leader_every": "every S s kill the leader of the current round, restart it S/2 later",
+    "kill_leader_every": (
+        "every S s kill the leader of the current round, restart it S/2 later (no kill in the"
+        " run's last S s)"
+    ),
     "partition": "NODES@T1-T2 (e.g. 3@5-25 or 1,2@5-25): cut NODES off from the others from T1 to"
     " T2 s after the clients start; repeatable",
 }

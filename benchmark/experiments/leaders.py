@@ -31,7 +31,7 @@ OUTAGE = "more than f down, then back"
 def scenarios(quick: bool) -> list[tuple[str, dict[str, str], tuple[str, ...], str | None]]:
     """(label, flags, crashes, kill-leader period) of each scenario."""
     if quick:
-        rate, duration, long, kill = "2000", "4", "7", "3"
+        rate, duration, long, kill = "2000", "4", "8", "3"
         outage = ("2@2:5", "3@2:5")
     else:
         rate, duration, long, kill = "8000", "20", "60", "5"

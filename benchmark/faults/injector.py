@@ -78,8 +78,7 @@ class FaultInjector:
     live_nodes: int  # nodes 0..live_nodes-1 were booted
     out: TextIO
     clock: Callable[[], float] = time.time
-    # The run's length: a leader kill due at or after it is not made (there would be no run
-    # left to show whether commits resume, and the nodes are being stopped).
+    # The run's length: a leader kill due later than S before it is not made (`tick`).
     duration: float = math.inf
     log: FaultLog = field(default_factory=FaultLog)
     down: set[int] = field(default_factory=set)
@@ -136,10 +135,18 @@ class FaultInjector:
             else:
                 # The nodes cut and healed at the scheduled moment: record that moment.
                 self._record(event.kind, event.node, event.cause, None, at=event.t)
-        if self.next_leader_kill is not None and now >= self.next_leader_kill:
-            if self.next_leader_kill < self.duration:
+        period = self.schedule.kill_leader_every
+        if (
+            self.next_leader_kill is not None
+            and period is not None
+            and now >= self.next_leader_kill
+        ):
+            # A kill is made only when its restart, S/2 later, and S/2 more of the run follow
+            # it: a restart at the run's end (or after it) would leave no time to see the node
+            # come back and commits go on.
+            if self.next_leader_kill + period <= self.duration:
                 self.leader_kill_armed_ms = self.clock() * 1000.0
-            self.next_leader_kill += self.schedule.kill_leader_every or 0.0
+            self.next_leader_kill += period
         if self.leader_kill_armed_ms is not None:
             self._kill_leader(self.leader_kill_armed_ms)
 

@@ -5,7 +5,9 @@ like a power cut: no final METRICS line) at T; `--crash=NODE@T:RESTART_T` starts
 RESTART_T with its exact command, its output appended to the same log. `--kill-leader-every=S`
 kills, every S seconds, the node leading the current round and restarts it S/2 seconds later:
 restarting keeps at most one node down at a time, so a committee of 4 (f = 1) stays live however
-long the run, and every kill tests a fresh leader change rather than a shrinking committee.
+long the run, and every kill tests a fresh leader change rather than a shrinking committee. A
+kill is made only when the run lasts S after it (its restart, and S/2 to see the node come back),
+so a run of D seconds has floor(D/S) - 1 kills.
 
 `--partition=NODES@T1-T2` cuts NODES off from the rest of the committee from T1 to T2: the nodes
 do it themselves (net_emulation.py); the injector only records it.
@@ -120,10 +122,10 @@ class FaultSchedule:
                         f"--crash: node {node} crashes at {after.at:g} s while still down"
                         f" from --crash={_spec(before)}"
                     )
-        if self.kill_leader_every is not None and self.kill_leader_every >= bench.duration:
+        if self.kill_leader_every is not None and 2 * self.kill_leader_every > bench.duration:
             raise ScheduleError(
                 f"--kill-leader-every={self.kill_leader_every:g}: no kill within the"
-                f" {bench.duration} s run"
+                f" {bench.duration} s run with its restart and as long again after it"
             )
 
 

@@ -112,6 +112,14 @@ def test_no_leader_kill_is_due_at_the_end_of_the_run() -> None:
     assert max(kills) < 20.0
 
 
+def test_every_leader_kill_leaves_its_restart_and_as_long_again_in_the_run() -> None:
+    # Kills due at 3 and 6 s in a 7 s run: the one due at 6 s would restart its node at 7.5 s,
+    # after the run, so no comeback and no commit after the last restart could be seen.
+    nodes = run([], "3", 9.0, duration=7.0, leader="aaaaaaaa")
+    actions = [(action, t) for action, _, t in nodes.actions]
+    assert actions == [("kill", 3.0), ("restart", 4.5)]
+
+
 def test_expected_deaths() -> None:
     now = [0.0]
     nodes = FakeNodes(now)
