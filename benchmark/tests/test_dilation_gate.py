@@ -19,6 +19,7 @@ from benchmark.experiments.dilation import (
     misses,
     passed_factors,
     unsaturated_factors,
+    with_links,
 )
 from benchmark.runners.vcpus import Fit
 
@@ -44,6 +45,28 @@ def test_a_k_passes_only_with_every_smaller_k_of_every_case() -> None:
     }
     # `a` misses at 4, so neither 4 nor 8 passes; 16 is run by `b` alone, whose every K agreed.
     assert passed_factors(runs) == [2, 16]
+
+
+def test_the_cases_with_links_pass_on_their_own() -> None:
+    name = f"b, {dilation.LINKS}, kept up"
+    runs = {
+        "a": {1: [100.0], 2: [150.0]},
+        name: {1: [100.0], 2: [100.0], 4: [105.0]},
+    }
+    assert passed_factors(runs) == [4]  # `a` misses at 2: no K for the pages without links
+    assert list(with_links(runs)) == [name]
+    assert passed_factors(with_links(runs)) == [2, 4]
+
+
+def test_each_case_with_links_is_a_loopback_case_again_with_one_delay() -> None:
+    linked = [c for c in dilation.CASES if dilation.LINKS in c.name]
+    assert len(linked) == 3
+    loopback = {c.name: c for c in dilation.CASES if dilation.LINKS not in c.name}
+    for case in linked:
+        twin = loopback[case.name.replace(f", {dilation.LINKS}", "")]
+        assert case.flags == {**twin.flags, "delay": dilation.LINK_DELAY_MS}
+        assert case.factors == dilation.FACTORS
+        assert "--delay=1 " in case.configuration(2, 1, "8").command()
 
 
 def test_the_dilated_collapse_runs_at_the_smallest_factor_that_fits() -> None:
