@@ -65,7 +65,7 @@ def test_each_case_with_links_is_a_loopback_case_again_with_one_delay() -> None:
     for case in linked:
         twin = loopback[case.name.replace(f", {dilation.LINKS}", "")]
         assert case.flags == {**twin.flags, "delay": dilation.LINK_DELAY_MS}
-        assert case.factors == dilation.FACTORS
+        assert case.factors == twin.factors
         assert "--delay=1 " in case.configuration(2, 1, "8").command()
 
 
