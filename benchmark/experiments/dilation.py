@@ -1,7 +1,7 @@
 """`dilation`: the gate a dilated run passes before any page uses it.
 
 The same configurations undilated (`--vcpus` at K = 1: the same quotas per node, in real time)
-and at K = 2, 4 and 8 (the saturated ones also at 16 and 32): after the rescaling a dilated run makes
+and at K = 2, 4 and 8 (three of them also at 16 and 32): after the rescaling a dilated run makes
 (its processes' clocks ran K times slower), do delivered throughput, end-to-end p50 latency,
 rounds per second and a node's CPU per transaction agree within `TOLERANCE` of the undilated
 median? Each (configuration, K) runs `REPEATS` times, the K values alternated run after run so
@@ -46,7 +46,7 @@ from .measures import (
 from .page import Page
 
 FACTORS = (1, 2, 4, 8)
-# The factors the saturated configurations are also checked at, so that the pages may use them.
+# The factors three saturated configurations are also checked at, so that the pages may use them.
 LARGE = (16, 32)
 TOLERANCE = 0.10
 REPEATS = 3
