@@ -12,9 +12,11 @@
 //! (`on_block.rs`: proposals, chains, blocks whose data arrived), a vote (`on_vote.rs`, with
 //! casting our own), a timeout (`on_timeout.rs`: our timer's and members'), a certificate however
 //! it arrives (`on_certificate.rs`), a checkpoint reply (`on_checkpoint.rs`), a vote record
-//! request or reply (`on_record.rs`). Besides them: our own proposals (`proposing.rs`, with the
-//! state of our next proposal), what follows blocks committing (`settle.rs`), and storing and
-//! pruning blocks (`storage.rs`).
+//! request or reply (`on_record.rs`). Besides them: our own proposals (`proposing.rs`), what
+//! follows blocks committing (`settle.rs`), and storing and pruning blocks (`storage.rs`). The
+//! state the core keeps for two of them has files of its own, which the core holds without
+//! reaching back into its handlers: our next proposal's (`proposals.rs`) and the vote records'
+//! (`records.rs`).
 
 mod on_block;
 mod on_certificate;
@@ -22,7 +24,9 @@ mod on_checkpoint;
 mod on_record;
 mod on_timeout;
 mod on_vote;
+mod proposals;
 mod proposing;
+mod records;
 mod settle;
 mod storage;
 
@@ -58,7 +62,7 @@ use network::{
     DEFAULT_SIMPLE_QUEUE_CAPACITY,
 };
 use plumbing::budgeted::BudgetedReceiver;
-use proposing::Proposals;
+use proposals::Proposals;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -102,7 +106,7 @@ pub struct Core {
     /// Fed with every QC the core verifies: tells the committer when every peer holds a batch.
     peer_rounds: PeerRounds,
     /// Members' signatures we hold, and our own record while we do not know it.
-    records: on_record::Records,
+    records: records::Records,
 }
 
 /// What the run loop waits on besides its timers.
@@ -236,7 +240,7 @@ impl Core {
             pacemaker.record_block(block);
             witness.block(block);
         })?;
-        let records = on_record::Records::new(witness, channels.senders.sync.clone());
+        let records = records::Records::new(witness, channels.senders.sync.clone());
         let synchronizer = Synchronizer::spawn(
             name,
             committee.clone(),

@@ -7,21 +7,17 @@
 //! blocks, counts votes), but no vote, timeout or proposal of ours leaves: `may_sign` says so
 //! where each is made.
 
+use super::records::RecordCheck;
 use super::Core;
 use crate::error::{ConsensusError, FatalError};
 use crate::liveness::leader::Opening;
 use crate::messages::record::RecordReply;
 use crate::messages::Block;
 use crate::safety::recall::{Decision, MissingRecord, Recall};
-use crate::safety::witness::Witness;
 use crate::wire::{self, ConsensusMessage};
 use crypto::PublicKey;
-use network::SimpleSender;
 use plumbing::clock::{self, Instant};
-use std::collections::HashMap;
-use std::pin::Pin;
 use std::time::Duration;
-use tokio::time::Sleep;
 use tracing::{debug, info, warn};
 
 /// How often a node without its record asks again the members that have not answered (a
@@ -34,40 +30,6 @@ const REPORT_EVERY: Duration = Duration::from_secs(5);
 /// A member gets at most one answer from us per this interval: a request is a few bytes and an
 /// answer two certificates, so unthrottled a member could make us send at its own pace.
 const ANSWER_INTERVAL: Duration = Duration::from_millis(100);
-
-/// What the core keeps for members without their record, and for itself without its own.
-pub(crate) struct Records {
-    pub(crate) witness: Witness,
-    /// When each member last got an answer.
-    answered_at: HashMap<PublicKey, Instant>,
-    /// Requests and answers go best-effort: a request is asked again, an answer is asked for again.
-    sender: SimpleSender,
-    /// Ours, while we do not know it.
-    pub(crate) check: Option<RecordCheck>,
-    /// When to ask again (armed only while `check` is set).
-    pub(crate) due: Pin<Box<Sleep>>,
-}
-
-pub(crate) struct RecordCheck {
-    recall: Recall,
-    /// When we last said whom we wait for.
-    reported: Instant,
-    /// A proposal of our round we could not vote for while we did not know: voted for once we do,
-    /// if we are still in its round and above the floor.
-    held: Option<Block>,
-}
-
-impl Records {
-    pub(crate) fn new(witness: Witness, sender: SimpleSender) -> Self {
-        Records {
-            witness,
-            answered_at: HashMap::new(),
-            sender,
-            check: None,
-            due: Box::pin(clock::sleep(Duration::ZERO)),
-        }
-    }
-}
 
 impl Core {
     /// Whether our votes, timeouts and proposals may leave: not while our record is unknown.

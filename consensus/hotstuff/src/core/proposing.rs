@@ -5,55 +5,11 @@ use super::Core;
 use crate::error::ConsensusError;
 use crate::liveness::leader::Opening;
 use crate::messages::{Block, TC};
-use crate::payload::buffer::PayloadBuffer;
 use crate::wire::ConsensusMessage;
-use checkpoint::PipelineProgress;
 use plumbing::clock::{self, Instant};
-use std::collections::VecDeque;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Sleep;
 use tracing::{debug, warn};
-
-pub(super) struct Proposals {
-    /// Digests of our mempool's batches, waiting to go into our blocks.
-    pub(super) buffer: PayloadBuffer,
-    /// Our own blocks, processed like any received block once the current event is handled.
-    pub(super) own_blocks: VecDeque<Block>,
-    /// A proposal we hold back while the chain is idle (see `should_wait`).
-    pub(super) pending: Option<Option<TC>>,
-    /// When a held-back proposal goes out anyway.
-    pub(super) deadline: Pin<Box<Sleep>>,
-    /// How far the application is behind: past `max_unexecuted_bytes`, our blocks carry no
-    /// batches (see `checkpoint::PipelineProgress`).
-    pub(super) progress: Arc<PipelineProgress>,
-}
-
-impl Proposals {
-    pub(super) fn new(progress: Arc<PipelineProgress>) -> Self {
-        Proposals {
-            buffer: PayloadBuffer::default(),
-            own_blocks: VecDeque::new(),
-            pending: None,
-            deadline: Box::pin(clock::sleep(Duration::ZERO)),
-            progress,
-        }
-    }
-}
-
-impl Proposals {
-    /// `block` committed (`name` is ours): its batches are done wherever they wait in our
-    /// buffer, whoever proposed them.
-    pub(super) fn settle(&mut self, block: &Block, name: &crypto::PublicKey) {
-        if block.author == *name {
-            self.buffer.committed(block.round);
-        } else {
-            self.buffer.committed_elsewhere(&block.payload);
-        }
-    }
-}
 
 impl Core {
     /// Whether our application is too far behind for our blocks to carry batches.
