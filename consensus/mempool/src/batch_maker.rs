@@ -12,15 +12,16 @@
 //! batch is noted as such ([`CheckedBatches`]), and its author's statement, under
 //! `--verify=attested`, is made without checking it again.
 
-use super::attest::{Attestations, AttesterInput, CheckQueue};
+use super::attest::{Attestations, CheckQueue};
+use super::attester::AttesterInput;
 use super::backlog::Backlog;
 use super::checked::CheckedBatches;
 use super::message::{MempoolMessage, AUTHORED_PREFIX_LEN};
 use super::metrics::MempoolMetrics;
 use super::quorum_waiter::QuorumWaiterMessage;
+use super::samples::SampleHooks;
 use super::tx_chunk::TxChunk;
 use super::tx_receiver::MAX_TRANSACTION_SIZE;
-use super::SampleHooks;
 use batch::{Batch, BatchBuilder, TX_PREFIX_LEN};
 use config::Stake;
 use crypto::PublicKey;

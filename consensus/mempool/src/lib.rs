@@ -18,9 +18,11 @@
 //! business (transactions stay opaque bytes).
 
 pub mod attest;
+mod attester;
 mod backlog;
 mod batch_maker;
 mod checked;
+mod from_consensus;
 mod helper;
 mod ingress;
 mod message;
@@ -28,6 +30,7 @@ mod metrics;
 mod peer_handler;
 mod quorum_waiter;
 mod quota;
+mod samples;
 mod synchronizer;
 mod tx_chunk;
 mod tx_receiver;
@@ -37,17 +40,20 @@ mod tx_receiver;
 static ALLOCATOR: plumbing::test_alloc::Counting = plumbing::test_alloc::Counting;
 
 pub use checked::CheckedBatches;
+pub use from_consensus::ConsensusMempoolMessage;
 pub use ingress::CheckTransactions;
 pub use message::{MempoolMessage, MessageError};
 pub use metrics::MempoolMetrics;
 pub use quota::{Admission, AuthorQuota};
+pub use samples::{DetectSample, ReportHop, SampleHooks};
 pub use tx_receiver::{TxReceiverHandle, MAX_TRANSACTION_SIZE};
 
-use attest::{Attester, Attesting, CheckQueue, Limits, Sequences};
+use attest::{Attesting, CheckQueue, Limits, Sequences};
+use attester::Attester;
 use backlog::Backlog;
-use batch::{Batch, SampleIndex, HEADER_LEN, TX_PREFIX_LEN};
+use batch::{HEADER_LEN, TX_PREFIX_LEN};
 use batch_maker::{BatchMaker, OwnAttesting};
-use config::{Committee, Parameters, Round};
+use config::{Committee, Parameters};
 use crypto::{Digest, PublicKey, SecretKey};
 use helper::Helper;
 use ingress::IngressCheck;
@@ -67,62 +73,6 @@ use store::Store;
 use synchronizer::Synchronizer;
 use tokio::sync::mpsc;
 use tx_receiver::TxReceiver;
-
-/// What the consensus core tells the mempool. Digests come from blocks the core has checked, at
-/// most `max_block_digests` per message, so the channel's capacity bounds its bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConsensusMempoolMessage {
-    /// The core saw a block (author, round) whose payload it lacks: fetch these batches (first
-    /// from the block's author).
-    Synchronize(Vec<Digest>, PublicKey, Round),
-    /// Round `r` committed: forget sync requests for rounds older than r - gc_depth.
-    Cleanup(Round),
-    /// A committed block's batches: this node's own ones leave its backlog.
-    Committed(Vec<Digest>),
-    /// This node's batches that will not be proposed again and whose fate it cannot tell (its
-    /// blocks in a stretch of the chain it skipped by adopting a checkpoint): they leave the
-    /// backlog of batches waiting for a commit.
-    Abandoned(Vec<Digest>),
-}
-
-/// Latency samples among client transactions. The transaction format belongs to the
-/// application and the mempool never decodes a transaction, so the node hands it these two
-/// functions: `detect` recognises a sample from fixed offsets of its bytes (called once per
-/// transaction of each sealed batch, so it must only peek), `report` records one hop of a
-/// sample (`receive`, `seal`, `quorum`) with its time in ms since the epoch. With `index`, the
-/// samples of every batch this node stores (sealed here or received) are noted there by digest,
-/// found while the batch is in cache, for whoever reports their commit (see `batch::SampleIndex`).
-#[derive(Clone)]
-pub struct SampleHooks {
-    pub detect: Arc<DetectSample>,
-    pub report: Arc<ReportHop>,
-    pub index: Option<SampleIndex>,
-}
-
-impl SampleHooks {
-    /// Notes the samples of a peer's batch in the index, if there is one (the batch maker notes
-    /// its own batches' from the walk it makes anyway).
-    fn note_received(&self, batch: &Batch) {
-        if let Some(index) = &self.index {
-            let found = batch
-                .tx_slices()
-                .filter_map(|tx| (self.detect)(tx))
-                .collect();
-            index.note(batch.digest(), found);
-        }
-    }
-}
-
-/// The id of a transaction if it is a latency sample.
-pub type DetectSample = dyn Fn(&[u8]) -> Option<String> + Send + Sync;
-/// One hop of a sample: its id, the hop, the time in ms since the epoch.
-pub type ReportHop = dyn Fn(String, &'static str, u64) + Send + Sync;
-
-impl std::fmt::Debug for SampleHooks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SampleHooks")
-    }
-}
 
 pub struct Mempool;
 

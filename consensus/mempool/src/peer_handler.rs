@@ -2,12 +2,13 @@
 //! attester where this node attests them), batch requests (passed to the helper) and peers'
 //! attestations (checked and kept).
 
-use super::attest::{attesters, Attestations, AttesterInput, CheckQueue, Sequences};
+use super::attest::{attesters, Attestations, CheckQueue, Sequences};
+use super::attester::AttesterInput;
 use super::helper::HelperRequest;
 use super::message::{MempoolMessage, ACK, REFUSED};
 use super::metrics::MempoolMetrics;
 use super::quota::{Admission, AuthorQuota};
-use super::SampleHooks;
+use super::samples::SampleHooks;
 use batch::Batch;
 use bytes::Bytes;
 use crypto::PublicKey;

@@ -16,7 +16,7 @@ use super::attest::Attestations;
 use super::backlog::Backlog;
 use super::message::ACK;
 use super::metrics::MempoolMetrics;
-use super::SampleHooks;
+use super::samples::SampleHooks;
 use config::Stake;
 use crypto::Digest;
 use futures::stream::{FuturesOrdered, FuturesUnordered};

@@ -11,8 +11,8 @@
 //! peer handler, usually) needs no link to this actor.
 
 use super::backlog::Backlog;
+use super::from_consensus::ConsensusMempoolMessage;
 use super::message::MempoolMessage;
-use super::ConsensusMempoolMessage;
 use config::{Committee, Round};
 use crypto::{Digest, PublicKey};
 use futures::stream::FuturesUnordered;

@@ -14,8 +14,9 @@
 //! most what a batch holds, and each member's latest statements are kept within its bytes, so a
 //! member that floods statements (for batches that do not exist, say) only pushes out its own.
 
+use super::attesters::attesters;
 use super::delays::StatementDelays;
-use super::{attesters, Attestation, AttestationError, Finding};
+use super::statement::{Attestation, AttestationError, Finding};
 use config::{Committee, Stake};
 use crypto::{Digest, PublicKey};
 use plumbing::clock::{self, Instant};

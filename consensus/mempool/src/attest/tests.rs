@@ -1,8 +1,9 @@
 //! Statements, who attests, and what a node concludes from the statements it holds.
 
 use super::*;
-use config::Authority;
+use config::{Authority, Committee, Stake};
 use crypto::KeyPair;
+use crypto::{Digest, PublicKey};
 use std::collections::BTreeMap;
 use std::time::Duration;
 

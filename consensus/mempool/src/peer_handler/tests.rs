@@ -1,7 +1,8 @@
 //! The mempool port: batches, batch requests and statements, over loopback connections.
 
 use super::*;
-use crate::attest::{AttesterInput, CheckQueue, Sequences};
+use crate::attest::{CheckQueue, Sequences};
+use crate::attester::AttesterInput;
 use batch::{BatchBuilder, SampleIndex};
 use crypto::{Digest, KeyPair};
 use futures::StreamExt;

@@ -6,7 +6,7 @@
 //! behind, so a node whose checks fall behind slows its clients and the authors that send it
 //! batches, rather than stating late (which would only make every node check the batch).
 
-use super::{Attestation, Attesting, CheckQueue, Finding};
+use crate::attest::{Attestation, Attesting, CheckQueue, Conduct, Finding};
 use crate::message::MempoolMessage;
 use crate::metrics::MempoolMetrics;
 use batch::Batch;
@@ -17,21 +17,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tracing::warn;
-
-/// How a member behaves as an attester. Only `Honest` is the protocol: the others are a test
-/// knob (`node run --misbehave`) that makes a member Byzantine, to measure what it costs the
-/// others.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Conduct {
-    #[default]
-    Honest,
-    /// Checks nothing and states nothing (its own batches included): every batch that names it
-    /// waits for its statement in vain, once, and is then checked by every node.
-    Silent,
-    /// Checks what it attests and keeps its true finding for itself, but states wrong
-    /// positions: its statements never match an honest attester's.
-    Lying,
-}
 
 /// A batch to check, its author (the first of its attesters) and its number in the author's
 /// sequence (which names the others).
