@@ -20,8 +20,10 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+mod limits;
 mod peer;
 
+use limits::Limits;
 use peer::Peer;
 
 /// Messages kept per peer by default before the oldest is dropped.
@@ -221,19 +223,6 @@ impl ReliableSender {
             })
             .clone()
     }
-}
-
-/// What every peer of a sender is held to.
-#[derive(Clone, Copy)]
-pub(super) struct Limits {
-    /// Messages kept until acknowledged, and written before an ack.
-    capacity: usize,
-    /// Bytes kept until acknowledged.
-    max_bytes: usize,
-    /// Longer messages are refused.
-    max_frame_size: usize,
-    /// First and longest wait between connection attempts.
-    backoff: (Duration, Duration),
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! writes what is new, matches the peer's acks to messages in order, and rewrites what is still
 //! unacknowledged after a reconnection.
 
-use super::Limits;
+use super::limits::Limits;
 use crate::codec::codec;
 use crate::handshake::Credentials;
 use crate::link::{sleep_until_due, DelayLine, Link};
@@ -24,26 +24,11 @@ use tracing::{debug, warn};
 
 mod backoff;
 mod crossing;
+mod pending;
 
 use backoff::Backoff;
 use crossing::Crossing;
-
-/// A message waiting for its ack.
-struct Pending {
-    /// Position in the order of `send` calls; acks are matched by it.
-    seq: u64,
-    data: Bytes,
-    reply: oneshot::Sender<Bytes>,
-    /// When `send` was called; stamped only under emulation (the link's latency counts from it).
-    sent: Option<Instant>,
-}
-
-impl Pending {
-    /// The caller dropped its handler: the message need not be (re)sent.
-    fn cancelled(&self) -> bool {
-        self.reply.is_closed()
-    }
-}
+use pending::Pending;
 
 pub(super) struct Peer {
     address: SocketAddr,

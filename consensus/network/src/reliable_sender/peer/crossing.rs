@@ -1,6 +1,6 @@
 //! Whether a message may cross an emulated link now: its latency, the link's cuts and its rate.
 
-use super::Pending;
+use super::pending::Pending;
 use crate::link::{Bandwidth, LinkState};
 use plumbing::clock::Instant;
 use std::time::Duration;
