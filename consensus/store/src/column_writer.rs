@@ -17,7 +17,9 @@
 //! Each thread ends once its writer is dropped, after the writes queued before; dropping a
 //! writer waits for that, so a store reopened at the same path finds every file closed.
 
-use crate::{Backend, Column, StoreError};
+use crate::backend::Backend;
+use crate::column::Column;
+use crate::error::StoreError;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -97,7 +99,7 @@ impl Drop for ColumnWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::MemoryBackend;
+    use crate::memory::MemoryBackend;
     use bytes::Bytes;
     use futures::FutureExt;
 

@@ -16,9 +16,11 @@
 //! flushed the pages the blocks written since the last one had dirtied and redb's own metadata;
 //! at 400,000 tx/s in `hotstuff` that fsync was the second cost of `--store` after the batches'.
 
+use crate::backend::Backend;
+use crate::column::Column;
 use crate::durable_cell::DurableCell;
+use crate::error::StoreError;
 use crate::segment_log::SegmentLog;
-use crate::{Backend, Column, StoreError};
 use bytes::Bytes;
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use std::path::{Path, PathBuf};

@@ -17,7 +17,8 @@
 //! The payload is `[key length u8][key][value]`: the store's API is keyed, and the cell holds
 //! one entry, which a write replaces whatever its key.
 
-use crate::{Column, StoreError};
+use crate::column::Column;
+use crate::error::StoreError;
 use bytes::Bytes;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

@@ -1,9 +1,9 @@
-//! The node's key-value store, split into typed namespaces (column families). The root holds
-//! what every backend shares (the [`Backend`] trait, [`Column`], [`StoreError`]) and the typed
-//! front ([`Store`], [`Table`]); the durable backend and the files it is made of are modules
-//! below it that import only from here: [`disk`] (a column in a file shaped for it),
-//! [`segment_log`] (blocks and batches), [`durable_cell`] (the safety state) and
-//! [`column_writer`] (a durable store's writes on a thread per column).
+//! The node's key-value store, split into typed namespaces (column families). The root holds the
+//! typed front ([`Store`], [`Table`]); what every backend shares (the [`Backend`] trait,
+//! [`Column`], [`StoreError`]) has files of its own, which the backends import: the in-memory
+//! [`MemoryBackend`], and the durable backend and the files it is made of, [`disk`] (a column in
+//! a file shaped for it), [`segment_log`] (blocks and batches), [`durable_cell`] (the safety
+//! state) and [`column_writer`] (a durable store's writes on a thread per column).
 //!
 //! It must not know what the values mean: keys and values are bytes, and which column holds what
 //! is its users' business (blocks and the safety state of `hotstuff`, batches of `mempool`).
@@ -25,150 +25,30 @@
 //! is written, which is how the core waits for a missing batch or ancestor without polling. The
 //! waiters live here, above the backend, so every backend gets them for free.
 
+mod backend;
+mod column;
 pub mod column_writer;
 pub mod disk;
 pub mod durable_cell;
+mod error;
+mod lock;
+mod memory;
 pub mod segment_log;
+
+pub use backend::Backend;
+pub use column::Column;
+pub use error::StoreError;
+pub use memory::MemoryBackend;
 
 use bytes::Bytes;
 use column_writer::ColumnWriter;
 use crypto::Digest;
+use lock::lock;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard};
-use thiserror::Error;
 use tokio::sync::oneshot;
 use tracing::warn;
-
-#[derive(Debug, Error)]
-pub enum StoreError {
-    #[error("storage backend failed on {column:?}: {message}")]
-    Backend { column: Column, message: String },
-    #[error("the store stopped tracking the key")]
-    Closed,
-    #[error("cannot open the store at {path}: {message}")]
-    Open { path: String, message: String },
-}
-
-impl StoreError {
-    /// `column`'s backend failed (an I/O error, a record that does not decode, ...).
-    pub fn backend(column: Column, message: impl std::fmt::Display) -> Self {
-        StoreError::Backend {
-            column,
-            message: message.to_string(),
-        }
-    }
-
-    /// The store, or one of its files, at `path` cannot be opened.
-    pub fn open(path: &std::path::Path, message: impl std::fmt::Display) -> Self {
-        StoreError::Open {
-            path: path.display().to_string(),
-            message: message.to_string(),
-        }
-    }
-}
-
-/// The namespaces of the store. Keys of different columns never collide.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Column {
-    /// Blocks by block digest, in their wire encoding.
-    Blocks,
-    /// Mempool batches by batch digest, in their wire layout.
-    Batches,
-    /// The safety state (last voted round, highest QC, last committed block), which a node
-    /// restarted on a durable store must read back before it votes again. It holds one entry:
-    /// on the durable store a write replaces it, whatever its key.
-    Safety,
-    /// Anything else a durable store needs (a schema version, the last executed height, ...).
-    Meta,
-}
-
-impl Column {
-    pub const ALL: [Column; 4] = [
-        Column::Blocks,
-        Column::Batches,
-        Column::Safety,
-        Column::Meta,
-    ];
-
-    /// Stable names, for a backend that names its column families.
-    pub fn name(self) -> &'static str {
-        match self {
-            Column::Blocks => "blocks",
-            Column::Batches => "batches",
-            Column::Safety => "safety",
-            Column::Meta => "meta",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// Where the bytes live. Keys are raw bytes so a disk store takes them as they are; each call
-/// names its column. Implementations must be safe to call from many tasks at once.
-pub trait Backend: Send + Sync + 'static {
-    fn get(&self, column: Column, key: &[u8]) -> Result<Option<Bytes>, StoreError>;
-    fn put(&self, column: Column, key: &[u8], value: Bytes) -> Result<(), StoreError>;
-    fn delete(&self, column: Column, keys: &[&[u8]]) -> Result<(), StoreError>;
-    fn contains(&self, column: Column, key: &[u8]) -> Result<bool, StoreError> {
-        self.get(column, key).map(|v| v.is_some())
-    }
-    /// Every entry of `column` (what a node restarted on a durable store reads back).
-    fn scan(&self, column: Column) -> Result<Vec<(Bytes, Bytes)>, StoreError>;
-    /// Number of keys in `column` (approximate is fine: it feeds metrics and tests).
-    fn len(&self, column: Column) -> usize;
-}
-
-/// A panic while holding one of these locks cannot leave a map half-updated (every critical
-/// section is a single map operation), so a poisoned lock is still safe to use.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// One hash map per column. Critical sections are a hash-map operation, so a mutex is cheaper
-/// here than an actor round trip per access; values are `Bytes`, so a read is a reference count.
-#[derive(Default)]
-pub struct MemoryBackend {
-    columns: [Mutex<HashMap<Box<[u8]>, Bytes>>; 4],
-}
-
-impl Backend for MemoryBackend {
-    fn get(&self, column: Column, key: &[u8]) -> Result<Option<Bytes>, StoreError> {
-        Ok(lock(&self.columns[column.index()]).get(key).cloned())
-    }
-
-    fn put(&self, column: Column, key: &[u8], value: Bytes) -> Result<(), StoreError> {
-        lock(&self.columns[column.index()]).insert(key.into(), value);
-        Ok(())
-    }
-
-    fn delete(&self, column: Column, keys: &[&[u8]]) -> Result<(), StoreError> {
-        let mut map = lock(&self.columns[column.index()]);
-        for key in keys {
-            map.remove(*key);
-        }
-        Ok(())
-    }
-
-    fn contains(&self, column: Column, key: &[u8]) -> Result<bool, StoreError> {
-        Ok(lock(&self.columns[column.index()]).contains_key(key))
-    }
-
-    fn scan(&self, column: Column) -> Result<Vec<(Bytes, Bytes)>, StoreError> {
-        Ok(lock(&self.columns[column.index()])
-            .iter()
-            .map(|(k, v)| (Bytes::copy_from_slice(k), v.clone()))
-            .collect())
-    }
-
-    fn len(&self, column: Column) -> usize {
-        lock(&self.columns[column.index()]).len()
-    }
-}
 
 type Waiters = HashMap<Digest, Vec<oneshot::Sender<Bytes>>>;
 

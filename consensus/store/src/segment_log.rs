@@ -48,7 +48,8 @@
 
 mod format;
 
-use crate::{Column, StoreError};
+use crate::column::Column;
+use crate::error::StoreError;
 use bytes::Bytes;
 use format::{open_file, record_head, segment_path, spare_path, Record, DELETE, HEADER_BYTES, PUT};
 use plumbing::clock::Instant;

@@ -3,7 +3,8 @@
 //! CRC over the segment's sequence number, the key and the value. Writing a record's head, and
 //! reading a segment's records back at recovery.
 
-use crate::{Column, StoreError};
+use crate::column::Column;
+use crate::error::StoreError;
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
