@@ -1,6 +1,6 @@
 //! What consensus outputs: a batch of a committed block, in commit order.
 
-use crate::{Batch, BatchBuilder};
+use crate::batch::{Batch, BatchBuilder};
 use config::Round;
 use crypto::Digest;
 
