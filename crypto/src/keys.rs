@@ -1,4 +1,4 @@
-use crate::CryptoError;
+use crate::error::CryptoError;
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use rand::rngs::{OsRng, StdRng};
 use rand::{CryptoRng, RngCore, SeedableRng};

@@ -1,4 +1,6 @@
-use crate::{Digest, SecretKey, Signature};
+use crate::digest::Digest;
+use crate::keys::SecretKey;
+use crate::signature::Signature;
 use tokio::sync::{mpsc, oneshot};
 
 /// Owns the node's secret key and signs digests on request, so the key lives in one task and
@@ -34,7 +36,7 @@ impl SignatureService {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::KeyPair;
+    use crate::keys::KeyPair;
 
     #[tokio::test]
     async fn service_signs_with_its_key() {

@@ -1,4 +1,6 @@
-use crate::{CryptoError, Digest, PublicKey, SecretKey};
+use crate::digest::Digest;
+use crate::error::CryptoError;
+use crate::keys::{PublicKey, SecretKey};
 use curve25519_dalek::constants::ED25519_BASEPOINT_POINT;
 use curve25519_dalek::edwards::{CompressedEdwardsY, EdwardsPoint};
 use curve25519_dalek::scalar::Scalar;
@@ -290,7 +292,9 @@ mod tests {
     #[test]
     fn key_cache_decodes_like_decode_key_and_stays_bounded() {
         let cache = KeyCache::new(3);
-        let keys: Vec<PublicKey> = (0..5).map(|i| crate::KeyPair::from_seed(i).name).collect();
+        let keys: Vec<PublicKey> = (0..5)
+            .map(|i| crate::keys::KeyPair::from_seed(i).name)
+            .collect();
         for key in keys.iter().chain(keys.iter()) {
             assert_eq!(cache.decode(key), decode_key(key));
         }
@@ -304,7 +308,7 @@ mod tests {
         assert_eq!(cache.decode(&identity), Err(CryptoError::InvalidPublicKey));
         assert!(!cache.keys.read().expect("lock").contains_key(&identity));
     }
-    use crate::KeyPair;
+    use crate::keys::KeyPair;
 
     #[test]
     fn digest_checks_keep_the_signers_keys_decoded_and_answer_as_verify_bytes() {

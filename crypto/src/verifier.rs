@@ -1,9 +1,10 @@
 //! Verifies many independent signatures on a dedicated thread pool, with batch verification
 //! per chunk and a search of failed batches (`locate`) to find exactly which items are invalid.
 
+use crate::keys::PublicKey;
 use crate::locate::{self, Work};
+use crate::signature::Signature;
 use crate::signature::{KeyCache, Prepared};
-use crate::{PublicKey, Signature};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
