@@ -19,146 +19,20 @@ use crate::genesis::Genesis;
 use crate::snapshot::{self, SnapshotError};
 #[cfg(test)]
 use crate::transaction::SAMPLE_PERIOD;
-use crate::transaction::{is_sample_nonce, sample_id, Address, Transaction};
+use crate::transaction::{Address, Transaction};
 use crypto::{Digest, PublicKey};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod drops;
 mod plan;
+mod sequencer;
 
-/// Why a transaction was discarded without running (its nonce is not consumed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DropReason {
-    /// The nonce was already used.
-    StaleNonce,
-    /// The sender already has `max_backlog_per_sender` transactions waiting.
-    BacklogFull,
-    /// A transaction with this nonce is already waiting in the backlog.
-    Duplicate,
-    /// The sender is not a genesis account.
-    UnknownAccount,
-    /// The public key is not the sender account's key.
-    BadAddress,
-    /// The adapter's prologue discarded it.
-    Rejected(RejectReason),
-}
+pub use drops::{DropCounts, DropReason};
+pub use sequencer::{Completed, LedgerStats};
 
-impl DropReason {
-    pub const ALL: [DropReason; 13] = [
-        DropReason::StaleNonce,
-        DropReason::BacklogFull,
-        DropReason::Duplicate,
-        DropReason::UnknownAccount,
-        DropReason::BadAddress,
-        DropReason::Rejected(RejectReason::SequenceNumberTooOld),
-        DropReason::Rejected(RejectReason::SequenceNumberTooNew),
-        DropReason::Rejected(RejectReason::BadAuthenticationKey),
-        DropReason::Rejected(RejectReason::CantPayGasDeposit),
-        DropReason::Rejected(RejectReason::NoAccount),
-        DropReason::Rejected(RejectReason::PrologueError),
-        DropReason::Rejected(RejectReason::ScriptNotAllowed),
-        DropReason::Rejected(RejectReason::WrongPayload),
-    ];
-
-    /// The key used in METRICS `dropped_by_reason`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            DropReason::StaleNonce => "stale_nonce",
-            DropReason::BacklogFull => "backlog_full",
-            DropReason::Duplicate => "duplicate",
-            DropReason::UnknownAccount => "unknown_account",
-            DropReason::BadAddress => "bad_address",
-            DropReason::Rejected(reason) => reason.as_str(),
-        }
-    }
-}
-
-/// Dropped transactions by reason; serializes to the METRICS `dropped_by_reason` object.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DropCounts {
-    pub stale_nonce: u64,
-    pub backlog_full: u64,
-    pub duplicate: u64,
-    pub unknown_account: u64,
-    pub bad_address: u64,
-    pub sequence_number_too_old: u64,
-    pub sequence_number_too_new: u64,
-    pub bad_authentication_key: u64,
-    pub cant_pay_gas_deposit: u64,
-    pub no_account: u64,
-    pub prologue_error: u64,
-    pub script_not_allowed: u64,
-    pub wrong_payload: u64,
-}
-
-impl DropCounts {
-    fn slot(&mut self, reason: DropReason) -> &mut u64 {
-        match reason {
-            DropReason::StaleNonce => &mut self.stale_nonce,
-            DropReason::BacklogFull => &mut self.backlog_full,
-            DropReason::Duplicate => &mut self.duplicate,
-            DropReason::UnknownAccount => &mut self.unknown_account,
-            DropReason::BadAddress => &mut self.bad_address,
-            DropReason::Rejected(reason) => match reason {
-                RejectReason::SequenceNumberTooOld => &mut self.sequence_number_too_old,
-                RejectReason::SequenceNumberTooNew => &mut self.sequence_number_too_new,
-                RejectReason::BadAuthenticationKey => &mut self.bad_authentication_key,
-                RejectReason::CantPayGasDeposit => &mut self.cant_pay_gas_deposit,
-                RejectReason::NoAccount => &mut self.no_account,
-                RejectReason::PrologueError => &mut self.prologue_error,
-                RejectReason::ScriptNotAllowed => &mut self.script_not_allowed,
-                RejectReason::WrongPayload => &mut self.wrong_payload,
-            },
-        }
-    }
-
-    pub fn get(&self, reason: DropReason) -> u64 {
-        let mut copy = *self;
-        *copy.slot(reason)
-    }
-
-    pub fn total(&self) -> u64 {
-        DropReason::ALL.iter().map(|r| self.get(*r)).sum()
-    }
-}
-
-/// Cumulative counters, plus the current backlog size.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct LedgerStats {
-    /// Transactions that ran and changed the state.
-    pub executed: u64,
-    /// Transactions that ran and failed (nonce consumed, state unchanged).
-    pub failed: u64,
-    pub dropped: DropCounts,
-    /// Transactions waiting in backlogs right now, all senders together.
-    pub backlog: u64,
-}
-
-/// A transaction that ran (successfully or not), reported in execution order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Completed {
-    pub sender: Address,
-    pub nonce: u64,
-    pub outcome: Outcome,
-}
-
-impl Completed {
-    pub fn is_sample(&self) -> bool {
-        is_sample_nonce(&self.sender, self.nonce)
-    }
-
-    /// The id METRICS `samples` events use; only meaningful when [`Self::is_sample`].
-    pub fn sample_id(&self) -> String {
-        sample_id(&self.sender, self.nonce)
-    }
-}
-
-struct SenderState {
-    public_key: PublicKey,
-    next_nonce: u64,
-    backlog: BTreeMap<u64, Transaction>,
-}
+use sequencer::{SenderState, Sequencer};
 
 /// A ledger's state in a snapshot (see `snapshot.rs`): senders in address order, each backlog in
 /// nonce order, the counters (so executed counts, and the audit's heights, continue where the
@@ -177,15 +51,6 @@ struct LedgerSnapshot {
 pub struct Ledger<E> {
     executor: E,
     sequencer: Sequencer,
-}
-
-/// The ledger's own state: every sender's next nonce and backlog, and the counters.
-struct Sequencer {
-    senders: FxHashMap<Address, SenderState>,
-    max_backlog_per_sender: usize,
-    stats: LedgerStats,
-    /// Failed transactions by [`FailReason::as_str`](crate::FailReason::as_str).
-    failed_by_reason: BTreeMap<String, u64>,
 }
 
 impl<E: Executor> Ledger<E> {
@@ -385,87 +250,6 @@ impl<E: Executor> Ledger<E> {
     /// The nonce `address` must use next, if it is a known account.
     pub fn next_nonce(&self, address: &Address) -> Option<u64> {
         self.sequencer.senders.get(address).map(|s| s.next_nonce)
-    }
-}
-
-impl Sequencer {
-    /// Sequences `tx`, running what may run with `run`; counts a drop.
-    fn apply(
-        &mut self,
-        tx: Transaction,
-        done: &mut Vec<Completed>,
-        run: &mut impl FnMut(&Transaction) -> Outcome,
-    ) -> Result<(), DropReason> {
-        let result = self.sequence(tx, done, run);
-        if let Err(reason) = result {
-            *self.stats.dropped.slot(reason) += 1;
-        }
-        result
-    }
-
-    fn sequence(
-        &mut self,
-        tx: Transaction,
-        done: &mut Vec<Completed>,
-        run: &mut impl FnMut(&Transaction) -> Outcome,
-    ) -> Result<(), DropReason> {
-        let state = self
-            .senders
-            .get_mut(&tx.sender)
-            .ok_or(DropReason::UnknownAccount)?;
-        if state.public_key != tx.public_key {
-            return Err(DropReason::BadAddress);
-        }
-        if tx.nonce < state.next_nonce {
-            return Err(DropReason::StaleNonce);
-        }
-        if tx.nonce > state.next_nonce {
-            if state.backlog.contains_key(&tx.nonce) {
-                return Err(DropReason::Duplicate);
-            }
-            if state.backlog.len() >= self.max_backlog_per_sender {
-                return Err(DropReason::BacklogFull);
-            }
-            state.backlog.insert(tx.nonce, tx);
-            self.stats.backlog += 1;
-            return Ok(());
-        }
-
-        let mut next = tx;
-        loop {
-            let outcome = run(&next);
-            match outcome {
-                Outcome::Rejected(reason) => {
-                    // Not run: the nonce stays, and what waits behind it keeps waiting.
-                    *self.stats.dropped.slot(DropReason::Rejected(reason)) += 1;
-                    return Ok(());
-                }
-                Outcome::Executed => self.stats.executed += 1,
-                Outcome::Failed(ref reason) => {
-                    self.stats.failed += 1;
-                    match self.failed_by_reason.get_mut(reason.as_str()) {
-                        Some(count) => *count += 1,
-                        None => {
-                            self.failed_by_reason.insert(reason.as_str().to_string(), 1);
-                        }
-                    }
-                }
-            }
-            done.push(Completed {
-                sender: next.sender,
-                nonce: next.nonce,
-                outcome,
-            });
-            // Saturating: reaching 2^64 nonces is out of reach, and wrapping would allow replays.
-            state.next_nonce = state.next_nonce.saturating_add(1);
-            match state.backlog.first_entry() {
-                Some(entry) if *entry.key() == state.next_nonce => {
-                    next = entry.remove();
-                    self.stats.backlog -= 1;
-                }
-                _ => return Ok(()),
-            }
-        }
     }
 }
 

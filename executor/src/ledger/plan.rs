@@ -17,7 +17,7 @@
 //! transaction `stop_if_rejected`, the executor ends the block there, and the rest of the batch
 //! is planned again.
 
-use super::{SenderState, Sequencer};
+use super::sequencer::{SenderState, Sequencer};
 use crate::executor::BlockTx;
 use crate::transaction::{Address, Transaction};
 use rustc_hash::FxHashMap;
