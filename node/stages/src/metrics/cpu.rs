@@ -5,7 +5,8 @@
 //! The kernel's per-thread CPU time does not, so each thread is attributed to the stage it works
 //! for by its name (see [`owner_of`], the one place that maps names to stages).
 
-use super::{Snapshot, Source};
+use super::snapshot::Snapshot;
+use super::source::Source;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use thiserror::Error;

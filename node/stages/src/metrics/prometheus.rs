@@ -5,8 +5,8 @@
 //! prometheus-client does the text format; tiny_http serves it from one thread of its own, so
 //! a scrape never waits on (or delays) the node's runtime or its stages.
 
+use super::registry::Registry;
 use super::snapshot::{Entry, Group, Value};
-use super::Registry;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -202,7 +202,8 @@ fn families(entries: &[Entry]) -> Vec<Family> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{Registry, Snapshot, Source};
+    use crate::metrics::snapshot::Snapshot;
+    use crate::metrics::source::Source;
 
     struct Fixed;
 

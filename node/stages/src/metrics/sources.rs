@@ -3,7 +3,8 @@
 //! mempool counters are the `node` binary's source: the stages know no consensus.)
 
 use super::snapshot::Scope;
-use super::{Snapshot, Source};
+use super::snapshot::Snapshot;
+use super::source::Source;
 use plumbing::metered::{ChannelMetrics, NamedChannel};
 use serde::Serialize;
 use serde_json::json;
