@@ -3,10 +3,10 @@
 //! about) instead of silently lowering the offered load, and the bursts whose time came while
 //! a write was held back are counted as skipped, not sent later (`pacing.rs`).
 
+use crate::cli::Cli;
 use crate::failover::{NodeConnection, ResendWindow};
 use crate::metrics::{now_ms, ClientMetrics, SampleSent};
 use crate::pacing::Pacer;
-use crate::Cli;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use plumbing::clock;

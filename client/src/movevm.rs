@@ -1,7 +1,7 @@
 //! `client --mode movevm`: the Move executor alone, as in the paper, run by the node's own
 //! decoder and executor stages behind a generator (see `stages::standalone`).
 
-use crate::Cli;
+use crate::cli::Cli;
 use anyhow::{Context, Result};
 use stages::pipeline::exec_config;
 use stages::standalone::{run_movevm, StandaloneSettings};
