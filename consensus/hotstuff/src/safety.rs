@@ -15,6 +15,6 @@ pub(crate) mod voting;
 pub(crate) mod witness;
 
 pub use recall::MissingRecord;
-pub(crate) use rules::{commits, SafetyRules};
-pub(crate) use state::{SafetyState, SafetyStateError, SafetyStore};
+pub(crate) use rules::commits;
+pub(crate) use state::SafetyStateError;
 pub(crate) use voting::Voting;

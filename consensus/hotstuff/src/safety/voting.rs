@@ -3,7 +3,8 @@
 //! the state it commits us to is on disk.
 
 use crate::messages::{Block, Vote, QC};
-use crate::safety::{SafetyRules, SafetyState, SafetyStateError, SafetyStore};
+use crate::safety::rules::SafetyRules;
+use crate::safety::state::{SafetyState, SafetyStateError, SafetyStore};
 use config::Round;
 use store::Store;
 use tracing::info;
