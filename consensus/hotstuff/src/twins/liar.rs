@@ -13,6 +13,7 @@
 
 mod memory;
 
+use super::choice::hash;
 use super::scenario::{Lies, Withhold};
 use crate::liveness::leader::Opening;
 use crate::messages::tests::{signed_block, timeout, vote};
@@ -22,9 +23,8 @@ use bytes::Bytes;
 use config::{Committee, LeaderRule, Round};
 use crypto::{KeyPair, PublicKey};
 use memory::{round_of, Memory};
-use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeSet;
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 use std::time::Duration;
 
 /// A message the liar sends: to one instance, once `after` has passed (before the link's own
@@ -57,13 +57,6 @@ pub struct Told {
     /// A hash of every message sent, its receiver and its time, summed so that the order of
     /// messages sent at one instant does not count.
     pub fingerprint: u64,
-}
-
-/// What a lie is about, hashed with the seed into a choice.
-pub fn hash(parts: impl Hash) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    parts.hash(&mut hasher);
-    hasher.finish()
 }
 
 /// Whether `block` carries a certificate older than the one that opens its round: a TC of a

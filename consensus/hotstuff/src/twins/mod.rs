@@ -32,6 +32,7 @@
 //! in every scenario. Thousands of scenarios must run in a few seconds each CI run.
 
 mod checks;
+mod choice;
 mod instance;
 mod liar;
 mod network;

@@ -14,7 +14,8 @@
 //! it sends is what the liar makes of them, each to one receiver, and what reaches the lying
 //! instance is heard by the liar first.
 
-use super::liar::{hash, Forged, Liar, Told};
+use super::choice::hash;
+use super::liar::{Forged, Liar, Told};
 use super::scenario::Scenario;
 use crate::sync::helper::HelperRequest;
 use crate::wire::{self, ConsensusMessage};

@@ -2,9 +2,9 @@
 //! own leader election over those blocks, and the signed messages it may replay. Kept by round
 //! and content, never in the order heard (see `liar.rs`), and only for the latest rounds.
 
-use super::hash;
 use crate::liveness::leader::{LeaderElector, Opening};
 use crate::messages::{Block, QC, TC};
+use crate::twins::choice::hash;
 use crate::wire::ConsensusMessage;
 use bytes::Bytes;
 use config::{Committee, LeaderRule, Round};
