@@ -9,9 +9,10 @@ committee judged on every point it was not fitted on.
 * Regions (Fig 1.8, 1.9): `hotstuff` at 4 and 16 nodes across the report's three regions,
   against the same committee in one.
 
-Each point runs at the smallest factor K that fits it (`dilation.dilation_for`), `REPEATS`
-times, at one rate above what it orders, so that it delivers its capacity; the page says where
-a point delivered all it was asked instead (a lower bound). The model
+Nodes in one region are joined by links of `dilation.LINK_DELAY_MS` one way, as the gate judged
+dilation with. Each point runs at the smallest factor K that fits it (`dilation.dilation_for`),
+`REPEATS` times, at one rate above what it orders, so that it delivers its capacity; the page
+says where a point delivered all it was asked instead (a lower bound). The model
 (`analysis/stages/model.py`) is fitted per family on the points `judge.FITTED` names and judged
 on all the others by a rule fixed before the runs (`judge.py`).
 """

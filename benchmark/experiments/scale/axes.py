@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 
 from ...analysis.stages.model import CostModel
+from ..dilation import LINK_DELAY_MS
 from ..measures import (
     delivered,
     e2e_p50,
@@ -55,7 +56,8 @@ def runs_section(points: Sequence[Measured], page: Page) -> None:
         " the smallest K at which the nodes' and the clients' virtual CPUs fit this machine"
         " (docs/local.md), a factor the gate passed (docs/results/dilation.md). Figures are in"
         " dilated time. A run lasts its duration in the processes' seconds, K times as many"
-        " real ones.",
+        " real ones. Nodes in one region are joined by links of"
+        f" {LINK_DELAY_MS} ms one way (`--delay`), as the gate judged dilation with.",
     )
     rows = [
         [
@@ -333,8 +335,8 @@ def regions_section(points: Sequence[Measured], page: Page) -> None:
         "`hotstuff`, nodes of one virtual CPU placed round-robin in Ohio, Paris and Tokyo"
         " (`benchmark/experiments/three-regions.csv`: one-way 45, 68 and 108 ms between them,"
         " halves of published round-trip times) against the same committee in one region (its"
-        " committee point above). The report's HotStuff ran faster across regions than inside"
-        " one.",
+        f" committee point above, {LINK_DELAY_MS} ms links). The report's HotStuff ran faster"
+        " across regions than inside one.",
     )
     one = {p.spec.nodes: p for p in _of(points, COMMITTEE, "hotstuff")}
     rows, lines = [], []

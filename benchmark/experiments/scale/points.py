@@ -11,7 +11,7 @@ from statistics import median
 from ...analysis.run_summary import Summary
 from ...analysis.stages.model import Point
 from ...faults.net_emulation import read_delay_matrix
-from ..dilation import dilation_for
+from ..dilation import LINK_DELAY_MS, dilation_for
 from ..experiment import Configuration, Outcome
 from ..measures import (
     KEEPS_UP,
@@ -83,12 +83,16 @@ class Spec:
         }
         if self.matrix:
             flags["delay_matrix"] = self.matrix
+        else:
+            # One region's links, as the gate judged dilation with (`dilation.LINK_DELAY_MS`):
+            # over loopback without them, latency is the kernel's undilated microseconds.
+            flags["delay"] = LINK_DELAY_MS
         return Configuration(self.label, flags)
 
     def one_way_ms(self, repo_root: Path) -> float:
-        """The mean one-way latency between two members (0 in one region)."""
+        """The mean one-way latency between two members (one region's links in one region)."""
         if self.matrix is None:
-            return 0.0
+            return float(LINK_DELAY_MS)
         matrix = read_delay_matrix(repo_root / self.matrix, self.nodes)
         pairs = [matrix[i][j] for i in range(self.nodes) for j in range(self.nodes) if i != j]
         return sum(pairs) / len(pairs)
