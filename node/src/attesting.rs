@@ -35,6 +35,9 @@ pub enum Misbehave {
     SilentAttester,
     /// States wrong positions (keeping its true finding for itself).
     LyingAttester,
+    /// States nothing true and floods every peer with the largest statements, for batches that
+    /// do not exist.
+    StatementFlood,
 }
 
 impl Misbehave {
@@ -43,6 +46,7 @@ impl Misbehave {
             None => Conduct::Honest,
             Some(Misbehave::SilentAttester) => Conduct::Silent,
             Some(Misbehave::LyingAttester) => Conduct::Lying,
+            Some(Misbehave::StatementFlood) => Conduct::Flooding,
         }
     }
 }

@@ -111,7 +111,9 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Verify::All)]
     pub verify: Verify,
     /// Test knob, a Byzantine member under `--verify attested`: `silent-attester` checks and
-    /// states nothing, `lying-attester` states wrong positions (and executes what is true).
+    /// states nothing, `lying-attester` states wrong positions (and executes what is true),
+    /// `statement-flood` states nothing true and floods its peers with the largest statements
+    /// for batches that do not exist.
     #[arg(long, value_enum, hide = true)]
     pub misbehave: Option<Misbehave>,
     /// Serve Prometheus metrics on this address (`GET /metrics`).

@@ -10,7 +10,7 @@ use crate::attest::{Attestation, Attesting, CheckQueue, Conduct, Finding};
 use crate::message::MempoolMessage;
 use crate::metrics::MempoolMetrics;
 use batch::Batch;
-use crypto::{PublicKey, SecretKey};
+use crypto::{Digest, PublicKey, SecretKey};
 use network::SimpleSender;
 use plumbing::budgeted::BudgetedReceiver;
 use std::net::SocketAddr;
@@ -68,6 +68,16 @@ impl Attester {
     }
 
     async fn run(mut self) {
+        if self.attesting.conduct == Conduct::Flooding {
+            let limits = self.attesting.table.limits();
+            tokio::spawn(flood(
+                self.name,
+                self.secret.clone(),
+                limits.max_batch_txs,
+                self.peers.clone(),
+                self.network.clone(),
+            ));
+        }
         while let Some(input) = self.rx_batches.recv().await {
             let size = input.batch.bytes().len() as u64;
             self.attest(input).await;
@@ -83,7 +93,7 @@ impl Attester {
             checked,
         } = input;
         let conduct = self.attesting.conduct;
-        if conduct == Conduct::Silent {
+        if matches!(conduct, Conduct::Silent | Conduct::Flooding) {
             return;
         }
         let digest = batch.digest();
@@ -116,11 +126,42 @@ impl Attester {
             Conduct::Lying => {
                 Attestation::new(digest, author, seq, lie(finding), self.name, &self.secret)
             }
-            Conduct::Honest | Conduct::Silent => own.clone(),
+            Conduct::Honest | Conduct::Silent | Conduct::Flooding => own.clone(),
         };
         self.attesting.table.insert_own(own);
         let frame = MempoolMessage::encode_attestation(&stated);
         self.network.broadcast(self.peers.clone(), frame).await;
+    }
+}
+
+/// A flooding member's statements name at most this many positions (4 MiB of them).
+const FLOOD_POSITIONS_AT_MOST: u32 = 1 << 20;
+
+/// `Conduct::Flooding`: statements for made-up batches (numbered 0, 1, ... in a sequence of this
+/// member's own) naming it author and every position of the largest batch invalid, the largest
+/// statement a peer keeps, to every peer without end. The sender drops what its queues cannot
+/// hold, so the flood goes as fast as the connections take it; the yield lets this node's other
+/// tasks run between statements.
+async fn flood(
+    name: PublicKey,
+    secret: SecretKey,
+    max_batch_txs: u32,
+    peers: Vec<SocketAddr>,
+    mut network: SimpleSender,
+) {
+    // Within the frame limit whatever the limits say (a table without a batch size takes any
+    // count).
+    let positions = max_batch_txs.min(FLOOD_POSITIONS_AT_MOST);
+    let finding = Finding {
+        tx_count: positions,
+        invalid: (0..positions).collect(),
+    };
+    for seq in 0u64.. {
+        let batch = Digest::of(&seq.to_le_bytes());
+        let statement = Attestation::new(batch, name, seq, finding.clone(), name, &secret);
+        let frame = MempoolMessage::encode_attestation(&statement);
+        network.broadcast(peers.clone(), frame).await;
+        tokio::task::yield_now().await;
     }
 }
 

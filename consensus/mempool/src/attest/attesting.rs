@@ -37,4 +37,9 @@ pub enum Conduct {
     /// Checks what it attests and keeps its true finding for itself, but states wrong
     /// positions: its statements never match an honest attester's.
     Lying,
+    /// States nothing true, like `Silent`, and floods every peer with statements for batches
+    /// that do not exist, each naming itself author (an author always attests its own batch)
+    /// and every position of the largest batch invalid, as fast as its connections take them:
+    /// what the table's bound per member in bytes ([`super::Limits`]) must hold.
+    Flooding,
 }

@@ -221,6 +221,50 @@ async fn a_silent_attester_leaves_only_its_own_share_uncertified() {
     );
 }
 
+/// A member that floods every peer with the largest statements, for batches that do not exist:
+/// every honest node keeps at most the flooder's share of statements and bytes, however many
+/// arrive, and the batches that do not name the flooder are certified as before.
+#[tokio::test]
+async fn byzantine_a_statement_flood_is_held_to_the_flooders_bytes_on_every_honest_node() {
+    let flooder = 3;
+    let conducts = members(&[(flooder, Conduct::Flooding)]);
+    let (committee, mut nodes) =
+        spawn_attesting_committee(4, &small_batches(), Some(conducts)).await;
+    let released = attested_run(&mut nodes, &committee, 400).await;
+    let flooder_name = nodes[flooder].name;
+    // The flooder checks nothing itself: what it concludes of a batch comes from the others'
+    // statements.
+    let observer = nodes[flooder].table.as_ref().expect("attesting");
+    for batch in &released {
+        if !attest::attesters(&committee, &nodes[0].name, batch.seq).contains(&flooder_name) {
+            let verdict = verdict_of(observer, &batch.digest).await;
+            assert_eq!(verdict, Verdict::Attested(batch.forged.clone()));
+        }
+    }
+    for node in &nodes[..flooder] {
+        let table = node.table.as_ref().expect("attesting");
+        let limits = table.limits();
+        // Statements kept from peers: past three times what the flooder may hold, the bound
+        // has pushed out most of what it sent.
+        let beyond = 3 * limits.statements as u64;
+        timeout(DEADLINE, async {
+            while node.metrics.attestations_received.load(Ordering::Relaxed) < beyond {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the flood reaches every honest node");
+        // Statements of a thousand positions (a 2,000-byte batch's most): the bytes, not the
+        // count, bind, and the flood filled them.
+        let held = table.bytes_of(&flooder_name);
+        assert!(held <= limits.bytes, "{held} bytes of the flooder's held");
+        assert!(
+            held > limits.bytes / 2,
+            "{held} bytes: the flood did not fill its share"
+        );
+    }
+}
+
 /// Node 0's attester cannot keep up (its check waits until the test lets it go). Before, the
 /// batch maker went on sealing until the backlog of uncommitted batches was full (8 MiB here,
 /// hundreds of batches that would all leave uncertified); now it stops taking the clients'
