@@ -344,9 +344,11 @@ def budget_shortfall(by_factor: dict[int, list]) -> tuple[float, float] | None:
     return undilated, dilated
 
 
-def grown_hop(by_factor: dict[int, list], factor: int) -> tuple[str, float, float] | None:
-    """The hop (`send → receive`, ..., in dilated time) whose median p50 at `factor` grew most
-    against the undilated runs': (its name, p50 undilated, p50 at `factor`)."""
+def moved_hop(by_factor: dict[int, list], factor: int) -> tuple[str, float, float] | None:
+    """The hop (`send → receive`, ..., in dilated time) whose median p50 at `factor` moved most,
+    up or down, against the undilated runs': (its name, p50 undilated, p50 at `factor`). A hop
+    that shrank points at a real-time constant dilation divides by K (a wake-up, a timer's
+    millisecond), one that grew at work or waiting that grows with K."""
 
     def p50s(summaries: list) -> dict[str, float]:
         # A summary's last hop is the whole path, from send to the last event, the sum of the
@@ -361,21 +363,21 @@ def grown_hop(by_factor: dict[int, list], factor: int) -> tuple[str, float, floa
 
     base, there = p50s(by_factor.get(1, [])), p50s(by_factor.get(factor, []))
     # A hop under a millisecond either side is below the figures' resolution.
-    grown = [
-        (there[name] - base[name], name)
+    moved = [
+        (abs(there[name] - base[name]), name)
         for name in base
         if name in there and max(base[name], there[name]) >= 1
     ]
-    if not grown:
+    if not moved:
         return None
-    change, name = max(grown)
+    change, name = max(moved)
     return (name, base[name], there[name]) if change > 0 else None
 
 
 def diagnosis(by_factor: dict[int, list]) -> list[str]:
     """What the runs say of a case's misses: dilated factors that were not saturated where the
     undilated runs were, undilated runs that did not get their CPU budget, and at the largest
-    factor that missed, the hop that grew most."""
+    factor that missed, the hop that moved most."""
     lines = []
     unsaturated = unsaturated_factors(by_factor)
     if unsaturated:
@@ -396,11 +398,12 @@ def diagnosis(by_factor: dict[int, list]) -> list[str]:
     missed = [k for k in sorted(by_factor) if k > 1 and misses(by_factor, k)]
     if missed:
         worst = missed[-1]
-        hop = grown_hop(by_factor, worst)
+        hop = moved_hop(by_factor, worst)
         if hop is not None:
             name, before, after = hop
+            way = "grew" if after > before else "shrank"
             lines.append(
-                f"At K = {worst}, the hop whose p50 grew most against the undilated runs is"
+                f"At K = {worst}, the hop whose p50 {way} most against the undilated runs is"
                 f" {name}: {fmt(before, 1)} ms undilated, {fmt(after, 1)} ms (dilated time)."
             )
     return lines

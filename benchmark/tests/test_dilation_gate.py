@@ -15,8 +15,8 @@ from benchmark.experiments.dilation import (
     collapse_configurations,
     diagnosis,
     dilation_for,
-    grown_hop,
     misses,
+    moved_hop,
     passed_factors,
     unsaturated_factors,
     with_links,
@@ -143,19 +143,33 @@ def test_a_dilated_run_that_delivered_all_it_was_asked_is_named_unsaturated() ->
 
 
 @pytest.mark.usefixtures("delivered_is_tps")
-def test_the_largest_missing_factor_names_the_hop_that_grew_most() -> None:
+def test_the_largest_missing_factor_names_the_hop_that_moved_most() -> None:
     runs = {
         1: [_run(1000, 800.0, send_to_receive=1.0, seal_to_quorum=10.0)],
         2: [_run(1000, 790.0, send_to_receive=2.0, seal_to_quorum=11.0)],
         8: [_run(1000, 500.0, send_to_receive=40.0, seal_to_quorum=12.0)],
     }
-    assert grown_hop(runs, 8) == ("send → receive", 1.0, 40.0)
+    assert moved_hop(runs, 8) == ("send → receive", 1.0, 40.0)
     assert diagnosis(runs) == [
         "At K = 8, the hop whose p50 grew most against the undilated runs is send → receive:"
         " 1.0 ms undilated, 40.0 ms (dilated time)."
     ]
     # The whole path is not a hop along it; hops below a millisecond either side are left out.
-    assert grown_hop({1: [_run(1, 1.0, a_to_b=0.2)], 2: [_run(1, 1.0, a_to_b=0.9)]}, 2) is None
+    assert moved_hop({1: [_run(1, 1.0, a_to_b=0.2)], 2: [_run(1, 1.0, a_to_b=0.9)]}, 2) is None
+
+
+@pytest.mark.usefixtures("delivered_is_tps")
+def test_a_hop_that_shrank_with_k_is_named_as_such() -> None:
+    # Links of 1 ms: undilated, each took a millisecond more (a real-time constant).
+    runs = {
+        1: [_run(1000, 1000.0, seal_to_quorum=5.0, quorum_to_commit=20.0)],
+        8: [_run(1000, 850.0, seal_to_quorum=3.0, quorum_to_commit=10.0)],
+    }
+    assert moved_hop(runs, 8) == ("quorum → commit", 20.0, 10.0)
+    assert diagnosis(runs)[-1] == (
+        "At K = 8, the hop whose p50 shrank most against the undilated runs is quorum → commit:"
+        " 20.0 ms undilated, 10.0 ms (dilated time)."
+    )
 
 
 def _budgeted(tps: float, used: float, budget: float | None = 0.4) -> SimpleNamespace:
