@@ -18,6 +18,7 @@ from benchmark.experiments.dilation import (
     misses,
     moved_hop,
     passed_factors,
+    round_trip_line,
     unsaturated_factors,
     with_links,
 )
@@ -195,3 +196,16 @@ def test_undilated_runs_short_of_their_cpu_budget_are_named() -> None:
     assert dilation.budget_shortfall(close) is None
     unbudgeted = {1: [_budgeted(1.0, 0.2, None)], 2: [_budgeted(1.0, 0.4, None)]}
     assert dilation.budget_shortfall(unbudgeted) is None
+
+
+def test_the_round_trip_over_two_links_is_shown_per_k() -> None:
+    runs = {
+        1: [_run(1000, 1000.0, seal_to_quorum=5.0), _run(1000, 1000.0, seal_to_quorum=5.0)],
+        4: [_run(1000, 1000.0, seal_to_quorum=3.0)],
+    }
+    assert round_trip_line(runs) == (
+        "The hop seal → quorum (a batch out to the peers and their acks back: two links, 2 ms of"
+        " delay asked), p50 median of the runs in dilated time: 5.0 ms at K = 1, 3.0 ms at"
+        " K = 4."
+    )
+    assert round_trip_line({1: [_run(1000, 1000.0, send_to_receive=1.0)]}) is None
