@@ -452,25 +452,25 @@ def _gate_section(runs: dict[str, dict[int, list]], page: Page) -> None:
             page.add("", line)
         if LINKS in name and (line := round_trip_line(by_factor)) is not None:
             page.add("", line)
-    passed = passed_factors(runs)
-    tried = sorted({k for c in runs.values() for k in c if k > 1})
-    page.add(
-        "",
-        f"K passed by every configuration run at it (and every smaller K of each): "
-        f"{', '.join(map(str, passed)) or 'none'}, of {', '.join(map(str, tried))} tried."
-        " The pages built on dilation use only those.",
-    )
+    page.add("", _passed_line(runs, "run at it", "The pages built on dilation use only those."))
     linked = with_links(runs)
     if linked:
-        passed = passed_factors(linked)
-        tried = sorted({k for c in linked.values() for k in c if k > 1})
-        page.add(
-            "",
-            f"K passed by every configuration with {LINKS} (and every smaller K of each):"
-            f" {', '.join(map(str, passed)) or 'none'}, of {', '.join(map(str, tried))} tried."
-            f" The pages that emulate links of at least {LINK_DELAY_MS} ms, as every cluster"
-            " has, use those.",
+        used_by = (
+            f"The pages that emulate links of at least {LINK_DELAY_MS} ms, as every cluster has,"
+            " use those."
         )
+        page.add("", _passed_line(linked, f"with {LINKS}", used_by))
+
+
+def _passed_line(runs: dict[str, dict[int, list]], which: str, used_by: str) -> str:
+    """Which K the configurations `which` names passed, of those they were run at."""
+    passed = passed_factors(runs)
+    tried = sorted({k for c in runs.values() for k in c if k > 1})
+    return (
+        f"K passed by every configuration {which} (and every smaller K of each):"
+        f" {', '.join(map(str, passed)) or 'none'}, of {', '.join(map(str, tried))} tried."
+        f" {used_by}"
+    )
 
 
 def _collapse_section(outcomes: Sequence[Outcome], page: Page) -> None:
