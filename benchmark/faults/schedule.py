@@ -7,7 +7,7 @@ kills, every S seconds, the node leading the current round and restarts it S/2 s
 restarting keeps at most one node down at a time, so a committee of 4 (f = 1) stays live however
 long the run, and every kill tests a fresh leader change rather than a shrinking committee. A
 kill is made only when the run lasts S after it (its restart, and S/2 to see the node come back),
-so a run of D seconds has floor(D/S) - 1 kills.
+so a run of D seconds has at most floor(D/S) - 1 kills.
 
 `--partition=NODES@T1-T2` cuts NODES off from the rest of the committee from T1 to T2: the nodes
 do it themselves (net_emulation.py); the injector only records it.

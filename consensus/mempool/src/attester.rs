@@ -68,20 +68,23 @@ impl Attester {
     }
 
     async fn run(mut self) {
-        if self.attesting.conduct == Conduct::Flooding {
-            let limits = self.attesting.table.limits();
+        let flooding = (self.attesting.conduct == Conduct::Flooding).then(|| {
             tokio::spawn(flood(
                 self.name,
                 self.secret.clone(),
-                limits.max_batch_txs,
+                self.attesting.table.limits().max_batch_txs,
                 self.peers.clone(),
                 self.network.clone(),
-            ));
-        }
+            ))
+        });
         while let Some(input) = self.rx_batches.recv().await {
             let size = input.batch.bytes().len() as u64;
             self.attest(input).await;
             self.queue.done(size);
+        }
+        // The flood never ends on its own: it stops with the attester.
+        if let Some(flood) = flooding {
+            flood.abort();
         }
     }
 
