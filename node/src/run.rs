@@ -264,10 +264,15 @@ async fn run_async(config: NodeConfig) -> Result<()> {
         }
         None => Store::new(),
     };
-    let emulation = emulation.map(|spec| {
-        info!("network emulation on the committee's links");
-        NetEmulation::start(&spec, &name, &committee)
-    });
+    let emulation = match emulation {
+        Some(spec) => {
+            info!("network emulation on the committee's links");
+            // Links of a millisecond or two need sleeps finer than tokio's 1 ms timer.
+            plumbing::precise_sleep::enable().context("starting the precise timer thread")?;
+            Some(NetEmulation::start(&spec, &name, &committee))
+        }
+        None => None,
+    };
 
     // Mempool and consensus, side by side: batch digests go up, sync requests come down.
     let (tx_digests, rx_digests) = mpsc::channel(capacity);

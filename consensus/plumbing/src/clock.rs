@@ -249,6 +249,18 @@ pub fn sleep_until(deadline: Instant) -> tokio::time::Sleep {
     tokio::time::sleep_until(deadline.on_runtime())
 }
 
+/// Waits until `deadline` on this process's clock within microseconds, once the process
+/// enabled precise sleeps ([`precise_sleep::enable`](crate::precise_sleep::enable)); tokio's
+/// millisecond timer otherwise (and under a test runtime's paused clock, which only tokio's
+/// timer follows).
+pub async fn sleep_until_precise(deadline: Instant) {
+    if crate::precise_sleep::enabled() {
+        crate::precise_sleep::sleep_until(deadline.on_runtime().into_std()).await;
+    } else {
+        sleep_until(deadline).await;
+    }
+}
+
 /// Moves a sleep made here to a new deadline.
 pub fn reset(sleep: Pin<&mut tokio::time::Sleep>, deadline: Instant) {
     sleep.reset(deadline.on_runtime());
