@@ -1,11 +1,14 @@
 """`overload`: does a committee offered more than it can order keep delivering its capacity, with
 bounded latency, and does every rate below its capacity keep up, run after run?
 
-A sweep of `hotstuff` rates, each run several times, with the in-memory store and with `--store`.
-A run keeps up by the capacity rule (`measures.CAPACITY_RULE`: delivered, held back, latency).
-The capacity is the highest rate at which every run kept up; the page says whether any run below
-it did not (a hole in the curve is what a metastable collapse looks like), what runs above it
-delivered against the best run, and the report's metric beside it (the peak mean delivered).
+A sweep of `hotstuff` rates, each run several times, with the in-memory store and with `--store`;
+then `hotcrypto` under `--verify=all` and `--verify=attested` side by side, from below their
+capacities to twice the higher one (attesting is work of its own, which must push back on the
+clients like every stage, not collapse under load). A run keeps up by the capacity rule
+(`measures.CAPACITY_RULE`: delivered, held back, latency). The capacity is the highest rate at
+which every run kept up; the page says whether any run below it did not (a hole in the curve is
+what a metastable collapse looks like), what runs above it delivered against the best run, and
+the report's metric beside it (the peak mean delivered).
 """
 
 from __future__ import annotations
@@ -40,17 +43,33 @@ ABOVE_CAPACITY = 0.9
 SAME_CPU = 0.05
 
 
+# The two ways of checking signatures the `hotcrypto` sweeps compare.
+VERIFY = ("all", "attested")
+
+
+def verify_label(verify: str) -> str:
+    return f"hotcrypto --verify={verify}"
+
+
 def _configurations(quick: bool) -> Sequence[Configuration]:
     if quick:
         sweep = {"rate": "20000,40000", "runs": "1", "duration": "5"}
+        crypto_sweep = {"rate": "4000", "runs": "1", "duration": "5"}
     else:
         # 1,500,000 is past what 4 nodes and 4 clients order on 2 cores, so the page shows what
         # runs above capacity deliver even where 1,000,000 keeps up.
         sweep = {"rate": "200000,400000,700000,1000000,1500000", "runs": "5", "duration": "20"}
+        # `all` orders about 20,000 tx/s here and `attested` about 30,000: from half the lower
+        # to twice the higher.
+        crypto_sweep = {"rate": "10000,20000,30000,40000,60000", "runs": "5", "duration": "20"}
     base = {"mode": "hotstuff", "tx_size": "197", **sweep}
     return [
         Configuration("in-memory store", base),
         Configuration("--store", {**base, "store": True}),
+        *(
+            Configuration(verify_label(v), {"mode": "hotcrypto", "verify": v, **crypto_sweep})
+            for v in VERIFY
+        ),
     ]
 
 
@@ -170,7 +189,6 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
         " Clients held back: the rule's (b); mempools held back: the share of the window the"
         " nodes' mempools sat at their bound on uncommitted bytes.",
     )
-    figure, axes = plt.subplots()
     for outcome in outcomes:
         label = outcome.configuration.label
         page.section(label, *verdict(outcome.summaries) if outcome.summaries else ["- No run."])
@@ -188,19 +206,80 @@ def _write(outcomes: Sequence[Outcome], page: Page) -> None:
             ],
             _rows(outcome.summaries),
         )
+    by_mode: dict[str, list[Outcome]] = {}
+    for outcome in outcomes:
+        by_mode.setdefault(str(outcome.configuration.flags["mode"]), []).append(outcome)
+    for mode, drawn in by_mode.items():
+        if mode == "hotcrypto":
+            page.section("`attested` against `all`", *versus(drawn))
+        _robustness_figure(drawn, mode, page)
+
+
+def _robustness_figure(outcomes: Sequence[Outcome], mode: str, page: Page) -> None:
+    figure, axes = plt.subplots()
+    for outcome in outcomes:
         points = [(float(s.config.get("rate") or 0), delivered(s)) for s in outcome.summaries]
-        if points:
-            medians = [
-                (r, median(delivered(s) for s in runs))
-                for r, runs in by_rate(outcome.summaries).items()
-            ]
-            line = axes.plot(*zip(*medians, strict=True), marker="o", label=f"{label} (median)")
-            axes.scatter(*zip(*points, strict=True), color=line[0].get_color(), alpha=0.4, s=12)
+        if not points:
+            continue
+        medians = [
+            (r, median(delivered(s) for s in runs))
+            for r, runs in by_rate(outcome.summaries).items()
+        ]
+        label = f"{outcome.configuration.label} (median)"
+        line = axes.plot(*zip(*medians, strict=True), marker="o", label=label)
+        axes.scatter(*zip(*points, strict=True), color=line[0].get_color(), alpha=0.4, s=12)
     axes.set_xlabel("Input rate asked (tx/s)")
     axes.set_ylabel("Delivered (tx/s)")
     axes.grid(True, alpha=0.3)
     axes.legend()
-    page.figure(figure, "robustness", "Delivered against asked, every run a dot (hotstuff)")
+    name = "robustness" if mode == "hotstuff" else f"robustness-{mode}"
+    page.figure(figure, name, f"Delivered against asked, every run a dot ({mode})")
+
+
+def _capacity(summaries: Sequence[Summary]) -> int | None:
+    rule = Rule.of(summaries)
+    full = [r for r, runs in by_rate(summaries).items() if all(rule.kept_up(s) for s in runs)]
+    return max(full) if full else None
+
+
+def versus(outcomes: Sequence[Outcome]) -> list[str]:
+    """`attested` beside `all` at each rate both ran: the median each delivered, and whether
+    `attested` ever delivered less than `all`, or less than its own capacity above it."""
+    runs = {
+        str(o.configuration.flags.get("verify")): by_rate(o.summaries)
+        for o in outcomes
+        if o.summaries
+    }
+    attested, every = runs.get("attested"), runs.get("all")
+    if attested is None or every is None:
+        return ["- Needs runs of both."]
+    lines = []
+    below = []
+    for rate in sorted(set(attested) & set(every)):
+        a = median(delivered(s) for s in attested[rate])
+        b = median(delivered(s) for s in every[rate])
+        lines.append(
+            f"- {rate:,} tx/s asked: `attested` delivered {a:,.0f} tx/s (median), `all`"
+            f" {b:,.0f}: {a / b - 1:+.0%}."
+        )
+        if a < b:
+            below.append(rate)
+    lines.append(
+        "- `attested` delivered less than `all` at: " + ", ".join(f"{r:,}" for r in below) + "."
+        if below
+        else "- `attested` delivered at least what `all` delivered at every rate."
+    )
+    summaries = [s for by in attested.values() for s in by]
+    capacity = _capacity(summaries)
+    above = [s for r, by in attested.items() if capacity is not None and r > capacity for s in by]
+    if capacity is not None and above:
+        worst = min(delivered(s) for s in above)
+        lines.append(
+            f"- Above its capacity ({capacity:,} tx/s), `attested`'s worst run delivered"
+            f" {worst:,.0f} tx/s, {worst / capacity:.0%} of it (at least 100% wanted: a stage"
+            " that pushes back delivers its capacity however much is asked)."
+        )
+    return lines
 
 
 OVERLOAD = Experiment(
@@ -209,7 +288,9 @@ OVERLOAD = Experiment(
     question=(
         "Does a committee offered more than it can order keep delivering its capacity with"
         " bounded latency, and does every rate below its capacity keep up, run after run?"
-        " (`hotstuff`, 4 nodes and 4 clients on this machine, with and without `--store`.)"
+        " (`hotstuff`, 4 nodes and 4 clients on this machine, with and without `--store`; then"
+        " `hotcrypto` with every node checking every signature, `--verify=all`, against"
+        " `--verify=attested`.)"
     ),
     configurations=_configurations,
     write=_write,

@@ -19,7 +19,7 @@ from benchmark.experiments import fault_scenarios as faults
 from benchmark.experiments.experiment import Outcome
 from benchmark.experiments.leaders import ROUND_ROBIN_LOSSES
 from benchmark.experiments.machine_section import machine_section
-from benchmark.experiments.overload import verdict
+from benchmark.experiments.overload import verdict, versus
 from benchmark.experiments.page import Page
 from benchmark.experiments.probe import Probe, probe
 from benchmark.experiments.report_figures import CAPACITY
@@ -155,6 +155,26 @@ def test_the_overload_verdict_says_when_saturated_runs_got_different_cpu(
     line = verdict(runs)[3]
     assert line.startswith("- Those runs' nodes used 0.70-1.40 cores between them, at 3500.00-")
     assert line.endswith("per transaction.")
+
+
+def test_attested_is_held_to_all_at_every_rate_and_to_its_capacity_above_it(
+    run_summary: Summary,
+) -> None:
+    all_, attested = [c for c in EXPERIMENTS["overload"].configurations(True)][2:]
+    assert (all_.flags["verify"], attested.flags["verify"]) == ("all", "attested")
+    outcomes = [
+        Outcome(all_, [_at(run_summary, 100, 100), _at(run_summary, 200, 150)]),
+        Outcome(attested, [_at(run_summary, 100, 100), _at(run_summary, 200, 160)]),
+    ]
+    lines = versus(outcomes)
+    assert lines[0] == ("- 100 tx/s asked: `attested` delivered 100 tx/s (median), `all` 100: +0%.")
+    assert lines[1] == "- 200 tx/s asked: `attested` delivered 160 tx/s (median), `all` 150: +7%."
+    assert lines[2] == "- `attested` delivered at least what `all` delivered at every rate."
+    # Its capacity is 100 tx/s: above it, it delivered more than that.
+    assert "`attested`'s worst run delivered 160 tx/s, 160% of it" in lines[3]
+    collapsed = [outcomes[0], Outcome(attested, [_at(run_summary, 100, 90)])]
+    assert versus(collapsed)[-1] == "- `attested` delivered less than `all` at: 100."
+    assert versus(outcomes[:1]) == ["- Needs runs of both."]
 
 
 NUMBER = re.compile(r"\d[\d,]*")
