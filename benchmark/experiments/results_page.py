@@ -86,8 +86,21 @@ def _commit_lines(record: Record, commits: Mapping[str, str | None]) -> list[str
         return [f"{head}, at the same commit."]
     return [
         f"{head}:",
-        *[f"  - at `{commit}`: {', '.join(labels)}." for commit, labels in earlier.items()],
+        *[f"  - at `{commit}`: {grouped(labels)}." for commit, labels in earlier.items()],
     ]
+
+
+def grouped(labels: Sequence[str]) -> str:
+    """Labels named by their case (what comes before the first `: `), with how many of the case's
+    configurations there are where it has several: a gate's page has dozens of labels that differ
+    only in K and run."""
+    cases: dict[str, list[str]] = {}
+    for label in labels:
+        cases.setdefault(label.split(": ", 1)[0], []).append(label)
+    return "; ".join(
+        members[0] if len(members) == 1 else f"{case} ({len(members)} configurations)"
+        for case, members in cases.items()
+    )
 
 
 def _header(

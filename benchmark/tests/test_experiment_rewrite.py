@@ -347,3 +347,16 @@ def test_a_capacity_profiled_apart_is_recorded_and_read_again(
         profiled, quick=False, repo_root=tmp_path, output=tmp_path / "again", logs_dir=logs
     ).read_text()
     assert page.splitlines()[-2:] == again.splitlines()[-2:]
+
+
+def test_labels_from_earlier_runs_are_named_by_their_case() -> None:
+    labels = [
+        "clock",
+        "hotstuff, kept up: K=1: run 1",
+        "hotstuff, kept up: K=2: run 1",
+        "hotcrypto, kept up: K=1: run 1",
+        "hotstuff, kept up: K=1: run 2",
+    ]
+    assert results_page.grouped(labels) == (
+        "clock; hotstuff, kept up (3 configurations); hotcrypto, kept up: K=1: run 1"
+    )
