@@ -4,6 +4,8 @@ and at every smaller K. Figures here are plain numbers standing for runs."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -209,3 +211,33 @@ def test_the_round_trip_over_two_links_is_shown_per_k() -> None:
         " K = 4."
     )
     assert round_trip_line({1: [_run(1000, 1000.0, send_to_receive=1.0)]}) is None
+
+
+def _budget_logs(directory: Path, throttled: dict[str, tuple[int, int]]) -> SimpleNamespace:
+    """A stand-in summary whose logs hold a `cpu-budget.json` of (periods, throttled) a group."""
+    directory.mkdir(parents=True)
+    groups = {name: {"nr_periods": p, "nr_throttled": t} for name, (p, t) in throttled.items()}
+    (directory / "cpu-budget.json").write_text(json.dumps({"groups": groups}))
+    return SimpleNamespace(config={"logs": str(directory)}, readings={})
+
+
+def test_how_often_nodes_used_their_quota_up_is_read_from_the_runs_cpu_budget(
+    tmp_path: Path,
+) -> None:
+    # The clients' group is not a node's; node shares are averaged.
+    undilated = _budget_logs(
+        tmp_path / "k1", {"node-0": (100, 4), "node-1": (100, 6), "clients": (10, 10)}
+    )
+    assert dilation.throttled_from_logs(undilated) == pytest.approx(0.05)
+    dilated = _budget_logs(tmp_path / "k8", {"node-0": (200, 40), "node-1": (100, 20)})
+    # Read once into the summary's readings, the logs are not needed again.
+    kept = SimpleNamespace(config={}, readings=dilation.read_logs(dilated))
+    assert dilation.throttled_share(kept) == pytest.approx(0.2)
+    assert dilation.throttled_line({1: [undilated], 8: [kept]}) == (
+        "Periods of the quota in which a node used it up (share of the CFS periods in which it"
+        " ran, mean over nodes, median of the runs; `cpu-budget.json` beside each run's logs):"
+        " 5% at K = 1, 20% at K = 8."
+    )
+    # A run without budgets (or its logs gone) has no line.
+    gone = SimpleNamespace(config={"logs": str(tmp_path / "gone")}, readings={})
+    assert dilation.throttled_line({1: [gone]}) is None
