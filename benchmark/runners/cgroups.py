@@ -44,10 +44,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 from ..errors import HarnessError
+from .released import Released
 
 MOUNTINFO = Path("/proc/self/mountinfo")
 # The CFS period of every group (µs): the kernel's default. X cores is a quota of X periods' worth
@@ -204,7 +204,7 @@ def read_stat(group: Path) -> dict[str, int]:
     return stat
 
 
-class RunGroups:
+class RunGroups(Released):
     """What the budgets of a run share: a parent group `name` at the top of the hierarchy, a
     group per node and one for the clients under it; making them (the controller handed down
     under cgroup v2), writing their files, and removing them, children first. A context manager:
@@ -246,12 +246,7 @@ class RunGroups:
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def release(self) -> None:
         self.remove()
 
     def _make_groups(self) -> None:

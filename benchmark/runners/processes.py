@@ -17,7 +17,9 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType
+
+from .released import Released
 
 DEFAULT_GRACE = 5.0
 
@@ -76,22 +78,14 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-class ProcessSet:
+class ProcessSet(Released):
     """Start processes with their output in log files; stop them all on exit, whatever happens."""
 
     def __init__(self, grace: float = DEFAULT_GRACE) -> None:
         self.grace = grace
         self.processes: list[ManagedProcess] = []
 
-    def __enter__(self) -> ProcessSet:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def release(self) -> None:
         self.stop_all()
 
     def start(
