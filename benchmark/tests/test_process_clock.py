@@ -23,8 +23,13 @@ AROUND_THE_CLOCK = re.compile(
     r"|\bthread::sleep\("
     r"|use tokio::time::\{[^}]*\b(sleep|sleep_until|timeout|interval|Instant)\b"
 )
-# Where the real clock is read on purpose: the clock itself, and code that only tests run.
-EXEMPT = ("consensus/plumbing/src/clock.rs", "consensus/plumbing/src/test_alloc.rs")
+# Where the real clock is read on purpose: the clock itself, the links' precise timer (which the
+# clock hands real deadlines, `clock::sleep_until_precise`), and code that only tests run.
+EXEMPT = (
+    "consensus/plumbing/src/clock.rs",
+    "consensus/plumbing/src/precise_sleep.rs",
+    "consensus/plumbing/src/test_alloc.rs",
+)
 TEST_ONLY = ("/tests/", "/benches/", "/fuzz/", "/twins/", "tests.rs", "testing.rs")
 TESTS_MODULE = re.compile(r"^#\[cfg\(test\)\]\s*\nmod tests", re.MULTILINE)
 
