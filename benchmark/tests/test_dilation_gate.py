@@ -12,7 +12,7 @@ import pytest
 
 from benchmark.analysis.consensus.hops import Hop
 from benchmark.analysis.stats import LatencyStats
-from benchmark.experiments import dilation
+from benchmark.experiments import dilation, dilation_lines
 from benchmark.experiments.dilation import (
     collapse_configurations,
     diagnosis,
@@ -228,16 +228,16 @@ def test_how_often_nodes_used_their_quota_up_is_read_from_the_runs_cpu_budget(
     undilated = _budget_logs(
         tmp_path / "k1", {"node-0": (100, 4), "node-1": (100, 6), "clients": (10, 10)}
     )
-    assert dilation.throttled_from_logs(undilated) == pytest.approx(0.05)
+    assert dilation_lines.throttled_from_logs(undilated) == pytest.approx(0.05)
     dilated = _budget_logs(tmp_path / "k8", {"node-0": (200, 40), "node-1": (100, 20)})
     # Read once into the summary's readings, the logs are not needed again.
-    kept = SimpleNamespace(config={}, readings=dilation.read_logs(dilated))
-    assert dilation.throttled_share(kept) == pytest.approx(0.2)
-    assert dilation.throttled_line({1: [undilated], 8: [kept]}) == (
+    kept = SimpleNamespace(config={}, readings=dilation_lines.read_logs(dilated))
+    assert dilation_lines.throttled_share(kept) == pytest.approx(0.2)
+    assert dilation_lines.throttled_line({1: [undilated], 8: [kept]}) == (
         "Periods of the quota in which a node used it up (share of the CFS periods in which it"
         " ran, mean over nodes, median of the runs; `cpu-budget.json` beside each run's logs):"
         " 5% at K = 1, 20% at K = 8."
     )
     # A run without budgets (or its logs gone) has no line.
     gone = SimpleNamespace(config={"logs": str(tmp_path / "gone")}, readings={})
-    assert dilation.throttled_line({1: [gone]}) is None
+    assert dilation_lines.throttled_line({1: [gone]}) is None
