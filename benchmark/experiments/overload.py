@@ -78,7 +78,7 @@ def verdict(summaries: Sequence[Summary]) -> list[str]:
     what runs above it delivered."""
     rule = Rule.of(summaries)
     rates = by_rate(summaries)
-    full = [rate for rate, runs in rates.items() if all(rule.kept_up(s) for s in runs)]
+    capacity = _capacity(summaries)
     peak = peak_mean(summaries)
     peak_line = (
         []
@@ -88,9 +88,8 @@ def verdict(summaries: Sequence[Summary]) -> list[str]:
             f" {fmt(peak[0])} tx/s asked; {rule.describe()}."
         ]
     )
-    if not full:
+    if capacity is None:
         return ["- No rate kept up in every run.", *peak_line]
-    capacity = max(full)
     lines = [f"- Capacity (highest rate at which every run kept up): {capacity:,} tx/s."]
     holes = [
         r for r, runs in rates.items() if r < capacity and not all(rule.kept_up(s) for s in runs)
@@ -237,6 +236,7 @@ def _robustness_figure(outcomes: Sequence[Outcome], mode: str, page: Page) -> No
 
 
 def _capacity(summaries: Sequence[Summary]) -> int | None:
+    """The highest rate at which every run kept up, if any did."""
     rule = Rule.of(summaries)
     full = [r for r, runs in by_rate(summaries).items() if all(rule.kept_up(s) for s in runs)]
     return max(full) if full else None
