@@ -16,7 +16,7 @@ from .modes import MODES
 from .multi_region import MULTI_REGION
 from .overload import OVERLOAD
 from .parallel_execution import PARALLEL
-from .scale import SCALE
+from .scale import SCALE, SCALE_CORES
 from .store import STORE
 from .workloads import WORKLOADS_EXPERIMENT
 
@@ -32,6 +32,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         LEADERS,
         PARALLEL,
         SCALE,
+        SCALE_CORES,
         LINKS,
         DIEMVM,
         DILATION,

@@ -361,8 +361,6 @@ def _scale(page: str) -> None:
     assert [r["nodes"] for r in committee] == ["4", "7"]
     numbers_in(committee, "K", "delivered tx/s", "rounds/s", "node µs/tx", "bytes moved/tx")
     assert re.search(r"^- \*\*hotstuff at 7 nodes delivered \d\.\d\d times", page, re.M)
-    (cores,) = table_with(page, "verifier µs/tx")
-    numbers_in(cores, "delivered tx/s", "verifier µs/tx")
     (regions,) = table_with(page, "placement")
     assert [r["placement"] for r in regions] == ["one region", "three regions"]
     (model,) = table_with(page, "model tx/s")
@@ -371,6 +369,18 @@ def _scale(page: str) -> None:
     assert re.search(
         r"^- Error on the 2 points the model was not fitted on: median \d+%", page, re.M
     )
+
+
+def _scale_cores(page: str) -> None:
+    (runs,) = table_with(page, "real s a run")
+    numbers_in(runs, "K", "V", "s (dilated)", "real s a run")
+    (cores,) = table_with(page, "verifier µs/tx")
+    assert [r["family"] for r in cores] == ["hotcrypto"]
+    numbers_in(cores, "K", "delivered tx/s", "verifier µs/tx")
+    (model,) = table_with(page, "model tx/s")
+    # One point, the one its model is fitted on: nothing is left to judge.
+    assert [r[""] for r in model] == ["fitted"]
+    assert "- No point was left out of the fit: nothing to judge." in page
 
 
 def _links(page: str) -> None:
@@ -422,6 +432,7 @@ PAGE_CHECKS = {
     "store": _store,
     "parallel": _parallel,
     "scale": _scale,
+    "scale-cores": _scale_cores,
     "links": _links,
     "diemvm": _diemvm,
     "dilation": _dilation,

@@ -3,7 +3,7 @@ CPUs, where they run, the factor that fits them on this machine), and what a poi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
@@ -109,7 +109,12 @@ def _rate(family: str, nodes: int, vcpus: float) -> int:
     return int(per_vcpu * min(vcpus, 16) * 8 / (7 + nodes // 4))
 
 
-def specs(quick: bool) -> list[Spec]:
+def specs(quick: bool, axes: Sequence[str] = (COMMITTEE, CORES, REGIONS)) -> list[Spec]:
+    """The points of `axes`, in the order they run."""
+    return [s for s in _all_specs(quick) if s.axis in axes]
+
+
+def _all_specs(quick: bool) -> list[Spec]:
     if quick:
         return [
             *(Spec(COMMITTEE, "hotstuff", n, 0.4, 20_000) for n in QUICK_COMMITTEE),
@@ -140,9 +145,14 @@ def specs(quick: bool) -> list[Spec]:
     return [*committee, *cores, *regions]
 
 
-def configurations(quick: bool) -> Sequence[Configuration]:
-    runs, duration = (1, 3) if quick else (REPEATS, DURATION)
-    return [spec.configuration(runs, duration) for spec in specs(quick)]
+def configurations_of(*axes: str) -> Callable[[bool], Sequence[Configuration]]:
+    """The configurations of the points of `axes` (a page's), full or `--quick`."""
+
+    def configurations(quick: bool) -> Sequence[Configuration]:
+        runs, duration = (1, 3) if quick else (REPEATS, DURATION)
+        return [spec.configuration(runs, duration) for spec in specs(quick, axes)]
+
+    return configurations
 
 
 def spec_of(configuration: Configuration) -> Spec:
