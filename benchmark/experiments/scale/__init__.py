@@ -32,6 +32,7 @@ from .axes import (
     regions_section,
     runs_section,
 )
+from .gate import read_gate
 from .judge import checks, models
 from .points import COMMITTEE, CORES, REGIONS, configurations_of, measured
 
@@ -44,7 +45,7 @@ def _write_committee(outcomes: Sequence[Outcome], page: Page) -> None:
         return
     fitted = models(points)
     found = checks(points)
-    runs_section(points, page)
+    runs_section(points, read_gate(REPO_ROOT), page)
     committee_section(points, found, fitted, page)
     regions_section(points, page)
     model_section(found, fitted, page)
@@ -56,7 +57,7 @@ def _write_cores(outcomes: Sequence[Outcome], page: Page) -> None:
         return
     fitted = models(points)
     found = checks(points)
-    runs_section(points, page)
+    runs_section(points, read_gate(REPO_ROOT), page)
     cores_section(points, found, page)
     model_section(found, fitted, page)
 

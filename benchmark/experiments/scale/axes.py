@@ -21,6 +21,7 @@ from ..measures import (
 )
 from ..page import Page
 from ..report_figures import COMMITTEE_HOTCRYPTO, CORES_HOTCRYPTO, CORES_HOTCRYPTO_POINTS
+from .gate import GateRuns, gate_line, standing
 from .judge import GOAL, Check, error_lines
 from .points import (
     COMMITTEE,
@@ -49,28 +50,32 @@ def _of(points: Sequence[Measured], axis: str, family: str) -> list[Measured]:
     )
 
 
-def runs_section(points: Sequence[Measured], page: Page) -> None:
+def runs_section(points: Sequence[Measured], gate: GateRuns | None, page: Page) -> None:
     page.section(
         "How each point ran",
         "Every point is n nodes of V virtual CPUs dilated K times (`--dilation=K --vcpus=V`):"
         " the smallest K at which the nodes' and the clients' virtual CPUs fit this machine"
-        " (docs/local.md), a factor the gate passed (docs/results/dilation.md). Figures are in"
-        " dilated time. A run lasts its duration in the processes' seconds, K times as many"
-        " real ones. Nodes in one region are joined by links of"
-        f" {LINK_DELAY_MS} ms one way (`--delay`), as the gate judged dilation with.",
+        " (docs/local.md). Figures are in dilated time. A run lasts its duration in the"
+        " processes' seconds, K times as many real ones. Nodes in one region are joined by links"
+        f" of {LINK_DELAY_MS} ms one way (`--delay`), as the gate judged dilation with.",
     )
-    rows = [
-        [
-            p.spec.label,
-            str(p.dilation),
-            f"{p.spec.vcpus:g}",
-            fmt(float(p.runs[0].config.get("duration") or 0)),
-            str(len(p.runs)),
-            fmt(float(p.runs[0].config.get("duration") or 0) * p.dilation),
-        ]
-        for p in points
-    ]
-    page.table(["point", "K", "V", "s (dilated)", "runs", "real s a run"], rows)
+    page.add("", gate_line(gate))
+    rows = []
+    for p in points:
+        found = standing(p.spec, p.dilation, gate) if gate is not None else None
+        duration = float(p.runs[0].config.get("duration") or 0)
+        rows.append(
+            [
+                p.spec.label,
+                str(p.dilation),
+                f"{p.spec.vcpus:g}",
+                fmt(duration),
+                str(len(p.runs)),
+                fmt(duration * p.dilation),
+                found.text() if found else "no gate case of its mode",
+            ]
+        )
+    page.table(["point", "K", "V", "s (dilated)", "runs", "real s a run", "gate"], rows)
 
 
 def _answer(points: Sequence[Measured], model: CostModel | None) -> list[str]:
@@ -137,8 +142,8 @@ def committee_section(
 ) -> None:
     page.section(
         "Committee size (the report's Fig 1.1 and 1.2)",
-        "Nodes of one virtual CPU each (the most at which 48 fit this machine at a factor the"
-        " gate passed; the report's had 4), the node's default uncommitted bound (8 MiB), at a"
+        "Nodes of one virtual CPU each (48 of them fit this machine at K = 28; the report's had"
+        " 4), the node's default uncommitted bound (8 MiB), at a"
         " rate above what each committee orders; median (min-max) of the runs.",
     )
     bounds = {id(c.point): c.prediction.bound for c in checks}
