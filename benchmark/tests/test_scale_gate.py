@@ -59,9 +59,11 @@ def test_a_point_reads_what_missed_at_the_gates_nearest_factor() -> None:
     assert found == gate.Standing(HOTSTUFF_LINKS_SATURATED, 32, ("x +50%",), beyond=False)
     assert found.text() == f"{HOTSTUFF_LINKS_SATURATED}, K = 32: x +50%"
     crypto = gate.standing(Spec(COMMITTEE, "hotcrypto", 4, 1.0, 1), 3, RUNS)
-    assert crypto is not None and crypto.text() == f"{HOTCRYPTO_LINKS_KEPT_UP}, K = 4: agrees"
+    assert crypto is not None
+    assert crypto.text() == f"{HOTCRYPTO_LINKS_KEPT_UP}, K = 4: agrees"
     far = gate.standing(Spec(COMMITTEE, "hotcrypto", 48, 1.0, 1), 28, RUNS)
-    assert far is not None and far.beyond
+    assert far is not None
+    assert far.beyond
     assert far.text() == f"{HOTCRYPTO_LINKS_KEPT_UP}, K = 8 (the largest tried): x +18%"
 
 

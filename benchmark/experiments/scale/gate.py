@@ -38,10 +38,7 @@ def _likeness(case: Case, spec: Spec) -> tuple[int, int] | None:
     placement (a delay matrix, or links of one delay) first, then saturated as the points are."""
     if case.flags.get("mode") != spec.family.split(maxsplit=1)[0]:
         return None
-    if spec.matrix is not None:
-        placement = "delay_matrix" in case.flags
-    else:
-        placement = "delay" in case.flags
+    placement = "delay_matrix" in case.flags if spec.matrix is not None else "delay" in case.flags
     return int(placement), int("saturated" in case.name)
 
 
