@@ -16,7 +16,7 @@ from .modes import MODES
 from .multi_region import MULTI_REGION
 from .overload import OVERLOAD
 from .parallel_execution import PARALLEL
-from .scale import SCALE, SCALE_CORES
+from .scale import SCALE, SCALE_CORES, SCALE_CORES_36
 from .store import STORE
 from .workloads import WORKLOADS_EXPERIMENT
 
@@ -33,6 +33,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         PARALLEL,
         SCALE,
         SCALE_CORES,
+        SCALE_CORES_36,
         LINKS,
         DIEMVM,
         DILATION,

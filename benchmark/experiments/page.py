@@ -90,6 +90,8 @@ class Page:
     directory: Path
     lines: list[str] = field(default_factory=list)
     figures: list[Path] = field(default_factory=list)
+    # Written from a `--quick` run: a page that reads another page's record reads its quick one.
+    quick: bool = False
 
     @property
     def path(self) -> Path:

@@ -42,7 +42,7 @@ def write_page(
     output: Path,
 ) -> Path:
     """Writes the page, and the record it was written from beside it."""
-    page = Page(name=experiment.name, title=experiment.title, directory=output)
+    page = Page(name=experiment.name, title=experiment.title, directory=output, quick=quick)
     _header(
         page,
         experiment,

@@ -7,10 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.experiments import dilation
+from benchmark.analysis.metrics import load_run
+from benchmark.analysis.run_summary import Summary, summarize
+from benchmark.experiments import Experiment, Outcome, dilation, scale
 from benchmark.experiments.dilation import LINKS
-from benchmark.experiments.scale import gate
+from benchmark.experiments.page import Machine, Page
+from benchmark.experiments.records import Record, save_beside_page
+from benchmark.experiments.scale import SCALE_CORES, SCALE_CORES_36, gate
 from benchmark.experiments.scale.points import COMMITTEE, REGIONS, THREE_REGIONS, Spec
+
+from .synthetic import write_run
+from .test_experiment_tables import shaped
+from .test_experiments import table_with
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,3 +90,62 @@ def test_the_committed_gate_record_is_read() -> None:
     runs = gate.read_gate(REPO_ROOT)
     assert runs is not None
     assert {case.name for case in dilation.CASES} <= set(runs)
+
+
+# -- the page of 36 reads the smaller nodes from the scale-cores page's record --------------------
+
+
+def _outcomes(experiment: Experiment, base: Summary) -> list[Outcome]:
+    """Every configuration of `experiment`, three runs each that delivered half the rate asked
+    (saturated) on nodes that used their whole budget."""
+    outcomes = []
+    for configuration in experiment.configurations(False):
+        rate = int(str(configuration.flags["rate"]))
+        vcpus = float(str(configuration.flags["vcpus"]))
+        run = shaped(
+            base,
+            rate=rate,
+            delivered=rate / 2,
+            node_cores=vcpus,
+            rounds_per_s=50.0,
+            dilation=int(str(configuration.flags["dilation"])),
+        )
+        outcomes.append(Outcome(configuration, [run] * 3))
+    return outcomes
+
+
+def test_the_page_of_36_takes_the_smaller_nodes_from_the_committed_record_of_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = summarize(load_run(write_run(tmp_path / "run")), {"mode": "hotcrypto", "nodes": 4})
+    record = Record(Machine(2, "cpu", "Linux", (0.0, 0.0, 0.0)), "0123456789abcdef")
+    smaller = tmp_path / "docs/results/scale-cores/record.json"
+    save_beside_page(smaller, SCALE_CORES.name, False, record, _outcomes(SCALE_CORES, base))
+    monkeypatch.setattr(scale, "REPO_ROOT", tmp_path)
+    page = Page(name=SCALE_CORES_36.name, title="", directory=tmp_path / "out")
+    SCALE_CORES_36.write(_outcomes(SCALE_CORES_36, base), page)
+    text = "\n".join(page.lines)
+    assert "read from its committed record (commit `0123456789ab`)" in text
+    (cores,) = table_with(text, "verifier µs/tx")
+    assert [(r["family"], r["vCPUs"]) for r in cores] == [
+        (family, vcpus)
+        for family in ("hotcrypto", "hotmove", "hotmove --exec=blockstm")
+        for vcpus in ("4", "8", "16", "36")
+    ]
+    (model,) = table_with(text, "model tx/s")
+    judged = {r["point"] for r in model if r[""] == "judged"}
+    # The nodes of 36 are judged by models fitted on the smaller nodes' points.
+    assert {f"cores: {f}, 4 x 36 vCPUs" for f in ("hotcrypto", "hotmove")} <= judged
+
+
+def test_without_the_smaller_nodes_record_the_page_of_36_says_they_are_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = summarize(load_run(write_run(tmp_path / "run")), {"mode": "hotcrypto", "nodes": 4})
+    monkeypatch.setattr(scale, "REPO_ROOT", tmp_path)
+    page = Page(name=SCALE_CORES_36.name, title="", directory=tmp_path / "out")
+    SCALE_CORES_36.write(_outcomes(SCALE_CORES_36, base), page)
+    text = "\n".join(page.lines)
+    assert "The smaller nodes are left out: no usable record of scale-cores's page" in text
+    (cores,) = table_with(text, "verifier µs/tx")
+    assert [r["vCPUs"] for r in cores] == ["36", "36", "36"]
