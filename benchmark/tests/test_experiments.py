@@ -19,7 +19,8 @@ from benchmark.experiments import fault_scenarios as faults
 from benchmark.experiments.experiment import Outcome
 from benchmark.experiments.leaders import ROUND_ROBIN_LOSSES
 from benchmark.experiments.machine_section import machine_section
-from benchmark.experiments.overload import verdict, versus
+from benchmark.experiments.measures import Rule
+from benchmark.experiments.overload import forged, kept_up_cell, verdict, versus
 from benchmark.experiments.page import Page
 from benchmark.experiments.probe import Probe, probe
 from benchmark.experiments.report_figures import CAPACITY
@@ -160,7 +161,7 @@ def test_the_overload_verdict_says_when_saturated_runs_got_different_cpu(
 def test_attested_is_held_to_all_at_every_rate_and_to_its_capacity_above_it(
     run_summary: Summary,
 ) -> None:
-    all_, attested = [c for c in EXPERIMENTS["overload"].configurations(True)][2:]
+    all_, attested = [c for c in EXPERIMENTS["overload"].configurations(True)][2:4]
     assert (all_.flags["verify"], attested.flags["verify"]) == ("all", "attested")
     outcomes = [
         Outcome(all_, [_at(run_summary, 100, 100), _at(run_summary, 200, 150)]),
@@ -175,6 +176,44 @@ def test_attested_is_held_to_all_at_every_rate_and_to_its_capacity_above_it(
     collapsed = [outcomes[0], Outcome(attested, [_at(run_summary, 100, 90)])]
     assert versus(collapsed)[-1] == "- `attested` delivered less than `all` at: 100."
     assert versus(outcomes[:1]) == ["- Needs runs of both."]
+
+
+def test_forged_runs_are_held_to_the_valid_rate_and_set_beside_the_honest_ones(
+    run_summary: Summary,
+) -> None:
+    honest_all, honest_attested, forged_all, forged_attested = [
+        c for c in EXPERIMENTS["overload"].configurations(True)
+    ][2:]
+    assert forged_all.flags["invalid_share"] == "0.1"
+    assert forged_attested.label == "hotcrypto --verify=attested, 10% forged"
+
+    def with_forged(rate: int, tps: float) -> Summary:
+        run = _at(run_summary, rate, tps)
+        return replace(run, config={**run.config, "invalid_share": 0.1})
+
+    # Asked 100 with one in ten forged, 90 delivered is all the valid ones: kept up.
+    rule = Rule()
+    assert kept_up_cell(rule, [with_forged(100, 90)]) == "1 of 1"
+    assert kept_up_cell(rule, [_at(run_summary, 100, 90)]) == "0 of 1 (a 1)"
+    outcomes = [
+        Outcome(honest_all, [_at(run_summary, 200, 150)] * 3),
+        Outcome(honest_attested, [_at(run_summary, 200, 180)] * 3),
+        Outcome(forged_all, [with_forged(200, 120)] * 3),
+        Outcome(forged_attested, [with_forged(200, 170)] * 3),
+    ]
+    lines = forged(outcomes)
+    assert lines == [
+        "- `all`, 200 tx/s asked: 120 (120-120) valid tx/s delivered with forgeries, 150"
+        " (150-150) without: -20%.",
+        "- `all`: with forgeries, the best median 120 tx/s is 80% of the 150 without, at these"
+        " rates: below the 85% wanted.",
+        "- `attested`, 200 tx/s asked: 170 (170-170) valid tx/s delivered with forgeries, 180"
+        " (180-180) without: -6%.",
+        "- `attested`: with forgeries, the best median 170 tx/s is 94% of the 180 without, at"
+        " these rates: within the 85% wanted.",
+    ]
+    # The forged runs stay out of `attested` against `all`.
+    assert forged(outcomes[:2])[0] == "- `all`: needs runs with and without forgeries at one rate."
 
 
 NUMBER = re.compile(r"\d[\d,]*")
