@@ -11,6 +11,7 @@ clock, stretched when it is dilated.
 
 from __future__ import annotations
 
+import signal
 import socket
 import time
 from dataclasses import dataclass, field
@@ -48,7 +49,20 @@ class BenchError(HarnessError):
 
 def _failure(process: ManagedProcess, why: str) -> BenchError:
     tail = process.log_tail()
-    return BenchError(f"{process.name} {why} (log {process.log_path}):\n{tail}")
+    return BenchError(
+        f"{process.name} {why}{killed_by(process.returncode)} (log {process.log_path}):\n{tail}"
+    )
+
+
+def killed_by(code: int | None) -> str:
+    """What a process's exit code says of who stopped it, where the harness did not: SIGKILL
+    sent by no one here is the kernel's out-of-memory killer, which leaves no line in the log."""
+    if code == -signal.SIGKILL:
+        return (
+            ", killed by SIGKILL, which the harness did not send: most likely the kernel's"
+            " out-of-memory killer (see `dmesg`; the processes' memory exceeded the machine's)"
+        )
+    return ""
 
 
 def wait_for_ports(addresses: list[str], processes: list[ManagedProcess], timeout: float) -> None:

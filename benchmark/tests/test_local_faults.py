@@ -12,6 +12,7 @@ from benchmark.config import BenchParameters
 from benchmark.faults.events import FaultLog
 from benchmark.faults.schedule import schedule_from_flags
 from benchmark.runners.local import BenchError
+from benchmark.runners.local_session import killed_by
 from benchmark.runners.plan import RunPlan
 
 from .conftest import standin_bench, standins_with
@@ -49,3 +50,10 @@ def test_an_unscheduled_death_still_aborts(tmp_path: Path, standins: Path) -> No
     bench = BenchParameters(mode="hotcrypto", nodes=4, rate=1_000, duration=4, accounts=40)
     with pytest.raises(BenchError, match=r"node-2 exited early with code 7[\s\S]*gone"):
         local.run(bench)
+
+
+def test_a_node_killed_by_no_one_here_is_named_out_of_memory() -> None:
+    assert "out-of-memory killer" in killed_by(-9)
+    assert killed_by(7) == ""
+    assert killed_by(-15) == ""
+    assert killed_by(None) == ""
