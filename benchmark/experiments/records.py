@@ -166,10 +166,26 @@ def _from_logs(
 # -- Beside the page, committed ------------------------------------------------------------------
 
 
+def relative(text: str, root: Path | None) -> str:
+    """`text` with every path under `root` written relative to it."""
+    if root is None:
+        return text
+    for prefix in {str(root), str(root.resolve())}:
+        text = text.replace(f"{prefix}/", "")
+    return text
+
+
 def save_beside_page(
-    path: Path, experiment: str, quick: bool, record: Record, outcomes: Sequence[Outcome]
+    path: Path,
+    experiment: str,
+    quick: bool,
+    record: Record,
+    outcomes: Sequence[Outcome],
+    *,
+    root: Path | None = None,
 ) -> None:
-    """The page's record: the facts, and every run's summary without its per-second series."""
+    """The page's record: the facts, and every run's summary without its per-second series;
+    paths under `root` (the checkout's) relative to it, so the record names no machine."""
     runs: list[str] = []
 
     def placed(summary: Summary) -> str:
@@ -197,7 +213,7 @@ def save_beside_page(
     for index, run in reversed(list(enumerate(runs))):
         text = text.replace(json.dumps(f"{RUN_MARK}{index}"), run, 1)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
+    path.write_text(relative(text, root) + "\n")
 
 
 def read_beside_page(

@@ -14,7 +14,7 @@ from .experiment import Configuration, Experiment, Outcome
 from .machine_section import machine_section
 from .page import Page, commit_of
 from .page_index import comparison_lines, write_index
-from .records import Record, last_record, page_record_path, save_beside_page
+from .records import Record, last_record, page_record_path, relative, save_beside_page
 
 
 def rewrite_experiment(
@@ -30,7 +30,7 @@ def rewrite_experiment(
         recorded_outcomes.get(c.label) or Outcome(c, error="not in the recorded run")
         for c in experiment.configurations(quick)
     ]
-    return write_page(experiment, outcomes, record, quick=quick, output=output)
+    return write_page(experiment, outcomes, record, quick=quick, output=output, repo_root=repo_root)
 
 
 def write_page(
@@ -40,8 +40,10 @@ def write_page(
     *,
     quick: bool,
     output: Path,
+    repo_root: Path,
 ) -> Path:
-    """Writes the page, and the record it was written from beside it."""
+    """Writes the page, and the record it was written from beside it; paths under `repo_root`
+    are written relative to it, so neither names the machine that ran the runs."""
     page = Page(name=experiment.name, title=experiment.title, directory=output, quick=quick)
     _header(
         page,
@@ -57,11 +59,16 @@ def write_page(
     if failed:
         page.section(
             "Runs that did not finish",
-            *[f"- {o.configuration.label}: {o.error}" for o in failed],
+            *[f"- {o.configuration.label}: {relative(o.error or '', repo_root)}" for o in failed],
         )
     written = page.write()
     save_beside_page(
-        page_record_path(output, experiment.name), experiment.name, quick, record, outcomes
+        page_record_path(output, experiment.name),
+        experiment.name,
+        quick,
+        record,
+        outcomes,
+        root=repo_root,
     )
     write_index(page.directory)
     return written

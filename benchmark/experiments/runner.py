@@ -164,7 +164,7 @@ def run_experiment(
     save(record_path(logs_dir, experiment.name, quick), record, outcomes)
     if only is None:
         unfinished.unlink(missing_ok=True)
-    return write_page(experiment, outcomes, record, quick=quick, output=output)
+    return write_page(experiment, outcomes, record, quick=quick, output=output, repo_root=repo_root)
 
 
 def _run_all(

@@ -19,7 +19,7 @@ from benchmark.analysis.timelines import CatchUp, CommitsTimeline
 from benchmark.experiments import Configuration, Experiment, Outcome, leaders
 from benchmark.experiments import fault_scenarios as faults
 from benchmark.experiments.page import Machine
-from benchmark.experiments.records import Record, read_beside_page, save_beside_page
+from benchmark.experiments.records import Record, read_beside_page, relative, save_beside_page
 from benchmark.faults.events import FaultLog
 
 from .synthetic import restart_node, write_run
@@ -90,3 +90,17 @@ def test_a_pages_record_keeps_the_order_of_a_summarys_dicts(tmp_path: Path) -> N
         summary.stages,
         summary.end_to_end,
     )
+
+
+def test_a_pages_record_names_no_path_of_the_machine_that_ran_it(tmp_path: Path) -> None:
+    logs = tmp_path / "logs" / "run"
+    summary = summarize(load_run(write_run(logs)), {"mode": "hotcrypto", "nodes": 2})
+    summary = replace(summary, config={**summary.config, "delay_matrix": str(tmp_path / "m.csv")})
+    configuration = Configuration("one", {"mode": "hotcrypto"})
+    record = Record(Machine(2, "cpu", "Linux", (0.0, 0.0, 0.0)), "abc")
+    path = tmp_path / "docs" / "x" / "record.json"
+    save_beside_page(path, "x", False, record, [Outcome(configuration, [summary])], root=tmp_path)
+    text = path.read_text()
+    assert str(tmp_path) not in text
+    assert '"m.csv"' in text
+    assert relative(f"see {tmp_path}/logs/run/node-1.log", tmp_path) == "see logs/run/node-1.log"
