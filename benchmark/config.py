@@ -123,10 +123,6 @@ class BenchParameters:
     # one each at most), the clients `client_vcpus` together; figures are in dilated time.
     # `vcpus` at dilation 1 is the undilated run of the same emulation. None: no such budget.
     dilation: int = passed(1)
-    # A flag of both binaries: how long (ms of their own time) the allocator keeps freed memory
-    # before returning it to the kernel; None: theirs (a second). Many saturated nodes on one
-    # machine may need less to fit its memory.
-    purge_delay_ms: int | None = passed(None)
     vcpus: float | None = None
     client_vcpus: float = 1.0
     bandwidth_mbit: float | None = None

@@ -22,7 +22,7 @@ GOAL = 0.15
 # Which points each family is fitted on, as (axis, nodes, vCPUs); hotmove's families are fitted
 # at 4 nodes only and take hotcrypto's growth with n (the same consensus and signatures).
 FITTED: dict[str, set[tuple[str, int, float]]] = {
-    "hotstuff": {(COMMITTEE, n, COMMITTEE_VCPUS) for n in (4, 16, 48)},
+    "hotstuff": {(COMMITTEE, n, COMMITTEE_VCPUS) for n in (4, 16, 40)},
     "hotcrypto": {(COMMITTEE, n, COMMITTEE_VCPUS) for n in (4, 16, 48)} | {(CORES, 4, 4.0)},
     "hotmove": {(CORES, 4, 4.0), (CORES, 4, 16.0)},
     "hotmove --exec=blockstm": {(CORES, 4, 4.0), (CORES, 4, 16.0)},

@@ -20,12 +20,6 @@ pub struct DilationArgs {
     /// time, so that the timestamps they write compare (default: when this process starts).
     #[arg(long, value_name = "MS")]
     pub dilation_origin_ms: Option<u64>,
-    /// How long the allocator keeps memory it freed before returning it to the kernel, in ms
-    /// of this process's time: longer saves page faults under load, shorter holds less memory
-    /// (a saturated node keeps about this long of its traffic's buffers).
-    #[arg(long, value_name = "MS", default_value_t = allocator::PURGE_DELAY_MS,
-          value_parser = clap::value_parser!(i64).range(0..=3_600_000))]
-    pub purge_delay_ms: i64,
 }
 
 impl DilationArgs {
@@ -33,7 +27,7 @@ impl DilationArgs {
     /// anything reads the clock.
     pub fn apply(&self) -> Result<()> {
         clock::dilate(self.dilation, self.dilation_origin_ms)?;
-        allocator::tune(self.dilation, self.purge_delay_ms).context("tuning the allocator")?;
+        allocator::tune(self.dilation).context("tuning the allocator")?;
         if self.dilation > 1 {
             info!(
                 "time dilated ×{}: every duration of this process lasts {} times as long",
