@@ -114,17 +114,24 @@ def _outcomes(experiment: Experiment, base: Summary) -> list[Outcome]:
     return outcomes
 
 
-def test_the_page_of_36_takes_the_smaller_nodes_from_the_committed_record_of_theirs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _page_of_36(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, smaller_recorded: bool) -> str:
+    """The page of 36 written in a checkout at `tmp_path`, with the scale-cores page's record
+    committed there or not."""
     base = summarize(load_run(write_run(tmp_path / "run")), {"mode": "hotcrypto", "nodes": 4})
-    record = Record(Machine(2, "cpu", "Linux", (0.0, 0.0, 0.0)), "0123456789abcdef")
-    smaller = tmp_path / "docs/results/scale-cores/record.json"
-    save_beside_page(smaller, SCALE_CORES.name, False, record, _outcomes(SCALE_CORES, base))
+    if smaller_recorded:
+        record = Record(Machine(2, "cpu", "Linux", (0.0, 0.0, 0.0)), "0123456789abcdef")
+        smaller = tmp_path / "docs/results/scale-cores/record.json"
+        save_beside_page(smaller, SCALE_CORES.name, False, record, _outcomes(SCALE_CORES, base))
     monkeypatch.setattr(scale, "REPO_ROOT", tmp_path)
     page = Page(name=SCALE_CORES_36.name, title="", directory=tmp_path / "out")
     SCALE_CORES_36.write(_outcomes(SCALE_CORES_36, base), page)
-    text = "\n".join(page.lines)
+    return "\n".join(page.lines)
+
+
+def test_the_page_of_36_takes_the_smaller_nodes_from_the_committed_record_of_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = _page_of_36(tmp_path, monkeypatch, smaller_recorded=True)
     assert "read from its committed record (commit `0123456789ab`)" in text
     (cores,) = table_with(text, "verifier µs/tx")
     assert [(r["family"], r["vCPUs"]) for r in cores] == [
@@ -141,11 +148,7 @@ def test_the_page_of_36_takes_the_smaller_nodes_from_the_committed_record_of_the
 def test_without_the_smaller_nodes_record_the_page_of_36_says_they_are_left_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    base = summarize(load_run(write_run(tmp_path / "run")), {"mode": "hotcrypto", "nodes": 4})
-    monkeypatch.setattr(scale, "REPO_ROOT", tmp_path)
-    page = Page(name=SCALE_CORES_36.name, title="", directory=tmp_path / "out")
-    SCALE_CORES_36.write(_outcomes(SCALE_CORES_36, base), page)
-    text = "\n".join(page.lines)
+    text = _page_of_36(tmp_path, monkeypatch, smaller_recorded=False)
     assert "The smaller nodes are left out: no usable record of scale-cores's page" in text
     (cores,) = table_with(text, "verifier µs/tx")
     assert [r["vCPUs"] for r in cores] == ["36", "36", "36"]
