@@ -231,6 +231,16 @@ def asked(summary: Summary) -> int | None:
     return int(rate) if isinstance(rate, int | float) and rate > 0 else None
 
 
+def valid_asked(summary: Summary) -> int | None:
+    """The rate of valid transactions a run was asked for: the rate, less the share its clients
+    forged (`--invalid-share`)."""
+    rate = asked(summary)
+    share = summary.config.get("invalid_share")
+    if rate is None or not isinstance(share, int | float):
+        return rate
+    return round(rate * (1 - share))
+
+
 @dataclass(frozen=True)
 class Rule:
     """`CAPACITY_RULE` for one sweep: the unloaded p50 its runs' latency is held to."""
@@ -251,9 +261,10 @@ class Rule:
         return cls(p50 if p50 is not None and p50 > 0 else None, lowest)
 
     def failed(self, summary: Summary, rate: int | None = None) -> list[str]:
-        """The conditions of the rule (`a`, `b`, `c`) the run did not meet at `rate` (the rate
-        it was asked by default); empty when it kept up."""
-        rate = rate if rate is not None else asked(summary)
+        """The conditions of the rule (`a`, `b`, `c`) the run did not meet at `rate` (by default
+        the valid transactions it was asked for: a forged one is never delivered); empty when it
+        kept up."""
+        rate = rate if rate is not None else valid_asked(summary)
         if rate is None:
             return []
         failed = []

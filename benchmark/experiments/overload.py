@@ -24,7 +24,6 @@ from .experiment import Configuration, Experiment, Outcome
 from .measures import (
     CAPACITY_RULE,
     Rule,
-    asked,
     by_rate,
     delivered,
     e2e_p50,
@@ -59,22 +58,6 @@ def verify_label(verify: str) -> str:
 
 def forged_label(verify: str) -> str:
     return f"{verify_label(verify)}, {FORGED:.0%} forged"
-
-
-def _forged(summary: Summary) -> float:
-    share = summary.config.get("invalid_share")
-    return float(share) if isinstance(share, int | float) else 0.0
-
-
-def _kept_up(rule: Rule, summary: Summary) -> bool:
-    return not _failed(rule, summary)
-
-
-def _failed(rule: Rule, summary: Summary) -> list[str]:
-    """The rule's conditions a run did not meet, held to the valid transactions it was asked
-    for: a forged one is never delivered."""
-    rate = asked(summary)
-    return rule.failed(summary, None if rate is None else round(rate * (1 - _forged(summary))))
 
 
 def _configurations(quick: bool) -> Sequence[Configuration]:
@@ -128,7 +111,7 @@ def verdict(summaries: Sequence[Summary]) -> list[str]:
         return ["- No rate kept up in every run.", *peak_line]
     lines = [f"- Capacity (highest rate at which every run kept up): {capacity:,} tx/s."]
     holes = [
-        r for r, runs in rates.items() if r < capacity and not all(_kept_up(rule, s) for s in runs)
+        r for r, runs in rates.items() if r < capacity and not all(rule.kept_up(s) for s in runs)
     ]
     lines.append(
         "- Every run at every rate below it kept up."
@@ -182,7 +165,7 @@ def _cpu_of(runs: Sequence[Summary]) -> list[str]:
 
 def kept_up_cell(rule: Rule, runs: Sequence[Summary]) -> str:
     """`k of n`, and how many runs failed each condition of the rule (`a 2, c 1`)."""
-    failed = [_failed(rule, s) for s in runs]
+    failed = [rule.failed(s) for s in runs]
     kept = sum(not f for f in failed)
     counts = {c: sum(c in f for f in failed) for c in "abc"}
     why = ", ".join(f"{c} {n}" for c, n in counts.items() if n)
@@ -283,7 +266,7 @@ def _robustness_figure(outcomes: Sequence[Outcome], mode: str, page: Page) -> No
 def _capacity(summaries: Sequence[Summary]) -> int | None:
     """The highest rate at which every run kept up, if any did."""
     rule = Rule.of(summaries)
-    full = [r for r, runs in by_rate(summaries).items() if all(_kept_up(rule, s) for s in runs)]
+    full = [r for r, runs in by_rate(summaries).items() if all(rule.kept_up(s) for s in runs)]
     return max(full) if full else None
 
 

@@ -28,6 +28,7 @@ from benchmark.experiments.measures import (
     peak_mean,
     processed,
     runs_span,
+    valid_asked,
 )
 from benchmark.report.text import render_summary
 
@@ -176,3 +177,16 @@ def test_a_capacity_lies_between_it_and_the_next_rate_asked(base: Summary) -> No
     none = capacity_span(sweep(0, (16_000, 24_000)))
     assert none == Span(0, 16_000, 3, high_excluded=True)
     assert compare(none, one).higher == 1
+
+
+def test_a_run_with_forgeries_is_held_to_the_valid_transactions_it_was_asked_for(
+    base: Summary,
+) -> None:
+    honest = at(base, 1000, 900)
+    forging = replace(honest, config={**honest.config, "invalid_share": 0.1})
+    assert valid_asked(honest) == 1000
+    assert valid_asked(forging) == 900
+    assert Rule().failed(honest) == ["a"]
+    assert Rule().kept_up(forging)
+    # A rate given is the rate held to, forgeries or not.
+    assert Rule().failed(forging, 1000) == ["a"]
