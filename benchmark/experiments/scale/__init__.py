@@ -43,13 +43,20 @@ from .points import Measured, configurations_of, measured
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
-def _write_committee(outcomes: Sequence[Outcome], page: Page) -> None:
+def _measured(outcomes: Sequence[Outcome], page: Page) -> list[Measured]:
+    """The points of `outcomes`, and how each ran written first if any did."""
     points = measured(outcomes, REPO_ROOT)
+    if points:
+        runs_section(points, read_gate(REPO_ROOT), page)
+    return points
+
+
+def _write_committee(outcomes: Sequence[Outcome], page: Page) -> None:
+    points = _measured(outcomes, page)
     if not points:
         return
     fitted = models(points)
     found = checks(points)
-    runs_section(points, read_gate(REPO_ROOT), page)
     committee_section(points, found, fitted, page)
     regions_section(points, page)
     model_section(found, fitted, page)
@@ -63,9 +70,7 @@ def _write_cores(points: Sequence[Measured], page: Page) -> None:
 
 
 def _write_cores_small(outcomes: Sequence[Outcome], page: Page) -> None:
-    points = measured(outcomes, REPO_ROOT)
-    if points:
-        runs_section(points, read_gate(REPO_ROOT), page)
+    if points := _measured(outcomes, page):
         _write_cores(points, page)
 
 
@@ -99,10 +104,9 @@ SMALLER = Path("docs/results/scale-cores/record.json")
 
 
 def _write_cores_large(outcomes: Sequence[Outcome], page: Page) -> None:
-    points = measured(outcomes, REPO_ROOT)
+    points = _measured(outcomes, page)
     if not points:
         return
-    runs_section(points, read_gate(REPO_ROOT), page)
     try:
         record, smaller = read_beside_page(REPO_ROOT / SMALLER, SCALE_CORES, page.quick)
     except HarnessError as missing:
