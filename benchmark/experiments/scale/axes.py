@@ -316,6 +316,7 @@ def _parallel_lines(points: Sequence[Measured]) -> list[str]:
             f" tx/s ({b.capacity / a.capacity:.2f} times; the runs' ranges are {verdict}),"
             f" limiting: {b.limited_by} and {a.limited_by}."
         )
+    lines += _contention_lines([*seq.values(), *par.values()])
     crypto = _of(points, CORES, "hotcrypto")
     if len(crypto) >= 2 and crypto[0].capacity > 0:
         report = CORES_HOTCRYPTO
@@ -325,6 +326,22 @@ def _parallel_lines(points: Sequence[Measured]) -> list[str]:
             f" Fig 1.5: {report.largest / report.smallest:g} times for {report.factor:.1f} times."
         )
     return lines
+
+
+def _contention_lines(points: Sequence[Measured]) -> list[str]:
+    """What the Move points' transfers pay, where it leaves a parallel executor nothing to do."""
+    dests = {str(run.config.get("dest")) for p in points for run in p.runs}
+    if dests != {"ring"}:
+        return []
+    return [
+        "- These transfers pay `--dest=ring` (each client's next account), and each node seals"
+        " its own client's transactions: in a batch every transaction writes what the one"
+        " before it wrote. Both parallel schemes leave such a block to sequential execution"
+        " (`executor/src/parallel/conflicts.rs`, its `contended_blocks`), so the rows above"
+        " compare that fallback with sequential execution, not parallel execution. Whether a"
+        " parallel VM helps where CPUs are to spare needs a load with room for it"
+        " (`--dest=uniform`)."
+    ]
 
 
 def _describe(point: Measured) -> str:
