@@ -14,7 +14,7 @@ from benchmark.experiments.dilation import LINKS
 from benchmark.experiments.page import Machine, Page
 from benchmark.experiments.records import Record, save_beside_page
 from benchmark.experiments.scale import SCALE_CORES, SCALE_CORES_36, gate
-from benchmark.experiments.scale.points import COMMITTEE, REGIONS, THREE_REGIONS, Spec
+from benchmark.experiments.scale.points import COMMITTEE, CORES, REGIONS, THREE_REGIONS, Spec
 
 from .synthetic import write_run
 from .test_experiment_tables import shaped
@@ -152,3 +152,13 @@ def test_without_the_smaller_nodes_record_the_page_of_36_says_they_are_left_out(
     assert "The smaller nodes are left out: no usable record of scale-cores's page" in text
     (cores,) = table_with(text, "verifier µs/tx")
     assert [r["vCPUs"] for r in cores] == ["36", "36", "36"]
+
+
+def test_the_cores_axis_move_transfers_leave_room_for_a_parallel_executor() -> None:
+    def flags(axis: str, family: str) -> dict[str, str | bool]:
+        return dict(Spec(axis, family, 4, 8.0, 100_000).configuration(3, 6).flags)
+
+    assert flags(CORES, "hotmove --exec=blockstm")["dest"] == "uniform"
+    assert flags(CORES, "hotmove")["dest"] == "uniform", "the sequential pair pays alike"
+    assert "dest" not in flags(CORES, "hotcrypto")
+    assert "dest" not in flags(COMMITTEE, "hotmove")
