@@ -779,6 +779,13 @@ def test_the_cores_page_says_when_its_transfers_leave_block_stm_nothing_to_run(
     assert "`--dest=ring`" in lines("ring")
     assert "contended_blocks" in lines("ring")
     assert "--dest=" not in lines("uniform")
+    # A page whose smaller nodes come from another page's record may mix the two.
+    mixed = scale_axes._parallel_lines(
+        [point("hotmove", "ring"), point("hotmove --exec=blockstm", "uniform")]
+    )
+    assert any(
+        line.startswith("- 1 of these 2 points' transfers pay `--dest=ring`") for line in mixed
+    )
 
 
 def test_the_claim_tells_a_stopped_sweep_from_a_settled_one() -> None:
