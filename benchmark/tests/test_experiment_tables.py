@@ -32,7 +32,6 @@ from benchmark.experiments.measures import capacity, common_rate, runs_span
 from benchmark.experiments.page import Page
 from benchmark.experiments.report_figures import CAPACITY
 from benchmark.experiments.runner import prepare
-from benchmark.experiments.scale import axes as scale_axes
 from benchmark.experiments.scale import judge as scale_judge
 from benchmark.experiments.scale.points import Measured, Spec
 from benchmark.faults.events import FaultLog
@@ -758,34 +757,6 @@ def test_the_model_is_judged_on_every_point_it_was_not_fitted_on(base: Summary) 
     lines = scale_judge.error_lines(list(found.values()))
     assert lines[0].startswith("- Error on the 3 points the model was not fitted on: median 0%")
     assert lines[1].startswith("- Missed: committee: hotcrypto, 8 x 1 vCPUs (+100%)")
-
-
-def test_the_cores_page_says_when_its_transfers_leave_block_stm_nothing_to_run(
-    base: Summary,
-) -> None:
-    def point(family: str, dest: str) -> Measured:
-        run = replace(shaped(base, rate=100_000, delivered=90_000), config={"dest": dest})
-        spec = Spec("cores", family, 4, 8.0, 100_000)
-        return Measured(spec, (run,) * 3, dilation=19, speed=None, one_way_ms=1.0)
-
-    def lines(dest: str) -> str:
-        return "\n".join(
-            scale_axes._parallel_lines(
-                [point("hotmove", dest), point("hotmove --exec=blockstm", dest)]
-            )
-        )
-
-    assert "Block-STM 90,000 against sequential 90,000" in lines("ring")
-    assert "`--dest=ring`" in lines("ring")
-    assert "contended_blocks" in lines("ring")
-    assert "--dest=" not in lines("uniform")
-    # A page whose smaller nodes come from another page's record may mix the two.
-    mixed = scale_axes._parallel_lines(
-        [point("hotmove", "ring"), point("hotmove --exec=blockstm", "uniform")]
-    )
-    assert any(
-        line.startswith("- 1 of these 2 points' transfers pay `--dest=ring`") for line in mixed
-    )
 
 
 def test_the_claim_tells_a_stopped_sweep_from_a_settled_one() -> None:

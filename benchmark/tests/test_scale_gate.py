@@ -11,17 +11,14 @@ from benchmark.analysis.metrics import load_run
 from benchmark.analysis.run_summary import Summary, summarize
 from benchmark.experiments import Experiment, Outcome, dilation, scale
 from benchmark.experiments.dilation import LINKS
-from benchmark.experiments.measures import delivered
 from benchmark.experiments.page import Machine, Page
-from benchmark.experiments.records import Record, read_beside_page, save_beside_page
+from benchmark.experiments.records import Record, save_beside_page
 from benchmark.experiments.scale import SCALE_CORES, SCALE_CORES_36, gate
 from benchmark.experiments.scale.points import (
     COMMITTEE,
-    CORES,
     REGIONS,
     THREE_REGIONS,
     Spec,
-    measured,
 )
 
 from .synthetic import write_run
@@ -160,32 +157,3 @@ def test_without_the_smaller_nodes_record_the_page_of_36_says_they_are_left_out(
     assert "The smaller nodes are left out: no usable record of scale-cores's page" in text
     (cores,) = table_with(text, "verifier µs/tx")
     assert [r["vCPUs"] for r in cores] == ["36", "36", "36"]
-
-
-def test_the_cores_axis_move_transfers_leave_room_for_a_parallel_executor() -> None:
-    def flags(axis: str, family: str) -> dict[str, str | bool]:
-        return dict(Spec(axis, family, 4, 8.0, 100_000).configuration(3, 6).flags)
-
-    assert flags(CORES, "hotmove --exec=blockstm")["dest"] == "uniform"
-    assert flags(CORES, "hotmove")["dest"] == "uniform", "the sequential pair pays alike"
-    assert "dest" not in flags(CORES, "hotcrypto")
-    assert "dest" not in flags(COMMITTEE, "hotmove")
-
-
-def test_the_cores_points_ask_above_what_the_committed_page_delivered_but_not_far_above() -> None:
-    """Each hotcrypto point is saturated (asked more than its committed runs delivered) without
-    its clients signing many more transactions than it can send; the Move pair is asked alike."""
-    _, recorded = read_beside_page(
-        REPO_ROOT / "docs/results/scale-cores/record.json", SCALE_CORES, False
-    )
-    asked = {spec.label: spec.rate for spec in scale.points.SCALE_PAGES["scale-cores"](False)}
-    for point in measured(list(recorded.values()), REPO_ROOT):
-        if point.spec.family == "hotcrypto":
-            ceiling = max(delivered(s) for s in point.runs)
-            assert 1.2 * ceiling <= asked[point.spec.label] <= 2.0 * ceiling, point.spec.label
-    for vcpus in (4, 8, 16, 36):
-        sequential, blockstm = (
-            [s.rate for s in scale.points.specs(False) if s.family == f and s.vcpus == vcpus]
-            for f in ("hotmove", "hotmove --exec=blockstm")
-        )
-        assert sequential == blockstm

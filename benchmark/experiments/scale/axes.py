@@ -304,6 +304,12 @@ def cores_section(points: Sequence[Measured], checks: Sequence[Check], page: Pag
     page.add("", *_parallel_lines(points))
 
 
+def _limiting(blockstm: Measured, sequential: Measured) -> str:
+    if blockstm.limited_by == sequential.limited_by:
+        return f"limiting: {blockstm.limited_by} in both"
+    return f"limiting: {blockstm.limited_by} under Block-STM, {sequential.limited_by} sequential"
+
+
 def _parallel_lines(points: Sequence[Measured]) -> list[str]:
     seq = {p.spec.vcpus: p for p in _of(points, CORES, "hotmove")}
     par = {p.spec.vcpus: p for p in _of(points, CORES, "hotmove --exec=blockstm")}
@@ -314,7 +320,7 @@ def _parallel_lines(points: Sequence[Measured]) -> list[str]:
         lines.append(
             f"- {vcpus:g} vCPUs: Block-STM {_describe(b)} against sequential {_describe(a)}"
             f" tx/s ({b.capacity / a.capacity:.2f} times; the runs' ranges are {verdict}),"
-            f" limiting: {b.limited_by} and {a.limited_by}."
+            f" {_limiting(b, a)}."
         )
     lines += _contention_lines([*seq.values(), *par.values()])
     crypto = _of(points, CORES, "hotcrypto")
