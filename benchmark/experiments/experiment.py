@@ -107,6 +107,9 @@ class Outcome:
     # The profiled run at the capacity (`Configuration.profile_at_capacity`), apart from
     # `summaries`: it counts towards no capacity.
     profiled: list[Summary] = field(default_factory=list)
+    # The real seconds it took on the machine that ran it, its probe before included (None in a
+    # record kept before they were): what a page's time goal is held to.
+    seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -279,6 +279,8 @@ def _outcome_facts(outcome: Outcome, record: Record) -> dict[str, Any]:
         "settled": asdict(outcome.settled) if outcome.settled else None,
         "probe_before": asdict(outcome.probe_before) if outcome.probe_before else None,
         "probe_after": asdict(outcome.probe_after) if outcome.probe_after else None,
+        # Only where known: a record kept before is written again as it was.
+        **({"seconds": outcome.seconds} if outcome.seconds is not None else {}),
     }
 
 
@@ -307,6 +309,8 @@ def _outcome(configuration: Configuration, entry: Mapping[str, Any], record: Rec
     outcome.settled = Settled(**settled) if isinstance(settled, dict) else None
     outcome.probe_before = _probe(entry.get("probe_before"))
     outcome.probe_after = _probe(entry.get("probe_after"))
+    seconds = entry.get("seconds")
+    outcome.seconds = float(seconds) if isinstance(seconds, int | float) else None
     return outcome
 
 

@@ -51,6 +51,7 @@ def write_page(
         [o.configuration for o in outcomes],
         record,
         commits={o.configuration.label: o.commit for o in outcomes},
+        seconds=[o.seconds for o in outcomes],
         quick=quick,
     )
     machine_section(page, outcomes)
@@ -97,6 +98,17 @@ def _commit_lines(record: Record, commits: Mapping[str, str | None]) -> list[str
     ]
 
 
+def _time_lines(seconds: Sequence[float | None]) -> list[str]:
+    """How long the configurations took on that machine, where the record kept it for all."""
+    known = [s for s in seconds if s is not None]
+    if not known or len(known) < len(seconds):
+        return []
+    return [
+        f"- Time: {sum(known) / 60:.0f} min of real time for the {len(known)} configurations"
+        f" (their runs and the probe before each; {max(known) / 60:.0f} min the longest)."
+    ]
+
+
 def grouped(labels: Sequence[str]) -> str:
     """Labels named by their case (what comes before the first `: `), with how many of the case's
     configurations there are where it has several: a gate's page has dozens of labels that differ
@@ -117,6 +129,7 @@ def _header(
     record: Record,
     *,
     commits: Mapping[str, str | None],
+    seconds: Sequence[float | None],
     quick: bool,
 ) -> None:
     page.add("", experiment.question)
@@ -142,6 +155,7 @@ def _header(
         f" {size}",
         "",
         f"- Machine: {record.machine.describe()}.",
+        *_time_lines(seconds),
         *comparison_lines(record.machine.cpu, experiment.compared_with, page.directory),
         *([f"- Hosts: {record.hosts}."] if record.hosts else []),
         f"- Commit: `{record.commit}`.",

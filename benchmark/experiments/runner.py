@@ -20,6 +20,7 @@ start.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -189,6 +190,7 @@ def _run_all(
         )
         out.flush()
         outcome = Outcome(configuration, commit=commit)
+        started = time.monotonic()
         if prober is not None:
             outcome.probe_before = prober.probe()
             if outcomes:
@@ -210,6 +212,7 @@ def _run_all(
             outcome.error = str(error).splitlines()[0]
         if outcome.error is not None:
             out.write(f"{configuration.label} stopped: {outcome.error}\n")
+        outcome.seconds = time.monotonic() - started
         outcomes.append(outcome)
         save_progress(outcomes)
     if prober is not None and outcomes:

@@ -86,6 +86,8 @@ def test_a_page_written_again_from_the_logs_is_the_page_its_runs_wrote(
     first = _stand_in_runs(tmp_path, monkeypatch)(output=tmp_path / "first").read_text()
     assert "| faster |" in first
     assert records.record_path(logs, "two-rates", quick=False).is_file()
+    # How long its configurations took, which a page's time goal is held to.
+    assert re.search(r"^- Time: \d+ min of real time for the 2 configurations \(", first, re.M)
 
     again = results_page.rewrite_experiment(
         TWO_RATES, quick=False, repo_root=tmp_path, output=tmp_path / "again", logs_dir=logs
