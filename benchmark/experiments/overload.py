@@ -22,9 +22,13 @@ import matplotlib.pyplot as plt
 from ..analysis.run_summary import Summary
 from .experiment import Configuration, Experiment, Outcome
 from .measures import (
+    APART,
     CAPACITY_RULE,
+    OVERLAPPING,
+    Comparison,
     Rule,
     by_rate,
+    compare,
     delivered,
     e2e_p50,
     fmt,
@@ -33,6 +37,7 @@ from .measures import (
     mempools_held_back,
     node_us_per_tx,
     peak_mean,
+    runs_span,
     share,
     spread,
 )
@@ -282,21 +287,38 @@ def versus(outcomes: Sequence[Outcome]) -> list[str]:
     if attested is None or every is None:
         return ["- Needs runs of both."]
     lines = []
-    below = []
+    # Rates where `attested` delivered less, the runs' ranges apart; and where only its median
+    # was lower, which the runs' spread does not settle.
+    below, unsettled = [], []
     for rate in sorted(set(attested) & set(every)):
         a = median(delivered(s) for s in attested[rate])
         b = median(delivered(s) for s in every[rate])
+        ranges = compare(
+            runs_span([delivered(s) for s in attested[rate]]),
+            runs_span([delivered(s) for s in every[rate]]),
+        )
         lines.append(
             f"- {rate:,} tx/s asked: `attested` delivered {a:,.0f} tx/s (median), `all`"
-            f" {b:,.0f}: {a / b - 1:+.0%}."
+            f" {b:,.0f}: {a / b - 1:+.0%} ({_ranges(ranges)})."
         )
-        if a < b:
+        if ranges.verdict == APART and ranges.higher == 1:
             below.append(rate)
-    lines.append(
-        "- `attested` delivered less than `all` at: " + ", ".join(f"{r:,}" for r in below) + "."
-        if below
-        else "- `attested` delivered at least what `all` delivered at every rate."
-    )
+        elif a < b:
+            unsettled.append(rate)
+    if below:
+        lines.append(
+            "- `attested` delivered less than `all`, the runs' ranges apart, at: "
+            + ", ".join(f"{r:,}" for r in below)
+            + "."
+        )
+    elif unsettled:
+        lines.append(
+            "- `attested` never delivered less than `all` beyond the runs' spread: its median"
+            " was lower at " + ", ".join(f"{r:,}" for r in unsettled) + ", where the ranges"
+            " overlap or too few runs settle it."
+        )
+    else:
+        lines.append("- `attested` delivered at least what `all` delivered at every rate.")
     summaries = [s for by in attested.values() for s in by]
     capacity = _capacity(summaries)
     above = [s for r, by in attested.items() if capacity is not None and r > capacity for s in by]
@@ -308,6 +330,14 @@ def versus(outcomes: Sequence[Outcome]) -> list[str]:
             " that pushes back delivers its capacity however much is asked)."
         )
     return lines
+
+
+def _ranges(comparison: Comparison) -> str:
+    if comparison.verdict == APART:
+        return "ranges apart"
+    if comparison.verdict == OVERLAPPING:
+        return "ranges overlap"
+    return f"not settled: {comparison.why}"
 
 
 def forged(outcomes: Sequence[Outcome]) -> list[str]:

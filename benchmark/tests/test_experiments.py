@@ -163,18 +163,35 @@ def test_attested_is_held_to_all_at_every_rate_and_to_its_capacity_above_it(
 ) -> None:
     all_, attested = [c for c in EXPERIMENTS["overload"].configurations(True)][2:4]
     assert (all_.flags["verify"], attested.flags["verify"]) == ("all", "attested")
+
+    def runs(rate: int, *delivered: float) -> list[Summary]:
+        return [_at(run_summary, rate, d) for d in delivered]
+
     outcomes = [
-        Outcome(all_, [_at(run_summary, 100, 100), _at(run_summary, 200, 150)]),
-        Outcome(attested, [_at(run_summary, 100, 100), _at(run_summary, 200, 160)]),
+        Outcome(all_, runs(100, 100, 100, 100) + runs(200, 150, 150, 150)),
+        Outcome(attested, runs(100, 100, 100, 100) + runs(200, 160, 160, 160)),
     ]
     lines = versus(outcomes)
-    assert lines[0] == ("- 100 tx/s asked: `attested` delivered 100 tx/s (median), `all` 100: +0%.")
-    assert lines[1] == "- 200 tx/s asked: `attested` delivered 160 tx/s (median), `all` 150: +7%."
+    assert lines[0] == (
+        "- 100 tx/s asked: `attested` delivered 100 tx/s (median), `all` 100: +0% (ranges overlap)."
+    )
+    assert lines[1] == (
+        "- 200 tx/s asked: `attested` delivered 160 tx/s (median), `all` 150: +7% (ranges apart)."
+    )
     assert lines[2] == "- `attested` delivered at least what `all` delivered at every rate."
     # Its capacity is 100 tx/s: above it, it delivered more than that.
     assert "`attested`'s worst run delivered 160 tx/s, 160% of it" in lines[3]
-    collapsed = [outcomes[0], Outcome(attested, [_at(run_summary, 100, 90)])]
-    assert versus(collapsed)[-1] == "- `attested` delivered less than `all` at: 100."
+    collapsed = [outcomes[0], Outcome(attested, runs(100, 90, 91, 92))]
+    assert versus(collapsed)[-1] == (
+        "- `attested` delivered less than `all`, the runs' ranges apart, at: 100."
+    )
+    # A lower median within the runs' spread is no loss.
+    noisy = [outcomes[0], Outcome(attested, runs(100, 99, 99.5, 101))]
+    assert versus(noisy)[0].endswith("(ranges overlap).")
+    assert versus(noisy)[-1].startswith(
+        "- `attested` never delivered less than `all` beyond the runs' spread: its median was"
+        " lower at 100,"
+    )
     assert versus(outcomes[:1]) == ["- Needs runs of both."]
 
 
