@@ -10,10 +10,12 @@ import matplotlib.pyplot as plt
 from ...analysis.stages.model import CostModel
 from ..dilation import LINK_DELAY_MS
 from ..measures import (
+    compare,
     delivered,
     e2e_p50,
     fmt,
     node_us_per_tx,
+    runs_span,
     share,
     spread,
     stage_us_per_tx,
@@ -356,9 +358,10 @@ def _describe(point: Measured) -> str:
 
 
 def _apart(a: Measured, b: Measured) -> str:
-    """`apart` when the two points' runs do not overlap, else `overlapping`."""
-    xs, ys = [delivered(s) for s in a.runs], [delivered(s) for s in b.runs]
-    return "apart" if max(xs) < min(ys) or max(ys) < min(xs) else "overlapping"
+    """`apart`, `overlapping` or `not settled` (too few runs), by the two points' runs."""
+    return compare(
+        runs_span([delivered(s) for s in a.runs]), runs_span([delivered(s) for s in b.runs])
+    ).verdict
 
 
 def regions_section(points: Sequence[Measured], page: Page) -> None:
