@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from benchmark import binary_modes
+from benchmark.analysis.metrics import load_run
 from benchmark.analysis.pipeline import Pipeline, save
+from benchmark.analysis.run_summary import Summary, summarize
 from benchmark.binary_flags import ModeFlags
 from benchmark.runners.local import LocalBench
 
@@ -136,6 +138,17 @@ def run_fab_local(tmp_path: Path, *flags: str, timeout: float) -> tuple[dict[str
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     [saved] = (tmp_path / "results").glob("*.json")
     return json.loads(saved.read_text()), result.stdout
+
+
+@pytest.fixture(scope="session")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Summary:
+    """The summary of one synthetic run (`synthetic.write_run`) that tests reshape into the runs
+    they need; a module may give its own (`test_profile_tables`)."""
+    # `synthetic` describes its run's pipeline with this module's helpers: imported here.
+    from .synthetic import write_run  # noqa: PLC0415
+
+    logs = write_run(tmp_path_factory.mktemp("run"))
+    return summarize(load_run(logs), {"mode": "hotcrypto", "nodes": 2})
 
 
 @pytest.fixture(scope="session")

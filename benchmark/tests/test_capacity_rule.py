@@ -36,12 +36,6 @@ from .synthetic import SECONDS, write_run
 from .test_experiment_tables import shaped
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Summary:
-    logs = write_run(tmp_path_factory.mktemp("run"))
-    return summarize(load_run(logs), {"mode": "hotcrypto", "nodes": 2})
-
-
 def at(
     base: Summary, rate: int, delivered: float, *, p50: float = 100.0, held: float = 0.0
 ) -> Summary:

@@ -12,8 +12,7 @@ import pytest
 from benchmark.analysis.audit.checks import AuditReport
 from benchmark.analysis.audit.fault_report import FaultAnalysis
 from benchmark.analysis.consensus.rounds import Rounds
-from benchmark.analysis.metrics import load_run
-from benchmark.analysis.run_summary import Summary, summarize
+from benchmark.analysis.run_summary import Summary
 from benchmark.analysis.stages.projection import project
 from benchmark.analysis.timelines import CatchUp, CommitsTimeline
 from benchmark.experiments import (
@@ -38,13 +37,6 @@ from benchmark.faults.events import FaultLog
 from benchmark.faults.net_emulation import read_delay_matrix
 
 from .conftest import REPO_ROOT, described
-from .synthetic import write_run
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Summary:
-    logs = write_run(tmp_path_factory.mktemp("run"))
-    return summarize(load_run(logs), {"mode": "hotcrypto", "nodes": 2})
 
 
 def shaped(

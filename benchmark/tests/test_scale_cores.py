@@ -7,10 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
-from benchmark.analysis.metrics import load_run
-from benchmark.analysis.run_summary import Summary, summarize
+from benchmark.analysis.run_summary import Summary
 from benchmark.experiments import scale
 from benchmark.experiments.measures import delivered
 from benchmark.experiments.records import read_beside_page
@@ -18,16 +15,9 @@ from benchmark.experiments.scale import SCALE_CORES
 from benchmark.experiments.scale import axes as scale_axes
 from benchmark.experiments.scale.points import COMMITTEE, CORES, Measured, Spec, measured
 
-from .synthetic import write_run
 from .test_experiment_tables import shaped
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Summary:
-    logs = write_run(tmp_path_factory.mktemp("run"))
-    return summarize(load_run(logs), {"mode": "hotcrypto", "nodes": 2})
 
 
 def _point(

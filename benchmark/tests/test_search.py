@@ -10,20 +10,12 @@ from dataclasses import replace
 
 import pytest
 
-from benchmark.analysis.metrics import load_run
-from benchmark.analysis.run_summary import Summary, summarize
+from benchmark.analysis.run_summary import Summary
 from benchmark.analysis.stats import LatencyStats
 from benchmark.experiments.measures import Rule, by_rate, capacity
 from benchmark.experiments.search import Search, all_kept_up, settle
 
-from .synthetic import write_run
 from .test_experiment_tables import shaped
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Summary:
-    logs = write_run(tmp_path_factory.mktemp("run"))
-    return summarize(load_run(logs), {"mode": "hotcrypto", "nodes": 2})
 
 
 class System:
